@@ -1,0 +1,19 @@
+# Dependencies come from Debian packages (scripts/install-deps.sh installs them).
+find_package(OpenMP REQUIRED)
+find_package(ZLIB REQUIRED)
+
+# OpenBLAS built on OpenMP, so anvil's parallel loops and BLAS share one
+# thread pool and never oversubscribe the cores (see Note [One thread pool]
+# in src/backends/cpu/parallel.h). Debian installs it beside the pthread
+# build without changing the system's default BLAS.
+find_library(ANVIL_OPENBLAS_OPENMP NAMES openblas
+             PATHS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp NO_DEFAULT_PATH)
+find_path(ANVIL_CBLAS_INCLUDE cblas.h
+          PATHS /usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp NO_DEFAULT_PATH)
+if(NOT ANVIL_OPENBLAS_OPENMP OR NOT ANVIL_CBLAS_INCLUDE)
+  message(FATAL_ERROR "anvil needs OpenBLAS built with OpenMP: apt-get install libopenblas-openmp-dev "
+                      "(or run scripts/install-deps.sh)")
+endif()
+add_library(anvil_blas INTERFACE)
+target_link_libraries(anvil_blas INTERFACE ${ANVIL_OPENBLAS_OPENMP})
+target_include_directories(anvil_blas SYSTEM INTERFACE ${ANVIL_CBLAS_INCLUDE})

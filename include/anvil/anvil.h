@@ -1,0 +1,18 @@
+// anvil/anvil.h — everything public.
+//
+//   #include <anvil/anvil.h>
+//   int main() {
+//     auto x = anvil::ones({2, 3}, anvil::try_gpu());
+//     std::cout << (x + 2).exp() * x << "\n";
+//   }
+#pragma once
+
+#include "anvil/device.h"
+#include "anvil/dtype.h"
+#include "anvil/error.h"
+#include "anvil/ledger.h"
+#include "anvil/ops.h"
+#include "anvil/runtime.h"
+#include "anvil/shape.h"
+#include "anvil/tensor.h"
+#include "anvil/version.h"

@@ -1,0 +1,102 @@
+// anvil/dtype.h — element types and PyTorch's promotion rules.
+//
+//   anvil::promote(anvil::i32, anvil::f32) == anvil::f32
+//   anvil::Scalar s = 2.5;  s.is_floating() == true
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string_view>
+#include <type_traits>
+
+namespace anvil {
+
+enum class DType : std::uint8_t { Bool = 0, U8, I32, I64, F32, F64 };
+inline constexpr int kNumDTypes = 6;
+
+inline constexpr DType boolean = DType::Bool;
+inline constexpr DType u8 = DType::U8;
+inline constexpr DType i32 = DType::I32;
+inline constexpr DType i64 = DType::I64;
+inline constexpr DType f32 = DType::F32;
+inline constexpr DType f64 = DType::F64;
+
+std::string_view to_string(DType t) noexcept;  // "f32", "i64", "bool", …
+std::ostream& operator<<(std::ostream& os, DType t);
+
+constexpr std::size_t element_size(DType t) noexcept {
+  switch (t) {
+    case DType::Bool:
+    case DType::U8: return 1;
+    case DType::I32:
+    case DType::F32: return 4;
+    case DType::I64:
+    case DType::F64: return 8;
+  }
+  return 0;
+}
+constexpr bool is_floating(DType t) noexcept { return t == DType::F32 || t == DType::F64; }
+constexpr bool is_integral(DType t) noexcept { return !is_floating(t) && t != DType::Bool; }
+
+// PyTorch's promotion for two tensors: bool < u8 < i32 < i64 < f32 < f64,
+// i.e. the larger category wins and, within a category, the wider type.
+constexpr DType promote(DType a, DType b) noexcept {
+  return static_cast<std::uint8_t>(a) > static_cast<std::uint8_t>(b) ? a : b;
+}
+
+// The dtype a tensor gets from a C++ type, for tensor({...}) and item<T>().
+template <typename T> struct dtype_of;
+template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+template <> struct dtype_of<std::uint8_t> { static constexpr DType value = DType::U8; };
+template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::I32; };
+template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::I64; };
+template <> struct dtype_of<float> { static constexpr DType value = DType::F32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::F64; };
+template <typename T> inline constexpr DType dtype_v = dtype_of<T>::value;
+
+// A number that is not a tensor: the `2` in `x + 2`. It keeps its category
+// (bool, integer, floating) so promotion can follow PyTorch: an integer tensor
+// plus 2 stays integral, plus 2.5 becomes the default float dtype.
+class Scalar {
+ public:
+  enum class Kind : std::uint8_t { Bool, Int, Float };
+  constexpr Scalar() noexcept : kind_(Kind::Int), i_(0) {}
+  constexpr Scalar(bool v) noexcept : kind_(Kind::Bool), i_(v) {}
+  template <typename T>
+    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
+  constexpr Scalar(T v) noexcept : kind_(Kind::Int), i_(static_cast<std::int64_t>(v)) {}
+  template <typename T>
+    requires std::is_floating_point_v<T>
+  constexpr Scalar(T v) noexcept : kind_(Kind::Float), d_(static_cast<double>(v)) {}
+
+  constexpr Kind kind() const noexcept { return kind_; }
+  constexpr bool is_floating() const noexcept { return kind_ == Kind::Float; }
+  constexpr bool is_bool() const noexcept { return kind_ == Kind::Bool; }
+  constexpr double to_double() const noexcept { return kind_ == Kind::Float ? d_ : static_cast<double>(i_); }
+  constexpr std::int64_t to_int() const noexcept { return kind_ == Kind::Float ? static_cast<std::int64_t>(d_) : i_; }
+  template <typename T>
+  constexpr T to() const noexcept {
+    if constexpr (std::is_floating_point_v<T>) return static_cast<T>(to_double());
+    else if constexpr (std::is_same_v<T, bool>) return kind_ == Kind::Float ? d_ != 0.0 : i_ != 0;
+    else return static_cast<T>(to_int());
+  }
+
+ private:
+  Kind kind_;
+  union {
+    std::int64_t i_;
+    double d_;
+  };
+};
+std::ostream& operator<<(std::ostream& os, const Scalar& s);
+
+// The dtype of `tensor op scalar`: PyTorch keeps the tensor's dtype unless the
+// scalar is of a higher category (float scalar with an integer tensor → f32;
+// integer scalar with a bool tensor → i64).
+constexpr DType promote(DType t, const Scalar& s) noexcept {
+  if (s.is_floating() && !is_floating(t)) return DType::F32;
+  if (s.kind() == Scalar::Kind::Int && t == DType::Bool) return DType::I64;
+  return t;
+}
+
+}  // namespace anvil

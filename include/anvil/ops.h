@@ -1,0 +1,230 @@
+// anvil/ops.h — every op, as free functions (PyTorch/NumPy names).
+//
+//   auto a = anvil::rand({256, 256}, anvil::try_gpu());
+//   auto b = anvil::randn({256, 256}, a.device());
+//   auto c = anvil::matmul(a, b).relu().sum({1});
+//
+// Ops run where their operands are and put the result there (DESIGN §4.4).
+// Operands on different devices raise DeviceMismatch before anything runs
+// (§4.5). Shapes broadcast as in NumPy; dtypes promote as in PyTorch.
+// Factories create on `default_device()` (the CPU unless a DeviceScope says
+// otherwise) when no device is given; the default dtype is f32.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <vector>
+
+#include "anvil/tensor.h"
+
+namespace anvil {
+
+// --- factories -----------------------------------------------------------------
+Tensor empty(const Shape& shape, Device d = default_device(), DType t = f32);
+Tensor empty(const Shape& shape, DType t, Device d = default_device());
+Tensor zeros(const Shape& shape, Device d = default_device(), DType t = f32);
+Tensor zeros(const Shape& shape, DType t, Device d = default_device());
+Tensor ones(const Shape& shape, Device d = default_device(), DType t = f32);
+Tensor ones(const Shape& shape, DType t, Device d = default_device());
+// dtype: that of `value` (f32 for a floating value, i64 for an integer, bool)
+// unless given.
+Tensor full(const Shape& shape, const Scalar& value, Device d = default_device(),
+            std::optional<DType> t = std::nullopt);
+// [start, end) by step; dtype i64 when all three are integers, else f32.
+Tensor arange(const Scalar& end, Device d = default_device(), std::optional<DType> t = std::nullopt);
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,
+              Device d = default_device(), std::optional<DType> t = std::nullopt);
+Tensor linspace(double start, double end, std::int64_t steps, Device d = default_device(), DType t = f32);
+Tensor eye(std::int64_t n, std::optional<std::int64_t> m = std::nullopt, Device d = default_device(),
+           DType t = f32);
+// Random (DESIGN §4.10): Philox 4x32-10, so one seed and shape give the same
+// numbers on every device. Each call advances the global generator.
+Tensor rand(const Shape& shape, Device d = default_device(), DType t = f32);    // U[0, 1)
+Tensor randn(const Shape& shape, Device d = default_device(), DType t = f32);   // N(0, 1)
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Device d = default_device(),
+               DType t = i64);  // [low, high)
+void manual_seed(std::uint64_t seed);
+
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, const Scalar& value);
+Tensor rand_like(const Tensor& t);
+Tensor randn_like(const Tensor& t);
+Tensor randint_like(const Tensor& t, std::int64_t low, std::int64_t high);
+
+// From host data; copied to `d`. dtype from the C++ type unless given.
+Tensor from_host(const void* data, const Shape& shape, DType t, Device d = default_device());
+template <typename T>
+Tensor tensor(const std::vector<T>& values, Device d = default_device(),
+              std::optional<DType> t = std::nullopt);
+template <typename T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape, Device d = default_device(),
+              std::optional<DType> t = std::nullopt);
+// A 0-dim tensor.
+Tensor scalar_tensor(const Scalar& value, Device d = default_device(), std::optional<DType> t = std::nullopt);
+
+// Nested initializer lists: tensor({{1, 2}, {3, 4}}). Element type decides
+// the dtype (double literals → f32, like torch.tensor; integers → i64).
+template <typename T>
+struct NestedList {
+  std::vector<T> values;
+  Shape shape;
+  NestedList(T v) : values{v} {}  // NOLINT: a leaf
+  NestedList(std::initializer_list<NestedList> children);
+};
+Tensor tensor(NestedList<double> values, Device d = default_device(), std::optional<DType> t = std::nullopt);
+Tensor tensor(NestedList<int> values, Device d = default_device(), std::optional<DType> t = std::nullopt);
+Tensor tensor(NestedList<bool> values, Device d = default_device(), std::optional<DType> t = std::nullopt);
+
+// --- elementwise -------------------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha);  // a + alpha * b
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // true division: integers give f32
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, const Scalar& b);
+Tensor sub(const Tensor& a, const Scalar& b);
+Tensor sub(const Scalar& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Scalar& b);
+Tensor div(const Tensor& a, const Scalar& b);
+Tensor div(const Scalar& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Scalar& b);
+Tensor pow(const Scalar& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Scalar& b);
+Tensor minimum(const Tensor& a, const Scalar& b);
+Tensor eq(const Tensor& a, const Scalar& b);
+Tensor ne(const Tensor& a, const Scalar& b);
+Tensor lt(const Tensor& a, const Scalar& b);
+Tensor le(const Tensor& a, const Scalar& b);
+Tensor gt(const Tensor& a, const Scalar& b);
+Tensor ge(const Tensor& a, const Scalar& b);
+
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor logical_not(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi);
+// cond ? a : b, broadcast; cond must be bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, const Scalar& b);
+Tensor operator-(const Tensor& a, const Scalar& b);
+Tensor operator*(const Tensor& a, const Scalar& b);
+Tensor operator/(const Tensor& a, const Scalar& b);
+Tensor operator+(const Scalar& a, const Tensor& b);
+Tensor operator-(const Scalar& a, const Tensor& b);
+Tensor operator*(const Scalar& a, const Tensor& b);
+Tensor operator/(const Scalar& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Scalar& b);
+Tensor operator!=(const Tensor& a, const Scalar& b);
+Tensor operator<(const Tensor& a, const Scalar& b);
+Tensor operator<=(const Tensor& a, const Scalar& b);
+Tensor operator>(const Tensor& a, const Scalar& b);
+Tensor operator>=(const Tensor& a, const Scalar& b);
+Tensor& operator+=(Tensor& a, const Tensor& b);
+Tensor& operator-=(Tensor& a, const Tensor& b);
+Tensor& operator*=(Tensor& a, const Tensor& b);
+Tensor& operator/=(Tensor& a, const Tensor& b);
+Tensor& operator+=(Tensor& a, const Scalar& b);
+Tensor& operator-=(Tensor& a, const Scalar& b);
+Tensor& operator*=(Tensor& a, const Scalar& b);
+Tensor& operator/=(Tensor& a, const Scalar& b);
+
+// Writes into `out` (no allocation); out's shape must be the broadcast shape.
+void add_out(Tensor& out, const Tensor& a, const Tensor& b);
+void mul_out(Tensor& out, const Tensor& a, const Tensor& b);
+
+// --- reductions (dims may be negative; empty dims = all) ------------------------------
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x, const Shape& dims = {}, bool keepdim = false);  // values
+Tensor min(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// Index (i64) of the first max/min; over the flattened tensor without a dim.
+Tensor argmax(const Tensor& x, std::optional<int> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int> dim = std::nullopt, bool keepdim = false);
+// correction = 1: the unbiased estimator, as torch.var.
+Tensor var(const Tensor& x, const Shape& dims = {}, bool keepdim = false, std::int64_t correction = 1);
+Tensor std(const Tensor& x, const Shape& dims = {}, bool keepdim = false, std::int64_t correction = 1);
+// Frobenius / L2 norm.
+Tensor norm(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
+
+// --- linear algebra -------------------------------------------------------------
+// torch.matmul: 1-D·1-D dot, 2-D mm, batched with broadcasting of batch dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor mm(const Tensor& a, const Tensor& b);    // 2-D only
+Tensor bmm(const Tensor& a, const Tensor& b);   // 3-D, equal batch
+Tensor dot(const Tensor& a, const Tensor& b);   // 1-D only
+Tensor outer(const Tensor& a, const Tensor& b); // 1-D × 1-D → 2-D
+// out = a @ b into an existing tensor (no allocation), 2-D.
+void mm_out(Tensor& out, const Tensor& a, const Tensor& b);
+
+// --- movement, views and indexing ---------------------------------------------------
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor view(const Tensor& x, const Shape& shape);
+Tensor transpose(const Tensor& x, int dim0, int dim1);
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor t(const Tensor& x);
+Tensor slice(const Tensor& x, int dim, std::int64_t start, std::int64_t end, std::int64_t step = 1);
+Tensor narrow(const Tensor& x, int dim, std::int64_t start, std::int64_t length);
+Tensor select(const Tensor& x, int dim, std::int64_t index);
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor squeeze(const Tensor& x, std::optional<int> dim = std::nullopt);
+Tensor unsqueeze(const Tensor& x, int dim);
+Tensor flatten(const Tensor& x, int start_dim = 0, int end_dim = -1);
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);
+// index: 1-D integer tensor on x's device.
+Tensor index_select(const Tensor& x, int dim, const Tensor& index);
+// out[i][j] = x[index[i][j]][j] for dim 0, etc. (torch.gather).
+Tensor gather(const Tensor& x, int dim, const Tensor& index);
+Tensor cat(const std::vector<Tensor>& tensors, int dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int dim = 0);
+std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, int dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, int dim = 0);
+Tensor to_dtype(const Tensor& x, DType t);
+// Shape both would broadcast to; ShapeError naming `op` otherwise.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadcast_shapes");
+
+// --- equality helpers for tests and users --------------------------------------------
+// Same shape and |a - b| <= atol + rtol * |b| everywhere (on the host).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+bool equal(const Tensor& a, const Tensor& b);  // same shape, dtype and values
+
+}  // namespace anvil

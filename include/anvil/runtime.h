@@ -1,0 +1,41 @@
+// anvil/runtime.h — threads and memory.
+//
+//   anvil::set_num_threads(2);                    // anvil's loops and BLAS together
+//   auto s = anvil::memory_stats(anvil::cpu());   // allocated, reserved, peak
+//   anvil::set_memory_limit(anvil::gpu(0), 1 << 30);
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+
+#include "anvil/device.h"
+
+namespace anvil {
+
+// One thread budget for everything anvil runs on the CPU: its own parallel
+// loops and OpenBLAS share a single OpenMP pool, so they never oversubscribe
+// the cores. Default: the number of cores (or OMP_NUM_THREADS).
+void set_num_threads(int n);
+int num_threads() noexcept;
+
+struct MemoryStats {
+  std::uint64_t allocated = 0;       // bytes held by live tensors
+  std::uint64_t reserved = 0;        // allocated + cached for reuse
+  std::uint64_t peak_allocated = 0;  // high-water mark of `allocated`
+  std::uint64_t num_allocs = 0;      // allocations served (cached or fresh)
+  std::uint64_t num_frees = 0;
+  std::uint64_t cache_hits = 0;      // allocations served from the cache
+  std::uint64_t limit = 0;           // 0 = none
+};
+std::ostream& operator<<(std::ostream& os, const MemoryStats& s);
+
+MemoryStats memory_stats(Device d);
+void reset_peak_memory_stats(Device d);
+// Returns cached, unused blocks to the device (or the OS for the CPU).
+void empty_cache(Device d);
+// Caps `reserved` on `d` (0 removes the cap); past it an allocation empties
+// the cache, retries once, then throws OutOfMemory. Also settable at start-up
+// with ANVIL_MEMORY_LIMIT="opencl:0=512M,cpu=8G".
+void set_memory_limit(Device d, std::uint64_t bytes);
+
+}  // namespace anvil

@@ -1,0 +1,166 @@
+// anvil/tensor.h — the Tensor handle.
+//
+//   auto x = anvil::ones({2, 3}, anvil::try_gpu());   // lives where you say
+//   auto y = (x + 2).exp() * x;                        // runs where x lives
+//   auto h = y.cpu();                                  // moves only on purpose
+//   std::cout << h << "\n";
+//
+// A Tensor is a cheap, reference-counted handle to a view (shape, strides,
+// offset, dtype) over a Storage that owns bytes on one device. Copying a
+// Tensor copies the handle, not the data (like torch.Tensor in Python);
+// `clone()` and `copy_to()` copy data. A default-constructed Tensor is
+// undefined (`defined() == false`); every op rejects it with ValueError.
+// Thread safety: distinct tensors may be used from distinct threads; one
+// tensor written from two threads at once is a data race.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "anvil/device.h"
+#include "anvil/dtype.h"
+#include "anvil/error.h"
+#include "anvil/shape.h"
+
+namespace anvil {
+
+namespace detail {
+class TensorImpl;
+}
+
+class Tensor {
+ public:
+  Tensor() noexcept = default;
+  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) noexcept : impl_(std::move(impl)) {}
+
+  // --- what it is ------------------------------------------------------------
+  bool defined() const noexcept { return impl_ != nullptr; }
+  const Shape& shape() const;
+  const Strides& strides() const;
+  std::int64_t size(int dim) const;  // negative dims count from the end
+  std::int64_t stride(int dim) const;
+  int dim() const;
+  std::int64_t numel() const;
+  DType dtype() const;
+  Device device() const;
+  std::int64_t offset() const;  // into the storage, in elements
+  bool is_contiguous() const;
+  std::size_t nbytes() const;  // numel * element size
+  // Same TensorImpl: `t.to(t.device()).is_same(t)` is true.
+  bool is_same(const Tensor& other) const noexcept { return impl_ == other.impl_; }
+  // Views of one storage share it.
+  bool shares_storage(const Tensor& other) const;
+
+  // --- moving between devices and dtypes (DESIGN §4.6) ------------------------
+  // This tensor itself when already on `d`; else a copy on `d`.
+  Tensor to(Device d) const;
+  // This tensor itself when already `t`; else a converted copy.
+  Tensor to(DType t) const;
+  Tensor to(Device d, DType t) const;
+  // Always new storage, even on the same device.
+  Tensor copy_to(Device d) const;
+  Tensor cpu() const { return to(anvil::cpu()); }
+
+  // --- host access (copies to the host and waits; counted by the ledger) -------
+  template <typename T> T item() const;
+  template <typename T> std::vector<T> to_vector() const;
+  // Pointer to the first element; CPU tensors only (NotSupported otherwise).
+  template <typename T> T* data_ptr() const;
+  void* raw_data_ptr() const;
+
+  // --- views (share storage) ------------------------------------------------
+  Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
+  Tensor view(const Shape& shape) const;     // a view or ShapeError
+  Tensor transpose(int dim0, int dim1) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor t() const;  // transpose of a ≤2-D tensor
+  Tensor slice(int dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
+  Tensor narrow(int dim, std::int64_t start, std::int64_t length) const;
+  Tensor select(int dim, std::int64_t index) const;
+  Tensor expand(const Shape& shape) const;  // -1 keeps a dim
+  Tensor squeeze() const;
+  Tensor squeeze(int dim) const;
+  Tensor unsqueeze(int dim) const;
+  Tensor flatten(int start_dim = 0, int end_dim = -1) const;
+  Tensor contiguous() const;  // this tensor when already contiguous
+  Tensor clone() const;       // always a contiguous copy on the same device
+  Tensor operator[](std::int64_t index) const { return select(0, index); }
+
+  // --- elementwise ------------------------------------------------------------
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor abs() const;
+  Tensor neg() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor pow(const Scalar& e) const;
+  Tensor pow(const Tensor& e) const;
+  Tensor clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const;
+
+  // In place: write the result into this tensor (its dtype must hold it).
+  Tensor& add_(const Tensor& o);
+  Tensor& add_(const Scalar& o);
+  Tensor& sub_(const Tensor& o);
+  Tensor& sub_(const Scalar& o);
+  Tensor& mul_(const Tensor& o);
+  Tensor& mul_(const Scalar& o);
+  Tensor& div_(const Tensor& o);
+  Tensor& div_(const Scalar& o);
+  Tensor& pow_(const Scalar& o);
+  Tensor& clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi);
+  Tensor& relu_();
+  Tensor& exp_();
+  Tensor& neg_();
+  Tensor& fill_(const Scalar& v);
+  Tensor& zero_();
+  // Copies `src` (broadcast, converted) into this tensor; same device.
+  Tensor& copy_(const Tensor& src);
+
+  // --- reductions -------------------------------------------------------------
+  Tensor sum() const;
+  Tensor sum(const Shape& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor min() const;
+  Tensor argmax() const;
+  Tensor argmax(int dim, bool keepdim = false) const;
+  Tensor argmin() const;
+  Tensor argmin(int dim, bool keepdim = false) const;
+  Tensor norm() const;
+
+  // --- linear algebra ---------------------------------------------------------
+  Tensor matmul(const Tensor& o) const;
+
+  std::shared_ptr<detail::TensorImpl> const& impl() const noexcept { return impl_; }
+  detail::TensorImpl& impl_ref() const;  // ValueError when undefined
+
+ private:
+  std::shared_ptr<detail::TensorImpl> impl_;
+};
+
+// PyTorch's format: tensor([[1., 1.],\n        [1., 1.]], device='opencl:0').
+// Printing a device tensor is exactly one device→host copy.
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+std::string to_string(const Tensor& t);
+
+// Print options, like torch.set_printoptions.
+struct PrintOptions {
+  int precision = 4;
+  std::int64_t threshold = 1000;  // summarise past this many elements
+  int edgeitems = 3;
+  int linewidth = 80;
+};
+void set_printoptions(const PrintOptions& options);
+PrintOptions printoptions();
+
+}  // namespace anvil

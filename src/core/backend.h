@@ -1,0 +1,192 @@
+// The backend interface (DESIGN §2): one object per DeviceType, registered in
+// a table indexed by the type. Backends implement primitives only; every
+// validation, broadcast, dtype promotion and device check has already been
+// done by the op frontend (src/ops) when a primitive is called, so a backend
+// may assume well-formed arguments: same device, equal dtypes where the
+// primitive says so, shapes already broadcast.
+//
+// Optional members have a default that throws NotSupported (marked
+// "optional"). Adding a backend: a folder under src/backends/, a
+// `register_<name>_backend()` call in registry.cpp, and the device-generic
+// tests pass on it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "anvil/device.h"
+#include "anvil/dtype.h"
+#include "anvil/runtime.h"
+#include "anvil/shape.h"
+
+namespace anvil::detail {
+
+// ---- operands as kernels see them -------------------------------------------------
+// `data` is the storage's handle: a host pointer on the CPU, a cl_mem on
+// OpenCL, a device pointer on CUDA. `offset` counts elements from the
+// storage's start. Strides are in elements; 0 means broadcast.
+struct KernelOperand {
+  void* data = nullptr;
+  std::int64_t offset = 0;
+  DType dtype = DType::F32;
+  std::int64_t strides[kMaxDims] = {};
+  // A C++ scalar instead of a tensor (`x + 2`): data is null, the value is
+  // `scalar`, converted to `dtype` by the kernel.
+  bool is_scalar = false;
+  Scalar scalar;
+};
+
+// All operands of an elementwise primitive share one iteration shape (the
+// output's), already coalesced: adjacent dims that are contiguous in every
+// operand are merged, so a contiguous op arrives as ndim == 1.
+struct ElementwiseArgs {
+  int ndim = 0;
+  std::int64_t shape[kMaxDims] = {};
+  std::int64_t numel = 0;
+  KernelOperand out;
+  KernelOperand in[3];
+  int nin = 0;
+  bool contiguous() const noexcept;  // every tensor operand dense in order
+};
+
+enum class UnaryOp : std::uint8_t {
+  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Sign, Square, Reciprocal,
+  LogicalNot,
+  Clamp,  // uses UnaryParams lo/hi (±inf when open)
+  Count
+};
+const char* name(UnaryOp op) noexcept;  // "exp", … (kernel symbols derive from it)
+struct UnaryParams {
+  double lo = 0, hi = 0;
+};
+
+enum class BinaryOp : std::uint8_t {
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge,  // output bool
+  Count
+};
+const char* name(BinaryOp op) noexcept;
+constexpr bool is_comparison(BinaryOp op) noexcept { return op >= BinaryOp::Eq; }
+
+enum class ReduceOp : std::uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, Count };
+const char* name(ReduceOp op) noexcept;
+
+// Reduction: the input's dims are ordered [kept..., reduced...]; `out` is
+// contiguous over the kept dims (nkept of them). Sum is multiplied by
+// `scale` (mean passes 1/n). ArgMax/ArgMin write i64 indices into the
+// row-major flattening of the reduced dims.
+struct ReduceArgs {
+  int nkept = 0, nreduced = 0;
+  std::int64_t shape[kMaxDims] = {};  // kept dims then reduced dims
+  std::int64_t out_numel = 0, reduce_numel = 0;
+  KernelOperand out;  // strides over the kept dims
+  KernelOperand in;   // strides over kept then reduced dims
+  double scale = 1.0;
+};
+
+// C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b], row-major. A matrix is
+// {data, offset, ld, batch_stride, trans}: element (i, j) of op(A) is at
+// offset + b*batch_stride + (trans ? j*ld + i : i*ld + j).
+struct GemmMatrix {
+  void* data = nullptr;
+  std::int64_t offset = 0;
+  std::int64_t ld = 0;
+  std::int64_t batch_stride = 0;
+  bool trans = false;
+};
+struct GemmArgs {
+  DType dtype = DType::F32;
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  GemmMatrix a, b, c;  // c.trans is always false
+  double alpha = 1.0, beta = 0.0;
+};
+
+// out = x gathered along `dim` with `index` (i64, contiguous):
+//   IndexSelect: out[.., i, ..] = x[.., index[i], ..]    (index is 1-D)
+//   Gather:      out[i][j][k] = x[index[i][j][k]][j][k]  (dim 0; index has out's shape)
+// All tensors are given as shape + strides over `ndim` dims (out's shape).
+enum class IndexOp : std::uint8_t { IndexSelect, Gather };
+struct IndexArgs {
+  IndexOp op = IndexOp::IndexSelect;
+  int ndim = 0, dim = 0;
+  std::int64_t shape[kMaxDims] = {};  // out's shape
+  std::int64_t numel = 0;
+  std::int64_t src_dim_size = 0;      // x.size(dim), for bounds checks
+  KernelOperand out, src, index;
+};
+
+// Philox 4x32-10 fill of a contiguous tensor: element i uses counter
+// (offset + i / 4) and lane i % 4 (see src/kernels/philox.h), so every
+// backend produces the same numbers.
+enum class RandomKind : std::uint8_t { Uniform, Normal, Randint };
+struct RandomArgs {
+  RandomKind kind = RandomKind::Uniform;
+  KernelOperand out;  // contiguous
+  std::int64_t numel = 0;
+  std::uint64_t seed = 0, offset = 0;
+  double a = 0, b = 1;  // Randint: [a, b)
+};
+
+// ---- the interface ----------------------------------------------------------------
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceType type() const noexcept = 0;
+
+  // enumeration: never throws
+  virtual int device_count() noexcept = 0;
+  virtual std::string unavailable_reason() noexcept = 0;  // "" when devices exist
+  // Whether device `index` counts as an accelerator for gpu(i)/try_gpu(i).
+  virtual bool is_accelerator(int index) noexcept = 0;
+  virtual DeviceProperties properties(int index) = 0;
+
+  // memory: behind the backend's caching allocator. allocate() throws
+  // OutOfMemory (after emptying the cache and retrying once).
+  virtual void* allocate(int index, std::size_t bytes) = 0;
+  virtual void deallocate(int index, void* data, std::size_t bytes) noexcept = 0;
+  virtual MemoryStats memory_stats(int index) = 0;
+  virtual void reset_peak_memory_stats(int index) = 0;
+  virtual void empty_cache(int index) = 0;
+  virtual void set_memory_limit(int index, std::uint64_t bytes) = 0;
+
+  // movement, byte offsets, enqueued on the device's queue. to_host waits.
+  virtual void copy_from_host(int index, void* dst, std::size_t dst_offset, const void* src,
+                              std::size_t bytes) = 0;
+  virtual void copy_to_host(int index, void* dst, const void* src, std::size_t src_offset,
+                            std::size_t bytes) = 0;
+  // Within this backend, possibly between two of its devices.
+  virtual void copy_device(int dst_index, void* dst, std::size_t dst_offset, int src_index,
+                           const void* src, std::size_t src_offset, std::size_t bytes) = 0;
+  // Whether copy_device can go directly from src_index to dst_index
+  // (otherwise the frontend goes through the host).
+  virtual bool can_copy_direct(int dst_index, int src_index) noexcept = 0;
+
+  // execution
+  virtual void synchronize(int index) = 0;
+
+  // primitives
+  virtual bool supports(const char* op, DType t, int index) noexcept = 0;
+  virtual void fill(int index, const KernelOperand& out, std::int64_t numel, const Scalar& value) = 0;
+  // out[i] = start + i * step, contiguous.
+  virtual void arange(int index, const KernelOperand& out, std::int64_t numel, double start,
+                      double step) = 0;
+  // Strided copy with dtype conversion: out = in[0].
+  virtual void copy(int index, const ElementwiseArgs& args) = 0;
+  virtual void unary(int index, UnaryOp op, const UnaryParams& params, const ElementwiseArgs& args) = 0;
+  virtual void binary(int index, BinaryOp op, const ElementwiseArgs& args) = 0;
+  // out = in[0] ? in[1] : in[2]
+  virtual void where(int index, const ElementwiseArgs& args) = 0;
+  virtual void reduce(int index, ReduceOp op, const ReduceArgs& args) = 0;
+  virtual void gemm(int index, const GemmArgs& args) = 0;
+  virtual void index(int index, const IndexArgs& args) = 0;
+  virtual void random(int index, const RandomArgs& args) = 0;
+};
+
+// The table: null where a backend is not compiled in.
+Backend* backend_for(DeviceType type) noexcept;
+// The backend of `d`, checking that the device exists: throws NotCompiled or
+// DeviceError (with the reason) naming `op`.
+Backend& backend_checked(Device d, const char* op = "device");
+
+}  // namespace anvil::detail
