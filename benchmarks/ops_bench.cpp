@@ -1,0 +1,73 @@
+// benchmarks/ops_bench.cpp — per-op timings of anvil alone, Google Benchmark style.
+//
+//   build-bench/benchmarks/bench_ops --benchmark_filter='add'
+//
+// The comparison with the peers is bench_compare; this is for looking at one
+// op while changing it. Case names follow the test case ids
+// (`add(shape=[2,3],dtype=f32)`).
+#include <anvil/anvil.h>
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
+
+namespace {
+
+std::string id(const char* op, std::int64_t rows, std::int64_t cols) {
+  return std::string(op) + "(shape=[" + std::to_string(rows) + "," + std::to_string(cols) + "],dtype=f32)";
+}
+
+void set_bytes(benchmark::State& state, const anvil::Tensor& x, int arrays) {
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * arrays *
+                          static_cast<std::int64_t>(x.nbytes()));
+}
+
+void binary(benchmark::State& state, anvil::Tensor (*op)(const anvil::Tensor&, const anvil::Tensor&),
+            std::int64_t rows, std::int64_t cols) {
+  const auto a = anvil::rand({rows, cols});
+  const auto b = anvil::rand({rows, cols});
+  for (auto _ : state) benchmark::DoNotOptimize(op(a, b));
+  set_bytes(state, a, 3);
+}
+
+void unary(benchmark::State& state, anvil::Tensor (*op)(const anvil::Tensor&), std::int64_t rows,
+           std::int64_t cols) {
+  const auto a = anvil::rand({rows, cols});
+  for (auto _ : state) benchmark::DoNotOptimize(op(a));
+  set_bytes(state, a, 2);
+}
+
+void reduce(benchmark::State& state, std::int64_t rows, std::int64_t cols) {
+  const auto a = anvil::rand({rows, cols});
+  for (auto _ : state) benchmark::DoNotOptimize(anvil::sum(a));
+  set_bytes(state, a, 1);
+}
+
+void matmul(benchmark::State& state, std::int64_t n) {
+  const auto a = anvil::rand({n, n});
+  const auto b = anvil::rand({n, n});
+  for (auto _ : state) benchmark::DoNotOptimize(anvil::matmul(a, b));
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(n * n * n),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
+anvil::Tensor add_op(const anvil::Tensor& a, const anvil::Tensor& b) { return anvil::add(a, b); }
+anvil::Tensor mul_op(const anvil::Tensor& a, const anvil::Tensor& b) { return anvil::mul(a, b); }
+anvil::Tensor exp_op(const anvil::Tensor& a) { return anvil::exp(a); }
+anvil::Tensor tanh_op(const anvil::Tensor& a) { return anvil::tanh(a); }
+
+[[maybe_unused]] const int kRegistered = [] {
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{2, 3}, {1024, 1024}, {4096, 4096}}) {
+    benchmark::RegisterBenchmark(id("add", rows, cols).c_str(), binary, add_op, rows, cols);
+    benchmark::RegisterBenchmark(id("mul", rows, cols).c_str(), binary, mul_op, rows, cols);
+    benchmark::RegisterBenchmark(id("exp", rows, cols).c_str(), unary, exp_op, rows, cols);
+    benchmark::RegisterBenchmark(id("tanh", rows, cols).c_str(), unary, tanh_op, rows, cols);
+    benchmark::RegisterBenchmark(id("sum", rows, cols).c_str(), reduce, rows, cols);
+  }
+  for (std::int64_t n : {64, 100, 256, 1024})
+    benchmark::RegisterBenchmark(id("matmul", n, n).c_str(), matmul, n)->Unit(benchmark::kMicrosecond);
+  return 0;
+}();
+
+}  // namespace

@@ -1,0 +1,77 @@
+// benchmarks/worker_anvil.cpp — times anvil for bench_compare (see worker.h).
+//
+// anvil runs in its default configuration: no set_num_threads call, no
+// environment variable, so the figures are what a user gets.
+//
+// Variants: `alloc` — the allocating API a user writes (`c = a + b`), the
+// result dropped each iteration so the allocator's reuse is part of the cost;
+// `out` — the same op into a preallocated tensor (`add_out`, `mm_out`).
+#include <anvil/anvil.h>
+
+#include <string>
+
+#include "worker.h"
+
+namespace {
+
+using anvil_bench::Body;
+using anvil_bench::CaseId;
+using anvil_bench::keep;
+
+Body prepare(const CaseId& id, const std::string& variant) {
+  const anvil::Shape shape(id.shape);
+  if (id.op == "matmul") {
+    const auto a = anvil::rand(shape);
+    const auto b = anvil::rand(shape);
+    if (variant == "alloc")
+      return [a, b](std::int64_t n) {
+        for (std::int64_t i = 0; i < n; ++i) keep(anvil::matmul(a, b));
+      };
+    if (variant == "out")
+      return [a, b, c = anvil::empty(shape)](std::int64_t n) mutable {
+        for (std::int64_t i = 0; i < n; ++i) anvil::mm_out(c, a, b);
+        keep(c);
+      };
+  }
+  if (id.op == "add") {
+    const auto a = anvil::rand(shape);
+    const auto b = anvil::rand(shape);
+    if (variant == "alloc")
+      return [a, b](std::int64_t n) {
+        for (std::int64_t i = 0; i < n; ++i) keep(a + b);
+      };
+    if (variant == "out")
+      return [a, b, c = anvil::empty(shape)](std::int64_t n) mutable {
+        for (std::int64_t i = 0; i < n; ++i) anvil::add_out(c, a, b);
+        keep(c);
+      };
+  }
+  if (id.op == "exp_mul" && variant == "alloc") {
+    const auto a = anvil::rand(shape);
+    const auto b = anvil::rand(shape);
+    return [a, b](std::int64_t n) {
+      for (std::int64_t i = 0; i < n; ++i) keep(anvil::exp(a) * b);
+    };
+  }
+  // The chapter's exercise: products of small matrices, each norm read back
+  // to the host as it is produced.
+  if (id.op == "matmul_norm_item" && variant == "alloc") {
+    const auto a = anvil::randn(shape);
+    const auto b = anvil::randn(shape);
+    const auto count = id.count;
+    return [a, b, count](std::int64_t n) {
+      float total = 0;
+      for (std::int64_t i = 0; i < n * count; ++i) total += anvil::matmul(a, b).norm().item<float>();
+      keep(total);
+    };
+  }
+  return {};
+}
+
+}  // namespace
+
+int main() {
+  const std::string info = std::string("anvil ") + anvil::kVersion +
+                           ", threads=" + std::to_string(anvil::num_threads()) + " (defaults)";
+  return anvil_bench::serve(info, prepare);
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds anvil's speed benchmarks (release, build-bench/) and runs them: anvil
+# side by side with LibTorch and OpenBLAS in one run, printing a table of
+# ratios against the targets. Arguments go to bench_compare, e.g.
+#
+#   scripts/bench.sh                      # everything (about 4 minutes on 2 cores)
+#   scripts/bench.sh --filter matmul --repeats 9
+#   scripts/bench.sh --markdown           # the table as Markdown
+#   BENCH_OPS=1 scripts/bench.sh          # also anvil's per-op Google Benchmark
+#
+# Installs missing Debian packages first (libtorch-dev is needed only here),
+# with apt-get as root, or through sudo when not root. Set JOBS to limit the
+# build's parallelism (default: all cores).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${root}/build-bench"
+jobs="${JOBS:-$(nproc)}"
+
+packages=(cmake ninja-build g++ libopenblas-openmp-dev zlib1g-dev libtorch-dev libbenchmark-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "bench.sh: installing ${missing[*]}"
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "bench.sh: not root, using sudo"
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" apt-get update
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+# anvil's own build dependencies, when the project lists more than the above.
+if [[ -x "${root}/scripts/install-deps.sh" ]]; then
+  "${root}/scripts/install-deps.sh"
+fi
+
+cmake -S "${root}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DANVIL_BUILD_BENCHMARKS=ON -DANVIL_BUILD_TESTS=OFF >/dev/null
+cmake --build "${build}" -j "${jobs}" --target bench_compare bench_worker_anvil bench_worker_openblas \
+  $(grep -q '^build bench_worker_torch:' "${build}/build.ninja" && echo bench_worker_torch) \
+  $([[ -n "${BENCH_OPS:-}" ]] && grep -q '^build bench_ops:' "${build}/build.ninja" && echo bench_ops)
+
+load="$(cut -d' ' -f1 /proc/loadavg)"
+if awk -v l="${load}" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
+  echo "bench.sh: load average is ${load} on $(nproc) cores; figures will be noisy (ratios stay within one run)" >&2
+fi
+
+"${build}/benchmarks/bench_compare" "$@"
+if [[ -n "${BENCH_OPS:-}" && -x "${build}/benchmarks/bench_ops" ]]; then
+  "${build}/benchmarks/bench_ops"
+fi
