@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "anvil/tensor.h"
@@ -65,18 +66,18 @@ Tensor tensor(const std::vector<T>& values, const Shape& shape, Device d = defau
 // A 0-dim tensor.
 Tensor scalar_tensor(const Scalar& value, Device d = default_device(), std::optional<DType> t = std::nullopt);
 
-// Nested initializer lists: tensor({{1, 2}, {3, 4}}). Element type decides
-// the dtype (double literals → f32, like torch.tensor; integers → i64).
-template <typename T>
+// Nested initializer lists: tensor({{1, 2}, {3, 4}}). The dtype follows
+// torch.tensor: any floating literal makes it f32, else integers give i64,
+// else bool.
 struct NestedList {
-  std::vector<T> values;
+  std::vector<Scalar> values;
   Shape shape;
-  NestedList(T v) : values{v} {}  // NOLINT: a leaf
+  template <typename T>
+    requires std::is_arithmetic_v<T>
+  NestedList(T v) : values{Scalar(v)} {}  // NOLINT: a leaf converts implicitly
   NestedList(std::initializer_list<NestedList> children);
 };
-Tensor tensor(NestedList<double> values, Device d = default_device(), std::optional<DType> t = std::nullopt);
-Tensor tensor(NestedList<int> values, Device d = default_device(), std::optional<DType> t = std::nullopt);
-Tensor tensor(NestedList<bool> values, Device d = default_device(), std::optional<DType> t = std::nullopt);
+Tensor tensor(const NestedList& values, Device d = default_device(), std::optional<DType> t = std::nullopt);
 
 // --- elementwise -------------------------------------------------------------------
 Tensor add(const Tensor& a, const Tensor& b);

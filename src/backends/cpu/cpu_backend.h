@@ -1,0 +1,51 @@
+// The CPU backend: host memory through the caching allocator, kernels as
+// vectorisable loops on the shared OpenMP pool, GEMM through OpenBLAS.
+// Everything runs synchronously on the calling thread (and the pool).
+#pragma once
+
+#include "core/backend.h"
+#include "core/caching_allocator.h"
+
+namespace anvil::cpu_backend {
+
+class CpuBackend final : public detail::Backend {
+ public:
+  CpuBackend();
+  DeviceType type() const noexcept override { return DeviceType::CPU; }
+  int device_count() noexcept override { return 1; }
+  std::string unavailable_reason() noexcept override { return ""; }
+  bool is_accelerator(int) noexcept override { return false; }
+  DeviceProperties properties(int index) override;
+
+  void* allocate(int index, std::size_t bytes) override;
+  void deallocate(int index, void* data, std::size_t bytes) noexcept override;
+  MemoryStats memory_stats(int index) override;
+  void reset_peak_memory_stats(int index) override;
+  void empty_cache(int index) override;
+  void set_memory_limit(int index, std::uint64_t bytes) override;
+
+  void copy_from_host(int index, void* dst, std::size_t dst_offset, const void* src, std::size_t bytes) override;
+  void copy_to_host(int index, void* dst, const void* src, std::size_t src_offset, std::size_t bytes) override;
+  void copy_device(int dst_index, void* dst, std::size_t dst_offset, int src_index, const void* src,
+                   std::size_t src_offset, std::size_t bytes) override;
+  bool can_copy_direct(int, int) noexcept override { return true; }
+  void synchronize(int) override {}
+
+  bool supports(const char* op, DType t, int index) noexcept override;
+  void fill(int index, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) override;
+  void arange(int index, const detail::KernelOperand& out, std::int64_t numel, double start, double step) override;
+  void copy(int index, const detail::ElementwiseArgs& args) override;
+  void unary(int index, detail::UnaryOp op, const detail::UnaryParams& params,
+             const detail::ElementwiseArgs& args) override;
+  void binary(int index, detail::BinaryOp op, const detail::ElementwiseArgs& args) override;
+  void where(int index, const detail::ElementwiseArgs& args) override;
+  void reduce(int index, detail::ReduceOp op, const detail::ReduceArgs& args) override;
+  void gemm(int index, const detail::GemmArgs& args) override;
+  void index(int index, const detail::IndexArgs& args) override;
+  void random(int index, const detail::RandomArgs& args) override;
+
+ private:
+  detail::CachingAllocator allocator_;
+};
+
+}  // namespace anvil::cpu_backend

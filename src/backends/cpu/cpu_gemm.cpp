@@ -1,0 +1,74 @@
+// GEMM: OpenBLAS for f32/f64, plain loops for integer dtypes. Batches of
+// small matrices run one matrix per thread (OpenBLAS runs single-threaded
+// inside an OpenMP region); large matrices let OpenBLAS use the pool.
+#include <cblas.h>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/dispatch.h"
+#include "backends/cpu/parallel.h"
+
+namespace anvil::cpu_backend {
+
+using detail::GemmArgs;
+
+namespace {
+
+template <typename T>
+void blas_gemm(const GemmArgs& g, std::int64_t b) {
+  const T* a = static_cast<const T*>(g.a.data) + g.a.offset + b * g.a.batch_stride;
+  const T* bm = static_cast<const T*>(g.b.data) + g.b.offset + b * g.b.batch_stride;
+  T* c = static_cast<T*>(g.c.data) + g.c.offset + b * g.c.batch_stride;
+  const auto ta = g.a.trans ? CblasTrans : CblasNoTrans;
+  const auto tb = g.b.trans ? CblasTrans : CblasNoTrans;
+  const blasint m = static_cast<blasint>(g.m), n = static_cast<blasint>(g.n), k = static_cast<blasint>(g.k);
+  const blasint lda = static_cast<blasint>(g.a.ld), ldb = static_cast<blasint>(g.b.ld),
+                ldc = static_cast<blasint>(g.c.ld);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, static_cast<float>(g.alpha), a, lda, bm, ldb,
+                static_cast<float>(g.beta), c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, g.alpha, a, lda, bm, ldb, g.beta, c, ldc);
+}
+
+template <typename T>
+void loop_gemm(const GemmArgs& g, std::int64_t b) {
+  const T* a = static_cast<const T*>(g.a.data) + g.a.offset + b * g.a.batch_stride;
+  const T* bm = static_cast<const T*>(g.b.data) + g.b.offset + b * g.b.batch_stride;
+  T* c = static_cast<T*>(g.c.data) + g.c.offset + b * g.c.batch_stride;
+  auto at = [&](std::int64_t i, std::int64_t p) { return g.a.trans ? a[p * g.a.ld + i] : a[i * g.a.ld + p]; };
+  auto bt = [&](std::int64_t p, std::int64_t j) { return g.b.trans ? bm[j * g.b.ld + p] : bm[p * g.b.ld + j]; };
+  for (std::int64_t i = 0; i < g.m; ++i)
+    for (std::int64_t j = 0; j < g.n; ++j) {
+      T acc = 0;
+      for (std::int64_t p = 0; p < g.k; ++p) acc = static_cast<T>(acc + at(i, p) * bt(p, j));
+      T& dst = c[i * g.c.ld + j];
+      dst = static_cast<T>(static_cast<T>(g.alpha) * acc + (g.beta == 0 ? T(0) : static_cast<T>(g.beta) * dst));
+    }
+}
+
+template <typename T>
+void gemm_typed(const GemmArgs& g) {
+  auto one = [&](std::int64_t b) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) blas_gemm<T>(g, b);
+    else loop_gemm<T>(g, b);
+  };
+  const std::int64_t flops_per = g.m * g.n * g.k;
+  // Small matrices: parallel over the batch. Large: one at a time, each
+  // parallel inside OpenBLAS.
+  if (g.batch > 1 && flops_per < (std::int64_t{1} << 21)) {
+    parallel_for(g.batch, std::max<std::int64_t>(1, (std::int64_t{1} << 18) / std::max<std::int64_t>(1, flops_per)),
+                 [&](std::int64_t b, std::int64_t e) {
+                   for (std::int64_t i = b; i < e; ++i) one(i);
+                 });
+  } else {
+    for (std::int64_t i = 0; i < g.batch; ++i) one(i);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::gemm(int, const GemmArgs& g) {
+  ANVIL_DISPATCH(g.dtype, T, gemm_typed<T>(g));
+}
+
+}  // namespace anvil::cpu_backend

@@ -1,0 +1,196 @@
+// Reductions. The frontend orders dims [kept..., reduced...] and coalesces
+// each group; three loop shapes cover what training needs fast: a whole
+// contiguous tensor, contiguous rows (softmax over the last dim), and
+// columns (a bias gradient: summing over the batch dim).
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/dispatch.h"
+#include "backends/cpu/parallel.h"
+
+namespace anvil::cpu_backend {
+
+using detail::ReduceArgs;
+using detail::ReduceOp;
+
+namespace {
+
+template <typename T>
+using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, std::int64_t, T>>;
+
+template <typename T> struct SumOp {
+  using Acc = acc_t<T>;
+  static Acc init() { return Acc(0); }
+  static Acc step(Acc a, T v) { return a + static_cast<Acc>(v); }
+  static Acc merge(Acc a, Acc b) { return a + b; }
+};
+template <typename T> struct ProdOp {
+  using Acc = acc_t<T>;
+  static Acc init() { return Acc(1); }
+  static Acc step(Acc a, T v) { return a * static_cast<Acc>(v); }
+  static Acc merge(Acc a, Acc b) { return a * b; }
+};
+// NaN wins, as in PyTorch.
+template <typename T> struct MaxOp {
+  using Acc = T;
+  static Acc init() { return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest(); }
+  static Acc step(Acc a, T v) { return (v > a || v != v) && a == a ? v : a; }
+  static Acc merge(Acc a, Acc b) { return step(a, b); }
+};
+template <typename T> struct MinOp {
+  using Acc = T;
+  static Acc init() { return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max(); }
+  static Acc step(Acc a, T v) { return (v < a || v != v) && a == a ? v : a; }
+  static Acc merge(Acc a, Acc b) { return step(a, b); }
+};
+
+template <typename Op, typename T>
+typename Op::Acc reduce_contiguous(const T* p, std::int64_t n) {
+  using Acc = typename Op::Acc;
+  Acc acc = Op::init();
+  if constexpr (std::is_same_v<Op, SumOp<T>>) {
+#pragma omp simd reduction(+ : acc)
+    for (std::int64_t i = 0; i < n; ++i) acc += static_cast<Acc>(p[i]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) acc = Op::step(acc, p[i]);
+  }
+  return acc;
+}
+
+
+template <typename Op, typename T>
+void reduce_typed(const ReduceArgs& a) {
+  using Acc = typename Op::Acc;
+  const T* in = static_cast<const T*>(a.in.data) + a.in.offset;
+  T* out = static_cast<T*>(a.out.data) + a.out.offset;
+  const double scale = a.scale;
+  auto store = [&](T* dst, Acc acc) {
+    if constexpr (std::is_floating_point_v<T>) *dst = static_cast<T>(static_cast<double>(acc) * scale);
+    else *dst = static_cast<T>(acc);
+  };
+  const int nk = a.nkept, nr = a.nreduced;
+  const std::int64_t* rshape = a.shape + nk;
+  const std::int64_t* rstride = a.in.strides + nk;
+
+  // Whole tensor, contiguous: partial results per thread, merged in order.
+  if (nk == 0 && nr == 1 && rstride[0] == 1) {
+    const int nt = omp_get_max_threads();
+    std::vector<Acc> partial(static_cast<std::size_t>(nt), Op::init());
+    const std::int64_t n = a.reduce_numel;
+    parallel_for(n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      partial[static_cast<std::size_t>(omp_get_thread_num())] = reduce_contiguous<Op>(in + b, e - b);
+    });
+    Acc acc = Op::init();
+    for (Acc p : partial) acc = Op::merge(acc, p);
+    store(out, acc);
+    return;
+  }
+  // Columns: one kept dim with unit stride, one reduced dim.
+  if (nk == 1 && nr == 1 && a.in.strides[0] == 1 && a.out.strides[0] == 1) {
+    const std::int64_t cols = a.shape[0], rows = rshape[0], rs = rstride[0];
+    parallel_for(cols, 4096, [&](std::int64_t b, std::int64_t e) {
+      std::vector<Acc> acc(static_cast<std::size_t>(e - b), Op::init());
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const T* row = in + r * rs;
+        for (std::int64_t j = b; j < e; ++j) acc[static_cast<std::size_t>(j - b)] = Op::step(acc[static_cast<std::size_t>(j - b)], row[j]);
+      }
+      for (std::int64_t j = b; j < e; ++j) store(out + j, acc[static_cast<std::size_t>(j - b)]);
+    });
+    return;
+  }
+  // General: each output reduces its own slice; the last reduced dim is the
+  // inner loop (contiguous rows take the vector path).
+  const std::int64_t inner = nr > 0 ? rshape[nr - 1] : 1;
+  const std::int64_t inner_stride = nr > 0 ? rstride[nr - 1] : 0;
+  const std::int64_t outer_reduce = inner > 0 ? a.reduce_numel / inner : 0;
+  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, a.reduce_numel));
+  parallel_for(a.out_numel, grain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t o = b; o < e; ++o) {
+      std::int64_t base = 0, out_off = 0, rem = o;
+      for (int d = nk - 1; d >= 0; --d) {
+        const std::int64_t idx = rem % a.shape[d];
+        rem /= a.shape[d];
+        base += idx * a.in.strides[d];
+        out_off += idx * a.out.strides[d];
+      }
+      Acc acc = Op::init();
+      for (std::int64_t r = 0; r < outer_reduce; ++r) {
+        std::int64_t off = base, rr = r;
+        for (int d = nr - 2; d >= 0; --d) {
+          const std::int64_t idx = rr % rshape[d];
+          rr /= rshape[d];
+          off += idx * rstride[d];
+        }
+        if (inner_stride == 1) {
+          acc = Op::merge(acc, reduce_contiguous<Op>(in + off, inner));
+        } else {
+          for (std::int64_t i = 0; i < inner; ++i) acc = Op::step(acc, in[off + i * inner_stride]);
+        }
+      }
+      store(out + out_off, acc);
+    }
+  });
+}
+
+// Index of the first max (or min) in the row-major order of the reduced dims.
+template <typename T, bool IsMax>
+void arg_reduce(const ReduceArgs& a) {
+  const T* in = static_cast<const T*>(a.in.data) + a.in.offset;
+  std::int64_t* out = static_cast<std::int64_t*>(a.out.data) + a.out.offset;
+  const int nk = a.nkept, nr = a.nreduced;
+  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, a.reduce_numel));
+  parallel_for(a.out_numel, grain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t o = b; o < e; ++o) {
+      std::int64_t base = 0, out_off = 0, rem = o;
+      for (int d = nk - 1; d >= 0; --d) {
+        const std::int64_t idx = rem % a.shape[d];
+        rem /= a.shape[d];
+        base += idx * a.in.strides[d];
+        out_off += idx * a.out.strides[d];
+      }
+      std::int64_t best_i = 0;
+      T best{};
+      for (std::int64_t r = 0; r < a.reduce_numel; ++r) {
+        std::int64_t off = base, rr = r;
+        for (int d = nr - 1; d >= 0; --d) {
+          const std::int64_t idx = rr % a.shape[nk + d];
+          rr /= a.shape[nk + d];
+          off += idx * a.in.strides[nk + d];
+        }
+        const T v = in[off];
+        if (r == 0) {
+          best = v;
+          continue;
+        }
+        if (best != best) break;  // NaN is the extreme; keep the first
+        const bool better = IsMax ? (v > best || v != v) : (v < best || v != v);
+        if (better) {
+          best = v;
+          best_i = r;
+        }
+      }
+      out[out_off] = best_i;
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::reduce(int, ReduceOp op, const ReduceArgs& a) {
+  ANVIL_DISPATCH(a.in.dtype, T, {
+    switch (op) {
+      case ReduceOp::Sum: reduce_typed<SumOp<T>, T>(a); break;
+      case ReduceOp::Prod: reduce_typed<ProdOp<T>, T>(a); break;
+      case ReduceOp::Max: reduce_typed<MaxOp<T>, T>(a); break;
+      case ReduceOp::Min: reduce_typed<MinOp<T>, T>(a); break;
+      case ReduceOp::ArgMax: arg_reduce<T, true>(a); break;
+      case ReduceOp::ArgMin: arg_reduce<T, false>(a); break;
+      case ReduceOp::Count: ANVIL_ASSERT(false, "bad reduce op");
+    }
+  });
+}
+
+}  // namespace anvil::cpu_backend

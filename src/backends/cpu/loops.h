@@ -1,0 +1,68 @@
+// The CPU elementwise driver: walks an ElementwiseArgs iteration space row by
+// row (the last dim is the row) and hands each row to a typed row function,
+// in parallel when there is enough work.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/parallel.h"
+#include "core/backend.h"
+
+namespace anvil::cpu_backend {
+
+// Pointer to element 0 of an operand; a scalar operand points at `slot`
+// (already converted to T) and gets stride 0 everywhere.
+template <typename T>
+T* operand_ptr(const detail::KernelOperand& op, T* slot) {
+  if (op.is_scalar) {
+    *slot = op.scalar.to<T>();
+    return slot;
+  }
+  return static_cast<T*>(op.data) + op.offset;
+}
+
+inline std::int64_t operand_stride(const detail::KernelOperand& op, int dim) {
+  return op.is_scalar ? 0 : op.strides[dim];
+}
+
+// row(ptrs..., n, strides...) is called for every row; `ptrs` is a tuple-free
+// array of up to 4 base pointers (out first) as char* with element sizes.
+template <int N, typename Row>
+void for_each_row(const detail::ElementwiseArgs& a, char* const (&base)[N], const std::int64_t (&elem_size)[N],
+                  const detail::KernelOperand* const (&ops)[N], Row&& row) {
+  const int nd = a.ndim;
+  if (a.numel == 0) return;
+  if (nd == 0) {
+    std::int64_t st[N] = {};
+    row(base, std::int64_t{1}, st);
+    return;
+  }
+  const std::int64_t inner = a.shape[nd - 1];
+  std::int64_t inner_stride[N];
+  for (int k = 0; k < N; ++k) inner_stride[k] = operand_stride(*ops[k], nd - 1);
+  if (nd == 1) {
+    parallel_for(inner, kParallelGrain, [&](std::int64_t begin, std::int64_t end) {
+      char* p[N];
+      for (int k = 0; k < N; ++k) p[k] = base[k] + begin * inner_stride[k] * elem_size[k];
+      row(p, end - begin, inner_stride);
+    });
+    return;
+  }
+  const std::int64_t rows = a.numel / inner;
+  const std::int64_t grain = inner >= kParallelGrain ? 1 : kParallelGrain / inner;
+  parallel_for(rows, grain, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      char* p[N];
+      for (int k = 0; k < N; ++k) p[k] = base[k];
+      std::int64_t rem = r;
+      for (int d = nd - 2; d >= 0; --d) {
+        const std::int64_t idx = rem % a.shape[d];
+        rem /= a.shape[d];
+        for (int k = 0; k < N; ++k) p[k] += idx * operand_stride(*ops[k], d) * elem_size[k];
+      }
+      row(p, inner, inner_stride);
+    }
+  });
+}
+
+}  // namespace anvil::cpu_backend

@@ -1,0 +1,39 @@
+// Parallel loops for the CPU backend. See Note [One thread pool] in
+// src/core/runtime.cpp: everything runs on the one OpenMP pool that
+// OpenBLAS shares.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace anvil::cpu_backend {
+
+// Below this many elements a loop runs on the calling thread: waking the
+// pool costs more than it saves (a few µs).
+inline constexpr std::int64_t kParallelGrain = 32768;
+
+// fn(begin, end) over [0, n) in contiguous chunks, one per thread.
+template <typename F>
+void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
+  if (n <= 0) return;
+  const int max_threads = omp_get_max_threads();
+  if (n < 2 * grain || max_threads == 1 || omp_in_parallel()) {
+    fn(std::int64_t{0}, n);
+    return;
+  }
+  const int threads = static_cast<int>(std::min<std::int64_t>(max_threads, n / grain));
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    const int nt = omp_get_num_threads();
+    // Chunks aligned to 16 elements keep vector loops on cache-line bounds.
+    const std::int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
+    const std::int64_t begin = std::min<std::int64_t>(n, t * chunk);
+    const std::int64_t end = std::min<std::int64_t>(n, begin + chunk);
+    if (begin < end) fn(begin, end);
+  }
+}
+
+}  // namespace anvil::cpu_backend

@@ -1,0 +1,110 @@
+#include "anvil/ledger.h"
+
+#include <iomanip>
+#include <mutex>
+#include <ostream>
+
+#include "core/caching_allocator.h"
+#include "core/ledger_counters.h"
+
+namespace anvil {
+
+namespace {
+std::mutex g_mutex;
+LedgerReport& totals() {
+  static LedgerReport r;
+  return r;
+}
+}  // namespace
+
+namespace detail {
+void record_copy(Device from, Device to, std::uint64_t bytes) {
+  std::lock_guard lock(g_mutex);
+  Transfer& t = totals().transfers[{from, to}];
+  ++t.copies;
+  t.bytes += bytes;
+}
+void record_sync(Device d) {
+  if (d.is_cpu()) return;
+  std::lock_guard lock(g_mutex);
+  ++totals().syncs[d];
+}
+}  // namespace detail
+
+bool LedgerReport::less(const std::pair<Device, Device>& a, const std::pair<Device, Device>& b) {
+  if (!(a.first == b.first)) return less_device(a.first, b.first);
+  return less_device(a.second, b.second);
+}
+bool LedgerReport::less_device(const Device& a, const Device& b) {
+  if (a.type() != b.type()) return a.type() < b.type();
+  return a.index() < b.index();
+}
+
+std::uint64_t LedgerReport::copies(Device from, Device to) const {
+  auto it = transfers.find({from, to});
+  return it == transfers.end() ? 0 : it->second.copies;
+}
+std::uint64_t LedgerReport::bytes(Device from, Device to) const {
+  auto it = transfers.find({from, to});
+  return it == transfers.end() ? 0 : it->second.bytes;
+}
+std::uint64_t LedgerReport::host_syncs(Device d) const {
+  auto it = syncs.find(d);
+  return it == syncs.end() ? 0 : it->second;
+}
+std::uint64_t LedgerReport::total_copies() const {
+  std::uint64_t n = 0;
+  for (auto& [k, v] : transfers) n += v.copies;
+  return n;
+}
+std::uint64_t LedgerReport::total_bytes() const {
+  std::uint64_t n = 0;
+  for (auto& [k, v] : transfers) n += v.bytes;
+  return n;
+}
+std::uint64_t LedgerReport::total_syncs() const {
+  std::uint64_t n = 0;
+  for (auto& [k, v] : syncs) n += v;
+  return n;
+}
+
+std::ostream& operator<<(std::ostream& os, const LedgerReport& r) {
+  os << std::left << std::setw(26) << "route" << std::right << std::setw(10) << "copies" << std::setw(14) << "bytes"
+     << "\n";
+  for (auto& [route, t] : r.transfers)
+    os << std::left << std::setw(26) << (route.first.str() + " -> " + route.second.str()) << std::right
+       << std::setw(10) << t.copies << std::setw(14) << detail::format_bytes(t.bytes) << "\n";
+  os << std::left << std::setw(26) << "device" << std::right << std::setw(10) << "host syncs" << "\n";
+  for (auto& [d, n] : r.syncs) os << std::left << std::setw(26) << d.str() << std::right << std::setw(10) << n << "\n";
+  return os;
+}
+
+LedgerReport ledger_totals() {
+  std::lock_guard lock(g_mutex);
+  return totals();
+}
+
+Ledger::Ledger() : start_(ledger_totals()) {}
+void Ledger::reset() { start_ = ledger_totals(); }
+
+LedgerReport Ledger::report() const {
+  LedgerReport now = ledger_totals();
+  LedgerReport diff;
+  for (auto& [route, t] : now.transfers) {
+    auto it = start_.transfers.find(route);
+    Transfer d = t;
+    if (it != start_.transfers.end()) {
+      d.copies -= it->second.copies;
+      d.bytes -= it->second.bytes;
+    }
+    if (d.copies) diff.transfers[route] = d;
+  }
+  for (auto& [dev, n] : now.syncs) {
+    auto it = start_.syncs.find(dev);
+    const std::uint64_t d = n - (it == start_.syncs.end() ? 0 : it->second);
+    if (d) diff.syncs[dev] = d;
+  }
+  return diff;
+}
+
+}  // namespace anvil

@@ -1,0 +1,341 @@
+// Elementwise ops: what they mean (dtype promotion, broadcasting, the device
+// check), once for every backend. Autograd records here too (see
+// src/autograd).
+#include <cmath>
+#include <limits>
+
+#include "ops/op_common.h"
+
+namespace anvil {
+
+using detail::BinaryOp;
+using detail::UnaryOp;
+
+namespace detail {
+
+namespace {
+// The dtype the kernel computes in: true division and pow of integers
+// happen in the default float dtype, as in PyTorch.
+DType compute_dtype(BinaryOp op, DType promoted) {
+  if (op == BinaryOp::Div && !is_floating(promoted)) return DType::F32;
+  return promoted;
+}
+
+void check_arithmetic(const char* op, BinaryOp bop, DType t) {
+  ANVIL_CHECK(!(t == DType::Bool && (bop == BinaryOp::Sub)), DTypeError, op,
+              ": subtraction of bool tensors is not supported; expected a numeric dtype, got bool; use logical ops "
+              "or convert with .to(i64)");
+}
+}  // namespace
+
+Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* opname = name(op);
+  const Device d = check_same_device(opname, {&a, &b});
+  const DType promoted = promote(a.impl_ref().dtype(), b.impl_ref().dtype());
+  check_arithmetic(opname, op, promoted);
+  const DType ct = compute_dtype(op, promoted);
+  const DType out_t = is_comparison(op) ? DType::Bool : ct;
+  const Shape& sa = a.impl_ref().shape();
+  const Shape& sb = b.impl_ref().shape();
+  Tensor out = make_empty(sa == sb ? sa : broadcast_shapes(sa, sb, opname), out_t, d);
+  if (out.numel() == 0) return out;
+  const Tensor ca = cast(a, ct), cb = cast(b, ct);
+  ElementwiseArgs args = elementwise_args(out, {&ca, &cb});
+  out.impl_ref().backend().binary(d.index(), op, args);
+  return out;
+}
+
+Tensor binary_scalar_op(BinaryOp op, const Tensor& a, const Scalar& s, bool scalar_first) {
+  const char* opname = name(op);
+  check_defined(opname, a);
+  const Device d = a.impl_ref().device();
+  const DType promoted = promote(a.impl_ref().dtype(), s);
+  check_arithmetic(opname, op, promoted);
+  const DType ct = compute_dtype(op, promoted);
+  Tensor out = make_empty(a.impl_ref().shape(), is_comparison(op) ? DType::Bool : ct, d);
+  if (out.numel() == 0) return out;
+  const Tensor ca = cast(a, ct);
+  ElementwiseArgs args = scalar_first ? elementwise_args(out, {nullptr, &ca}, {s}, ct)
+                                      : elementwise_args(out, {&ca, nullptr}, {s}, ct);
+  out.impl_ref().backend().binary(d.index(), op, args);
+  return out;
+}
+
+// In place: self = self op other. The result must fit self's dtype, and
+// other must broadcast to self's shape (self never grows).
+void binary_inplace(BinaryOp op, const Tensor& self, const Tensor* other, const Scalar* s) {
+  const char* opname = name(op);
+  if (other) check_same_device(opname, {&self, other});
+  else check_defined(opname, self);
+  const TensorImpl& si = self.impl_ref();
+  const DType promoted = other ? promote(si.dtype(), other->impl_ref().dtype()) : promote(si.dtype(), *s);
+  const DType ct = compute_dtype(op, promoted);
+  ANVIL_CHECK(!(is_floating(ct) && !is_floating(si.dtype())), DTypeError, opname,
+              "_: result type ", ct, " cannot be stored in the in-place tensor; expected a result of dtype ",
+              si.dtype(), ", got ", ct, "; use the out-of-place op");
+  check_arithmetic(opname, op, si.dtype());
+  if (other) {
+    const Shape bs = broadcast_shapes(si.shape(), other->impl_ref().shape(), opname);
+    ANVIL_CHECK(bs == si.shape(), ShapeError, opname, "_: other does not broadcast to the in-place tensor; expected ",
+                "a shape broadcastable to ", si.shape(), ", got ", other->impl_ref().shape());
+  }
+  if (si.numel() == 0) return;
+  const DType t = si.dtype();
+  if (other) {
+    const Tensor co = cast(*other, t);
+    ElementwiseArgs args = elementwise_args(self, {&self, &co});
+    si.backend().binary(si.device().index(), op, args);
+  } else {
+    ElementwiseArgs args = elementwise_args(self, {&self, nullptr}, {*s}, t);
+    si.backend().binary(si.device().index(), op, args);
+  }
+}
+
+Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
+  const char* opname = name(op);
+  check_defined(opname, x);
+  const TensorImpl& xi = x.impl_ref();
+  DType t = xi.dtype();
+  switch (op) {
+    case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sqrt: case UnaryOp::Rsqrt: case UnaryOp::Sin:
+    case UnaryOp::Cos: case UnaryOp::Tanh: case UnaryOp::Sigmoid: case UnaryOp::Reciprocal:
+      if (!is_floating(t)) t = DType::F32;  // integers compute in the default float dtype
+      break;
+    case UnaryOp::LogicalNot: t = DType::Bool; break;
+    case UnaryOp::Neg: case UnaryOp::Sign:
+      ANVIL_CHECK(t != DType::Bool, DTypeError, opname, ": not defined for bool tensors; expected a numeric dtype, ",
+                  "got bool; use logical_not");
+      break;
+    default: break;
+  }
+  Tensor out = make_empty(xi.shape(), t, xi.device());
+  if (out.numel() == 0) return out;
+  const Tensor cx = cast(x, t);
+  ElementwiseArgs args = elementwise_args(out, {&cx});
+  xi.backend().unary(xi.device().index(), op, params, args);
+  return out;
+}
+
+void unary_inplace(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
+  const char* opname = name(op);
+  check_defined(opname, x);
+  const TensorImpl& xi = x.impl_ref();
+  if (op == UnaryOp::Exp)
+    ANVIL_CHECK(is_floating(xi.dtype()), DTypeError, opname, "_: result is floating point; expected a float tensor, got ",
+                xi.dtype());
+  if (xi.numel() == 0) return;
+  ElementwiseArgs args = elementwise_args(x, {&x});
+  xi.backend().unary(xi.device().index(), op, params, args);
+}
+
+UnaryParams clamp_params(const char* op, DType t, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi) {
+  ANVIL_CHECK(lo || hi, ValueError, op, ": at least one bound is needed; expected lo or hi, got neither");
+  ANVIL_CHECK(t != DType::Bool, DTypeError, op, ": not defined for bool tensors; expected a numeric dtype, got bool");
+  UnaryParams p;
+  p.lo = lo ? lo->to_double() : -std::numeric_limits<double>::infinity();
+  p.hi = hi ? hi->to_double() : std::numeric_limits<double>::infinity();
+  return p;
+}
+
+}  // namespace detail
+
+using detail::binary_op;
+using detail::binary_scalar_op;
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Add, a, b); }
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return binary_op(BinaryOp::Add, a, mul(b, alpha)); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Div, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Pow, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Ge, a, b); }
+
+Tensor add(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Add, a, b, false); }
+Tensor sub(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Sub, a, b, false); }
+Tensor sub(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Sub, b, a, true); }
+Tensor mul(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Mul, a, b, false); }
+Tensor div(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Div, a, b, false); }
+Tensor div(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Div, b, a, true); }
+Tensor pow(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Pow, a, b, false); }
+Tensor pow(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Pow, b, a, true); }
+Tensor maximum(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Maximum, a, b, false); }
+Tensor minimum(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Minimum, a, b, false); }
+Tensor eq(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Eq, a, b, false); }
+Tensor ne(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Ne, a, b, false); }
+Tensor lt(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Lt, a, b, false); }
+Tensor le(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Le, a, b, false); }
+Tensor gt(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Gt, a, b, false); }
+Tensor ge(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Ge, a, b, false); }
+
+Tensor neg(const Tensor& x) { return detail::unary_op(UnaryOp::Neg, x); }
+Tensor abs(const Tensor& x) { return detail::unary_op(UnaryOp::Abs, x); }
+Tensor exp(const Tensor& x) { return detail::unary_op(UnaryOp::Exp, x); }
+Tensor log(const Tensor& x) { return detail::unary_op(UnaryOp::Log, x); }
+Tensor sqrt(const Tensor& x) { return detail::unary_op(UnaryOp::Sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return detail::unary_op(UnaryOp::Rsqrt, x); }
+Tensor sin(const Tensor& x) { return detail::unary_op(UnaryOp::Sin, x); }
+Tensor cos(const Tensor& x) { return detail::unary_op(UnaryOp::Cos, x); }
+Tensor tanh(const Tensor& x) { return detail::unary_op(UnaryOp::Tanh, x); }
+Tensor sigmoid(const Tensor& x) { return detail::unary_op(UnaryOp::Sigmoid, x); }
+Tensor relu(const Tensor& x) { return detail::unary_op(UnaryOp::Relu, x); }
+Tensor sign(const Tensor& x) { return detail::unary_op(UnaryOp::Sign, x); }
+Tensor square(const Tensor& x) { return detail::unary_op(UnaryOp::Square, x); }
+Tensor reciprocal(const Tensor& x) { return detail::unary_op(UnaryOp::Reciprocal, x); }
+Tensor logical_not(const Tensor& x) { return detail::unary_op(UnaryOp::LogicalNot, x); }
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  detail::check_defined("clamp", x);
+  return detail::unary_op(UnaryOp::Clamp, x, detail::clamp_params("clamp", x.dtype(), lo, hi));
+}
+
+namespace {
+Tensor where_impl(const Tensor& cond, const Tensor* a, const Tensor* b, const Scalar* sa, const Scalar* sb) {
+  std::vector<const Tensor*> ts{&cond};
+  if (a) ts.push_back(a);
+  if (b) ts.push_back(b);
+  Device d;
+  if (ts.size() == 3) d = detail::check_same_device("where", {ts[0], ts[1], ts[2]});
+  else if (ts.size() == 2) d = detail::check_same_device("where", {ts[0], ts[1]});
+  else d = detail::check_same_device("where", {ts[0]});
+  ANVIL_CHECK(cond.dtype() == DType::Bool, DTypeError, "where: condition must be bool; expected bool, got ",
+              cond.dtype(), "; compare first, e.g. x > 0");
+  DType t;
+  if (a && b) t = promote(a->dtype(), b->dtype());
+  else if (a) t = promote(a->dtype(), *sb);
+  else t = promote(b->dtype(), *sa);
+  Shape shape = cond.shape();
+  if (a) shape = broadcast_shapes(shape, a->shape(), "where");
+  if (b) shape = broadcast_shapes(shape, b->shape(), "where");
+  Tensor out = detail::make_empty(shape, t, d);
+  if (out.numel() == 0) return out;
+  const Tensor ca = a ? detail::cast(*a, t) : Tensor(), cb = b ? detail::cast(*b, t) : Tensor();
+  detail::ElementwiseArgs args;
+  if (a && b) args = detail::elementwise_args(out, {&cond, &ca, &cb});
+  else if (a) args = detail::elementwise_args(out, {&cond, &ca, nullptr}, {*sb}, t);
+  else args = detail::elementwise_args(out, {&cond, nullptr, &cb}, {*sa}, t);
+  out.impl_ref().backend().where(d.index(), args);
+  return out;
+}
+}  // namespace
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { return where_impl(cond, &a, &b, nullptr, nullptr); }
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) { return where_impl(cond, nullptr, &b, &a, nullptr); }
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) { return where_impl(cond, &a, nullptr, nullptr, &b); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
+Tensor operator-(const Scalar& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(const Scalar& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, const Scalar& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Scalar& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Scalar& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Scalar& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Scalar& b) { return ge(a, b); }
+Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
+Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
+Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
+Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
+Tensor& operator+=(Tensor& a, const Scalar& b) { return a.add_(b); }
+Tensor& operator-=(Tensor& a, const Scalar& b) { return a.sub_(b); }
+Tensor& operator*=(Tensor& a, const Scalar& b) { return a.mul_(b); }
+Tensor& operator/=(Tensor& a, const Scalar& b) { return a.div_(b); }
+
+namespace {
+void binary_out(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
+  const char* opname = detail::name(op);
+  const Device d = detail::check_same_device(opname, {&out, &a, &b});
+  const Shape bs = broadcast_shapes(a.shape(), b.shape(), opname);
+  ANVIL_CHECK(bs == out.shape(), ShapeError, opname, "_out: out has the wrong shape; expected ", bs, ", got ",
+              out.shape());
+  const DType t = out.dtype();
+  ANVIL_CHECK(promote(a.dtype(), b.dtype()) == t, DTypeError, opname, "_out: out has the wrong dtype; expected ",
+              promote(a.dtype(), b.dtype()), ", got ", t);
+  if (out.numel() == 0) return;
+  detail::ElementwiseArgs args = detail::elementwise_args(out, {&a, &b});
+  out.impl_ref().backend().binary(d.index(), op, args);
+}
+}  // namespace
+
+void add_out(Tensor& out, const Tensor& a, const Tensor& b) { binary_out(BinaryOp::Add, out, a, b); }
+void mul_out(Tensor& out, const Tensor& a, const Tensor& b) { binary_out(BinaryOp::Mul, out, a, b); }
+
+// --- Tensor members that are elementwise ops --------------------------------------
+Tensor Tensor::exp() const { return anvil::exp(*this); }
+Tensor Tensor::log() const { return anvil::log(*this); }
+Tensor Tensor::sqrt() const { return anvil::sqrt(*this); }
+Tensor Tensor::rsqrt() const { return anvil::rsqrt(*this); }
+Tensor Tensor::abs() const { return anvil::abs(*this); }
+Tensor Tensor::neg() const { return anvil::neg(*this); }
+Tensor Tensor::sin() const { return anvil::sin(*this); }
+Tensor Tensor::cos() const { return anvil::cos(*this); }
+Tensor Tensor::tanh() const { return anvil::tanh(*this); }
+Tensor Tensor::sigmoid() const { return anvil::sigmoid(*this); }
+Tensor Tensor::relu() const { return anvil::relu(*this); }
+Tensor Tensor::pow(const Scalar& e) const { return anvil::pow(*this, e); }
+Tensor Tensor::pow(const Tensor& e) const { return anvil::pow(*this, e); }
+Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return anvil::clamp(*this, lo, hi); }
+
+Tensor& Tensor::add_(const Tensor& o) { detail::binary_inplace(BinaryOp::Add, *this, &o, nullptr); return *this; }
+Tensor& Tensor::add_(const Scalar& o) { detail::binary_inplace(BinaryOp::Add, *this, nullptr, &o); return *this; }
+Tensor& Tensor::sub_(const Tensor& o) { detail::binary_inplace(BinaryOp::Sub, *this, &o, nullptr); return *this; }
+Tensor& Tensor::sub_(const Scalar& o) { detail::binary_inplace(BinaryOp::Sub, *this, nullptr, &o); return *this; }
+Tensor& Tensor::mul_(const Tensor& o) { detail::binary_inplace(BinaryOp::Mul, *this, &o, nullptr); return *this; }
+Tensor& Tensor::mul_(const Scalar& o) { detail::binary_inplace(BinaryOp::Mul, *this, nullptr, &o); return *this; }
+Tensor& Tensor::div_(const Tensor& o) { detail::binary_inplace(BinaryOp::Div, *this, &o, nullptr); return *this; }
+Tensor& Tensor::div_(const Scalar& o) { detail::binary_inplace(BinaryOp::Div, *this, nullptr, &o); return *this; }
+Tensor& Tensor::pow_(const Scalar& o) { detail::binary_inplace(BinaryOp::Pow, *this, nullptr, &o); return *this; }
+Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  detail::check_defined("clamp", *this);
+  detail::unary_inplace(UnaryOp::Clamp, *this, detail::clamp_params("clamp", dtype(), lo, hi));
+  return *this;
+}
+Tensor& Tensor::relu_() { detail::unary_inplace(UnaryOp::Relu, *this); return *this; }
+Tensor& Tensor::exp_() { detail::unary_inplace(UnaryOp::Exp, *this); return *this; }
+Tensor& Tensor::neg_() { detail::unary_inplace(UnaryOp::Neg, *this); return *this; }
+
+Tensor& Tensor::fill_(const Scalar& v) {
+  detail::check_defined("fill_", *this);
+  const detail::TensorImpl& si = impl_ref();
+  if (si.numel() == 0) return *this;
+  if (si.is_contiguous()) {
+    si.backend().fill(si.device().index(), detail::operand(*this), si.numel(), v);
+  } else {
+    detail::ElementwiseArgs args = detail::elementwise_args(*this, {nullptr}, {v}, si.dtype());
+    si.backend().copy(si.device().index(), args);
+  }
+  return *this;
+}
+Tensor& Tensor::zero_() { return fill_(0); }
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  detail::check_same_device("copy_", {this, &src});
+  const Shape bs = broadcast_shapes(shape(), src.shape(), "copy_");
+  ANVIL_CHECK(bs == shape(), ShapeError, "copy_: source does not broadcast to the destination; expected a shape "
+              "broadcastable to ", shape(), ", got ", src.shape());
+  detail::copy_into(*this, src);
+  return *this;
+}
+
+}  // namespace anvil

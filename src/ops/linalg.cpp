@@ -1,0 +1,182 @@
+// matmul and friends, on the GEMM primitive. The frontend resolves
+// broadcasting of batch dims and strides into (batch, m, n, k, ld, trans) so
+// a backend only ever sees a strided batched GEMM.
+#include "ops/op_common.h"
+
+namespace anvil {
+
+namespace detail {
+
+namespace {
+
+// A matrix operand (the last two dims of `t`) in GEMM form, or nothing when
+// neither of its dims has unit stride (the caller then makes it contiguous).
+bool gemm_matrix(const Tensor& t, GemmMatrix& g) {
+  const int nd = t.dim();
+  const std::int64_t rows = t.shape()[nd - 2], cols = t.shape()[nd - 1];
+  const std::int64_t rs = t.strides()[nd - 2], cs = t.strides()[nd - 1];
+  g.data = t.impl_ref().storage()->data();
+  g.offset = t.offset();
+  if (cs == 1 || cols == 1) {
+    g.trans = false;
+    g.ld = std::max<std::int64_t>({rs, cols, 1});
+    return rows == 1 || rs >= cols;
+  }
+  if (rs == 1 || rows == 1) {
+    g.trans = true;
+    g.ld = std::max<std::int64_t>({cs, rows, 1});
+    return cols == 1 || cs >= rows;
+  }
+  return false;
+}
+
+// The single stride that steps through all batch dims of `t` in order, if
+// there is one (always when there is at most one batch dim).
+bool batch_stride(const Tensor& t, int nbatch, std::int64_t& stride) {
+  stride = 0;
+  std::int64_t expected = -1;
+  for (int i = nbatch - 1; i >= 0; --i) {
+    const std::int64_t size = t.shape()[i], st = t.strides()[i];
+    if (size == 1) continue;
+    if (expected == -1) {
+      stride = st;
+      expected = st * size;
+    } else if (st == expected) {
+      expected = st * size;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+// out[..., m, n] (= or +=) a[..., m, k] @ b[..., k, n]; batch dims already
+// broadcast to out's. `out` is contiguous.
+void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta) {
+  const int nd = out.dim(), nbatch = nd - 2;
+  const std::int64_t m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[nd - 1];
+  GemmArgs g;
+  g.dtype = out.dtype();
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.beta = beta;
+  g.batch = 1;
+  for (int i = 0; i < nbatch; ++i) g.batch *= out.shape()[i];
+  if (!gemm_matrix(a, g.a) || !batch_stride(a, nbatch, g.a.batch_stride)) {
+    a = clone(a);
+    gemm_matrix(a, g.a);
+    batch_stride(a, nbatch, g.a.batch_stride);
+  }
+  if (!gemm_matrix(b, g.b) || !batch_stride(b, nbatch, g.b.batch_stride)) {
+    b = clone(b);
+    gemm_matrix(b, g.b);
+    batch_stride(b, nbatch, g.b.batch_stride);
+  }
+  g.c.data = out.impl_ref().storage()->data();
+  g.c.offset = out.offset();
+  g.c.ld = std::max<std::int64_t>(n, 1);
+  g.c.batch_stride = m * n;
+  const TensorImpl& oi = out.impl_ref();
+  oi.backend().gemm(oi.device().index(), g);
+}
+
+}  // namespace detail
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  const Device d = detail::check_same_device("matmul", {&a, &b});
+  ANVIL_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError,
+              "matmul: both arguments need at least 1 dim; expected tensors with >= 1 dim, got ", a.shape(), " and ",
+              b.shape());
+  const DType t = promote(a.dtype(), b.dtype());
+  ANVIL_CHECK(t != DType::Bool, DTypeError, "matmul: not defined for bool tensors; expected a numeric dtype, got bool");
+  detail::check_supported("matmul", t, d);
+  // 1-D operands become matrices and their dim is dropped from the result.
+  const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+  const std::int64_t k = a2.shape().back(), kb = b2.shape()[b2.dim() - 2];
+  ANVIL_CHECK(k == kb, ShapeError, "matmul: inner dimensions do not match; expected a.size(-1) == b.size(-2), got a ",
+              a.shape(), " and b ", b.shape());
+  const Shape batch_a(std::span<const std::int64_t>(a2.shape().begin(), a2.dim() - 2));
+  const Shape batch_b(std::span<const std::int64_t>(b2.shape().begin(), b2.dim() - 2));
+  Shape out_shape = broadcast_shapes(batch_a, batch_b, "matmul");
+  const std::int64_t m = a2.shape()[a2.dim() - 2], n = b2.shape().back();
+  Shape a_full = out_shape, b_full = out_shape;
+  a_full.push_back(m);
+  a_full.push_back(k);
+  b_full.push_back(k);
+  b_full.push_back(n);
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = detail::make_empty(out_shape, t, d);
+  if (out.numel() > 0) {
+    if (k == 0) {
+      out.zero_();
+    } else {
+      detail::gemm_into(out, detail::cast(a2, t).expand(a_full), detail::cast(b2, t).expand(b_full), 0.0);
+    }
+  }
+  if (a.dim() == 1 && b.dim() == 1) return out.reshape({});
+  if (a.dim() == 1) return out.squeeze(-2);
+  if (b.dim() == 1) return out.squeeze(-1);
+  return out;
+}
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  detail::check_same_device("mm", {&a, &b});
+  ANVIL_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "mm: both arguments must be 2-D; expected matrices, got ",
+              a.shape(), " and ", b.shape());
+  return matmul(a, b);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  detail::check_same_device("bmm", {&a, &b});
+  ANVIL_CHECK(a.dim() == 3 && b.dim() == 3, ShapeError, "bmm: both arguments must be 3-D; expected [batch, n, m] tensors, got ",
+              a.shape(), " and ", b.shape());
+  ANVIL_CHECK(a.shape()[0] == b.shape()[0], ShapeError, "bmm: batch sizes differ; expected equal batch sizes, got ",
+              a.shape(), " and ", b.shape());
+  return matmul(a, b);
+}
+
+Tensor dot(const Tensor& a, const Tensor& b) {
+  detail::check_same_device("dot", {&a, &b});
+  ANVIL_CHECK(a.dim() == 1 && b.dim() == 1, ShapeError, "dot: both arguments must be 1-D; expected vectors, got ",
+              a.shape(), " and ", b.shape());
+  ANVIL_CHECK(a.numel() == b.numel(), ShapeError, "dot: lengths differ; expected equal lengths, got ", a.shape(), " and ",
+              b.shape());
+  return matmul(a, b);
+}
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  detail::check_same_device("outer", {&a, &b});
+  ANVIL_CHECK(a.dim() == 1 && b.dim() == 1, ShapeError, "outer: both arguments must be 1-D; expected vectors, got ",
+              a.shape(), " and ", b.shape());
+  return mul(a.unsqueeze(1), b.unsqueeze(0));
+}
+
+void mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  const Device d = detail::check_same_device("mm_out", {&out, &a, &b});
+  ANVIL_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "mm_out: both arguments must be 2-D; expected matrices, got ",
+              a.shape(), " and ", b.shape());
+  ANVIL_CHECK(a.shape()[1] == b.shape()[0], ShapeError,
+              "mm_out: inner dimensions do not match; expected a.size(-1) == b.size(-2), got a ", a.shape(), " and b ",
+              b.shape());
+  const Shape expect{a.shape()[0], b.shape()[1]};
+  ANVIL_CHECK(out.shape() == expect && out.is_contiguous(), ShapeError, "mm_out: out must be a contiguous ", expect,
+              " tensor; expected ", expect, ", got ", out.shape());
+  ANVIL_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), DTypeError,
+              "mm_out: dtypes must match out; expected ", out.dtype(), ", got ", a.dtype(), " and ", b.dtype());
+  detail::check_supported("mm_out", out.dtype(), d);
+  if (out.numel() == 0) return;
+  if (a.shape()[1] == 0) {
+    out.zero_();
+    return;
+  }
+  detail::gemm_into(out, a, b, 0.0);
+}
+
+Tensor Tensor::matmul(const Tensor& o) const { return anvil::matmul(*this, o); }
+
+}  // namespace anvil

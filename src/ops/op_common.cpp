@@ -1,0 +1,147 @@
+#include "ops/op_common.h"
+
+#include <string>
+
+namespace anvil::detail {
+
+void check_defined(const char* op, const Tensor& t, int arg) {
+  ANVIL_CHECK(t.defined(), ValueError, op, ": argument ", arg,
+              " is an undefined tensor; expected a tensor created by a factory or an op, got Tensor()");
+}
+
+Device check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+  int i = 0;
+  for (const Tensor* t : tensors) check_defined(op, *t, i++);
+  const Device first = (*tensors.begin())->impl_ref().device();
+  i = 0;
+  for (const Tensor* t : tensors) {
+    const Device d = t->impl_ref().device();
+    if (!(d == first)) [[unlikely]] {
+      throw DeviceMismatch(cat(op, ": all tensors must be on one device; argument 0 is on ", first, ", argument ", i,
+                               " is on ", d, "; move one with .to(", first, ")"));
+    }
+    ++i;
+  }
+  return first;
+}
+
+void check_supported(const char* op, DType t, Device d) {
+  Backend& b = backend_checked(d, op);
+  ANVIL_CHECK(b.supports(op, t, d.index()), NotSupported, op, ": dtype ", t, " is not supported on ", d,
+              "; expected a dtype this device implements, got ", t, "; convert with .to(f32) or run it on another device");
+}
+
+int wrap_dim(int dim, int ndim, const char* op) {
+  const int lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
+  ANVIL_CHECK(dim >= lo && dim <= hi, IndexError, op, ": dimension out of range; expected a dim in [", lo, ", ", hi,
+              "], got ", dim);
+  return dim < 0 ? dim + (ndim == 0 ? 1 : ndim) : dim;
+}
+
+void broadcast_strides(const Tensor& t, const Shape& shape, std::int64_t* out) {
+  const TensorImpl& impl = t.impl_ref();
+  const int nd = shape.size(), td = impl.dim();
+  for (int i = 0; i < nd; ++i) {
+    const int ti = i - (nd - td);
+    out[i] = ti < 0 || impl.shape()[ti] == 1 ? 0 : impl.strides()[ti];
+  }
+}
+
+ElementwiseArgs elementwise_args(const Tensor& out, std::initializer_list<const Tensor*> inputs,
+                                 std::initializer_list<Scalar> scalars, DType scalar_dtype) {
+  ElementwiseArgs a;
+  const TensorImpl& o = out.impl_ref();
+  const Shape& shape = o.shape();
+  const int nd = shape.size();
+  a.numel = o.numel();
+  a.out = operand(out);
+  a.nin = static_cast<int>(inputs.size());
+  const Scalar* next_scalar = scalars.begin();
+  int k = 0;
+  for (const Tensor* t : inputs) {
+    KernelOperand& op = a.in[k++];
+    if (t == nullptr) {
+      op.is_scalar = true;
+      op.scalar = *next_scalar++;
+      op.dtype = scalar_dtype;
+      continue;
+    }
+    const TensorImpl& impl = t->impl_ref();
+    op.data = impl.storage()->data();
+    op.offset = impl.offset();
+    op.dtype = impl.dtype();
+    broadcast_strides(*t, shape, op.strides);
+  }
+  // Coalesce: drop size-1 dims, then merge dim i into i+1 when every operand
+  // steps through them as one (stride[i] == stride[i+1] * size[i+1]).
+  KernelOperand* ops[4] = {&a.out, &a.in[0], &a.in[1], &a.in[2]};
+  const int nops = 1 + a.nin;
+  int n = 0;
+  for (int d = 0; d < nd; ++d) {
+    if (shape[d] == 1) continue;
+    if (n > 0) {
+      bool merge = true;
+      for (int j = 0; j < nops && merge; ++j)
+        if (!ops[j]->is_scalar) merge = ops[j]->strides[n - 1] == ops[j]->strides[d] * shape[d];
+      if (merge) {
+        a.shape[n - 1] *= shape[d];
+        for (int j = 0; j < nops; ++j) ops[j]->strides[n - 1] = ops[j]->strides[d];
+        continue;
+      }
+    }
+    a.shape[n] = shape[d];
+    for (int j = 0; j < nops; ++j) ops[j]->strides[n] = ops[j]->strides[d];
+    ++n;
+  }
+  if (n == 0) {  // a single element
+    a.shape[0] = 1;
+    for (int j = 0; j < nops; ++j) ops[j]->strides[0] = 1;
+    n = 1;
+  }
+  a.ndim = n;
+  return a;
+}
+
+Tensor cast(const Tensor& t, DType dtype) {
+  if (t.impl_ref().dtype() == dtype) return t;
+  Tensor out = make_empty(t.shape(), dtype, t.device());
+  copy_into(out, t);
+  return out;
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() == 0) return;
+  const TensorImpl& d = dst.impl_ref();
+  ElementwiseArgs args = elementwise_args(dst, {&src});
+  d.backend().copy(d.device().index(), args);
+}
+
+bool ElementwiseArgs::contiguous() const noexcept {
+  if (ndim != 1) return false;
+  if (out.strides[0] != 1) return false;
+  for (int k = 0; k < nin; ++k)
+    if (!in[k].is_scalar && in[k].strides[0] != 1) return false;
+  return true;
+}
+
+const char* name(UnaryOp op) noexcept {
+  static const char* names[] = {"neg",     "abs",  "exp",  "log",    "sqrt",   "rsqrt",      "sin",         "cos",
+                                "tanh",    "sigmoid", "relu", "sign", "square", "reciprocal", "logical_not", "clamp"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(UnaryOp::Count), "one name per UnaryOp");
+  return names[static_cast<int>(op)];
+}
+
+const char* name(BinaryOp op) noexcept {
+  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
+                                "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(BinaryOp::Count), "one name per BinaryOp");
+  return names[static_cast<int>(op)];
+}
+
+const char* name(ReduceOp op) noexcept {
+  static const char* names[] = {"sum", "prod", "max", "min", "argmax", "argmin"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(ReduceOp::Count), "one name per ReduceOp");
+  return names[static_cast<int>(op)];
+}
+
+}  // namespace anvil::detail

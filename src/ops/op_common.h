@@ -1,0 +1,45 @@
+// What every op frontend shares: argument checks, the device check of
+// DESIGN §4.5, broadcasting and building kernel arguments. Backends never
+// see an argument these have not vetted.
+#pragma once
+
+#include <initializer_list>
+
+#include "anvil/ops.h"
+#include "core/backend.h"
+#include "core/tensor_impl.h"
+
+namespace anvil::detail {
+
+// ValueError when `t` is undefined; `arg` is its position.
+void check_defined(const char* op, const Tensor& t, int arg = 0);
+
+// DeviceMismatch unless every tensor is on one device (DESIGN §4.5):
+// "add: all tensors must be on one device; argument 0 is on opencl:0,
+//  argument 1 is on cpu; move one with .to(opencl:0)". Also checks each is
+// defined. Returns the common device.
+Device check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
+
+// NotSupported unless the backend of `d` implements `op` for `t`.
+void check_supported(const char* op, DType t, Device d);
+
+// A dim in [-ndim, ndim) made non-negative; IndexError otherwise.
+int wrap_dim(int dim, int ndim, const char* op);
+
+// Strides of `t` seen through broadcasting to `shape` (0 where broadcast).
+void broadcast_strides(const Tensor& t, const Shape& shape, std::int64_t* out_strides);
+
+// Elementwise arguments for out = f(inputs...), all broadcast to out's shape,
+// dims coalesced. A null input pointer means "the scalar in `scalars`".
+ElementwiseArgs elementwise_args(const Tensor& out, std::initializer_list<const Tensor*> inputs,
+                                 std::initializer_list<Scalar> scalars = {}, DType scalar_dtype = DType::F32);
+
+// `t` converted to `dtype` (itself when it already is).
+Tensor cast(const Tensor& t, DType dtype);
+
+// Runs the copy primitive: dst = src (broadcast, converted); same device.
+void copy_into(const Tensor& dst, const Tensor& src);
+
+inline Backend& backend_of(const Tensor& t) { return t.impl_ref().backend(); }
+
+}  // namespace anvil::detail

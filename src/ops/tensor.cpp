@@ -1,0 +1,161 @@
+// The Tensor handle's own members, and moving data between devices
+// (DESIGN §4.6): the one place copies between devices happen and are
+// counted by the ledger (§4.8).
+#include <cmath>
+
+#include "core/ledger_counters.h"
+#include "ops/host_dispatch.h"
+#include "ops/op_common.h"
+
+namespace anvil {
+
+detail::TensorImpl& Tensor::impl_ref() const {
+  ANVIL_CHECK(impl_ != nullptr, ValueError,
+              "tensor: use of an undefined tensor; expected a tensor created by a factory or an op, got Tensor()");
+  return *impl_;
+}
+
+const Shape& Tensor::shape() const { return impl_ref().shape(); }
+const Strides& Tensor::strides() const { return impl_ref().strides(); }
+std::int64_t Tensor::size(int dim) const { return shape()[detail::wrap_dim(dim, this->dim(), "size")]; }
+std::int64_t Tensor::stride(int dim) const { return strides()[detail::wrap_dim(dim, this->dim(), "stride")]; }
+int Tensor::dim() const { return impl_ref().dim(); }
+std::int64_t Tensor::numel() const { return impl_ref().numel(); }
+DType Tensor::dtype() const { return impl_ref().dtype(); }
+Device Tensor::device() const { return impl_ref().device(); }
+std::int64_t Tensor::offset() const { return impl_ref().offset(); }
+bool Tensor::is_contiguous() const { return impl_ref().is_contiguous(); }
+std::size_t Tensor::nbytes() const { return static_cast<std::size_t>(numel()) * element_size(dtype()); }
+bool Tensor::shares_storage(const Tensor& other) const {
+  return impl_ref().storage() == other.impl_ref().storage();
+}
+
+namespace detail {
+
+// A contiguous copy of `src` on `dst`, always new storage.
+Tensor transfer(const Tensor& src, Device dst) {
+  Backend& dst_backend = backend_checked(dst, "to");
+  const Tensor s = contiguous(src);
+  const TensorImpl& si = s.impl_ref();
+  const Device from = si.device();
+  Tensor out = make_empty(si.shape(), si.dtype(), dst);
+  const std::size_t bytes = out.nbytes();
+  if (bytes == 0) return out;
+  const std::size_t src_off = static_cast<std::size_t>(si.offset()) * element_size(si.dtype());
+  void* dst_data = out.impl_ref().storage()->data();
+  Backend& src_backend = si.backend();
+  if (from.type() == dst.type() && src_backend.can_copy_direct(dst.index(), from.index())) {
+    dst_backend.copy_device(dst.index(), dst_data, 0, from.index(), si.storage()->data(), src_off, bytes);
+  } else if (from.is_cpu()) {
+    dst_backend.copy_from_host(dst.index(), dst_data, 0, static_cast<const char*>(si.storage()->data()) + src_off,
+                               bytes);
+  } else if (dst.is_cpu()) {
+    src_backend.copy_to_host(from.index(), dst_data, si.storage()->data(), src_off, bytes);
+    record_sync(from);
+  } else {  // across backends or contexts: through the host
+    Tensor staging = make_empty(si.shape(), si.dtype(), cpu());
+    void* host = staging.impl_ref().storage()->data();
+    src_backend.copy_to_host(from.index(), host, si.storage()->data(), src_off, bytes);
+    record_sync(from);
+    dst_backend.copy_from_host(dst.index(), dst_data, 0, host, bytes);
+  }
+  record_copy(from, dst, bytes);
+  return out;
+}
+
+// A contiguous host copy of `t` (itself when already a contiguous CPU tensor).
+Tensor host_contiguous(const Tensor& t) {
+  if (t.device().is_cpu()) return contiguous(t);
+  return transfer(t, cpu());
+}
+
+}  // namespace detail
+
+Tensor Tensor::to(Device d) const {
+  if (impl_ref().device() == d) return *this;
+  return detail::transfer(*this, d);
+}
+
+Tensor Tensor::to(DType t) const { return to_dtype(*this, t); }
+
+Tensor Tensor::to(Device d, DType t) const {
+  // Convert where it is cheaper: before a move when narrowing, after when widening.
+  if (element_size(t) <= element_size(dtype())) return to(t).to(d);
+  return to(d).to(t);
+}
+
+Tensor Tensor::copy_to(Device d) const {
+  impl_ref();
+  return detail::transfer(*this, d);
+}
+
+template <typename T>
+T Tensor::item() const {
+  ANVIL_CHECK(numel() == 1, ShapeError, "item: only one-element tensors can be read as a scalar; expected 1 element, got ",
+              numel(), " (shape ", shape(), ")");
+  const Tensor h = detail::host_contiguous(*this);
+  T out{};
+  const void* p = static_cast<const char*>(h.impl_ref().storage()->data()) +
+                  static_cast<std::size_t>(h.offset()) * element_size(h.dtype());
+  ANVIL_DISPATCH_HOST(h.dtype(), S, out = Scalar(*static_cast<const S*>(p)).to<T>());
+  return out;
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  const Tensor h = detail::host_contiguous(to(dtype_v<T>));
+  std::vector<T> out(static_cast<std::size_t>(h.numel()));
+  if (out.empty()) return out;
+  const T* p = static_cast<const T*>(h.impl_ref().storage()->data()) + h.offset();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = p[i];
+  return out;
+}
+
+template <typename T>
+T* Tensor::data_ptr() const {
+  ANVIL_CHECK(dtype() == dtype_v<T>, DTypeError, "data_ptr: wrong element type; expected ", dtype(),
+              ", got a request for ", dtype_v<T>);
+  return static_cast<T*>(raw_data_ptr());
+}
+
+void* Tensor::raw_data_ptr() const {
+  const detail::TensorImpl& i = impl_ref();
+  ANVIL_CHECK(i.device().is_cpu(), NotSupported, "data_ptr: only CPU tensors expose a host pointer; expected cpu, got ",
+              i.device(), "; use .cpu() or to_vector()");
+  if (i.storage()->data() == nullptr) return nullptr;
+  return static_cast<char*>(i.storage()->data()) + static_cast<std::size_t>(i.offset()) * element_size(i.dtype());
+}
+
+#define ANVIL_INSTANTIATE_HOST_ACCESS(T)                 \
+  template T Tensor::item<T>() const;                    \
+  template std::vector<T> Tensor::to_vector<T>() const;  \
+  template T* Tensor::data_ptr<T>() const;
+ANVIL_INSTANTIATE_HOST_ACCESS(bool)
+ANVIL_INSTANTIATE_HOST_ACCESS(std::uint8_t)
+ANVIL_INSTANTIATE_HOST_ACCESS(std::int32_t)
+ANVIL_INSTANTIATE_HOST_ACCESS(std::int64_t)
+ANVIL_INSTANTIATE_HOST_ACCESS(float)
+ANVIL_INSTANTIATE_HOST_ACCESS(double)
+#undef ANVIL_INSTANTIATE_HOST_ACCESS
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  detail::check_defined("allclose", a, 0);
+  detail::check_defined("allclose", b, 1);
+  if (!(a.shape() == b.shape())) return false;
+  const auto va = a.to_vector<double>(), vb = b.to_vector<double>();
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    if (std::isnan(va[i]) || std::isnan(vb[i])) return false;
+    if (va[i] == vb[i]) continue;  // equal infinities
+    if (!(std::abs(va[i] - vb[i]) <= atol + rtol * std::abs(vb[i]))) return false;
+  }
+  return true;
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  detail::check_defined("equal", a, 0);
+  detail::check_defined("equal", b, 1);
+  if (!(a.shape() == b.shape()) || a.dtype() != b.dtype()) return false;
+  return a.to_vector<double>() == b.to_vector<double>();
+}
+
+}  // namespace anvil

@@ -1,0 +1,417 @@
+// Views (share storage, DESIGN §4.3) and the movement ops built on them.
+#include <algorithm>
+
+#include "ops/op_common.h"
+
+namespace anvil {
+
+using detail::check_defined;
+using detail::make_view;
+using detail::wrap_dim;
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const int nd = std::max(a.size(), b.size());
+  Shape out = Shape::filled(nd, 1);
+  for (int i = 0; i < nd; ++i) {
+    const int ia = i - (nd - a.size()), ib = i - (nd - b.size());
+    const std::int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    ANVIL_CHECK(da == db || da == 1 || db == 1, ShapeError, op, ": shapes cannot be broadcast; expected sizes equal or 1 in dim ",
+                i, ", got ", a, " and ", b);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+namespace {
+// Resolves one -1 and checks the element count.
+Shape infer_shape(const char* op, const Shape& requested, std::int64_t numel) {
+  Shape s = requested;
+  int infer = -1;
+  std::int64_t known = 1;
+  for (int i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      ANVIL_CHECK(infer < 0, ShapeError, op, ": only one dimension can be -1; expected at most one, got ", requested);
+      infer = i;
+    } else {
+      ANVIL_CHECK(s[i] >= 0, ShapeError, op, ": invalid size; expected sizes >= 0 or -1, got ", requested);
+      known = checked_mul(known, s[i], op);
+    }
+  }
+  if (infer >= 0) {
+    ANVIL_CHECK(known != 0 && numel % known == 0, ShapeError, op, ": shape ", requested, " is invalid for ", numel,
+                " elements; expected sizes whose product divides ", numel);
+    s[infer] = numel / known;
+  } else {
+    ANVIL_CHECK(known == numel, ShapeError, op, ": shape ", requested, " is invalid for ", numel,
+                " elements; expected sizes whose product is ", numel, ", got ", known);
+  }
+  return s;
+}
+
+// Strides for viewing (shape, strides) as `target` without copying, if
+// possible (PyTorch's computeStride): each group of old dims that is
+// contiguous within itself may be re-split freely.
+bool view_strides(const Shape& shape, const Strides& strides, const Shape& target, Strides& out) {
+  out = Shape::filled(target.size(), 1);
+  std::int64_t numel = shape.numel();
+  if (numel == 0) {
+    out = contiguous_strides(target);
+    return true;
+  }
+  int view_d = target.size() - 1;
+  std::int64_t chunk_base_stride = strides.size() ? strides.back() : 1;
+  std::int64_t tensor_numel = 1, view_numel = 1;
+  for (int d = shape.size() - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || target[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= target[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+}  // namespace
+
+Tensor view(const Tensor& x, const Shape& shape) {
+  check_defined("view", x);
+  const Shape target = infer_shape("view", shape, x.numel());
+  Strides st;
+  ANVIL_CHECK(view_strides(x.shape(), x.strides(), target, st), ShapeError,
+              "view: size is not compatible with the tensor's strides; expected a shape that keeps its memory layout, "
+              "got ", target, " for a tensor of shape ", x.shape(), " and strides ", x.strides(),
+              "; use reshape() (it copies when it must)");
+  return make_view(x, target, st, x.offset());
+}
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  check_defined("reshape", x);
+  const Shape target = infer_shape("reshape", shape, x.numel());
+  Strides st;
+  if (view_strides(x.shape(), x.strides(), target, st)) return make_view(x, target, st, x.offset());
+  return view(contiguous(x), target);
+}
+
+Tensor transpose(const Tensor& x, int dim0, int dim1) {
+  check_defined("transpose", x);
+  const int nd = x.dim();
+  dim0 = wrap_dim(dim0, nd, "transpose");
+  dim1 = wrap_dim(dim1, nd, "transpose");
+  Shape s = x.shape();
+  Strides st = x.strides();
+  if (nd == 0) return make_view(x, s, st, x.offset());
+  std::swap(s[dim0], s[dim1]);
+  std::swap(st[dim0], st[dim1]);
+  return make_view(x, s, st, x.offset());
+}
+
+Tensor permute(const Tensor& x, const Shape& dims) {
+  check_defined("permute", x);
+  const int nd = x.dim();
+  ANVIL_CHECK(dims.size() == nd, ShapeError, "permute: number of dims does not match; expected ", nd, ", got ", dims);
+  Shape s = x.shape();
+  Strides st = x.strides();
+  bool seen[kMaxDims] = {};
+  for (int i = 0; i < nd; ++i) {
+    const int d = wrap_dim(static_cast<int>(dims[i]), nd, "permute");
+    ANVIL_CHECK(!seen[d], ShapeError, "permute: repeated dim; expected a permutation of 0..", nd - 1, ", got ", dims);
+    seen[d] = true;
+    s[i] = x.shape()[d];
+    st[i] = x.strides()[d];
+  }
+  return make_view(x, s, st, x.offset());
+}
+
+Tensor t(const Tensor& x) {
+  check_defined("t", x);
+  ANVIL_CHECK(x.dim() <= 2, ShapeError, "t: expects a tensor with <= 2 dims; expected <= 2, got ", x.dim(),
+              " (shape ", x.shape(), "); use transpose(dim0, dim1)");
+  return x.dim() < 2 ? x : transpose(x, 0, 1);
+}
+
+Tensor slice(const Tensor& x, int dim, std::int64_t start, std::int64_t end, std::int64_t step) {
+  check_defined("slice", x);
+  ANVIL_CHECK(x.dim() > 0, IndexError, "slice: cannot slice a 0-dim tensor; expected a tensor with >= 1 dim, got shape []");
+  dim = wrap_dim(dim, x.dim(), "slice");
+  ANVIL_CHECK(step > 0, ValueError, "slice: step must be positive; expected step > 0, got ", step);
+  const std::int64_t n = x.shape()[dim];
+  auto clampi = [n](std::int64_t v) { return v < 0 ? std::max<std::int64_t>(v + n, 0) : std::min(v, n); };
+  start = clampi(start);
+  end = clampi(end);
+  if (end < start) end = start;
+  Shape s = x.shape();
+  Strides st = x.strides();
+  s[dim] = (end - start + step - 1) / step;
+  st[dim] = x.strides()[dim] * step;
+  return make_view(x, s, st, x.offset() + start * x.strides()[dim]);
+}
+
+Tensor narrow(const Tensor& x, int dim, std::int64_t start, std::int64_t length) {
+  check_defined("narrow", x);
+  dim = wrap_dim(dim, x.dim(), "narrow");
+  const std::int64_t n = x.shape()[dim];
+  if (start < 0) start += n;
+  ANVIL_CHECK(start >= 0 && length >= 0 && start + length <= n, IndexError, "narrow: range out of bounds; expected ",
+              "0 <= start and start + length <= ", n, ", got start ", start, " and length ", length);
+  return slice(x, dim, start, start + length);
+}
+
+Tensor select(const Tensor& x, int dim, std::int64_t index) {
+  check_defined("select", x);
+  ANVIL_CHECK(x.dim() > 0, IndexError, "select: cannot index a 0-dim tensor; expected >= 1 dim, got shape []");
+  dim = wrap_dim(dim, x.dim(), "select");
+  const std::int64_t n = x.shape()[dim];
+  ANVIL_CHECK(index >= -n && index < n, IndexError, "select: index ", index, " is out of range for dim ", dim,
+              " of size ", n, "; expected an index in [", -n, ", ", n, "), got ", index);
+  if (index < 0) index += n;
+  Shape s = x.shape();
+  Strides st = x.strides();
+  const std::int64_t off = x.offset() + index * st[dim];
+  s.erase(dim);
+  st.erase(dim);
+  return make_view(x, s, st, off);
+}
+
+Tensor expand(const Tensor& x, const Shape& shape) {
+  check_defined("expand", x);
+  const int nd = shape.size(), xd = x.dim();
+  ANVIL_CHECK(nd >= xd, ShapeError, "expand: the target has fewer dims than the tensor; expected >= ", xd,
+              " dims, got ", shape);
+  Shape s = shape;
+  Strides st = Shape::filled(nd, 0);
+  for (int i = 0; i < nd; ++i) {
+    const int xi = i - (nd - xd);
+    if (xi < 0) {
+      ANVIL_CHECK(shape[i] >= 0, ShapeError, "expand: -1 is not allowed for a new leading dim; got ", shape);
+      continue;
+    }
+    const std::int64_t xs = x.shape()[xi];
+    if (shape[i] == -1 || shape[i] == xs) {
+      s[i] = xs;
+      st[i] = x.strides()[xi];
+    } else {
+      ANVIL_CHECK(xs == 1, ShapeError, "expand: cannot expand dim ", xi, " of size ", xs, "; expected size 1 or ",
+                  shape[i], ", got ", x.shape(), " -> ", shape);
+      st[i] = 0;
+    }
+  }
+  return make_view(x, s, st, x.offset());
+}
+
+Tensor squeeze(const Tensor& x, std::optional<int> dim) {
+  check_defined("squeeze", x);
+  Shape s;
+  Strides st;
+  if (dim) {
+    const int d = wrap_dim(*dim, x.dim(), "squeeze");
+    if (x.dim() == 0 || x.shape()[d] != 1) return make_view(x, x.shape(), x.strides(), x.offset());
+    s = x.shape();
+    st = x.strides();
+    s.erase(d);
+    st.erase(d);
+  } else {
+    for (int i = 0; i < x.dim(); ++i)
+      if (x.shape()[i] != 1) {
+        s.push_back(x.shape()[i]);
+        st.push_back(x.strides()[i]);
+      }
+  }
+  return make_view(x, s, st, x.offset());
+}
+
+Tensor unsqueeze(const Tensor& x, int dim) {
+  check_defined("unsqueeze", x);
+  dim = wrap_dim(dim, x.dim() + 1, "unsqueeze");
+  Shape s = x.shape();
+  Strides st = x.strides();
+  const std::int64_t stride = dim < x.dim() ? x.strides()[dim] * x.shape()[dim] : 1;
+  s.insert(dim, 1);
+  st.insert(dim, stride);
+  return make_view(x, s, st, x.offset());
+}
+
+Tensor flatten(const Tensor& x, int start_dim, int end_dim) {
+  check_defined("flatten", x);
+  if (x.dim() == 0) return reshape(x, {1});
+  start_dim = wrap_dim(start_dim, x.dim(), "flatten");
+  end_dim = wrap_dim(end_dim, x.dim(), "flatten");
+  ANVIL_CHECK(start_dim <= end_dim, ShapeError, "flatten: start_dim must not come after end_dim; expected start <= end, got ",
+              start_dim, " > ", end_dim);
+  Shape s;
+  for (int i = 0; i < start_dim; ++i) s.push_back(x.shape()[i]);
+  std::int64_t n = 1;
+  for (int i = start_dim; i <= end_dim; ++i) n *= x.shape()[i];
+  s.push_back(n);
+  for (int i = end_dim + 1; i < x.dim(); ++i) s.push_back(x.shape()[i]);
+  return reshape(x, s);
+}
+
+Tensor contiguous(const Tensor& x) {
+  check_defined("contiguous", x);
+  if (x.is_contiguous()) return x;
+  return clone(x);
+}
+
+Tensor clone(const Tensor& x) {
+  check_defined("clone", x);
+  Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device());
+  detail::copy_into(out, x);
+  return out;
+}
+
+Tensor to_dtype(const Tensor& x, DType t) {
+  check_defined("to", x);
+  return detail::cast(x, t);
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int dim) {
+  ANVIL_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors, got an empty list");
+  const Tensor& first = tensors[0];
+  check_defined("cat", first);
+  DType t = first.dtype();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    detail::check_same_device("cat", {&first, &tensors[i]});
+    t = promote(t, tensors[i].dtype());
+  }
+  const int nd = first.dim();
+  ANVIL_CHECK(nd > 0, ShapeError, "cat: zero-dimensional tensors cannot be concatenated; expected >= 1 dim, got shape []");
+  dim = wrap_dim(dim, nd, "cat");
+  Shape out_shape = first.shape();
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Shape& s = tensors[i].shape();
+    ANVIL_CHECK(s.size() == nd, ShapeError, "cat: tensors must have the same number of dims; expected ", nd,
+                ", got ", s.size(), " for tensor ", i);
+    for (int d = 0; d < nd; ++d)
+      ANVIL_CHECK(d == dim || s[d] == out_shape[d], ShapeError, "cat: sizes must match except in dim ", dim,
+                  "; expected ", out_shape, ", got ", s, " for tensor ", i);
+    total += s[dim];
+  }
+  out_shape[dim] = total;
+  Tensor out = detail::make_empty(out_shape, t, first.device());
+  std::int64_t at = 0;
+  for (const Tensor& x : tensors) {
+    const std::int64_t n = x.shape()[dim];
+    if (n > 0) detail::copy_into(narrow(out, dim, at, n), x);
+    at += n;
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int dim) {
+  ANVIL_CHECK(!tensors.empty(), ValueError, "stack: expected a non-empty list of tensors, got an empty list");
+  check_defined("stack", tensors[0]);
+  dim = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> expanded;
+  expanded.reserve(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    check_defined("stack", tensors[i], static_cast<int>(i));
+    ANVIL_CHECK(tensors[i].shape() == tensors[0].shape(), ShapeError, "stack: all tensors must have one shape; expected ",
+                tensors[0].shape(), ", got ", tensors[i].shape(), " for tensor ", i);
+    expanded.push_back(unsqueeze(tensors[i], dim));
+  }
+  return cat(expanded, dim);
+}
+
+std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, int dim) {
+  check_defined("split", x);
+  dim = wrap_dim(dim, x.dim(), "split");
+  ANVIL_CHECK(split_size > 0, ValueError, "split: split_size must be positive; expected > 0, got ", split_size);
+  std::vector<Tensor> out;
+  const std::int64_t n = x.shape()[dim];
+  for (std::int64_t at = 0; at < n; at += split_size) out.push_back(narrow(x, dim, at, std::min(split_size, n - at)));
+  if (n == 0) out.push_back(x);
+  return out;
+}
+
+std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, int dim) {
+  check_defined("chunk", x);
+  ANVIL_CHECK(chunks > 0, ValueError, "chunk: number of chunks must be positive; expected > 0, got ", chunks);
+  dim = wrap_dim(dim, x.dim(), "chunk");
+  const std::int64_t n = x.shape()[dim];
+  return split(x, std::max<std::int64_t>(1, (n + chunks - 1) / chunks), dim);
+}
+
+namespace {
+detail::IndexArgs index_args(detail::IndexOp op, const Tensor& out, const Tensor& x, const Tensor& index, int dim) {
+  detail::IndexArgs a;
+  a.op = op;
+  a.ndim = out.dim();
+  a.dim = dim;
+  for (int i = 0; i < a.ndim; ++i) a.shape[i] = out.shape()[i];
+  a.numel = out.numel();
+  a.src_dim_size = x.shape()[dim];
+  a.out = detail::operand(out);
+  a.src = detail::operand(x);
+  a.index = detail::operand(index);
+  return a;
+}
+}  // namespace
+
+Tensor index_select(const Tensor& x, int dim, const Tensor& index) {
+  const Device d = detail::check_same_device("index_select", {&x, &index});
+  ANVIL_CHECK(is_integral(index.dtype()), DTypeError, "index_select: index must be an integer tensor; expected i64 or i32, got ",
+              index.dtype());
+  ANVIL_CHECK(index.dim() <= 1, ShapeError, "index_select: index must be 1-D; expected 1 dim, got ", index.shape());
+  const Tensor xx = x.dim() == 0 ? x.reshape({1}) : x;
+  dim = wrap_dim(dim, xx.dim(), "index_select");
+  const Tensor idx = detail::cast(index.reshape({-1}), DType::I64);
+  Shape s = xx.shape();
+  s[dim] = idx.numel();
+  Tensor out = detail::make_empty(s, x.dtype(), d);
+  if (out.numel() > 0 || idx.numel() > 0) {
+    ANVIL_CHECK(xx.shape()[dim] > 0 || idx.numel() == 0, IndexError, "index_select: cannot select from an empty dim; ",
+                "expected a dim of size > 0, got ", xx.shape());
+    if (out.numel() > 0)
+      out.impl_ref().backend().index(d.index(), index_args(detail::IndexOp::IndexSelect, out, xx, idx, dim));
+  }
+  return x.dim() == 0 ? out.reshape(index.dim() == 0 ? Shape{} : Shape{idx.numel()}) : out;
+}
+
+Tensor gather(const Tensor& x, int dim, const Tensor& index) {
+  const Device d = detail::check_same_device("gather", {&x, &index});
+  ANVIL_CHECK(index.dtype() == DType::I64 || index.dtype() == DType::I32, DTypeError,
+              "gather: index must be an integer tensor; expected i64, got ", index.dtype());
+  ANVIL_CHECK(index.dim() == x.dim(), ShapeError, "gather: index must have as many dims as the input; expected ",
+              x.dim(), ", got ", index.dim());
+  dim = wrap_dim(dim, x.dim(), "gather");
+  for (int i = 0; i < x.dim(); ++i)
+    ANVIL_CHECK(i == dim || index.shape()[i] <= x.shape()[i], ShapeError, "gather: index is larger than the input in dim ",
+                i, "; expected index.size(", i, ") <= ", x.shape()[i], ", got ", index.shape());
+  const Tensor idx = detail::cast(index, DType::I64);
+  Tensor out = detail::make_empty(index.shape(), x.dtype(), d);
+  if (out.numel() > 0)
+    out.impl_ref().backend().index(d.index(), index_args(detail::IndexOp::Gather, out, x, idx, dim));
+  return out;
+}
+
+// --- Tensor members that are views -------------------------------------------------
+Tensor Tensor::reshape(const Shape& s) const { return anvil::reshape(*this, s); }
+Tensor Tensor::view(const Shape& s) const { return anvil::view(*this, s); }
+Tensor Tensor::transpose(int d0, int d1) const { return anvil::transpose(*this, d0, d1); }
+Tensor Tensor::permute(const Shape& dims) const { return anvil::permute(*this, dims); }
+Tensor Tensor::t() const { return anvil::t(*this); }
+Tensor Tensor::slice(int dim, std::int64_t start, std::int64_t end, std::int64_t step) const {
+  return anvil::slice(*this, dim, start, end, step);
+}
+Tensor Tensor::narrow(int dim, std::int64_t start, std::int64_t length) const {
+  return anvil::narrow(*this, dim, start, length);
+}
+Tensor Tensor::select(int dim, std::int64_t index) const { return anvil::select(*this, dim, index); }
+Tensor Tensor::expand(const Shape& s) const { return anvil::expand(*this, s); }
+Tensor Tensor::squeeze() const { return anvil::squeeze(*this); }
+Tensor Tensor::squeeze(int dim) const { return anvil::squeeze(*this, dim); }
+Tensor Tensor::unsqueeze(int dim) const { return anvil::unsqueeze(*this, dim); }
+Tensor Tensor::flatten(int start_dim, int end_dim) const { return anvil::flatten(*this, start_dim, end_dim); }
+Tensor Tensor::contiguous() const { return anvil::contiguous(*this); }
+Tensor Tensor::clone() const { return anvil::clone(*this); }
+
+}  // namespace anvil
