@@ -1,0 +1,216 @@
+// Indexing and joining on every device: index_select, gather, cat, stack,
+// split, chunk; out-of-range indices are IndexErrors.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "device_test.h"
+#include "reference.h"
+
+namespace {
+
+using namespace anvil;
+using ref::Domain;
+using ref::Layout;
+
+class Indexing : public anvil::testing::DeviceTest {};
+
+const Layout kLayouts[] = {Layout::Contiguous, Layout::Transposed, Layout::Stepped};
+
+TEST_P(Indexing, IndexSelect) {
+  const Device d = device();
+  std::uint64_t seed = 1;
+  const std::vector<std::int64_t> idx_values = {2, 0, 2, 4, 1};
+  for (DType dt : {f32, f64, i32, i64})
+    for (Layout layout : kLayouts)
+      for (int dim : {0, 1, -1, 2}) {
+        SCOPED_TRACE(std::string(to_string(dt)) + " " + ref::name(layout) + " dim=" + std::to_string(dim));
+        const auto x = ref::make_input({5, 6, 7}, layout, dt, d, Domain{-9, 9, true}, seed++);
+        for (DType it : {i64, i32}) {
+          const Tensor idx = ref::to_tensor(ref::Array({5}, {2, 0, 2, 4, 1}), it, d);
+          const Tensor out = index_select(x.t, dim, idx);
+          EXPECT_EQ(out.dtype(), dt);
+          EXPECT_EQ(out.device(), d);
+          EXPECT_FALSE(out.shares_storage(x.t));
+          EXPECT_TRUE(ref::exact(out, ref::index_select(x.r, dim, idx_values)));
+        }
+        // An empty index gives an empty dim.
+        const Tensor none = zeros({0}, d, i64);
+        EXPECT_TRUE(ref::exact(index_select(x.t, dim, none), ref::index_select(x.r, dim, {})));
+      }
+  // A non-contiguous index tensor.
+  const Tensor wide = tensor(std::vector<std::int64_t>{3, 9, 0, 9, 1, 9}, d);
+  const auto x = ref::make_input({4, 3}, Layout::Contiguous, f32, d, Domain{-1, 1}, 99);
+  EXPECT_TRUE(ref::exact(index_select(x.t, 0, wide.slice(0, 0, 6, 2)), ref::index_select(x.r, 0, {3, 0, 1})));
+}
+
+TEST_P(Indexing, IndexSelectErrors) {
+  const Device d = device();
+  auto x = ones({4, 3}, d);
+  EXPECT_THROW(index_select(x, 0, tensor(std::vector<std::int64_t>{0, 4}, d)).to_vector<float>(), IndexError);
+  EXPECT_THROW(index_select(x, 1, tensor(std::vector<std::int64_t>{-1}, d)).to_vector<float>(), IndexError);
+  EXPECT_THROW(index_select(x, 2, tensor(std::vector<std::int64_t>{0}, d)), IndexError);
+  EXPECT_THROW(index_select(x, 0, ones({2}, d)), DTypeError);                // float index
+  EXPECT_THROW(index_select(x, 0, zeros({2, 1}, d, i64)), ShapeError);       // 2-D index
+  try {
+    (void)index_select(x, 0, tensor(std::vector<std::int64_t>{7}, d)).to_vector<float>();
+    ADD_FAILURE() << "no error";
+  } catch (const IndexError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("index_select"), std::string::npos) << m;
+    EXPECT_NE(m.find("7"), std::string::npos) << m;
+  }
+  // Usable afterwards.
+  EXPECT_TRUE(ref::exact(index_select(x, 0, tensor(std::vector<std::int64_t>{3}, d)), ref::Array::filled({1, 3}, 1)));
+}
+
+TEST_P(Indexing, Gather) {
+  const Device d = device();
+  std::uint64_t seed = 10;
+  for (DType dt : {f32, f64, i64})
+    for (Layout layout : kLayouts)
+      for (int dim : {0, 1, 2, -1}) {
+        SCOPED_TRACE(std::string(to_string(dt)) + " " + ref::name(layout) + " dim=" + std::to_string(dim));
+        const auto x = ref::make_input({4, 5, 6}, layout, dt, d, Domain{-9, 9, true}, seed++);
+        const int wd = dim < 0 ? dim + 3 : dim;
+        // Index of the same shape, and one smaller in every dim (torch allows both).
+        for (const ref::Dims& ishape : {ref::Dims{4, 5, 6}, ref::Dims{3, 2, 4}, ref::Dims{4, 5, 1}}) {
+          SCOPED_TRACE(ref::dims_str(ishape));
+          const ref::Array idx =
+              ref::random(ishape, Domain{0, static_cast<double>(x.r.shape[static_cast<std::size_t>(wd)] - 1), true}, seed++);
+          for (Layout il : {Layout::Contiguous, Layout::Transposed}) {
+            Tensor it;
+            if (il == Layout::Contiguous) {
+              it = ref::to_tensor(idx, i64, d);
+            } else {
+              it = ref::to_tensor(ref::transpose(idx, -1, -2), i64, d).transpose(-1, -2);
+            }
+            const Tensor out = gather(x.t, dim, it);
+            EXPECT_EQ(out.dtype(), dt);
+            EXPECT_EQ(out.shape(), Shape(ishape));
+            EXPECT_TRUE(ref::exact(out, ref::gather(x.r, dim, idx)));
+          }
+        }
+      }
+}
+
+TEST_P(Indexing, GatherErrors) {
+  const Device d = device();
+  auto x = ones({3, 4}, d);
+  EXPECT_THROW(gather(x, 1, tensor(std::vector<std::int64_t>{0, 4, 1, 2}, Shape{2, 2}, d)).to_vector<float>(),
+               IndexError);
+  EXPECT_THROW(gather(x, 0, tensor(std::vector<std::int64_t>{-1, 0}, Shape{1, 2}, d)).to_vector<float>(), IndexError);
+  EXPECT_THROW(gather(x, 2, zeros({3, 4}, d, i64)), IndexError);
+  EXPECT_THROW(gather(x, 0, zeros({3}, d, i64)), ShapeError);     // rank differs
+  EXPECT_THROW(gather(x, 0, zeros({3, 5}, d, i64)), ShapeError);  // larger than x off the gather dim
+  EXPECT_THROW(gather(x, 0, zeros({3, 4}, d, f32)), DTypeError);
+  try {
+    (void)gather(x, 1, tensor(std::vector<std::int64_t>{9}, Shape{1, 1}, d)).to_vector<float>();
+    ADD_FAILURE() << "no error";
+  } catch (const IndexError& e) {
+    EXPECT_NE(std::string(e.what()).find("gather"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(ref::exact(gather(x, 1, zeros({3, 1}, d, i64)), ref::Array::filled({3, 1}, 1)));
+}
+
+TEST_P(Indexing, Cat) {
+  const Device d = device();
+  std::uint64_t seed = 20;
+  for (DType dt : {f32, i64, boolean})
+    for (int dim : {0, 1, 2, -1, -3}) {
+      SCOPED_TRACE(std::string(to_string(dt)) + " dim=" + std::to_string(dim));
+      const int wd = dim < 0 ? dim + 3 : dim;
+      std::vector<Tensor> ts;
+      std::vector<ref::Array> rs;
+      const std::int64_t sizes[] = {2, 0, 3, 1};
+      for (std::size_t i = 0; i < 4; ++i) {
+        ref::Dims shape = {2, 3, 4};
+        shape[static_cast<std::size_t>(wd)] = sizes[i];
+        const auto in = ref::make_input(shape, kLayouts[i % 3], dt, d, Domain{-5, 5, true}, seed++);
+        ts.push_back(in.t);
+        rs.push_back(in.r);
+      }
+      const Tensor out = cat(ts, dim);
+      EXPECT_EQ(out.dtype(), dt);
+      EXPECT_EQ(out.device(), d);
+      EXPECT_TRUE(ref::exact(out, ref::cat(rs, dim)));
+      EXPECT_TRUE(ref::exact(cat({ts[2]}, dim), rs[2]));
+    }
+  // Default dim 0; 1-D.
+  auto a = arange(3, d), b = arange(2, d);
+  EXPECT_TRUE(ref::exact(cat({a, b}), ref::Array({5}, {0, 1, 2, 0, 1})));
+  // Mixed dtypes promote, as torch.cat.
+  auto c = cat({ones({2}, d, i32), full({1}, 0.5, d)});
+  EXPECT_EQ(c.dtype(), f32);
+  EXPECT_TRUE(ref::exact(c, ref::Array({3}, {1, 1, 0.5})));
+  // Errors.
+  EXPECT_THROW(cat({ones({2, 3}, d), ones({2, 4}, d)}, 0), ShapeError);
+  EXPECT_THROW(cat({ones({2, 3}, d), ones({2, 3, 1}, d)}, 0), ShapeError);
+  EXPECT_THROW(cat({}, 0), Error);
+  EXPECT_THROW(cat({ones({2}, d)}, 1), IndexError);
+}
+
+TEST_P(Indexing, Stack) {
+  const Device d = device();
+  std::uint64_t seed = 30;
+  for (int dim : {0, 1, 2, -1}) {
+    SCOPED_TRACE(dim);
+    std::vector<Tensor> ts;
+    std::vector<ref::Array> rs;
+    for (int i = 0; i < 3; ++i) {
+      const auto in = ref::make_input({3, 4}, kLayouts[i], f32, d, Domain{-1, 1}, seed++);
+      ts.push_back(in.t);
+      rs.push_back(in.r);
+    }
+    const Tensor out = stack(ts, dim);
+    EXPECT_EQ(out.dim(), 3);
+    EXPECT_TRUE(ref::exact(out, ref::stack(rs, dim)));
+  }
+  EXPECT_EQ(stack({ones({}, d), zeros({}, d)}).shape(), (Shape{2}));
+  EXPECT_THROW(stack({ones({2}, d), ones({3}, d)}), ShapeError);
+  EXPECT_THROW(stack({ones({2}, d)}, 2), IndexError);
+}
+
+TEST_P(Indexing, SplitAndChunk) {
+  const Device d = device();
+  const auto x = ref::make_input({5, 6}, Layout::Contiguous, f32, d, Domain{-1, 1}, 40);
+  auto parts = split(x.t, 2, 0);
+  ASSERT_EQ(parts.size(), 3u);  // 2, 2, 1
+  const std::int64_t starts[] = {0, 2, 4}, lens[] = {2, 2, 1};
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(parts[i].shares_storage(x.t));
+    EXPECT_TRUE(ref::exact(parts[i], ref::slice(x.r, 0, starts[i], starts[i] + lens[i])));
+  }
+  auto cols = split(x.t, 4, -1);
+  ASSERT_EQ(cols.size(), 2u);  // 4, 2
+  EXPECT_TRUE(ref::exact(cols[0], ref::slice(x.r, 1, 0, 4)));
+  EXPECT_TRUE(ref::exact(cols[1], ref::slice(x.r, 1, 4, 6)));
+  EXPECT_EQ(split(x.t, 10, 0).size(), 1u);
+  EXPECT_THROW(split(x.t, 0, 0), Error);
+
+  // torch.chunk: chunks of ceil(n / chunks); may return fewer chunks.
+  auto c3 = chunk(x.t, 3, 0);  // 5 rows → 2, 2, 1
+  ASSERT_EQ(c3.size(), 3u);
+  EXPECT_EQ(c3[2].size(0), 1);
+  auto c4 = chunk(x.t, 4, 1);  // 6 cols → ceil(6/4) = 2 → 3 chunks of 2
+  ASSERT_EQ(c4.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(c4[i].shares_storage(x.t));
+    EXPECT_TRUE(ref::exact(c4[i], ref::slice(x.r, 1, static_cast<std::int64_t>(2 * i), static_cast<std::int64_t>(2 * i + 2))));
+  }
+  auto c1 = chunk(x.t, 1, 0);
+  ASSERT_EQ(c1.size(), 1u);
+  EXPECT_TRUE(ref::exact(c1[0], x.r));
+  EXPECT_THROW(chunk(x.t, 0, 0), Error);
+  // Splitting a non-contiguous tensor.
+  auto tr = split(x.t.t(), 4, 0);
+  ASSERT_EQ(tr.size(), 2u);
+  EXPECT_TRUE(ref::exact(tr[1], ref::slice(ref::transpose(x.r, 0, 1), 0, 4, 6)));
+  // cat undoes split.
+  EXPECT_TRUE(ref::exact(cat(split(x.t, 2, 1), 1), x.r));
+}
+
+ANVIL_INSTANTIATE_DEVICE_TEST(Indexing);
+
+}  // namespace

@@ -1,0 +1,209 @@
+// matmul, mm, bmm, dot, outer against the float64 reference on every device:
+// every rank combination of torch.matmul, broadcasting batch dims, transposed
+// (non-contiguous) operands, odd and zero sizes, f32 and f64; shape errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "device_test.h"
+#include "reference.h"
+
+namespace {
+
+using namespace anvil;
+using ref::Domain;
+using ref::Layout;
+
+// Inputs in [-1, 1]: a k-term dot product in f32 is off by about sqrt(k) ulp.
+ref::Tolerance matmul_tol(DType t, std::int64_t k) {
+  if (t == f64) return {1e-10, 1e-10 * static_cast<double>(k + 1)};
+  return {1e-4, 2e-6 * static_cast<double>(k + 1)};
+}
+
+struct MatmulCase {
+  ref::Dims a, b;
+};
+
+// Every rank combination torch.matmul accepts, with odd sizes.
+const std::vector<MatmulCase> kCases = {
+    {{7}, {7}},                  // dot → 0-dim
+    {{1}, {1}},                  //
+    {{5}, {5, 3}},               // 1-D · 2-D → [3]
+    {{4, 5}, {5}},               // 2-D · 1-D → [4]
+    {{1, 1}, {1, 1}},            //
+    {{3, 5}, {5, 2}},            // 2-D · 2-D
+    {{17, 33}, {33, 9}},         //
+    {{64, 64}, {64, 64}},        //
+    {{129, 67}, {67, 131}},      // past any blocking
+    {{1, 300}, {300, 1}},        // long k
+    {{2, 3, 4}, {2, 4, 5}},      // batched
+    {{2, 3, 4}, {4, 5}},         // batch · matrix
+    {{4, 5}, {3, 5, 2}},         // matrix · batch
+    {{2, 1, 3, 4}, {5, 4, 6}},   // batch dims broadcast: [2, 5, 3, 6]
+    {{1, 3, 4}, {6, 4, 2}},      //
+    {{3}, {2, 3, 4}},            // 1-D · 3-D → [2, 4]
+    {{2, 3, 4}, {4}},            // 3-D · 1-D → [2, 3]
+    {{3, 0}, {0, 4}},            // k = 0: zeros
+    {{0, 5}, {5, 2}},            // m = 0
+    {{3, 5}, {5, 0}},            // n = 0
+    {{0}, {0}},                  // empty dot = 0
+    {{0, 2, 3}, {3, 4}},         // zero batch
+};
+
+struct LayoutPair {
+  Layout a, b;
+};
+const LayoutPair kLayoutPairs[] = {{Layout::Contiguous, Layout::Contiguous},
+                                   {Layout::Transposed, Layout::Contiguous},
+                                   {Layout::Contiguous, Layout::Transposed},
+                                   {Layout::Transposed, Layout::Transposed},
+                                   {Layout::Stepped, Layout::Stepped}};
+
+class Matmul : public anvil::testing::DeviceTest {};
+
+TEST_P(Matmul, AgainstReference) {
+  const Device d = device();
+  std::uint64_t seed = 1;
+  for (DType dt : {f32, f64})
+    for (const auto& c : kCases)
+      for (const auto& lp : kLayoutPairs) {
+        SCOPED_TRACE(std::string(to_string(dt)) + " " + ref::dims_str(c.a) + " " + ref::name(lp.a) + " @ " +
+                     ref::dims_str(c.b) + " " + ref::name(lp.b));
+        const auto a = ref::make_input(c.a, lp.a, dt, d, Domain{-1, 1}, seed++);
+        const auto b = ref::make_input(c.b, lp.b, dt, d, Domain{-1, 1}, seed++);
+        const Tensor out = matmul(a.t, b.t);
+        EXPECT_EQ(out.dtype(), dt);
+        EXPECT_EQ(out.device(), d);
+        EXPECT_TRUE(ref::close(out, ref::matmul(a.r, b.r), matmul_tol(dt, c.a.back())));
+        EXPECT_TRUE(ref::close(a.t.matmul(b.t), ref::matmul(a.r, b.r), matmul_tol(dt, c.a.back())));
+        EXPECT_TRUE(ref::exact(a.t, a.r));
+        EXPECT_TRUE(ref::exact(b.t, b.r));
+      }
+}
+
+TEST_P(Matmul, ViewsOfLargerTensors) {
+  // Operands that are slices of bigger matrices (leading dimension > width),
+  // and a batch that is itself a permuted view.
+  const Device d = device();
+  for (DType dt : {f32, f64}) {
+    SCOPED_TRACE(to_string(dt));
+    const auto big = ref::make_input({40, 50}, Layout::Contiguous, dt, d, Domain{-1, 1}, 3);
+    const Tensor a = big.t.slice(0, 3, 20).slice(1, 5, 30);   // [17, 25], ld 50
+    const Tensor b = big.t.slice(0, 10, 35).slice(1, 1, 12);  // [25, 11], ld 50
+    const ref::Array ar = ref::slice(ref::slice(big.r, 0, 3, 20), 1, 5, 30);
+    const ref::Array br = ref::slice(ref::slice(big.r, 0, 10, 35), 1, 1, 12);
+    EXPECT_TRUE(ref::close(matmul(a, b), ref::matmul(ar, br), matmul_tol(dt, 25)));
+    EXPECT_TRUE(ref::close(mm(a, b), ref::matmul(ar, br), matmul_tol(dt, 25)));
+    EXPECT_TRUE(ref::close(matmul(b.t(), a.t()), ref::matmul(ref::transpose(br, 0, 1), ref::transpose(ar, 0, 1)),
+                           matmul_tol(dt, 25)));
+    const auto batch = ref::make_input({3, 4, 6}, Layout::Contiguous, dt, d, Domain{-1, 1}, 4);
+    const Tensor p = batch.t.permute({1, 0, 2});  // [4, 3, 6]
+    const ref::Array pr = ref::permute(batch.r, {1, 0, 2});
+    const auto w = ref::make_input({4, 6, 2}, Layout::Contiguous, dt, d, Domain{-1, 1}, 5);
+    EXPECT_TRUE(ref::close(matmul(p, w.t), ref::matmul(pr, w.r), matmul_tol(dt, 6)));
+    EXPECT_TRUE(ref::close(bmm(p, w.t), ref::matmul(pr, w.r), matmul_tol(dt, 6)));
+    // A broadcast (stride-0) operand.
+    const Tensor e = w.t.select(0, 1).unsqueeze(0).expand({5, 6, 2});
+    const auto lhs = ref::make_input({5, 3, 6}, Layout::Transposed, dt, d, Domain{-1, 1}, 6);
+    EXPECT_TRUE(ref::close(matmul(lhs.t, e), ref::matmul(lhs.r, ref::expand(ref::select(w.r, 0, 1), {5, 6, 2})),
+                           matmul_tol(dt, 6)));
+  }
+}
+
+TEST_P(Matmul, MmBmmDotOuter) {
+  const Device d = device();
+  std::uint64_t seed = 77;
+  for (DType dt : {f32, f64}) {
+    SCOPED_TRACE(to_string(dt));
+    for (auto [la, lb] : {std::pair{Layout::Contiguous, Layout::Contiguous}, std::pair{Layout::Transposed, Layout::Stepped}}) {
+      SCOPED_TRACE(std::string(ref::name(la)) + "/" + ref::name(lb));
+      const auto a = ref::make_input({9, 13}, la, dt, d, Domain{-1, 1}, seed++);
+      const auto b = ref::make_input({13, 7}, lb, dt, d, Domain{-1, 1}, seed++);
+      EXPECT_TRUE(ref::close(mm(a.t, b.t), ref::matmul(a.r, b.r), matmul_tol(dt, 13)));
+      const auto x = ref::make_input({4, 9, 13}, la, dt, d, Domain{-1, 1}, seed++);
+      const auto y = ref::make_input({4, 13, 7}, lb, dt, d, Domain{-1, 1}, seed++);
+      EXPECT_TRUE(ref::close(bmm(x.t, y.t), ref::matmul(x.r, y.r), matmul_tol(dt, 13)));
+      const auto u = ref::make_input({1023}, lb, dt, d, Domain{-1, 1}, seed++);
+      const auto v = ref::make_input({1023}, la, dt, d, Domain{-1, 1}, seed++);
+      const Tensor dt_uv = dot(u.t, v.t);
+      EXPECT_EQ(dt_uv.dim(), 0);
+      EXPECT_TRUE(ref::close(dt_uv, ref::matmul(u.r, v.r), matmul_tol(dt, 1023)));
+      const auto p = ref::make_input({5}, la, dt, d, Domain{-1, 1}, seed++);
+      const auto q = ref::make_input({7}, lb, dt, d, Domain{-1, 1}, seed++);
+      const Tensor o = outer(p.t, q.t);
+      EXPECT_EQ(o.shape(), (Shape{5, 7}));
+      EXPECT_TRUE(ref::close(o, ref::zip(ref::reshape(p.r, {5, 1}), ref::reshape(q.r, {1, 7}), std::multiplies<double>()),
+                             ref::tol(dt)));
+    }
+  }
+}
+
+TEST_P(Matmul, MmOutWritesInPlace) {
+  const Device d = device();
+  const auto a = ref::make_input({6, 5}, Layout::Transposed, f32, d, Domain{-1, 1}, 1);
+  const auto b = ref::make_input({5, 4}, Layout::Contiguous, f32, d, Domain{-1, 1}, 2);
+  Tensor out = full({6, 4}, 100.0, d);
+  const Tensor alias = out;
+  mm_out(out, a.t, b.t);
+  EXPECT_TRUE(out.is_same(alias));
+  EXPECT_TRUE(ref::close(out, ref::matmul(a.r, b.r), matmul_tol(f32, 5)));
+  Tensor wrong = empty({4, 6}, d);
+  EXPECT_THROW(mm_out(wrong, a.t, b.t), ShapeError);
+}
+
+TEST_P(Matmul, IdentityAndKnownValues) {
+  const Device d = device();
+  auto a = tensor({{1.0, 2.0}, {3.0, 4.0}}, d);
+  auto b = tensor({{5.0, 6.0}, {7.0, 8.0}}, d);
+  EXPECT_TRUE(ref::exact(matmul(a, b), ref::Array({2, 2}, {19, 22, 43, 50})));
+  EXPECT_TRUE(ref::exact(matmul(eye(2, std::nullopt, d), b), ref::from_tensor(b)));
+  EXPECT_TRUE(ref::exact(matmul(a, tensor({1.0, 1.0}, d)), ref::Array({2}, {3, 7})));
+  EXPECT_TRUE(ref::exact(matmul(tensor({1.0, 1.0}, d), a), ref::Array({2}, {4, 6})));
+  EXPECT_TRUE(ref::exact(dot(tensor({1.0, 2.0, 3.0}, d), tensor({4.0, 5.0, 6.0}, d)), ref::Array({}, {32})));
+}
+
+TEST_P(Matmul, ShapeMismatchNamesTheOpAndBothShapes) {
+  const Device d = device();
+  auto expect_shape_error = [](const std::function<void()>& f, const std::vector<std::string>& pieces) {
+    try {
+      f();
+      ADD_FAILURE() << "no ShapeError";
+    } catch (const ShapeError& e) {
+      const std::string m = e.what();
+      for (const auto& p : pieces) EXPECT_NE(m.find(p), std::string::npos) << "'" << p << "' missing from: " << m;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "wrong exception type: " << e.what();
+    }
+  };
+  auto a = ones({2, 3}, d), b = ones({4, 5}, d);
+  expect_shape_error([&] { (void)matmul(a, b); }, {"matmul", "[2, 3]", "[4, 5]"});
+  expect_shape_error([&] { (void)a.matmul(b); }, {"matmul", "[2, 3]", "[4, 5]"});
+  expect_shape_error([&] { (void)matmul(ones({3}, d), ones({4}, d)); }, {"matmul", "[3]", "[4]"});
+  expect_shape_error([&] { (void)matmul(ones({2, 3, 4}, d), ones({3, 5, 2}, d)); }, {"matmul", "[2, 3, 4]", "[3, 5, 2]"});
+  // Batch dims that do not broadcast.
+  expect_shape_error([&] { (void)matmul(ones({2, 3, 4}, d), ones({3, 4, 5}, d)); }, {"matmul", "[2, 3, 4]", "[3, 4, 5]"});
+  // 0-dim operands.
+  expect_shape_error([&] { (void)matmul(ones({}, d), ones({3}, d)); }, {"matmul"});
+  expect_shape_error([&] { (void)mm(a, b); }, {"mm", "[2, 3]", "[4, 5]"});
+  expect_shape_error([&] { (void)mm(ones({2, 3, 4}, d), ones({4, 2}, d)); }, {"mm"});
+  expect_shape_error([&] { (void)bmm(ones({2, 3, 4}, d), ones({3, 4, 5}, d)); }, {"bmm"});
+  expect_shape_error([&] { (void)bmm(ones({3, 4}, d), ones({4, 5}, d)); }, {"bmm"});
+  expect_shape_error([&] { (void)dot(ones({3}, d), ones({4}, d)); }, {"dot", "[3]", "[4]"});
+  expect_shape_error([&] { (void)dot(ones({3, 1}, d), ones({3, 1}, d)); }, {"dot"});
+  expect_shape_error([&] { (void)outer(ones({3, 1}, d), ones({3}, d)); }, {"outer"});
+  // Still usable.
+  EXPECT_TRUE(ref::exact(matmul(ones({2, 3}, d), ones({3, 1}, d)), ref::Array::filled({2, 1}, 3)));
+}
+
+TEST_P(Matmul, MixedDTypesAreAnError) {
+  const Device d = device();
+  // torch.matmul does not promote: f32 @ f64 is an error.
+  EXPECT_THROW(matmul(ones({2, 2}, d), ones({2, 2}, d, f64)), DTypeError);
+}
+
+ANVIL_INSTANTIATE_DEVICE_TEST(Matmul);
+
+}  // namespace
