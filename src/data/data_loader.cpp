@@ -1,0 +1,157 @@
+#include <cstring>
+#include <numeric>
+
+#include "anvil/data.h"
+#include "anvil/error.h"
+#include "anvil/ops.h"
+
+namespace anvil {
+
+namespace {
+
+constexpr std::string_view kOp = "DataLoader";
+
+// Note [Portable shuffling]
+// std::shuffle and std::uniform_int_distribution differ between standard
+// libraries, so the same seed would give different orders on different
+// machines. SplitMix64 and Lemire's bounded draw are fully specified here.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, bound), bound > 0, without modulo bias: reject the
+  // 2^64 mod bound lowest draws.
+  std::uint64_t below(std::uint64_t bound) {
+    const std::uint64_t threshold = (0 - bound) % bound;
+    std::uint64_t r = next();
+    while (r < threshold) r = next();
+    return r % bound;
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+}  // namespace
+
+DataLoader::DataLoader(const Tensor& inputs, const Tensor& targets, DataLoaderOptions options)
+    : options_(options) {
+  ANVIL_CHECK(inputs.defined() && targets.defined(), ValueError, kOp,
+              ": inputs and targets must be defined tensors; got an undefined ", inputs.defined() ? "targets" : "inputs");
+  ANVIL_CHECK(inputs.dim() >= 1 && targets.dim() >= 1, ShapeError, kOp,
+              ": inputs and targets need a first (sample) dimension; expected at least 1-D, got ", inputs.shape(),
+              " and ", targets.shape());
+  ANVIL_CHECK(inputs.size(0) == targets.size(0), ShapeError, kOp,
+              ": inputs and targets must hold the same number of samples; expected equal first dims, got ",
+              inputs.shape(), " and ", targets.shape());
+  ANVIL_CHECK(options.batch_size >= 1, ValueError, kOp, ": batch_size must be positive; expected >= 1, got ",
+              options.batch_size);
+  // Batches are gathered on the host: keep dense host copies (none when the
+  // tensors already are).
+  inputs_ = inputs.contiguous().cpu().contiguous();
+  targets_ = targets.contiguous().cpu().contiguous();
+}
+
+std::int64_t DataLoader::num_samples() const noexcept { return inputs_.shape()[0]; }
+
+std::int64_t DataLoader::size() const noexcept {
+  const std::int64_t n = num_samples();
+  const std::int64_t b = options_.batch_size;
+  return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+void DataLoader::set_epoch(std::int64_t epoch) {
+  ANVIL_CHECK(epoch >= 0, ValueError, kOp, ": set_epoch: expected a non-negative epoch, got ", epoch);
+  epoch_ = epoch;
+}
+
+std::vector<std::int64_t> DataLoader::order(std::int64_t epoch) const {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(num_samples()));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  if (!options_.shuffle) return order;
+  // See Note [Portable shuffling]. Each (seed, epoch) pair gets its own stream.
+  SplitMix64 mix(options_.seed);
+  SplitMix64 rng(mix.next() ^ (static_cast<std::uint64_t>(epoch) * 0xd1342543de82ef95ull + 0x2545f4914f6cdd1dull));
+  for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  return order;
+}
+
+Tensor DataLoader::gather(const Tensor& host, const std::int64_t* indices, std::int64_t count) const {
+  Shape shape = host.shape();
+  shape[0] = count;
+  Tensor out = empty(shape, cpu(), host.dtype());
+  const std::size_t row = host.shape()[0] == 0 ? 0 : host.nbytes() / static_cast<std::size_t>(host.shape()[0]);
+  if (row == 0 || count == 0) return out;
+  const auto* src = static_cast<const std::uint8_t*>(host.raw_data_ptr());
+  auto* dst = static_cast<std::uint8_t*>(out.raw_data_ptr());
+  // Runs of consecutive indices (the whole batch without shuffle) are one memcpy.
+  std::int64_t i = 0;
+  while (i < count) {
+    std::int64_t j = i + 1;
+    while (j < count && indices[j] == indices[j - 1] + 1) ++j;
+    std::memcpy(dst + static_cast<std::size_t>(i) * row, src + static_cast<std::size_t>(indices[i]) * row,
+                static_cast<std::size_t>(j - i) * row);
+    i = j;
+  }
+  return out;
+}
+
+Batch DataLoader::batch(const std::vector<std::int64_t>& order, std::int64_t index) const {
+  ANVIL_CHECK(static_cast<std::int64_t>(order.size()) == num_samples(), ValueError, kOp,
+              ": batch: the order must list every sample; expected ", num_samples(), " indices, got ", order.size());
+  ANVIL_CHECK(index >= 0 && index < size(), IndexError, kOp, ": batch index out of range; expected [0, ", size(),
+              "), got ", index);
+  const std::int64_t start = index * options_.batch_size;
+  const std::int64_t count = std::min(options_.batch_size, num_samples() - start);
+  const std::int64_t* indices = order.data() + start;
+  // One host→device copy per tensor per batch.
+  return Batch{gather(inputs_, indices, count).to(options_.device), gather(targets_, indices, count).to(options_.device)};
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  auto order = std::make_shared<const std::vector<std::int64_t>>(this->order(epoch_));
+  ++epoch_;
+  return Iterator(this, std::move(order));
+}
+
+DataLoader::Iterator::Iterator(const DataLoader* loader, std::shared_ptr<const std::vector<std::int64_t>> order)
+    : loader_(loader), order_(std::move(order)), count_(loader->size()) {
+  if (count_ == 0) return;
+  current_ = loader_->batch(*order_, 0);
+  if (loader_->options_.prefetch && !loader_->options_.device.is_cpu() && count_ > 1) {
+    next_ = loader_->batch(*order_, 1);
+    has_next_ = true;
+  }
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  ANVIL_CHECK(loader_ != nullptr && index_ < count_, IndexError, kOp,
+              ": iterator advanced past the end of the epoch; expected index < ", count_, ", got ", index_);
+  ++index_;
+  if (index_ >= count_) {
+    current_ = Batch{};
+    next_ = Batch{};
+    has_next_ = false;
+    return *this;
+  }
+  if (has_next_) {
+    current_ = std::move(next_);
+    next_ = Batch{};
+    has_next_ = false;
+  } else {
+    current_ = loader_->batch(*order_, index_);
+  }
+  // See DataLoaderOptions::prefetch: queue the next copy before this batch is used.
+  if (loader_->options_.prefetch && !loader_->options_.device.is_cpu() && index_ + 1 < count_) {
+    next_ = loader_->batch(*order_, index_ + 1);
+    has_next_ = true;
+  }
+  return *this;
+}
+
+}  // namespace anvil
