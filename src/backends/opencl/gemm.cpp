@@ -1,0 +1,158 @@
+// Batched GEMM: CLBlast for f32/f64 when it is built in and the operands are
+// BLAS-shaped; our tiled kernel (src/kernels/gemm.kern) for integer dtypes,
+// for tiny products where CLBlast's launch overhead dominates, and when
+// CLBlast is missing or disabled (ANVIL_OPENCL_CLBLAST=0).
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
+#include "anvil/error.h"
+#include "backends/opencl/launch.h"
+#include "backends/opencl/layouts.h"
+#include "backends/opencl/opencl_backend.h"
+
+#ifdef ANVIL_HAVE_CLBLAST
+#include <clblast.h>
+#endif
+
+namespace anvil::opencl {
+
+namespace {
+
+bool clblast_enabled() {
+  const char* v = std::getenv("ANVIL_OPENCL_CLBLAST");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
+// Storage rows/cols of op(M) (rows x cols) as it lies in memory.
+struct Stored {
+  std::int64_t rows, cols;
+};
+Stored stored(const detail::GemmMatrix& x, std::int64_t rows, std::int64_t cols) {
+  return x.trans ? Stored{cols, rows} : Stored{rows, cols};
+}
+
+// BLAS needs ld >= the stored column count; with one stored row ld is never
+// used, so any value that satisfies the check is the same matrix. Returns
+// false when the matrix is not BLAS-shaped (rows overlap).
+bool blas_ld(const detail::GemmMatrix& x, std::int64_t rows, std::int64_t cols, std::size_t& ld) {
+  const Stored s = stored(x, rows, cols);
+  if (s.rows <= 1) {
+    ld = static_cast<std::size_t>(std::max<std::int64_t>({x.ld, s.cols, 1}));
+    return true;
+  }
+  if (x.ld < s.cols || x.ld < 1) return false;
+  ld = static_cast<std::size_t>(x.ld);
+  return true;
+}
+
+}  // namespace
+
+void OpenCLBackend::gemm(int index, const detail::GemmArgs& a) {
+  OpScope scope("matmul");
+  if (a.m <= 0 || a.n <= 0 || a.batch <= 0) return;
+  DeviceState& s = state(index);
+  std::lock_guard lock(s.mutex);
+  const bool tiny = a.m * a.n * std::max<std::int64_t>(a.k, 1) < 16 * 16 * 16;
+  if (is_floating(a.dtype) && a.k > 0 && !tiny && clblast_enabled() && gemm_clblast(s, a)) return;
+  gemm_tiled(s, a);
+}
+
+bool OpenCLBackend::gemm_clblast(DeviceState& s, const detail::GemmArgs& a) {
+#ifdef ANVIL_HAVE_CLBLAST
+  std::size_t lda = 0, ldb = 0, ldc = 0;
+  if (!blas_ld(a.a, a.m, a.k, lda) || !blas_ld(a.b, a.k, a.n, ldb) || !blas_ld(a.c, a.m, a.n, ldc)) return false;
+  if (a.a.batch_stride < 0 || a.b.batch_stride < 0 || a.c.batch_stride < 0) return false;
+  const auto ta = a.a.trans ? clblast::Transpose::kYes : clblast::Transpose::kNo;
+  const auto tb = a.b.trans ? clblast::Transpose::kYes : clblast::Transpose::kNo;
+  const auto m = static_cast<std::size_t>(a.m), n = static_cast<std::size_t>(a.n), k = static_cast<std::size_t>(a.k);
+  cl_mem A = static_cast<cl_mem>(a.a.data), B = static_cast<cl_mem>(a.b.data), C = static_cast<cl_mem>(a.c.data);
+  const auto ao = static_cast<std::size_t>(a.a.offset), bo = static_cast<std::size_t>(a.b.offset),
+             co = static_cast<std::size_t>(a.c.offset);
+  cl_event ev = nullptr;
+  clblast::StatusCode st;
+  auto run = [&](auto alpha, auto beta) {
+    if (a.batch == 1)
+      return clblast::Gemm(clblast::Layout::kRowMajor, ta, tb, m, n, k, alpha, A, ao, lda, B, bo, ldb, beta, C, co,
+                           ldc, &s.queue, &ev);
+    return clblast::GemmStridedBatched(clblast::Layout::kRowMajor, ta, tb, m, n, k, alpha, A, ao, lda,
+                                       static_cast<std::size_t>(a.a.batch_stride), B, bo, ldb,
+                                       static_cast<std::size_t>(a.b.batch_stride), beta, C, co, ldc,
+                                       static_cast<std::size_t>(a.c.batch_stride), static_cast<std::size_t>(a.batch),
+                                       &s.queue, &ev);
+  };
+  if (a.dtype == DType::F32) st = run(static_cast<float>(a.alpha), static_cast<float>(a.beta));
+  else st = run(a.alpha, a.beta);
+  switch (st) {
+    case clblast::StatusCode::kSuccess: break;
+    // Shapes or devices CLBlast does not handle: our kernel does.
+    case clblast::StatusCode::kNotImplemented:
+    case clblast::StatusCode::kInvalidLocalMemUsage:
+    case clblast::StatusCode::kNoDoublePrecision:
+    case clblast::StatusCode::kInvalidLeadDimA:
+    case clblast::StatusCode::kInvalidLeadDimB:
+    case clblast::StatusCode::kInvalidLeadDimC: return false;
+    default:
+      throw BackendError(detail::cat("matmul: CLBlast gemm failed with status ", static_cast<int>(st), " (",
+                                     status_name(static_cast<cl_int>(st)), ") on ", s.label(), " for [", a.batch,
+                                     ", ", a.m, ", ", a.k, "] @ [", a.k, ", ", a.n, "] ", cl_type(a.dtype)));
+  }
+  if (ev != nullptr) s.track_locked(ev, "matmul");
+  return true;
+#else
+  (void)s;
+  (void)a;
+  return false;
+#endif
+}
+
+void OpenCLBackend::gemm_tiled(DeviceState& s, const detail::GemmArgs& a) {
+  const DType t = a.dtype;
+  cl_kernel k = s.programs.kernel(kernel_key(Family::Gemm, 0, 0, dt(t)), [&] {
+    const std::string prefix = std::string("gemm_") + (t == DType::F32   ? "f32"
+                                                       : t == DType::F64 ? "f64"
+                                                       : t == DType::I32 ? "i32"
+                                                       : t == DType::I64 ? "i64"
+                                                       : t == DType::U8  ? "u8"
+                                                                         : "bool");
+    // Integers accumulate in their own type (wrapping like the CPU); bool
+    // and u8 in long so a product of 0/1 bytes cannot wrap before the cast.
+    const char* acc = (t == DType::Bool || t == DType::U8) ? "long" : cl_type(t);
+    return KernelSpec{"gemm.kern", " -DKPREFIX=" + prefix + " -DT=" + cl_type(t) + " -DTA=" + acc + " -DT_BOOL=" + (t == DType::Bool ? "1" : "0"), prefix + "_tiled"};
+  });
+  GemmLayout L{};
+  L.m = a.m;
+  L.n = a.n;
+  L.k = a.k;
+  L.batch = a.batch;
+  auto strides = [](const detail::GemmMatrix& x, std::int64_t& rs, std::int64_t& cs) {
+    rs = x.trans ? 1 : x.ld;
+    cs = x.trans ? x.ld : 1;
+  };
+  L.a_offset = a.a.offset;
+  strides(a.a, L.a_rs, L.a_cs);
+  L.a_bstride = a.a.batch_stride;
+  L.b_offset = a.b.offset;
+  strides(a.b, L.b_rs, L.b_cs);
+  L.b_bstride = a.b.batch_stride;
+  L.c_offset = a.c.offset;
+  L.c_rs = a.c.ld;
+  L.c_bstride = a.c.batch_stride;
+  L.beta_zero = a.beta == 0.0;
+  const DType acc = (t == DType::Bool || t == DType::U8) ? DType::I64 : t;
+  constexpr std::size_t kTile = 16;
+  const std::size_t global[3] = {(static_cast<std::size_t>(a.n) + kTile - 1) / kTile * kTile,
+                                 (static_cast<std::size_t>(a.m) + kTile - 1) / kTile * kTile,
+                                 static_cast<std::size_t>(a.batch)};
+  const std::size_t local[3] = {kTile, kTile, 1};
+  Launch(s, k)
+      .buffer(a.a.data)
+      .buffer(a.b.data)
+      .buffer(a.c.data)
+      .scalar(scalar_arg(a.alpha, acc))
+      .scalar(scalar_arg(a.beta, acc))
+      .arg(L)
+      .run(3, global, local, "matmul");
+}
+
+}  // namespace anvil::opencl

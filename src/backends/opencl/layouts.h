@@ -1,0 +1,55 @@
+// Host mirrors of the argument blocks in src/kernels/layout.kern. Every
+// field is 64-bit, so the layouts agree without packing pragmas; the
+// static_asserts catch a field added on one side only.
+#pragma once
+
+#include <cstdint>
+
+namespace anvil::opencl {
+
+inline constexpr int kLayoutDims = 8;
+
+struct EwLayout {
+  std::int64_t shape[kLayoutDims];
+  std::int64_t stride[4][kLayoutDims];
+  std::int64_t offset[4];
+  std::int64_t ndim;
+  std::int64_t numel;
+  std::int64_t scalar_mask;
+};
+static_assert(sizeof(EwLayout) == 8 * (8 + 32 + 4 + 3));
+
+struct ReduceLayout {
+  std::int64_t kshape[kLayoutDims];
+  std::int64_t kstride[kLayoutDims];
+  std::int64_t ostride[kLayoutDims];
+  std::int64_t rshape[kLayoutDims];
+  std::int64_t rstride[kLayoutDims];
+  std::int64_t nkept, nred;
+  std::int64_t out_numel, red_numel;
+  std::int64_t in_offset, out_offset;
+  std::int64_t parts;
+  std::int64_t has_scale;
+};
+static_assert(sizeof(ReduceLayout) == 8 * (5 * 8 + 8));
+
+struct IndexLayout {
+  std::int64_t shape[kLayoutDims];
+  std::int64_t out_stride[kLayoutDims];
+  std::int64_t src_stride[kLayoutDims];
+  std::int64_t idx_stride[kLayoutDims];
+  std::int64_t out_offset, src_offset, idx_offset;
+  std::int64_t ndim, dim, numel, src_dim_size;
+};
+static_assert(sizeof(IndexLayout) == 8 * (4 * 8 + 7));
+
+struct GemmLayout {
+  std::int64_t m, n, k, batch;
+  std::int64_t a_offset, a_rs, a_cs, a_bstride;
+  std::int64_t b_offset, b_rs, b_cs, b_bstride;
+  std::int64_t c_offset, c_rs, c_bstride;
+  std::int64_t beta_zero;
+};
+static_assert(sizeof(GemmLayout) == 8 * 16);
+
+}  // namespace anvil::opencl
