@@ -190,7 +190,7 @@ IdxArray decode_idx_array(std::span<const std::uint8_t> bytes, std::string_view 
   const std::uint64_t numel = has_zero ? 0 : nonzero_product;
   const std::uint64_t total = numel * esize;
   // Grow as the data arrives (see the note at the top).
-  constexpr std::uint64_t kChunk = std::uint64_t{16} << 20;
+  constexpr std::uint64_t kChunk = std::uint64_t{64} << 10;
   std::uint64_t got = 0;
   while (got < total) {
     const std::uint64_t piece = std::min(total - got, std::max<std::uint64_t>(kChunk, got));
