@@ -7,21 +7,21 @@
 #include <cstdlib>
 #include <exception>
 
-#define ANVIL_FUZZ_ONLY_THROWS(AllowedError, ...)                                   \
-  do {                                                                              \
-    try {                                                                           \
-      __VA_ARGS__;                                                                  \
-    } catch (const AllowedError&) {                                                 \
-    } catch (const std::exception& e) {                                             \
+#define ANVIL_FUZZ_ONLY_THROWS(AllowedError, ...)                                                 \
+  do {                                                                                            \
+    try {                                                                                         \
+      __VA_ARGS__;                                                                                \
+    } catch (const AllowedError&) {                                                               \
+    } catch (const std::exception& e) {                                                           \
       std::fprintf(stderr, "fuzz: unexpected exception (not " #AllowedError "): %s\n", e.what()); \
-      std::abort();                                                                 \
-    }                                                                               \
+      std::abort();                                                                               \
+    }                                                                                             \
   } while (0)
 
-#define ANVIL_FUZZ_REQUIRE(cond)                                           \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
+#define ANVIL_FUZZ_REQUIRE(cond)                                                              \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
       std::fprintf(stderr, "fuzz: property failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                        \
-    }                                                                      \
+      std::abort();                                                                           \
+    }                                                                                         \
   } while (0)

@@ -25,14 +25,15 @@ find_tool() {
 cxx="$(find_tool clang++ clang++-14)" || { echo "fuzz/run.sh: clang++ not found; apt-get install clang libclang-rt-14-dev" >&2; exit 2; }
 cc="$(find_tool clang clang-14)" || { echo "fuzz/run.sh: clang not found; apt-get install clang" >&2; exit 2; }
 
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
   -DANVIL_BUILD_FUZZERS=ON -DANVIL_BUILD_TESTS=OFF -DANVIL_BUILD_BENCHMARKS=OFF \
   -DANVIL_ENABLE_OPENCL=OFF -DANVIL_ENABLE_CUDA=OFF \
   -DANVIL_NATIVE=OFF -DANVIL_WERROR=OFF \
-  -DANVIL_SANITIZE=address,undefined >"$build.configure.log" 2>&1 ||
-  { cat "$build.configure.log" >&2; echo "fuzz/run.sh: configuring $build failed" >&2; exit 2; }
+  -DANVIL_SANITIZE=address,undefined >"$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log" >&2; echo "fuzz/run.sh: configuring $build with clang failed (clang needs libomp-dev for OpenMP and libclang-rt-14-dev for libFuzzer)" >&2; exit 2; }
 ninja -C "$build" -j "$jobs" $(for t in $targets; do echo "fuzz_$t"; done)
 
 # libFuzzer's own leak checking covers the harnesses; OpenMP's thread pool is

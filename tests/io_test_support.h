@@ -73,8 +73,8 @@ void expect_error(Fn&& fn, std::initializer_list<std::string_view> pieces) {
     for (std::string_view piece : pieces)
       EXPECT_NE(what.find(piece), std::string::npos) << "message lacks '" << piece << "': " << what;
   } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected " << ::testing::internal::GetTypeName<ErrorType>() << ", got another error: "
-                  << e.what();
+    ADD_FAILURE() << "expected " << ::testing::internal::GetTypeName<ErrorType>()
+                  << ", got another error: " << e.what();
   }
 }
 
@@ -101,9 +101,9 @@ struct InteropCase {
 };
 inline const std::vector<InteropCase>& interop_cases() {
   static const std::vector<InteropCase> cases = {
-      {"a.f32", f32, {2, 3}, 1},  {"b.f64", f64, {5}, 2},        {"c.i32", i32, {4, 1, 2}, 3},
-      {"d.i64", i64, {3}, 4},     {"e.u8", u8, {7}, 5},          {"f.bool", boolean, {2, 2}, 6},
-      {"g.empty", f32, {0, 3}, 7}, {"h.scalar", f64, {}, 8},     {"i.big", f32, {64, 33}, 9},
+      {"a.f32", f32, {2, 3}, 1},   {"b.f64", f64, {5}, 2},   {"c.i32", i32, {4, 1, 2}, 3},
+      {"d.i64", i64, {3}, 4},      {"e.u8", u8, {7}, 5},     {"f.bool", boolean, {2, 2}, 6},
+      {"g.empty", f32, {0, 3}, 7}, {"h.scalar", f64, {}, 8}, {"i.big", f32, {64, 33}, 9},
   };
   return cases;
 }
@@ -129,10 +129,12 @@ inline std::filesystem::path python_dir() { return std::filesystem::path(__FILE_
 // safetensors on first use); returns the exit status and fills `output`.
 inline int run_interop(const std::string& args, std::string& output) {
   std::filesystem::path venv;
-  if (const char* env = std::getenv("ANVIL_PYTHON_VENV"); env != nullptr && *env != '\0') venv = env;
-  else venv = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "python-venv";
-  const std::string cmd = "bash '" + (python_dir() / "run_interop.sh").string() + "' '" + venv.string() + "' " +
-                          args + " 2>&1";
+  if (const char* env = std::getenv("ANVIL_PYTHON_VENV"); env != nullptr && *env != '\0')
+    venv = env;
+  else
+    venv = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "python-venv";
+  const std::string cmd =
+      "bash '" + (python_dir() / "run_interop.sh").string() + "' '" + venv.string() + "' " + args + " 2>&1";
   output.clear();
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr) {

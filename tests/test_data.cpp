@@ -130,8 +130,7 @@ TEST(IdxMalformed, DimensionsOverflow) {
 }
 
 TEST(IdxMalformed, TruncatedData) {
-  expect_rejected(idx(0x08, {2, 3}, Bytes{1, 2, 3}),
-                  {"file is truncated", "expected 6 bytes", "[2, 3]", "got 3"});
+  expect_rejected(idx(0x08, {2, 3}, Bytes{1, 2, 3}), {"file is truncated", "expected 6 bytes", "[2, 3]", "got 3"});
   // A huge announced size with little data allocates only what arrives.
   expect_rejected(idx(0x08, {60000, 28, 28}, Bytes(100)), {"expected 47040000 bytes", "got 100"});
   expect_rejected(gzip(idx(0x08, {2, 3}, Bytes{1, 2, 3})), {"decompressed data is truncated", "got 3"});
@@ -384,10 +383,12 @@ TEST(DataLoader, AcceptsNonContiguousInputs) {
 }
 
 TEST(DataLoader, RejectsBadArguments) {
-  expect_error<ShapeError>([] { DataLoader(zeros({3, 2}), zeros({4}, i64)); },
-                           {"DataLoader", "same number of samples", "[3, 2]", "[4]"});
-  expect_error<ValueError>([] { DataLoader(zeros({3}), zeros({3}), {.batch_size = 0}); },
-                           {"batch_size", "got 0"});
+  expect_error<ShapeError>(
+      [] {
+        DataLoader(zeros({3, 2}), zeros({4}, i64));
+      },
+      {"DataLoader", "same number of samples", "[3, 2]", "[4]"});
+  expect_error<ValueError>([] { DataLoader(zeros({3}), zeros({3}), {.batch_size = 0}); }, {"batch_size", "got 0"});
   expect_error<ShapeError>([] { DataLoader(scalar_tensor(1.0), zeros({1})); }, {"at least 1-D"});
   expect_error<ValueError>([] { DataLoader(Tensor(), zeros({1})); }, {"undefined"});
   DataLoader loader(zeros({2}), zeros({2}), {.batch_size = 2});

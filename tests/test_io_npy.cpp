@@ -124,7 +124,8 @@ TEST(NpyFormat, ReadsVersions2And3BigEndianAndHeaderVariants) {
             (std::vector<std::int32_t>{258, -2}));
   // Double quotes, other key order, no trailing comma, extra spaces: still a dict numpy would read.
   const Bytes variant = craft("{ \"shape\" : ( 2 , ) ,\"fortran_order\":False,'descr':'|u1'}   \n", Bytes{4, 5});
-  EXPECT_EQ(load_npy(std::span<const std::uint8_t>(variant)).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{4, 5}));
+  EXPECT_EQ(load_npy(std::span<const std::uint8_t>(variant)).to_vector<std::uint8_t>(),
+            (std::vector<std::uint8_t>{4, 5}));
 }
 
 TEST(NpyWrite, IsAtomicAndRejectsUndefined) {

@@ -48,7 +48,8 @@ TEST_P(SafetensorsDevices, RoundTripEveryDTypeOntoTheDevice) {
   TempDir dir;
   const std::string path = dir.file("all.safetensors");
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& c : anvil::testing::interop_cases()) tensors.emplace_back(c.name, anvil::testing::pattern_tensor(c, device()));
+  for (const auto& c : anvil::testing::interop_cases())
+    tensors.emplace_back(c.name, anvil::testing::pattern_tensor(c, device()));
   save_safetensors(path, tensors, {{"epoch", "3"}});
 
   auto loaded = load_safetensors(path, device());
@@ -96,8 +97,8 @@ ANVIL_INSTANTIATE_DEVICE_TEST(SafetensorsDevices);
 // --- the format as written ---------------------------------------------------------------------
 
 TEST(SafetensorsFormat, HeaderIsSortedPaddedJsonWithContiguousOffsets) {
-  const auto bytes = serialize_safetensors({{"b", tensor(std::vector<std::int32_t>{1, 2})},
-                                            {"a", tensor(std::vector<float>{0.5f})}});
+  const auto bytes =
+      serialize_safetensors({{"b", tensor(std::vector<std::int32_t>{1, 2})}, {"a", tensor(std::vector<float>{0.5f})}});
   ASSERT_GE(bytes.size(), 8u);
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[static_cast<std::size_t>(i)];
@@ -148,8 +149,11 @@ TEST(SafetensorsWrite, IsAtomicAndLeavesNoTemporaryFiles) {
   EXPECT_EQ(loaded.size(), 1u);
   EXPECT_TRUE(loaded.count("y"));
   // A failing write leaves the old file and no temporary.
-  expect_error<ValueError>([&] { save_safetensors(path, {{"a", ones({1})}, {"a", ones({1})}}); },
-                           {"save_safetensors", "duplicate", "'a'"});
+  expect_error<ValueError>(
+      [&] {
+        save_safetensors(path, {{"a", ones({1})}, {"a", ones({1})}});
+      },
+      {"save_safetensors", "duplicate", "'a'"});
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"m.safetensors"});
   EXPECT_TRUE(load_safetensors(path).count("y"));
 }
@@ -160,8 +164,11 @@ TEST(SafetensorsWrite, RejectsBadInputs) {
   expect_error<ValueError>([] { serialize_safetensors({{"bad\xff", ones({1})}}); }, {"UTF-8"});
   expect_error<ValueError>([] { serialize_safetensors({{"x", ones({1})}}, {{"k", "\xc3"}}); }, {"UTF-8"});
   TempDir dir;
-  expect_error<IOError>([&] { save_safetensors(dir.file("missing/dir/m.safetensors"), {{"x", ones({1})}}); },
-                        {"save_safetensors", "missing/dir"});
+  expect_error<IOError>(
+      [&] {
+        save_safetensors(dir.file("missing/dir/m.safetensors"), {{"x", ones({1})}});
+      },
+      {"save_safetensors", "missing/dir"});
 }
 
 TEST(SafetensorsRead, MissingFileAndFolder) {
@@ -316,8 +323,7 @@ TEST(SafetensorsMalformed, ShapeProductOverflows) {
   // Overflowing dims are rejected even beside a zero dim.
   expect_rejected(craft(R"({"x":{"dtype":"U8","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}})"),
                   {"overflows"});
-  expect_rejected(craft(R"({"x":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,0]}})"),
-                  {"overflows"});
+  expect_rejected(craft(R"({"x":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,0]}})"), {"overflows"});
 }
 
 TEST(SafetensorsMalformed, OffsetsNotTwoNonNegativeIntegers) {
@@ -328,8 +334,7 @@ TEST(SafetensorsMalformed, OffsetsNotTwoNonNegativeIntegers) {
 }
 
 TEST(SafetensorsMalformed, BeginAfterEnd) {
-  expect_rejected(craft(R"({"x":{"dtype":"F32","shape":[0],"data_offsets":[24,0]}})", k24),
-                  {"begin <= end"});
+  expect_rejected(craft(R"({"x":{"dtype":"F32","shape":[0],"data_offsets":[24,0]}})", k24), {"begin <= end"});
 }
 
 TEST(SafetensorsMalformed, SizeDoesNotMatchShapeAndDType) {

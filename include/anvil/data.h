@@ -137,8 +137,8 @@ class DataLoader {
   Iterator begin();
   std::default_sentinel_t end() const noexcept { return {}; }
 
-  std::int64_t size() const noexcept;         // batches per epoch
-  std::int64_t num_samples() const noexcept;  // N
+  std::int64_t size() const noexcept;                     // batches per epoch
+  std::int64_t num_samples() const noexcept;              // N
   std::int64_t epoch() const noexcept { return epoch_; }  // what the next begin() starts
   void set_epoch(std::int64_t epoch);
   const DataLoaderOptions& options() const noexcept { return options_; }

@@ -39,10 +39,10 @@ class SplitMix64 {
 
 }  // namespace
 
-DataLoader::DataLoader(const Tensor& inputs, const Tensor& targets, DataLoaderOptions options)
-    : options_(options) {
+DataLoader::DataLoader(const Tensor& inputs, const Tensor& targets, DataLoaderOptions options) : options_(options) {
   ANVIL_CHECK(inputs.defined() && targets.defined(), ValueError, kOp,
-              ": inputs and targets must be defined tensors; got an undefined ", inputs.defined() ? "targets" : "inputs");
+              ": inputs and targets must be defined tensors; got an undefined ",
+              inputs.defined() ? "targets" : "inputs");
   ANVIL_CHECK(inputs.dim() >= 1 && targets.dim() >= 1, ShapeError, kOp,
               ": inputs and targets need a first (sample) dimension; expected at least 1-D, got ", inputs.shape(),
               " and ", targets.shape());
@@ -110,7 +110,8 @@ Batch DataLoader::batch(const std::vector<std::int64_t>& order, std::int64_t ind
   const std::int64_t count = std::min(options_.batch_size, num_samples() - start);
   const std::int64_t* indices = order.data() + start;
   // One host→device copy per tensor per batch.
-  return Batch{gather(inputs_, indices, count).to(options_.device), gather(targets_, indices, count).to(options_.device)};
+  return Batch{gather(inputs_, indices, count).to(options_.device),
+               gather(targets_, indices, count).to(options_.device)};
 }
 
 DataLoader::Iterator DataLoader::begin() {

@@ -43,8 +43,8 @@ FashionMNIST::FashionMNIST(Split split, const std::string& root, bool flatten) :
   const detail::IdxArray images = read_part(images_path);
   if (images.type_code != 0x08 || images.dims.size() != 3 || images.dims[1] != kImageSize ||
       images.dims[2] != kImageSize)
-    fail(images_path, "not Fashion-MNIST images; expected unsigned bytes of shape [N, 28, 28], got ",
-         images.dtype, " of shape ", Shape(images.dims));
+    fail(images_path, "not Fashion-MNIST images; expected unsigned bytes of shape [N, 28, 28], got ", images.dtype,
+         " of shape ", Shape(images.dims));
   const detail::IdxArray labels = read_part(labels_path);
   if (labels.type_code != 0x08 || labels.dims.size() != 1)
     fail(labels_path, "not Fashion-MNIST labels; expected unsigned bytes of shape [N], got ", labels.dtype,
@@ -55,7 +55,8 @@ FashionMNIST::FashionMNIST(Split split, const std::string& root, bool flatten) :
          ", got ", labels.dims[0]);
 
   // Pixels to [0, 1] and labels to i64 on the host, in one pass each.
-  images_ = flatten ? empty({n, kImageSize * kImageSize}, cpu(), f32) : empty({n, 1, kImageSize, kImageSize}, cpu(), f32);
+  images_ =
+      flatten ? empty({n, kImageSize * kImageSize}, cpu(), f32) : empty({n, 1, kImageSize, kImageSize}, cpu(), f32);
   labels_ = empty({n}, cpu(), i64);
   float* dst = images_.data_ptr<float>();
   for (std::size_t i = 0; i < images.bytes.size(); ++i) dst[i] = static_cast<float>(images.bytes[i]) / 255.0f;

@@ -78,12 +78,11 @@ class GzipReader final : public ByteReader {
       } else if (rc == Z_BUF_ERROR && zs_.avail_in == 0 && fed_ == bytes_.size()) {
         // No progress possible: the compressed input ran out mid-stream.
         throw IOError(cat(op_, ": ", quote(source_), ": the gzip stream is truncated; expected more compressed ",
-                          "data after its ", bytes_.size(), " bytes (", total_out(),
-                          " bytes decompressed so far)"));
+                          "data after its ", bytes_.size(), " bytes (", total_out(), " bytes decompressed so far)"));
       } else if (rc != Z_OK) {
-        throw IOError(cat(op_, ": ", quote(source_), ": corrupt gzip data (zlib: ",
-                          zs_.msg != nullptr ? zs_.msg : zlib_error(rc), ") after ", total_out(),
-                          " decompressed bytes; expected a valid gzip stream"));
+        throw IOError(cat(op_, ": ", quote(source_),
+                          ": corrupt gzip data (zlib: ", zs_.msg != nullptr ? zs_.msg : zlib_error(rc), ") after ",
+                          total_out(), " decompressed bytes; expected a valid gzip stream"));
       }
     }
     return done;
@@ -93,8 +92,7 @@ class GzipReader final : public ByteReader {
     // The IDX content is complete; the stream must end right here, with a
     // valid CRC, and nothing may follow it.
     std::uint8_t extra = 0;
-    if (read(&extra, 1) != 0)
-      return "more decompressed data than the header announces";
+    if (read(&extra, 1) != 0) return "more decompressed data than the header announces";
     const std::size_t left = zs_.avail_in + (bytes_.size() - fed_);
     if (left != 0) return cat(left, " trailing bytes after the gzip stream");
     return {};
@@ -103,11 +101,16 @@ class GzipReader final : public ByteReader {
  private:
   static const char* zlib_error(int rc) {
     switch (rc) {
-      case Z_DATA_ERROR: return "data error";
-      case Z_MEM_ERROR: return "out of memory";
-      case Z_STREAM_ERROR: return "stream error";
-      case Z_NEED_DICT: return "needs a preset dictionary";
-      default: return "error";
+      case Z_DATA_ERROR:
+        return "data error";
+      case Z_MEM_ERROR:
+        return "out of memory";
+      case Z_STREAM_ERROR:
+        return "stream error";
+      case Z_NEED_DICT:
+        return "needs a preset dictionary";
+      default:
+        return "error";
     }
   }
   std::uint64_t total_out() const { return zs_.total_out; }
@@ -129,13 +132,20 @@ std::string hex_byte(std::uint8_t b) { return cat("0x", "0123456789ABCDEF"[b >> 
 
 std::string type_name(std::uint8_t code) {
   switch (code) {
-    case 0x08: return "0x08 (unsigned byte)";
-    case 0x09: return "0x09 (signed byte)";
-    case 0x0B: return "0x0B (short)";
-    case 0x0C: return "0x0C (int)";
-    case 0x0D: return "0x0D (float)";
-    case 0x0E: return "0x0E (double)";
-    default: return hex_byte(code);
+    case 0x08:
+      return "0x08 (unsigned byte)";
+    case 0x09:
+      return "0x09 (signed byte)";
+    case 0x0B:
+      return "0x0B (short)";
+    case 0x0C:
+      return "0x0C (int)";
+    case 0x0D:
+      return "0x0D (float)";
+    case 0x0E:
+      return "0x0E (double)";
+    default:
+      return hex_byte(code);
   }
 }
 
@@ -145,8 +155,10 @@ IdxArray decode_idx_array(std::span<const std::uint8_t> bytes, std::string_view 
   auto fail = [&](const auto&... args) { fail_idx(op, source, args...); };
   const bool gzipped = bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b;
   std::unique_ptr<ByteReader> reader;
-  if (gzipped) reader = std::make_unique<GzipReader>(bytes, op, source);
-  else reader = std::make_unique<RawReader>(bytes);
+  if (gzipped)
+    reader = std::make_unique<GzipReader>(bytes, op, source);
+  else
+    reader = std::make_unique<RawReader>(bytes);
   const char* kind = gzipped ? "decompressed data" : "file";
 
   std::uint8_t magic[4] = {};
@@ -158,17 +170,24 @@ IdxArray decode_idx_array(std::span<const std::uint8_t> bytes, std::string_view 
   IdxArray out;
   out.type_code = magic[2];
   switch (out.type_code) {
-    case 0x08: out.dtype = u8; break;
-    case 0x0C: out.dtype = i32; break;
-    case 0x0D: out.dtype = f32; break;
-    case 0x0E: out.dtype = f64; break;
+    case 0x08:
+      out.dtype = u8;
+      break;
+    case 0x0C:
+      out.dtype = i32;
+      break;
+    case 0x0D:
+      out.dtype = f32;
+      break;
+    case 0x0E:
+      out.dtype = f64;
+      break;
     default:
       fail_idx(op, source, "IDX element type ", type_name(out.type_code),
-           " is not supported; expected 0x08 (u8), 0x0C (i32), 0x0D (f32) or 0x0E (f64)");
+               " is not supported; expected 0x08 (u8), 0x0C (i32), 0x0D (f32) or 0x0E (f64)");
   }
   const int ndims = magic[3];
-  if (ndims < 1 || ndims > kMaxDims)
-    fail("IDX header has ", ndims, " dimensions; expected 1 to ", kMaxDims);
+  if (ndims < 1 || ndims > kMaxDims) fail("IDX header has ", ndims, " dimensions; expected 1 to ", kMaxDims);
 
   std::uint8_t dim_bytes[4 * kMaxDims] = {};
   const std::size_t need = 4 * static_cast<std::size_t>(ndims);
@@ -180,12 +199,15 @@ IdxArray decode_idx_array(std::span<const std::uint8_t> bytes, std::string_view 
   bool has_zero = false;
   for (int i = 0; i < ndims; ++i) {
     const std::uint8_t* p = dim_bytes + 4 * i;
-    const std::uint64_t d = (std::uint64_t{p[0]} << 24) | (std::uint64_t{p[1]} << 16) | (std::uint64_t{p[2]} << 8) | p[3];
+    const std::uint64_t d =
+        (std::uint64_t{p[0]} << 24) | (std::uint64_t{p[1]} << 16) | (std::uint64_t{p[2]} << 8) | p[3];
     out.dims.push_back(static_cast<std::int64_t>(d));
-    if (d == 0) has_zero = true;
+    if (d == 0)
+      has_zero = true;
     else if (nonzero_product > max_numel / d)
       fail("IDX dimensions ", Shape(out.dims), "... overflow; expected at most ", max_numel, " elements");
-    else nonzero_product *= d;
+    else
+      nonzero_product *= d;
   }
   const std::uint64_t numel = has_zero ? 0 : nonzero_product;
   const std::uint64_t total = numel * esize;
@@ -198,8 +220,8 @@ IdxArray decode_idx_array(std::span<const std::uint8_t> bytes, std::string_view 
     const std::size_t r = reader->read(out.bytes.data() + got, static_cast<std::size_t>(piece));
     got += r;
     if (r < piece)
-      fail("the ", kind, " is truncated; expected ", total, " bytes of data after the header (shape ",
-           Shape(out.dims), " of ", out.dtype, "), got ", got);
+      fail("the ", kind, " is truncated; expected ", total, " bytes of data after the header (shape ", Shape(out.dims),
+           " of ", out.dtype, "), got ", got);
   }
   if (const std::string extra = reader->trailing(); !extra.empty())
     fail("the ", kind, " has ", extra, "; expected exactly ", total, " bytes of data after the header (shape ",

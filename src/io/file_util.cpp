@@ -46,8 +46,8 @@ class FdSink final : public OutputSink {
 std::string temp_name_for(const std::filesystem::path& target) {
   static std::atomic<std::uint64_t> counter{0};
   const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
-  return (target.parent_path() / cat(".", target.filename().string(), ".tmp.", ::getpid(), ".",
-                                     counter.fetch_add(1), ".", static_cast<std::uint64_t>(ticks) % 1000000))
+  return (target.parent_path() / cat(".", target.filename().string(), ".tmp.", ::getpid(), ".", counter.fetch_add(1),
+                                     ".", static_cast<std::uint64_t>(ticks) % 1000000))
       .string();
 }
 
@@ -108,8 +108,8 @@ void InputFile::read_at(void* dst, std::size_t n, std::uint64_t offset, std::str
       throw IOError(cat(op_, ": cannot read ", what, " of ", quote(path_), ": ", errno_text(errno)));
     }
     if (r == 0)
-      throw IOError(cat(op_, ": ", quote(path_), " ended while reading ", what, "; expected ", n,
-                        " bytes at offset ", offset, ", got ", done, " (the file changed while being read?)"));
+      throw IOError(cat(op_, ": ", quote(path_), " ended while reading ", what, "; expected ", n, " bytes at offset ",
+                        offset, ", got ", done, " (the file changed while being read?)"));
     done += static_cast<std::size_t>(r);
   }
 }
@@ -120,17 +120,15 @@ std::vector<std::uint8_t> InputFile::read_all() const {
   return bytes;
 }
 
-void write_file_atomic(const std::string& path, std::string_view op,
-                       const std::function<void(OutputSink&)>& produce) {
+void write_file_atomic(const std::string& path, std::string_view op, const std::function<void(OutputSink&)>& produce) {
   ANVIL_CHECK(!path.empty(), ValueError, op, ": empty path; expected a file name");
   const std::filesystem::path target(path);
-  ANVIL_CHECK(target.has_filename(), ValueError, op, ": ", quote(path),
-              " names a folder; expected a file name");
+  ANVIL_CHECK(target.has_filename(), ValueError, op, ": ", quote(path), " names a folder; expected a file name");
   const std::string tmp = temp_name_for(target);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0)
-    throw IOError(cat(op, ": cannot create a temporary file beside ", quote(path), " (", quote(tmp),
-                      "): ", errno_text(errno)));
+    throw IOError(
+        cat(op, ": cannot create a temporary file beside ", quote(path), " (", quote(tmp), "): ", errno_text(errno)));
   bool fd_open = true;
   try {
     FdSink sink(fd, tmp, op);

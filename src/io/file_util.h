@@ -49,8 +49,7 @@ class OutputSink {
 
 // See Note [Atomic writes]. `produce` writes the content into the sink; an
 // exception it throws aborts the write (and is rethrown) with `path` untouched.
-void write_file_atomic(const std::string& path, std::string_view op,
-                       const std::function<void(OutputSink&)>& produce);
+void write_file_atomic(const std::string& path, std::string_view op, const std::function<void(OutputSink&)>& produce);
 
 // `'path'` quoted for messages.
 std::string quote(std::string_view s);

@@ -50,12 +50,18 @@ std::optional<DescrInfo> parse_descr(std::string_view d) {
 
 std::string_view descr_of(DType t) {
   switch (t) {
-    case DType::F32: return "<f4";
-    case DType::F64: return "<f8";
-    case DType::I32: return "<i4";
-    case DType::I64: return "<i8";
-    case DType::U8: return "|u1";
-    case DType::Bool: return "|b1";
+    case DType::F32:
+      return "<f4";
+    case DType::F64:
+      return "<f8";
+    case DType::I32:
+      return "<i4";
+    case DType::I64:
+      return "<i8";
+    case DType::U8:
+      return "|u1";
+    case DType::Bool:
+      return "|b1";
   }
   return "?";
 }
@@ -87,7 +93,8 @@ class DictParser {
       if (key == "descr") {
         if (seen_descr) fail("duplicate key 'descr' in the header; expected each key once");
         seen_descr = true;
-        if (peek('[')) fail("structured dtypes (a list descr) are not supported by anvil; expected one of ", kSupported);
+        if (peek('['))
+          fail("structured dtypes (a list descr) are not supported by anvil; expected one of ", kSupported);
         descr = string_literal();
       } else if (key == "fortran_order") {
         if (seen_fortran) fail("duplicate key 'fortran_order' in the header; expected each key once");
@@ -110,7 +117,10 @@ class DictParser {
     }
     ++pos_;
     if (!seen_descr || !seen_fortran || !seen_shape)
-      fail("the header lacks the key '", !seen_descr ? "descr" : !seen_fortran ? "fortran_order" : "shape",
+      fail("the header lacks the key '",
+           !seen_descr     ? "descr"
+           : !seen_fortran ? "fortran_order"
+                           : "shape",
            "'; expected 'descr', 'fortran_order' and 'shape'");
     // numpy pads with spaces and ends with '\n'.
     while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t')) ++pos_;
@@ -126,8 +136,8 @@ class DictParser {
     ++pos_;
   }
   void skip_ws() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-                                   text_[pos_] == '\r'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r'))
       ++pos_;
   }
   std::string string_literal() {
@@ -238,8 +248,8 @@ std::string shape_repr(const Shape& s) {
 
 // Exactly numpy.lib.format._write_array_header for a C-order array.
 std::vector<std::uint8_t> header_bytes(const Tensor& t) {
-  std::string dict = cat("{'descr': '", descr_of(t.dtype()), "', 'fortran_order': False, 'shape': ",
-                         shape_repr(t.shape()), ", }");
+  std::string dict =
+      cat("{'descr': '", descr_of(t.dtype()), "', 'fortran_order': False, 'shape': ", shape_repr(t.shape()), ", }");
   if (t.dim() > 0) {
     const std::size_t digits = std::to_string(t.shape()[0]).size();
     if (digits < kGrowthAxisMaxDigits) dict.append(kGrowthAxisMaxDigits - digits, ' ');
@@ -287,8 +297,7 @@ NpyHeader parse_npy_header(std::span<const std::uint8_t> bytes, std::uint64_t fi
   if (hlen > kNpyMaxHeaderSize)
     fail("header length is too large; expected at most ", kNpyMaxHeaderSize, " bytes, got ", hlen);
   if (start + hlen > file_size)
-    fail("header runs past the end of the file; expected at most ", file_size - start, " header bytes, got ",
-         hlen);
+    fail("header runs past the end of the file; expected at most ", file_size - start, " header bytes, got ", hlen);
   if (start + hlen > bytes.size())
     fail("only ", bytes.size(), " bytes were given; expected the whole header, ", start + hlen);
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + start, static_cast<std::size_t>(hlen));
@@ -297,8 +306,7 @@ NpyHeader parse_npy_header(std::span<const std::uint8_t> bytes, std::uint64_t fi
   std::vector<std::int64_t> dims;
   DictParser(text, source).parse(descr, h.fortran_order, dims);
   const auto info = parse_descr(descr);
-  if (!info)
-    fail("dtype ", quote(descr), " is not supported by anvil; expected one of ", kSupported);
+  if (!info) fail("dtype ", quote(descr), " is not supported by anvil; expected one of ", kSupported);
   h.dtype = info->dtype;
   h.big_endian = info->big_endian;
 
@@ -308,11 +316,13 @@ NpyHeader parse_npy_header(std::span<const std::uint8_t> bytes, std::uint64_t fi
   bool has_zero = false;
   for (std::int64_t d : dims) {
     const auto u = static_cast<std::uint64_t>(d);
-    if (u == 0) has_zero = true;
+    if (u == 0)
+      has_zero = true;
     else if (u > max_numel || nonzero_product > max_numel / u)
       fail("the size of shape ", Shape(dims), " overflows; expected at most ", max_numel, " elements of ", esize,
            " bytes");
-    else nonzero_product *= u;
+    else
+      nonzero_product *= u;
   }
   h.shape = Shape(dims);
   h.data_offset = start + hlen;
@@ -322,8 +332,8 @@ NpyHeader parse_npy_header(std::span<const std::uint8_t> bytes, std::uint64_t fi
     fail("file is truncated; expected ", h.data_size, " bytes of data (shape ", h.shape, " of ", descr, "), got ",
          present);
   if (present > h.data_size)
-    fail("file has trailing bytes after the array; expected ", h.data_size, " bytes of data (shape ", h.shape,
-         " of ", descr, "), got ", present);
+    fail("file has trailing bytes after the array; expected ", h.data_size, " bytes of data (shape ", h.shape, " of ",
+         descr, "), got ", present);
   return h;
 }
 

@@ -6,10 +6,9 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-
-#include <nlohmann/json.hpp>
 
 #include "anvil/io.h"
 #include "anvil/ops.h"
@@ -17,8 +16,7 @@
 
 namespace anvil {
 
-static_assert(std::endian::native == std::endian::little,
-              "safetensors and .npy readers assume a little-endian host");
+static_assert(std::endian::native == std::endian::little, "safetensors and .npy readers assume a little-endian host");
 
 namespace {
 
@@ -36,12 +34,27 @@ struct DTypeName {
   std::optional<DType> dtype;  // nullopt: a safetensors dtype anvil lacks
 };
 constexpr std::array<DTypeName, 21> kDTypeNames{{
-    {"F32", f32},       {"F64", f64},          {"I32", i32},          {"I64", i64},
-    {"U8", u8},         {"BOOL", boolean},     {"F16", std::nullopt}, {"BF16", std::nullopt},
-    {"I8", std::nullopt}, {"I16", std::nullopt}, {"U16", std::nullopt}, {"U32", std::nullopt},
-    {"U64", std::nullopt}, {"F8_E5M2", std::nullopt}, {"F8_E4M3", std::nullopt},
-    {"F8_E8M0", std::nullopt}, {"E8M0", std::nullopt}, {"F4", std::nullopt},
-    {"F6_E2M3", std::nullopt}, {"F6_E3M2", std::nullopt}, {"C64", std::nullopt},
+    {"F32", f32},
+    {"F64", f64},
+    {"I32", i32},
+    {"I64", i64},
+    {"U8", u8},
+    {"BOOL", boolean},
+    {"F16", std::nullopt},
+    {"BF16", std::nullopt},
+    {"I8", std::nullopt},
+    {"I16", std::nullopt},
+    {"U16", std::nullopt},
+    {"U32", std::nullopt},
+    {"U64", std::nullopt},
+    {"F8_E5M2", std::nullopt},
+    {"F8_E4M3", std::nullopt},
+    {"F8_E8M0", std::nullopt},
+    {"E8M0", std::nullopt},
+    {"F4", std::nullopt},
+    {"F6_E2M3", std::nullopt},
+    {"F6_E3M2", std::nullopt},
+    {"C64", std::nullopt},
 }};
 constexpr std::string_view kSupported = "F32, F64, I32, I64, U8, BOOL";
 
@@ -79,7 +92,9 @@ class HeaderParser {
                  " levels ({\"name\": {\"shape\": [...]}}), got more");
           if (event == json::parse_event_t::object_start) keys_per_object.emplace_back();
           break;
-        case json::parse_event_t::object_end: keys_per_object.pop_back(); break;
+        case json::parse_event_t::object_end:
+          keys_per_object.pop_back();
+          break;
         case json::parse_event_t::key: {
           const auto& key = parsed.get_ref<const std::string&>();
           if (!keys_per_object.back().insert(key).second)
@@ -87,7 +102,8 @@ class HeaderParser {
                  keys_per_object.size() > 1 ? " (inside one entry)" : "");
           break;
         }
-        default: break;
+        default:
+          break;
       }
       return true;
     };
@@ -109,8 +125,8 @@ class HeaderParser {
     if (n > kSafetensorsMaxHeaderSize)
       fail("header length is too large; expected at most ", kSafetensorsMaxHeaderSize, " bytes, got ", n);
     if (n > file_size - 8)
-      fail("header length runs past the end of the file; expected at most ", file_size - 8,
-           " bytes (the file has ", file_size, "), got ", n);
+      fail("header length runs past the end of the file; expected at most ", file_size - 8, " bytes (the file has ",
+           file_size, "), got ", n);
     if (bytes.size() < 8 + n) fail("only ", bytes.size(), " bytes were given; expected the header's ", 8 + n);
     header.data_size = file_size - 8 - n;
 
@@ -126,8 +142,10 @@ class HeaderParser {
     if (!root.is_object()) fail("header must be a JSON object; got ", root.type_name());
 
     for (const auto& [key, value] : root.items()) {
-      if (key == kMetadataKey) parse_metadata(value, header.metadata);
-      else header.tensors.push_back(parse_entry(key, value));
+      if (key == kMetadataKey)
+        parse_metadata(value, header.metadata);
+      else
+        header.tensors.push_back(parse_entry(key, value));
     }
     validate_layout(header);
     return header;
@@ -155,8 +173,7 @@ class HeaderParser {
     SafetensorsTensorInfo info;
     info.name = name;
     if (!entry.is_object())
-      fail("tensor ", quote(name), " must be an object with dtype, shape and data_offsets; got ",
-           entry.type_name());
+      fail("tensor ", quote(name), " must be an object with dtype, shape and data_offsets; got ", entry.type_name());
     for (const auto& [field, v] : entry.items()) {
       (void)v;
       if (field != "dtype" && field != "shape" && field != "data_offsets")
@@ -169,11 +186,10 @@ class HeaderParser {
     const json& dtype = entry.at("dtype");
     if (!dtype.is_string()) fail("tensor ", quote(name), ": dtype must be a string; got ", dtype.type_name());
     const auto& dtype_name = dtype.get_ref<const std::string&>();
-    const auto it = std::find_if(kDTypeNames.begin(), kDTypeNames.end(),
-                                 [&](const DTypeName& d) { return d.name == dtype_name; });
+    const auto it =
+        std::find_if(kDTypeNames.begin(), kDTypeNames.end(), [&](const DTypeName& d) { return d.name == dtype_name; });
     if (it == kDTypeNames.end())
-      fail("tensor ", quote(name), " has an unknown dtype ", quote(dtype_name), "; expected one of ",
-           kSupported);
+      fail("tensor ", quote(name), " has an unknown dtype ", quote(dtype_name), "; expected one of ", kSupported);
     if (!it->dtype)
       fail("tensor ", quote(name), " has dtype ", dtype_name, ", which anvil does not support; expected one of ",
            kSupported, "; convert it first (e.g. to F32)");
@@ -182,8 +198,7 @@ class HeaderParser {
     const json& shape = entry.at("shape");
     if (!shape.is_array()) fail("tensor ", quote(name), ": shape must be an array; got ", shape.type_name());
     if (shape.size() > static_cast<std::size_t>(kMaxDims))
-      fail("tensor ", quote(name), " has too many dimensions; expected at most ", kMaxDims, ", got ",
-           shape.size());
+      fail("tensor ", quote(name), " has too many dimensions; expected at most ", kMaxDims, ", got ", shape.size());
     // The product of the non-zero dims must fit, so that no partial product
     // overflows whatever order a consumer multiplies in.
     std::vector<std::int64_t> dims;
@@ -193,11 +208,13 @@ class HeaderParser {
     const std::uint64_t max_numel = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / esize;
     for (std::size_t i = 0; i < shape.size(); ++i) {
       const std::uint64_t d = unsigned_at(shape[i], name, "shape", i);
-      if (d == 0) has_zero = true;
+      if (d == 0)
+        has_zero = true;
       else if (d > max_numel || nonzero_product > max_numel / d)
-        fail("tensor ", quote(name), ": the size of shape ", printable(shape.dump()),
-             " overflows; expected at most ", max_numel, " elements of ", esize, " bytes");
-      else nonzero_product *= d;
+        fail("tensor ", quote(name), ": the size of shape ", printable(shape.dump()), " overflows; expected at most ",
+             max_numel, " elements of ", esize, " bytes");
+      else
+        nonzero_product *= d;
       dims.push_back(static_cast<std::int64_t>(d));
     }
     const std::uint64_t numel = has_zero ? 0 : nonzero_product;
@@ -214,9 +231,8 @@ class HeaderParser {
            "]; expected begin <= end, got begin > end");
     const std::uint64_t nbytes = numel * esize;
     if (info.end - info.begin != nbytes)
-      fail("tensor ", quote(name), " has data_offsets [", info.begin, ", ", info.end, "]; expected a span of ",
-           nbytes, " bytes (shape ", info.shape, " of ", info.dtype, ", ", esize, " bytes each), got ",
-           info.end - info.begin);
+      fail("tensor ", quote(name), " has data_offsets [", info.begin, ", ", info.end, "]; expected a span of ", nbytes,
+           " bytes (shape ", info.shape, " of ", info.dtype, ", ", esize, " bytes each), got ", info.end - info.begin);
     return info;
   }
 
@@ -239,8 +255,8 @@ class HeaderParser {
           fail("tensor ", quote(t.name), " overlaps tensor ", quote(previous->name), "; expected it to start at ",
                expected, " (where ", quote(previous->name), " ends), got ", t.begin);
         fail("there is a gap before tensor ", quote(t.name), "; expected it to start at byte ", expected,
-             previous ? cat(" (where ", quote(previous->name), " ends)") : std::string(" of the buffer"),
-             ", got ", t.begin, "; tensors must be contiguous from offset 0");
+             previous ? cat(" (where ", quote(previous->name), " ends)") : std::string(" of the buffer"), ", got ",
+             t.begin, "; tensors must be contiguous from offset 0");
       }
       expected = t.end;
       previous = &t;
@@ -277,8 +293,7 @@ std::vector<PreparedEntry> prepare(const std::vector<std::pair<std::string, Tens
   std::vector<PreparedEntry> entries;
   entries.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
-    ANVIL_CHECK(t.defined(), ValueError, kSaveOp, ": tensor ", quote(name),
-                " is undefined; expected a defined tensor");
+    ANVIL_CHECK(t.defined(), ValueError, kSaveOp, ": tensor ", quote(name), " is undefined; expected a defined tensor");
     ANVIL_CHECK(name != kMetadataKey, ValueError, kSaveOp, ": the name \"__metadata__\" is reserved; expected ",
                 "a tensor name, got \"__metadata__\"");
     entries.push_back({name, t, 0, 0});
