@@ -350,11 +350,14 @@ void OpenCLBackend::reduce(int index, ReduceOp op, const detail::ReduceArgs& a) 
 
   const DType ti = a.in.dtype, to = a.out.dtype;
   const bool arg = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
-  const DType ta = (op == ReduceOp::Sum || op == ReduceOp::Prod) ? to : ti;
+  // f32 sums accumulate in double where the device has it: a million f32
+  // terms summed in f32 per work-item drift by 1e-5 relative.
+  DType ta = (op == ReduceOp::Sum || op == ReduceOp::Prod) ? to : ti;
+  if (op == ReduceOp::Sum && ta == DType::F32 && s.fp64()) ta = DType::F64;
   const DType ts = s.fp64() ? DType::F64 : DType::F32;
   const std::string prefix = std::string(opname) + "_" + dname(ti) + "_" + dname(to);
   auto kernel = [&](int variant, const char* suffix) {
-    return s.programs.kernel(kernel_key(Family::Reduce, static_cast<int>(op), variant, dt(ti), dt(to)), [&] {
+    return s.programs.kernel(kernel_key(Family::Reduce, static_cast<int>(op), variant, dt(ti), dt(to), dt(ta)), [&] {
       return KernelSpec{"reduce.kern",
                         def("KPREFIX", prefix) + def("RED_OP", std::to_string(static_cast<int>(op))) +
                             type_def("TI", ti) + type_def("TA", ta) + type_def("TO", to) + type_def("TS", ts) +

@@ -165,6 +165,7 @@ DeviceState::~DeviceState() {
 
 void DeviceState::track_locked(cl_event event, const char* op, std::unique_ptr<std::byte[]> staging) {
   in_flight_.push_back({event, op, std::move(staging)});
+  ++enqueued_;
   if (sync_every_op_) {
     finish_locked();
     return;

@@ -86,6 +86,8 @@ class DeviceState {
 
   // The last enqueued command's event (retained; caller releases), or null.
   cl_event last_event_locked();
+  // Commands enqueued on this device so far.
+  std::uint64_t enqueued_locked() const noexcept { return enqueued_; }
 
  private:
   struct InFlight {
@@ -101,6 +103,7 @@ class DeviceState {
   std::size_t local_size_ = 64;
   bool sync_every_op_ = false;
   std::deque<InFlight> in_flight_;
+  std::uint64_t enqueued_ = 0;
   const char* failed_op_ = nullptr;
   cl_int failed_status_ = CL_SUCCESS;
   cl_mem index_error_ = nullptr;

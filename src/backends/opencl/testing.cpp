@@ -58,6 +58,12 @@ void QueueGate::open() {
 
 QueueGate::~QueueGate() { open(); }
 
+unsigned long long commands_enqueued(int index) {
+  DeviceState& s = backend().state(index);
+  std::lock_guard lock(s.mutex);
+  return s.enqueued_locked();
+}
+
 std::size_t program_count(int index) {
   DeviceState& s = backend().state(index);
   std::lock_guard lock(s.mutex);

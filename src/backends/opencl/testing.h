@@ -32,6 +32,9 @@ class QueueGate {
   void* event_ = nullptr;  // the cl_event (user event)
 };
 
+// Commands (kernels, copies, markers) enqueued on opencl:index so far.
+unsigned long long commands_enqueued(int index);
+
 // Programs built so far for opencl:index (the in-process program cache).
 std::size_t program_count(int index);
 
