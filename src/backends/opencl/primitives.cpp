@@ -185,6 +185,10 @@ void OpenCLBackend::copy(int index, const ElementwiseArgs& a) {
                           flag_def("TO_BOOL", to == DType::Bool),
                       prefix + (variant == 0 ? "_c" : "_s")};
   });
+  if (variant == 0) {
+    Launch(s, k).buffer(a.out.data).arg(a.out.offset).buffer(in.data).arg(in.offset).arg(a.numel).run(a.numel, "copy");
+    return;
+  }
   const EwLayout L = ew_layout(a);
   Launch(s, k).buffer(a.out.data).buffer(in.data).scalar(operand_scalar(in)).arg(L).run(a.numel, "copy");
 }
@@ -209,14 +213,22 @@ void OpenCLBackend::unary(int index, UnaryOp op, const detail::UnaryParams& para
                           flag_def("TO_BOOL", to == DType::Bool),
                       prefix + (variant == 0 ? "_c" : "_s")};
   });
+  const ScalarArg lo = scalar_arg(op == UnaryOp::Clamp ? params.lo : 0.0, tc);
+  const ScalarArg hi = scalar_arg(op == UnaryOp::Clamp ? params.hi : 0.0, tc);
+  if (variant == 0) {
+    Launch(s, k)
+        .buffer(a.out.data)
+        .arg(a.out.offset)
+        .buffer(a.in[0].data)
+        .arg(a.in[0].offset)
+        .scalar(lo)
+        .scalar(hi)
+        .arg(a.numel)
+        .run(a.numel, opname);
+    return;
+  }
   const EwLayout L = ew_layout(a);
-  Launch(s, k)
-      .buffer(a.out.data)
-      .buffer(a.in[0].data)
-      .scalar(scalar_arg(op == UnaryOp::Clamp ? params.lo : 0.0, tc))
-      .scalar(scalar_arg(op == UnaryOp::Clamp ? params.hi : 0.0, tc))
-      .arg(L)
-      .run(a.numel, opname);
+  Launch(s, k).buffer(a.out.data).buffer(a.in[0].data).scalar(lo).scalar(hi).arg(L).run(a.numel, opname);
 }
 
 void OpenCLBackend::binary(int index, BinaryOp op, const ElementwiseArgs& a) {
@@ -247,6 +259,21 @@ void OpenCLBackend::binary(int index, BinaryOp op, const ElementwiseArgs& a) {
                               flag_def("TO_BOOL", to == DType::Bool),
                           prefix + kSuffix[variant]};
       });
+  if (variant < 3) {
+    // Contiguous: plain arguments (PoCL copies a by-value struct per launch).
+    Launch(s, k)
+        .buffer(a.out.data)
+        .arg(a.out.offset)
+        .buffer(x.data)
+        .arg(x.offset)
+        .buffer(y.data)
+        .arg(y.offset)
+        .scalar(operand_scalar(x))
+        .scalar(operand_scalar(y))
+        .arg(a.numel)
+        .run(a.numel, opname);
+    return;
+  }
   const EwLayout L = ew_layout(a);
   Launch(s, k)
       .buffer(a.out.data)
