@@ -7,6 +7,7 @@
 //   }
 #pragma once
 
+#include "anvil/autograd.h"
 #include "anvil/device.h"
 #include "anvil/dtype.h"
 #include "anvil/error.h"

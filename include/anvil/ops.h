@@ -11,6 +11,7 @@
 // otherwise) when no device is given; the default dtype is f32.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -193,6 +194,9 @@ Tensor mm(const Tensor& a, const Tensor& b);    // 2-D only
 Tensor bmm(const Tensor& a, const Tensor& b);   // 3-D, equal batch
 Tensor dot(const Tensor& a, const Tensor& b);   // 1-D only
 Tensor outer(const Tensor& a, const Tensor& b); // 1-D × 1-D → 2-D
+// beta * bias + alpha * (a @ b), a and b 2-D, bias broadcast to the
+// product (torch.addmm; what nn::Linear runs: grad_fn=<AddmmBackward>).
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1);
 // out = a @ b into an existing tensor (no allocation), 2-D.
 void mm_out(Tensor& out, const Tensor& a, const Tensor& b);
 
@@ -211,7 +215,7 @@ Tensor unsqueeze(const Tensor& x, int dim);
 Tensor flatten(const Tensor& x, int start_dim = 0, int end_dim = -1);
 Tensor contiguous(const Tensor& x);
 Tensor clone(const Tensor& x);
-// index: 1-D integer tensor on x's device.
+// index: 1-D integer tensor on x's device, entries in [0, x.size(dim)).
 Tensor index_select(const Tensor& x, int dim, const Tensor& index);
 // out[i][j] = x[index[i][j]][j] for dim 0, etc. (torch.gather).
 Tensor gather(const Tensor& x, int dim, const Tensor& index);
@@ -222,6 +226,31 @@ std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, int dim = 0);
 Tensor to_dtype(const Tensor& x, DType t);
 // Shape both would broadcast to; ShapeError naming `op` otherwise.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadcast_shapes");
+
+// A view with the given shape, strides and storage offset (in elements):
+// torch.as_strided. Not differentiable; every element must lie inside the
+// storage (IndexError otherwise).
+Tensor as_strided(const Tensor& x, const Shape& shape, const Strides& strides, std::int64_t offset);
+
+// --- neural-network ops (composites of the primitives above; differentiable) ----------
+Tensor softmax(const Tensor& x, int dim);
+Tensor log_softmax(const Tensor& x, int dim);
+// Mean over the batch of -log softmax(logits)[i, target[i]]: logits [N, C]
+// (floating), target [N] integer class indices in [0, C). Fused and stable:
+// one log-sum-exp pass forward, softmax - one_hot backward.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target);
+Tensor mse_loss(const Tensor& input, const Tensor& target);  // mean((input - target)^2)
+// 2-D convolution (cross-correlation, groups = 1): x [N, C, H, W],
+// weight [O, C, KH, KW], bias [O] or undefined. im2col through a strided
+// view plus one GEMM, so it runs on every backend. The result [N, O, OH, OW]
+// is a channels-last view (strides of [N, OH, OW, O]).
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::array<std::int64_t, 2> stride = {1, 1},
+              std::array<std::int64_t, 2> padding = {0, 0});
+// Pooling over [N, C, H, W]; max pads with -inf, avg with 0 (counted).
+Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
+                  std::array<std::int64_t, 2> padding = {0, 0});
+Tensor avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
+                  std::array<std::int64_t, 2> padding = {0, 0});
 
 // --- equality helpers for tests and users --------------------------------------------
 // Same shape and |a - b| <= atol + rtol * |b| everywhere (on the host).

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "anvil/device.h"
@@ -140,6 +141,30 @@ class Tensor {
 
   // --- linear algebra ---------------------------------------------------------
   Tensor matmul(const Tensor& o) const;
+
+  // --- autograd (anvil/autograd.h) --------------------------------------------
+  bool requires_grad() const;
+  // Marks a floating-point leaf as needing gradients; returns *this.
+  Tensor& requires_grad_(bool requires_grad = true);
+  // Accumulated gradient (undefined until a backward pass reaches it).
+  Tensor grad() const;
+  // Replaces the gradient (an undefined tensor clears it).
+  void set_grad(const Tensor& grad) const;
+  // Zeroes the gradient in place when there is one.
+  void zero_grad() const;
+  // Not produced by a recorded op (created by the user, or detached).
+  bool is_leaf() const;
+  // The recording op's backward name ("AddmmBackward"), "" for leaves.
+  std::string grad_fn_name() const;
+  // Gradients of this tensor w.r.t. the graph's leaves; `gradient` may be
+  // left out for a one-element tensor.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // The same data without history (shares storage).
+  Tensor detach() const;
+  // Makes this tensor (the same handle, every copy of it, its autograd
+  // state) view `src`'s data instead: what nn::Module::to uses so that a
+  // parameter keeps its identity while moving between devices.
+  void set_data(const Tensor& src) const;
 
   std::shared_ptr<detail::TensorImpl> const& impl() const noexcept { return impl_; }
   detail::TensorImpl& impl_ref() const;  // ValueError when undefined

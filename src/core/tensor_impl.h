@@ -59,6 +59,18 @@ class TensorImpl {
 
   std::shared_ptr<AutogradMeta> autograd;
 
+  // Views `other`'s data (storage, shape, strides, offset, dtype) in place;
+  // `autograd` is kept. See Tensor::set_data.
+  void set_data(const TensorImpl& other) {
+    storage_ = other.storage_;
+    shape_ = other.shape_;
+    strides_ = other.strides_;
+    offset_ = other.offset_;
+    numel_ = other.numel_;
+    dtype_ = other.dtype_;
+    contiguous_ = other.contiguous_;
+  }
+
  private:
   std::shared_ptr<Storage> storage_;
   Shape shape_;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/graph.h"
 #include "ops/op_common.h"
 
 namespace anvil {
@@ -38,6 +39,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Shape& sa = a.impl_ref().shape();
   const Shape& sb = b.impl_ref().shape();
   Tensor out = make_empty(sa == sb ? sa : broadcast_shapes(sa, sb, opname), out_t, d);
+  record_binary(op, out, a, b);
   if (out.numel() == 0) return out;
   const Tensor ca = cast(a, ct), cb = cast(b, ct);
   ElementwiseArgs args = elementwise_args(out, {&ca, &cb});
@@ -53,6 +55,7 @@ Tensor binary_scalar_op(BinaryOp op, const Tensor& a, const Scalar& s, bool scal
   check_arithmetic(opname, op, promoted);
   const DType ct = compute_dtype(op, promoted);
   Tensor out = make_empty(a.impl_ref().shape(), is_comparison(op) ? DType::Bool : ct, d);
+  record_binary_scalar(op, out, a, s, scalar_first);
   if (out.numel() == 0) return out;
   const Tensor ca = cast(a, ct);
   ElementwiseArgs args = scalar_first ? elementwise_args(out, {nullptr, &ca}, {s}, ct)
@@ -67,6 +70,7 @@ void binary_inplace(BinaryOp op, const Tensor& self, const Tensor* other, const 
   const char* opname = name(op);
   if (other) check_same_device(opname, {&self, other});
   else check_defined(opname, self);
+  check_inplace(opname, self, other);
   const TensorImpl& si = self.impl_ref();
   const DType promoted = other ? promote(si.dtype(), other->impl_ref().dtype()) : promote(si.dtype(), *s);
   const DType ct = compute_dtype(op, promoted);
@@ -109,6 +113,7 @@ Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
     default: break;
   }
   Tensor out = make_empty(xi.shape(), t, xi.device());
+  record_unary(op, out, x, params);
   if (out.numel() == 0) return out;
   const Tensor cx = cast(x, t);
   ElementwiseArgs args = elementwise_args(out, {&cx});
@@ -120,6 +125,7 @@ void unary_inplace(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) 
   const char* opname = name(op);
   check_defined(opname, x);
   const TensorImpl& xi = x.impl_ref();
+  check_inplace(opname, x);
   if (op == UnaryOp::Exp)
     ANVIL_CHECK(is_floating(xi.dtype()), DTypeError, opname, "_: result is floating point; expected a float tensor, got ",
                 xi.dtype());
@@ -213,6 +219,7 @@ Tensor where_impl(const Tensor& cond, const Tensor* a, const Tensor* b, const Sc
   if (a) shape = broadcast_shapes(shape, a->shape(), "where");
   if (b) shape = broadcast_shapes(shape, b->shape(), "where");
   Tensor out = detail::make_empty(shape, t, d);
+  detail::record_where(out, cond, a, b);
   if (out.numel() == 0) return out;
   const Tensor ca = a ? detail::cast(*a, t) : Tensor(), cb = b ? detail::cast(*b, t) : Tensor();
   detail::ElementwiseArgs args;
@@ -266,6 +273,8 @@ namespace {
 void binary_out(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
   const char* opname = detail::name(op);
   const Device d = detail::check_same_device(opname, {&out, &a, &b});
+  detail::check_inplace(opname, out, &a);
+  detail::check_inplace(opname, out, &b);
   const Shape bs = broadcast_shapes(a.shape(), b.shape(), opname);
   ANVIL_CHECK(bs == out.shape(), ShapeError, opname, "_out: out has the wrong shape; expected ", bs, ", got ",
               out.shape());
@@ -317,6 +326,7 @@ Tensor& Tensor::neg_() { detail::unary_inplace(UnaryOp::Neg, *this); return *thi
 
 Tensor& Tensor::fill_(const Scalar& v) {
   detail::check_defined("fill_", *this);
+  detail::check_inplace("fill_", *this);
   const detail::TensorImpl& si = impl_ref();
   if (si.numel() == 0) return *this;
   if (si.is_contiguous()) {
@@ -331,6 +341,7 @@ Tensor& Tensor::zero_() { return fill_(0); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   detail::check_same_device("copy_", {this, &src});
+  detail::check_inplace("copy_", *this, &src);
   const Shape bs = broadcast_shapes(shape(), src.shape(), "copy_");
   ANVIL_CHECK(bs == shape(), ShapeError, "copy_: source does not broadcast to the destination; expected a shape "
               "broadcastable to ", shape(), ", got ", src.shape());

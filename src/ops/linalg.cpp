@@ -1,6 +1,8 @@
 // matmul and friends, on the GEMM primitive. The frontend resolves
 // broadcasting of batch dims and strides into (batch, m, n, k, ld, trans) so
 // a backend only ever sees a strided batched GEMM.
+#include "anvil/autograd.h"
+#include "autograd/graph.h"
 #include "ops/op_common.h"
 
 namespace anvil {
@@ -90,7 +92,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   ANVIL_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError,
               "matmul: both arguments need at least 1 dim; expected tensors with >= 1 dim, got ", a.shape(), " and ",
               b.shape());
-  const DType t = promote(a.dtype(), b.dtype());
+  ANVIL_CHECK(a.dtype() == b.dtype(), DTypeError, "matmul: both arguments must have one dtype; expected ", a.dtype(),
+              " and ", a.dtype(), ", got ", a.dtype(), " and ", b.dtype(), "; convert one with .to(", a.dtype(), ")");
+  const DType t = a.dtype();
   ANVIL_CHECK(t != DType::Bool, DTypeError, "matmul: not defined for bool tensors; expected a numeric dtype, got bool");
   detail::check_supported("matmul", t, d);
   // 1-D operands become matrices and their dim is dropped from the result.
@@ -101,7 +105,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
               a.shape(), " and b ", b.shape());
   const Shape batch_a(std::span<const std::int64_t>(a2.shape().begin(), a2.dim() - 2));
   const Shape batch_b(std::span<const std::int64_t>(b2.shape().begin(), b2.dim() - 2));
-  Shape out_shape = broadcast_shapes(batch_a, batch_b, "matmul");
+  Shape out_shape;
+  try {
+    out_shape = broadcast_shapes(batch_a, batch_b, "matmul");
+  } catch (const ShapeError&) {
+    throw ShapeError(detail::cat("matmul: batch dimensions do not broadcast; expected batch shapes equal or 1 per dim, "
+                                 "got a ", a.shape(), " and b ", b.shape()));
+  }
   const std::int64_t m = a2.shape()[a2.dim() - 2], n = b2.shape().back();
   Shape a_full = out_shape, b_full = out_shape;
   a_full.push_back(m);
@@ -111,6 +121,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   out_shape.push_back(m);
   out_shape.push_back(n);
   Tensor out = detail::make_empty(out_shape, t, d);
+  detail::record_matmul(out, a2, b2);
   if (out.numel() > 0) {
     if (k == 0) {
       out.zero_();
@@ -128,6 +139,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   detail::check_same_device("mm", {&a, &b});
   ANVIL_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "mm: both arguments must be 2-D; expected matrices, got ",
               a.shape(), " and ", b.shape());
+  ANVIL_CHECK(a.shape()[1] == b.shape()[0], ShapeError,
+              "mm: inner dimensions do not match; expected a.size(1) == b.size(0), got a ", a.shape(), " and b ", b.shape());
   return matmul(a, b);
 }
 
@@ -158,6 +171,8 @@ Tensor outer(const Tensor& a, const Tensor& b) {
 
 void mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
   const Device d = detail::check_same_device("mm_out", {&out, &a, &b});
+  detail::check_inplace("mm_out", out, &a);
+  detail::check_inplace("mm_out", out, &b);
   ANVIL_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "mm_out: both arguments must be 2-D; expected matrices, got ",
               a.shape(), " and ", b.shape());
   ANVIL_CHECK(a.shape()[1] == b.shape()[0], ShapeError,
@@ -175,6 +190,37 @@ void mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
     return;
   }
   detail::gemm_into(out, a, b, 0.0);
+}
+
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  const Device d = detail::check_same_device("addmm", {&bias, &a, &b});
+  ANVIL_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "addmm: both matrices must be 2-D; expected matrices, got ",
+              a.shape(), " and ", b.shape());
+  ANVIL_CHECK(a.shape()[1] == b.shape()[0], ShapeError,
+              "addmm: inner dimensions do not match; expected a.size(1) == b.size(0), got a ", a.shape(), " and b ",
+              b.shape());
+  const Shape out_shape{a.shape()[0], b.shape()[1]};
+  ANVIL_CHECK(broadcast_shapes(bias.shape(), out_shape, "addmm") == out_shape, ShapeError,
+              "addmm: bias does not broadcast to the product; expected a shape broadcastable to ", out_shape, ", got ",
+              bias.shape());
+  const DType t = promote(promote(a.dtype(), b.dtype()), bias.dtype());
+  ANVIL_CHECK(is_floating(t), DTypeError, "addmm: needs floating-point tensors; expected f32 or f64, got ", t);
+  detail::check_supported("addmm", t, d);
+  Tensor out = detail::make_empty(out_shape, t, d);
+  if (out.numel() > 0) {
+    detail::copy_into(out, bias);
+    const double be = beta.to_double(), al = alpha.to_double();
+    if (be != 1.0) {
+      NoGradGuard no_grad;
+      out.mul_(be);
+    }
+    if (a.shape()[1] > 0) {
+      const Tensor ca = al == 1.0 ? detail::cast(a, t) : detail::cast(a, t) * al;
+      detail::gemm_into(out, ca, detail::cast(b, t), 1.0);
+    }
+  }
+  detail::record_addmm(out, bias, a, b, beta.to_double(), alpha.to_double());
+  return out;
 }
 
 Tensor Tensor::matmul(const Tensor& o) const { return anvil::matmul(*this, o); }

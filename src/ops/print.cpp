@@ -74,7 +74,9 @@ Formatter make_formatter(DType t, const std::vector<double>& shown, int precisio
     if (int_mode) f.mode = any && (nz_max / nz_min > 1000.0 || nz_max > 1.0e8) ? Formatter::Mode::Sci : Formatter::Mode::Int;
     else f.mode = any && (wide || nz_min < 1.0e-4) ? Formatter::Mode::Sci : Formatter::Mode::Fixed;
   }
-  for (double v : shown) f.width = std::max(f.width, f.raw(v).size());
+  // PyTorch measures the width over the nonzero finite values only.
+  for (double v : shown)
+    if (!is_floating(t) || (std::isfinite(v) && v != 0)) f.width = std::max(f.width, f.raw(v).size());
   return f;
 }
 
@@ -107,7 +109,8 @@ struct Printer {
       const std::size_t per_line =
           std::max<std::size_t>(1, static_cast<std::size_t>(std::max(1, linewidth - indent)) / (fmt.width + 2));
       std::vector<std::string> items;
-      for (std::int64_t i : shown(shape[dim])) items.push_back(i < 0 ? "..." : fmt(data[base + i * strides[dim]]));
+      // PyTorch pads the ellipsis of a row with one space: "1.,  ..., 1.".
+      for (std::int64_t i : shown(shape[dim])) items.push_back(i < 0 ? " ..." : fmt(data[base + i * strides[dim]]));
       os << '[';
       for (std::size_t i = 0; i < items.size(); ++i) {
         if (i > 0) os << (i % per_line == 0 ? ",\n" + std::string(indent + 1, ' ') : ", ");
@@ -201,8 +204,12 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   }
   const Device d = t.device();
   if (!d.is_cpu()) suffixes.push_back("device='" + d.str() + "'");
-  if (!(dt == DType::F32 || dt == DType::I64 || dt == DType::Bool))
+  // An empty tensor shows any non-default dtype: there are no values to infer it from.
+  const bool default_dtype = h.numel() == 0 ? dt == DType::F32 : (dt == DType::F32 || dt == DType::I64 || dt == DType::Bool);
+  if (!default_dtype)
     suffixes.push_back("dtype=" + std::string(to_string(dt)));
+  if (const std::string fn = t.grad_fn_name(); !fn.empty()) suffixes.push_back("grad_fn=<" + fn + ">");
+  else if (t.requires_grad()) suffixes.push_back("requires_grad=True");
   os << prefix << body.str();
   for (const std::string& s : suffixes) os << ", " << s;
   return os << ')';

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/graph.h"
 #include "ops/op_common.h"
 
 namespace anvil {
@@ -46,6 +47,7 @@ Tensor reduce_op(ReduceOp op, const char* opname, const Tensor& x, const Shape& 
                 ": cannot reduce over an empty dimension (no identity); expected a non-empty dim, got shape ",
                 xi.shape());
   Tensor out = make_empty(out_shape, out_dtype, xi.device());
+  if (!is_arg) record_reduce(op, out, x, dims, keepdim, scale);
   if (out.numel() == 0) return out;
   const Tensor in = is_arg ? x : cast(x, out_dtype);
   const TensorImpl& ii = in.impl_ref();
@@ -185,7 +187,7 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   const Tensor xf = is_floating(x.dtype()) ? x : x.to(f32);
   // Shift by the max for stability; an all -inf (or +inf) slice shifts by 0
   // so the result is -inf (or inf) rather than nan.
-  Tensor m = max(xf, dims, true);
+  Tensor m = max(xf, dims, true).detach();  // the shift cancels out of the gradient
   m = where(abs(m) == std::numeric_limits<double>::infinity(), 0.0, m);
   Tensor r = log(sum(exp(xf - m), dims, true)) + m;
   if (keepdim) return r;

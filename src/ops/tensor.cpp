@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/ledger_counters.h"
+#include "autograd/graph.h"
 #include "ops/host_dispatch.h"
 #include "ops/op_common.h"
 
@@ -73,7 +74,9 @@ Tensor host_contiguous(const Tensor& t) {
 
 Tensor Tensor::to(Device d) const {
   if (impl_ref().device() == d) return *this;
-  return detail::transfer(*this, d);
+  Tensor r = detail::transfer(*this, d);
+  detail::record_to_device(r, *this);
+  return r;
 }
 
 Tensor Tensor::to(DType t) const { return to_dtype(*this, t); }
@@ -86,7 +89,9 @@ Tensor Tensor::to(Device d, DType t) const {
 
 Tensor Tensor::copy_to(Device d) const {
   impl_ref();
-  return detail::transfer(*this, d);
+  Tensor r = detail::transfer(*this, d);
+  detail::record_to_device(r, *this);
+  return r;
 }
 
 template <typename T>

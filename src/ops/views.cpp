@@ -1,6 +1,8 @@
 // Views (share storage, DESIGN §4.3) and the movement ops built on them.
 #include <algorithm>
 
+#include "autograd/graph.h"
+#include "core/ledger_counters.h"
 #include "ops/op_common.h"
 
 namespace anvil {
@@ -54,7 +56,7 @@ Shape infer_shape(const char* op, const Shape& requested, std::int64_t numel) {
 bool view_strides(const Shape& shape, const Strides& strides, const Shape& target, Strides& out) {
   out = Shape::filled(target.size(), 1);
   std::int64_t numel = shape.numel();
-  if (numel == 0) {
+  if (numel == 0 || shape.size() == 0) {  // empty, or a 0-dim tensor (one element: any ones-shape)
     out = contiguous_strides(target);
     return true;
   }
@@ -89,14 +91,20 @@ Tensor view(const Tensor& x, const Shape& shape) {
               "view: size is not compatible with the tensor's strides; expected a shape that keeps its memory layout, "
               "got ", target, " for a tensor of shape ", x.shape(), " and strides ", x.strides(),
               "; use reshape() (it copies when it must)");
-  return make_view(x, target, st, x.offset());
+  Tensor r = make_view(x, target, st, x.offset());
+  detail::record_reshape("ViewBackward", r, x);
+  return r;
 }
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
   check_defined("reshape", x);
   const Shape target = infer_shape("reshape", shape, x.numel());
   Strides st;
-  if (view_strides(x.shape(), x.strides(), target, st)) return make_view(x, target, st, x.offset());
+  if (view_strides(x.shape(), x.strides(), target, st)) {
+    Tensor r = make_view(x, target, st, x.offset());
+    detail::record_reshape("ReshapeBackward", r, x);
+    return r;
+  }
   return view(contiguous(x), target);
 }
 
@@ -110,7 +118,9 @@ Tensor transpose(const Tensor& x, int dim0, int dim1) {
   if (nd == 0) return make_view(x, s, st, x.offset());
   std::swap(s[dim0], s[dim1]);
   std::swap(st[dim0], st[dim1]);
-  return make_view(x, s, st, x.offset());
+  Tensor r = make_view(x, s, st, x.offset());
+  detail::record_transpose(r, x, dim0, dim1);
+  return r;
 }
 
 Tensor permute(const Tensor& x, const Shape& dims) {
@@ -127,7 +137,9 @@ Tensor permute(const Tensor& x, const Shape& dims) {
     s[i] = x.shape()[d];
     st[i] = x.strides()[d];
   }
-  return make_view(x, s, st, x.offset());
+  Tensor r = make_view(x, s, st, x.offset());
+  detail::record_permute(r, x, dims);
+  return r;
 }
 
 Tensor t(const Tensor& x) {
@@ -151,7 +163,9 @@ Tensor slice(const Tensor& x, int dim, std::int64_t start, std::int64_t end, std
   Strides st = x.strides();
   s[dim] = (end - start + step - 1) / step;
   st[dim] = x.strides()[dim] * step;
-  return make_view(x, s, st, x.offset() + start * x.strides()[dim]);
+  Tensor r = make_view(x, s, st, x.offset() + start * x.strides()[dim]);
+  detail::record_slice(r, x, dim, start, end, step);
+  return r;
 }
 
 Tensor narrow(const Tensor& x, int dim, std::int64_t start, std::int64_t length) {
@@ -177,7 +191,9 @@ Tensor select(const Tensor& x, int dim, std::int64_t index) {
   const std::int64_t off = x.offset() + index * st[dim];
   s.erase(dim);
   st.erase(dim);
-  return make_view(x, s, st, off);
+  Tensor r = make_view(x, s, st, off);
+  detail::record_select(r, x, dim, index);
+  return r;
 }
 
 Tensor expand(const Tensor& x, const Shape& shape) {
@@ -203,7 +219,9 @@ Tensor expand(const Tensor& x, const Shape& shape) {
       st[i] = 0;
     }
   }
-  return make_view(x, s, st, x.offset());
+  Tensor r = make_view(x, s, st, x.offset());
+  detail::record_expand(r, x);
+  return r;
 }
 
 Tensor squeeze(const Tensor& x, std::optional<int> dim) {
@@ -212,7 +230,11 @@ Tensor squeeze(const Tensor& x, std::optional<int> dim) {
   Strides st;
   if (dim) {
     const int d = wrap_dim(*dim, x.dim(), "squeeze");
-    if (x.dim() == 0 || x.shape()[d] != 1) return make_view(x, x.shape(), x.strides(), x.offset());
+    if (x.dim() == 0 || x.shape()[d] != 1) {
+      Tensor r = make_view(x, x.shape(), x.strides(), x.offset());
+      detail::record_reshape("SqueezeBackward", r, x);
+      return r;
+    }
     s = x.shape();
     st = x.strides();
     s.erase(d);
@@ -224,7 +246,9 @@ Tensor squeeze(const Tensor& x, std::optional<int> dim) {
         st.push_back(x.strides()[i]);
       }
   }
-  return make_view(x, s, st, x.offset());
+  Tensor r = make_view(x, s, st, x.offset());
+  detail::record_reshape("SqueezeBackward", r, x);
+  return r;
 }
 
 Tensor unsqueeze(const Tensor& x, int dim) {
@@ -235,7 +259,9 @@ Tensor unsqueeze(const Tensor& x, int dim) {
   const std::int64_t stride = dim < x.dim() ? x.strides()[dim] * x.shape()[dim] : 1;
   s.insert(dim, 1);
   st.insert(dim, stride);
-  return make_view(x, s, st, x.offset());
+  Tensor r = make_view(x, s, st, x.offset());
+  detail::record_reshape("UnsqueezeBackward", r, x);
+  return r;
 }
 
 Tensor flatten(const Tensor& x, int start_dim, int end_dim) {
@@ -264,12 +290,16 @@ Tensor clone(const Tensor& x) {
   check_defined("clone", x);
   Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device());
   detail::copy_into(out, x);
+  detail::record_clone(out, x);
+  detail::record_copy(x.device(), x.device(), out.nbytes());  // a same-device copy, in the ledger
   return out;
 }
 
 Tensor to_dtype(const Tensor& x, DType t) {
   check_defined("to", x);
-  return detail::cast(x, t);
+  Tensor r = detail::cast(x, t);
+  if (!r.is_same(x)) detail::record_cast(r, x);
+  return r;
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int dim) {
@@ -303,6 +333,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
     if (n > 0) detail::copy_into(narrow(out, dim, at, n), x);
     at += n;
   }
+  detail::record_cat(out, tensors, dim);
   return out;
 }
 
@@ -373,6 +404,7 @@ Tensor index_select(const Tensor& x, int dim, const Tensor& index) {
     if (out.numel() > 0)
       out.impl_ref().backend().index(d.index(), index_args(detail::IndexOp::IndexSelect, out, xx, idx, dim));
   }
+  detail::record_index_select(out, xx, dim, idx);
   return x.dim() == 0 ? out.reshape(index.dim() == 0 ? Shape{} : Shape{idx.numel()}) : out;
 }
 
@@ -390,6 +422,7 @@ Tensor gather(const Tensor& x, int dim, const Tensor& index) {
   Tensor out = detail::make_empty(index.shape(), x.dtype(), d);
   if (out.numel() > 0)
     out.impl_ref().backend().index(d.index(), index_args(detail::IndexOp::Gather, out, x, idx, dim));
+  detail::record_gather(out, x, dim, idx);
   return out;
 }
 

@@ -1,0 +1,74 @@
+// anvil/autograd.h — reverse-mode automatic differentiation (DESIGN §5).
+//
+//   auto w = anvil::randn({3, 2}).requires_grad_();
+//   auto loss = anvil::matmul(x, w).relu().sum();
+//   loss.backward();                 // w.grad() now holds d loss / d w, on w's device
+//   { anvil::NoGradGuard no_grad;    // updates are not recorded
+//     w -= w.grad() * 0.1; }
+//
+// Define-by-run: every differentiable op records a node when grad mode is on
+// and one of its inputs requires grad; `backward()` walks the recorded graph
+// once and frees it (unless retain_graph). Gradients of leaves accumulate
+// into `.grad()` until cleared (`set_grad({})` or `zero_grad()`).
+// Grad mode is per thread. In-place ops on tensors that require grad are
+// rejected while grad mode is on (run them under NoGradGuard).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "anvil/tensor.h"
+
+namespace anvil {
+
+bool is_grad_enabled() noexcept;
+void set_grad_enabled(bool enabled) noexcept;
+
+// Disables recording for its scope (torch.no_grad()).
+class NoGradGuard {
+ public:
+  NoGradGuard() noexcept;
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+namespace autograd {
+
+// d(sum(outputs[i] * grads[i])) / d(leaves), accumulated into the leaves'
+// .grad(). A scalar output may leave its gradient undefined (1 is used).
+void backward(const Tensor& output, const Tensor& gradient = {}, bool retain_graph = false);
+
+// A differentiable op written by hand (torch.autograd.Function): `output`
+// was computed from `inputs` with grad mode off; `fn(grad_output, needs)`
+// returns one gradient per input (undefined for none). Returns `output`
+// recorded under `name` (shown as grad_fn=<name>) when an input requires
+// grad, else `output` unchanged.
+using BackwardFunction =
+    std::function<std::vector<Tensor>(const Tensor& grad_output, const std::vector<bool>& needs_input_grad)>;
+Tensor make_differentiable(const std::string& name, const Tensor& output, const std::vector<Tensor>& inputs,
+                           BackwardFunction fn);
+
+// Finite-difference gradient check (float64 central differences, like
+// torch.autograd.gradcheck). `fn` maps the inputs to one tensor; every input
+// that requires grad is checked element by element against
+// d(sum(fn(inputs) * r)) / d(input) for a fixed random r. Inputs must be f64.
+struct GradcheckOptions {
+  double eps = 1e-6;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+};
+struct GradcheckResult {
+  bool ok = true;
+  std::string message;  // the first mismatch: input, element, analytic vs numeric
+  explicit operator bool() const noexcept { return ok; }
+};
+GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                          const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
+
+}  // namespace autograd
+}  // namespace anvil

@@ -1,0 +1,267 @@
+// anvil/nn.h — modules, layers, initialisers and losses (DESIGN §5).
+//
+//   anvil::nn::Sequential net{anvil::nn::Linear(784, 256), anvil::nn::ReLU(), anvil::nn::Linear(256, 10)};
+//   net.to(anvil::try_gpu());                 // in place: parameters keep their identity
+//   auto y = net(x);                          // grad_fn=<AddmmBackward>
+//   net[0].weight().device();                 // where the first layer lives
+//   net.save("net.safetensors");              // and net.load(path, device)
+//
+// A Module owns named parameters (tensors that require grad), buffers
+// (state without grad, e.g. BatchNorm's running statistics) and named
+// children. Everything here is written on the public op API only, so it
+// runs on every backend. A module is used from one thread at a time.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "anvil/device.h"
+#include "anvil/ops.h"
+#include "anvil/tensor.h"
+
+namespace anvil::nn {
+
+using StateDict = std::map<std::string, Tensor>;
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(Module&&) = default;
+  Module& operator=(Module&&) = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+  // "Linear(in_features=784, out_features=256, bias=true)".
+  virtual std::string name() const = 0;
+
+  // Own and (with recurse) the children's, in registration order, named
+  // with dotted paths ("0.weight", "features.conv1.bias").
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+
+  // The parameter called `name` of this module (not its children):
+  // ValueError naming the module when there is none.
+  Tensor param(const std::string& name) const;
+  Tensor weight() const { return param("weight"); }
+  Tensor bias() const { return param("bias"); }
+
+  // Moves every parameter and buffer (and gradient) to `d` in place: the
+  // tensors keep their identity, so optimisers built earlier keep working.
+  Module& to(Device d);
+  // The devices its tensors live on, in first-seen order.
+  std::vector<Device> devices() const;
+
+  // Parameters and buffers by dotted name (detached; sharing storage).
+  StateDict state_dict() const;
+  // Copies `state` into the parameters and buffers, on their devices.
+  // ShapeError / DTypeError naming the key on a mismatch; with `strict`,
+  // ValueError for a missing or an unexpected key.
+  void load_state_dict(const StateDict& state, bool strict = true);
+  // safetensors (anvil/io.h). load() puts every tensor on `device`.
+  void save(const std::string& path) const;
+  void load(const std::string& path, Device device);
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const noexcept { return training_; }
+  // Clears every parameter's gradient.
+  void zero_grad();
+
+ protected:
+  // Registers and returns `t` (marked requires_grad) / a buffer / a child.
+  Tensor register_parameter(const std::string& name, Tensor t);
+  Tensor register_buffer(const std::string& name, Tensor t);
+  void register_module(const std::string& name, std::shared_ptr<Module> m);
+  Tensor& buffer_ref(const std::string& name);
+
+ private:
+  std::vector<std::pair<std::string, Tensor>> params_, buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// y = x W^T + b; W [out, in], b [out]; initialised as PyTorch does
+// (uniform in ±1/sqrt(in)).
+class Linear : public Module {
+ public:
+  Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override;
+
+ private:
+  std::int64_t in_, out_;
+  Tensor w_, b_;
+};
+
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  template <typename... Ms>
+    requires(sizeof...(Ms) > 0 && (std::is_base_of_v<Module, std::decay_t<Ms>> && ...))
+  explicit Sequential(Ms&&... modules) {
+    (push_back(std::make_shared<std::decay_t<Ms>>(std::forward<Ms>(modules))), ...);
+  }
+  void push_back(std::shared_ptr<Module> m);
+  template <typename M>
+    requires std::is_base_of_v<Module, std::decay_t<M>>
+  void push_back(M&& m) {
+    push_back(std::make_shared<std::decay_t<M>>(std::forward<M>(m)));
+  }
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override;
+  std::size_t size() const noexcept { return layers_.size(); }
+  // IndexError when out of range.
+  Module& operator[](std::size_t i) const;
+  template <typename M>
+  M& at(std::size_t i) const {
+    auto* p = dynamic_cast<M*>(&(*this)[i]);
+    ANVIL_CHECK(p != nullptr, ValueError, "Sequential: layer ", i, " is ", (*this)[i].name(),
+                ", not the requested type");
+    return *p;
+  }
+
+ private:
+  std::vector<std::shared_ptr<Module>> layers_;
+};
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return relu(x); }
+  std::string name() const override { return "ReLU()"; }
+};
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return sigmoid(x); }
+  std::string name() const override { return "Sigmoid()"; }
+};
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return tanh(x); }
+  std::string name() const override { return "Tanh()"; }
+};
+class Softmax : public Module {
+ public:
+  explicit Softmax(int dim) : dim_(dim) {}
+  Tensor forward(const Tensor& x) override { return softmax(x, dim_); }
+  std::string name() const override;
+
+ private:
+  int dim_;
+};
+class Flatten : public Module {
+ public:
+  explicit Flatten(int start_dim = 1, int end_dim = -1) : start_(start_dim), end_(end_dim) {}
+  Tensor forward(const Tensor& x) override { return flatten(x, start_, end_); }
+  std::string name() const override;
+
+ private:
+  int start_, end_;
+};
+// Zeroes each element with probability p while training and scales the rest
+// by 1/(1-p); the identity in eval().
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override;
+
+ private:
+  double p_;
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, std::int64_t stride = 1,
+         std::int64_t padding = 0, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override;
+
+ private:
+  std::int64_t in_, out_, k_, stride_, padding_;
+  Tensor w_, b_;
+};
+
+// stride 0 means stride = kernel_size (PyTorch's default).
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(std::int64_t kernel_size, std::int64_t stride = 0, std::int64_t padding = 0);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override;
+
+ private:
+  std::int64_t k_, stride_, padding_;
+};
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(std::int64_t kernel_size, std::int64_t stride = 0, std::int64_t padding = 0);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override;
+
+ private:
+  std::int64_t k_, stride_, padding_;
+};
+
+// Batch normalisation over the channel dim 1 (BatchNorm1d: [N, C] or
+// [N, C, L]; BatchNorm2d: [N, C, H, W]). Training uses the batch statistics
+// and updates running_mean / running_var (momentum 0.1, unbiased variance);
+// eval() uses the running statistics.
+class BatchNorm : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+
+ protected:
+  BatchNorm(std::int64_t num_features, double eps, double momentum, std::vector<int> allowed_dims);
+  std::int64_t features_;
+  double eps_, momentum_;
+  std::vector<int> allowed_dims_;
+  Tensor w_, b_;
+};
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1)
+      : BatchNorm(num_features, eps, momentum, {2, 3}) {}
+  std::string name() const override;
+};
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1)
+      : BatchNorm(num_features, eps, momentum, {4}) {}
+  std::string name() const override;
+};
+
+// Module trees print as PyTorch's repr.
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+// --- initialisers: in place, without recording, on the tensor's device ------------------
+namespace init {
+Tensor& normal_(Tensor& t, double mean = 0.0, double std = 1.0);
+Tensor& uniform_(Tensor& t, double a = 0.0, double b = 1.0);
+Tensor& constant_(Tensor& t, double value);
+Tensor& zeros_(Tensor& t);
+Tensor& ones_(Tensor& t);
+// fan_in / fan_out of a [out, in] or [out, in, k...] weight.
+std::pair<std::int64_t, std::int64_t> fans(const Tensor& t);
+Tensor& xavier_uniform_(Tensor& t, double gain = 1.0);
+Tensor& xavier_normal_(Tensor& t, double gain = 1.0);
+// gain sqrt(2 / (1 + a^2)) over fan_in (PyTorch's leaky_relu default).
+Tensor& kaiming_uniform_(Tensor& t, double a = 0.0);
+Tensor& kaiming_normal_(Tensor& t, double a = 0.0);
+}  // namespace init
+
+// --- losses ------------------------------------------------------------------------------
+inline Tensor mse_loss(const Tensor& input, const Tensor& target) { return anvil::mse_loss(input, target); }
+inline Tensor cross_entropy(const Tensor& logits, const Tensor& target) { return anvil::cross_entropy(logits, target); }
+
+}  // namespace anvil::nn

@@ -1,0 +1,70 @@
+// anvil/optim.h — optimisers (DESIGN §5).
+//
+//   anvil::optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
+//   for (...) { opt.zero_grad(); auto loss = ...; loss.backward(); opt.step(); }
+//
+// Updates run in place on each parameter's own device, without recording.
+// Parameters hold their identity across Module::to, so an optimiser made
+// before a move keeps working; its state follows the parameters.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "anvil/tensor.h"
+
+namespace anvil::optim {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Tensor> params);
+  virtual ~Optimizer() = default;
+  virtual void step() = 0;
+  // Clears every gradient (set_to_none, PyTorch's default).
+  void zero_grad();
+  const std::vector<Tensor>& params() const noexcept { return params_; }
+
+ protected:
+  std::vector<Tensor> params_;
+};
+
+struct SGDOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, SGDOptions options);
+  void step() override;
+  SGDOptions& options() noexcept { return options_; }
+
+ private:
+  SGDOptions options_;
+  std::vector<Tensor> momentum_;
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, AdamOptions options = {});
+  void step() override;
+  AdamOptions& options() noexcept { return options_; }
+
+ private:
+  AdamOptions options_;
+  std::vector<Tensor> m_, v_;
+  std::int64_t t_ = 0;
+};
+
+}  // namespace anvil::optim

@@ -1,0 +1,282 @@
+// The backward engine: grad mode, recording, the graph walk, Tensor's
+// autograd members. Gradient rules live in rules_*.cpp.
+#include <algorithm>
+#include <unordered_map>
+
+#include "anvil/autograd.h"
+#include "autograd/graph.h"
+#include "ops/op_common.h"
+
+namespace anvil {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+}  // namespace
+
+bool is_grad_enabled() noexcept { return g_grad_enabled; }
+void set_grad_enabled(bool enabled) noexcept { g_grad_enabled = enabled; }
+NoGradGuard::NoGradGuard() noexcept : previous_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+
+namespace detail {
+
+bool grad_mode_enabled() noexcept { return g_grad_enabled; }
+
+std::vector<Tensor> Node::apply(const Tensor& grad) {
+  ANVIL_CHECK(fn != nullptr, ValueError, "backward: ", name,
+              " was already used by a backward pass and its saved tensors were freed; expected a live graph, got a "
+              "freed one; pass retain_graph = true to the first backward()");
+  std::vector<bool> needs(next.size());
+  for (std::size_t i = 0; i < next.size(); ++i) needs[i] = next[i] != nullptr;
+  return fn(grad, needs);
+}
+
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
+  AutogradMeta& meta = *leaf->autograd;
+  if (!meta.grad.defined()) {
+    // Steal the gradient when nothing else holds it (PyTorch does the same);
+    // otherwise copy so that later in-place accumulation touches no one else.
+    const bool sole = grad.impl().use_count() == 1 && grad.impl()->storage().use_count() == 1 && grad.is_contiguous() &&
+                      grad.offset() == 0;
+    meta.grad = sole ? grad.detach() : clone(grad);
+  } else {
+    meta.grad = meta.grad + grad;
+  }
+  return {};
+}
+
+namespace {
+
+AutogradMeta& meta_of(const Tensor& t) {
+  TensorImpl& impl = t.impl_ref();
+  if (!impl.autograd) impl.autograd = std::make_shared<AutogradMeta>();
+  return *impl.autograd;
+}
+
+std::shared_ptr<Node> edge_to(const Tensor& t) {
+  if (!requires_grad(t)) return nullptr;
+  AutogradMeta& m = *t.impl()->autograd;
+  if (m.grad_fn) return m.grad_fn;
+  std::shared_ptr<Node> acc = m.grad_accumulator.lock();
+  if (!acc) {
+    auto a = std::make_shared<AccumulateGrad>();
+    a->name = "AccumulateGrad";
+    a->leaf = t.impl();
+    acc = a;
+    m.grad_accumulator = acc;
+  }
+  return acc;
+}
+
+// Sums `g` down to `shape` (the inverse of broadcasting `shape` to g's).
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int gd = g.dim(), sd = shape.size();
+  Shape dims;
+  for (int i = 0; i < gd; ++i) {
+    const int si = i - (gd - sd);
+    if (si < 0 || (shape[si] == 1 && g.shape()[i] != 1)) dims.push_back(i);
+  }
+  Tensor r = dims.empty() ? g : sum(g, dims, true);
+  return r.reshape(shape);
+}
+
+}  // namespace
+
+void record(const char* name, const Tensor& out, const std::vector<const Tensor*>& inputs, BackwardFn fn) {
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->fn = std::move(fn);
+  node->next.reserve(inputs.size());
+  node->inputs.reserve(inputs.size());
+  for (const Tensor* t : inputs) {
+    if (t == nullptr || !t->defined()) {
+      node->next.push_back(nullptr);
+      node->inputs.push_back({});
+      continue;
+    }
+    node->next.push_back(edge_to(*t));
+    node->inputs.push_back({t->shape(), t->dtype(), t->device()});
+  }
+  AutogradMeta& m = meta_of(out);
+  m.requires_grad = true;
+  m.grad_fn = std::move(node);
+}
+
+Tensor saved(const Tensor& t) {
+  if (!t.defined()) return t;
+  return make_view(t, t.shape(), t.strides(), t.offset());
+}
+
+void check_inplace(const char* op, const Tensor& self, const Tensor* other) {
+  if (!grad_mode_enabled()) return;
+  ANVIL_CHECK(!requires_grad(self) && !(other && requires_grad(*other)), ValueError, op,
+              ": in-place op on a tensor that requires grad would not be recorded; expected tensors without grad, got ",
+              requires_grad(self) ? "the in-place tensor" : "an argument", " requiring grad; run it under "
+              "anvil::NoGradGuard or use the out-of-place op");
+}
+
+namespace {
+
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  check_defined("backward", root);
+  ANVIL_CHECK(requires_grad(root), ValueError,
+              "backward: the tensor does not require grad and has no grad_fn; expected the result of ops on tensors "
+              "with requires_grad_(), got a tensor outside any graph");
+  Tensor g = gradient;
+  if (!g.defined()) {
+    ANVIL_CHECK(root.numel() == 1, ShapeError,
+                "backward: a gradient can be implied only for one-element outputs; expected 1 element, got shape ",
+                root.shape(), "; pass the gradient: backward(ones_like(y))");
+    g = ones_like(root);
+  } else {
+    ANVIL_CHECK(g.shape() == root.shape(), ShapeError, "backward: gradient has the wrong shape; expected ", root.shape(),
+                ", got ", g.shape());
+    check_same_device("backward", {&root, &g});
+  }
+  NoGradGuard no_grad;
+  const std::shared_ptr<Node> start = edge_to(root);
+  // Dependencies: how many edges point at each node from nodes reachable from start.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack{start.get()};
+  deps[start.get()] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const auto& nx : n->next) {
+      if (!nx) continue;
+      auto [it, inserted] = deps.try_emplace(nx.get(), 0);
+      ++it->second;
+      if (inserted) stack.push_back(nx.get());
+    }
+  }
+  std::unordered_map<Node*, Tensor> grads;
+  grads[start.get()] = cast(g, root.dtype());
+  std::vector<Node*> ready{start.get()};
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    Tensor gn = std::move(grads[n]);
+    grads.erase(n);
+    std::vector<Tensor> outs;
+    if (gn.defined()) outs = n->apply(gn);
+    if (!retain_graph && n->fn) n->fn = nullptr;
+    for (std::size_t i = 0; i < n->next.size(); ++i) {
+      Node* nx = n->next[i].get();
+      if (!nx) continue;
+      if (i < outs.size() && outs[i].defined()) {
+        const InputInfo& info = n->inputs[i];
+        Tensor gi = sum_to(outs[i], info.shape);
+        if (gi.dtype() != info.dtype) gi = cast(gi, info.dtype);
+        ANVIL_ASSERT(gi.device() == info.device, "backward: ", n->name, " produced a gradient on ", gi.device(),
+                     " for an input on ", info.device);
+        Tensor& acc = grads[nx];
+        acc = acc.defined() ? acc + gi : gi;
+      }
+      if (--deps[nx] == 0) ready.push_back(nx);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
+namespace autograd {
+
+void backward(const Tensor& output, const Tensor& gradient, bool retain_graph) {
+  detail::run_backward(output, gradient, retain_graph);
+}
+
+Tensor make_differentiable(const std::string& name, const Tensor& output, const std::vector<Tensor>& inputs,
+                           BackwardFunction fn) {
+  detail::check_defined(name.c_str(), output);
+  if (!is_grad_enabled()) return output;
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || detail::requires_grad(t);
+  if (!any) return output;
+  auto node = std::make_shared<detail::Node>();
+  node->name = name;
+  node->fn = std::move(fn);
+  for (const Tensor& t : inputs) {
+    node->next.push_back(detail::edge_to(t));
+    node->inputs.push_back(t.defined() ? detail::InputInfo{t.shape(), t.dtype(), t.device()} : detail::InputInfo{});
+  }
+  Tensor out = detail::saved(output);
+  detail::AutogradMeta& m = detail::meta_of(out);
+  m.requires_grad = true;
+  m.grad_fn = std::move(node);
+  return out;
+}
+
+}  // namespace autograd
+
+// --- Tensor members ----------------------------------------------------------------
+bool Tensor::requires_grad() const { return detail::requires_grad(*this); }
+
+Tensor& Tensor::requires_grad_(bool on) {
+  detail::check_defined("requires_grad_", *this);
+  if (!on) {
+    ANVIL_CHECK(is_leaf(), ValueError,
+                "requires_grad_: cannot turn off grad of a non-leaf tensor; expected a leaf, got one made by ",
+                grad_fn_name(), "; use detach()");
+    if (impl()->autograd) impl()->autograd->requires_grad = false;
+    return *this;
+  }
+  ANVIL_CHECK(is_floating(dtype()), DTypeError,
+              "requires_grad_: only floating-point tensors can require gradients; expected f32 or f64, got ", dtype());
+  detail::meta_of(*this).requires_grad = true;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  detail::check_defined("grad", *this);
+  return impl()->autograd ? impl()->autograd->grad : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& g) const {
+  detail::check_defined("set_grad", *this);
+  if (g.defined()) {
+    ANVIL_CHECK(g.shape() == shape(), ShapeError, "set_grad: gradient has the wrong shape; expected ", shape(), ", got ",
+                g.shape());
+    ANVIL_CHECK(g.dtype() == dtype(), DTypeError, "set_grad: gradient has the wrong dtype; expected ", dtype(), ", got ",
+                g.dtype());
+    detail::check_same_device("set_grad", {this, &g});
+  }
+  if (!impl()->autograd && !g.defined()) return;
+  detail::meta_of(*this).grad = g;
+}
+
+void Tensor::zero_grad() const {
+  Tensor g = grad();
+  if (g.defined()) {
+    NoGradGuard no_grad;
+    g.zero_();
+  }
+}
+
+bool Tensor::is_leaf() const {
+  detail::check_defined("is_leaf", *this);
+  return !impl()->autograd || !impl()->autograd->grad_fn;
+}
+
+std::string Tensor::grad_fn_name() const {
+  detail::check_defined("grad_fn", *this);
+  return impl()->autograd && impl()->autograd->grad_fn ? impl()->autograd->grad_fn->name : std::string();
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  detail::run_backward(*this, gradient, retain_graph);
+}
+
+Tensor Tensor::detach() const {
+  detail::check_defined("detach", *this);
+  return detail::saved(*this);
+}
+
+void Tensor::set_data(const Tensor& src) const {
+  detail::check_defined("set_data", *this);
+  detail::check_defined("set_data", src, 1);
+  impl_ref().set_data(src.impl_ref());
+}
+
+}  // namespace anvil

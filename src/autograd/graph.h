@@ -1,0 +1,123 @@
+// The autograd graph (DESIGN §5), internal to src/ops and src/autograd.
+//
+// Note [Autograd recording]
+// Every differentiable op records itself once, in its frontend (src/ops),
+// by calling one `record_*` function declared here right after it computed
+// its result. A record function does nothing unless grad mode is on and an
+// input requires grad; otherwise it builds a Node holding that op's gradient
+// rule (src/autograd/rules_*.cpp) and the edges to its inputs' nodes, and
+// marks the output as requiring grad. Leaves (tensors the user marked with
+// requires_grad_) get an AccumulateGrad node that adds into their .grad.
+//
+// A Node stores, per input, the shape, dtype and device the input had. The
+// engine reduces a rule's gradient to that shape (summing over broadcast
+// dims) and converts it to that dtype, so rules may return gradients in the
+// broadcast shape and the computation dtype.
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "anvil/ops.h"
+#include "core/tensor_impl.h"
+
+namespace anvil::detail {
+
+struct Node;
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;               // null for leaves
+  std::weak_ptr<Node> grad_accumulator;        // leaves: their AccumulateGrad, made on first use
+};
+
+// grads[i] for input i; an undefined tensor means "no gradient" (zero).
+// `needs[i]` says whether input i wants one, so rules can skip work.
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad, const std::vector<bool>& needs)>;
+
+struct InputInfo {
+  Shape shape;
+  DType dtype = DType::F32;
+  Device device;
+};
+
+struct Node {
+  virtual ~Node() = default;
+  std::string name;
+  std::vector<std::shared_ptr<Node>> next;  // per input; null when it needs no grad
+  std::vector<InputInfo> inputs;
+  BackwardFn fn;  // released after backward unless retain_graph
+  virtual std::vector<Tensor> apply(const Tensor& grad);
+};
+
+// Adds incoming gradients into a leaf's .grad.
+struct AccumulateGrad final : Node {
+  std::shared_ptr<TensorImpl> leaf;
+  std::vector<Tensor> apply(const Tensor& grad) override;
+};
+
+bool grad_mode_enabled() noexcept;
+
+// Whether `t` is part of a graph that wants gradients.
+inline bool requires_grad(const Tensor& t) noexcept {
+  return t.defined() && t.impl()->autograd && t.impl()->autograd->requires_grad;
+}
+inline bool should_record(std::initializer_list<const Tensor*> inputs) noexcept {
+  if (!grad_mode_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t && requires_grad(*t)) return true;
+  return false;
+}
+
+// Attaches a node named `name` with rule `fn` to `out` (inputs may hold
+// nullptr for "not a tensor"). Call only when should_record(inputs).
+void record(const char* name, const Tensor& out, const std::vector<const Tensor*>& inputs, BackwardFn fn);
+inline void record(const char* name, const Tensor& out, std::initializer_list<const Tensor*> inputs, BackwardFn fn) {
+  record(name, out, std::vector<const Tensor*>(inputs), std::move(fn));
+}
+
+// A handle to `t`'s data without its autograd history: what rules save, so
+// a node never keeps its own output (or the graph above an input) alive.
+Tensor saved(const Tensor& t);
+
+// PyTorch's in-place rule, simplified: an in-place op may not write into or
+// read from a tensor that requires grad while grad mode is on.
+void check_inplace(const char* op, const Tensor& self, const Tensor* other = nullptr);
+
+// --- one record function per primitive (src/autograd/rules_*.cpp) --------------------
+void record_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+void record_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, const Scalar& s, bool scalar_first);
+void record_unary(UnaryOp op, const Tensor& out, const Tensor& x, const UnaryParams& params);
+void record_where(const Tensor& out, const Tensor& cond, const Tensor* a, const Tensor* b);
+void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Shape& dims, bool keepdim, double scale);
+void record_matmul(const Tensor& out, const Tensor& a, const Tensor& b);
+void record_addmm(const Tensor& out, const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha);
+void record_cast(const Tensor& out, const Tensor& x);
+void record_to_device(const Tensor& out, const Tensor& x);
+void record_clone(const Tensor& out, const Tensor& x);
+void record_reshape(const char* name, const Tensor& out, const Tensor& x);  // view, reshape, (un)squeeze
+void record_transpose(const Tensor& out, const Tensor& x, int dim0, int dim1);
+void record_permute(const Tensor& out, const Tensor& x, const Shape& dims);
+void record_slice(const Tensor& out, const Tensor& x, int dim, std::int64_t start, std::int64_t end, std::int64_t step);
+void record_select(const Tensor& out, const Tensor& x, int dim, std::int64_t index);
+void record_expand(const Tensor& out, const Tensor& x);
+void record_cat(const Tensor& out, const std::vector<Tensor>& inputs, int dim);
+void record_index_select(const Tensor& out, const Tensor& x, int dim, const Tensor& index);
+void record_gather(const Tensor& out, const Tensor& x, int dim, const Tensor& index);
+
+// Window geometry of conv2d and the pools over a (padded) [N, C, H, W] input.
+struct Window2d {
+  std::int64_t n = 0, c = 0, h = 0, w = 0;  // the unpadded input
+  std::int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, oh = 0, ow = 0;
+};
+void record_conv2d(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& cols,
+                   const Window2d& win);
+void record_max_pool2d(const Tensor& out, const Tensor& x, const Tensor& windows, const Window2d& win);
+void record_avg_pool2d(const Tensor& out, const Tensor& x, const Window2d& win);
+void record_cross_entropy(const Tensor& out, const Tensor& logits, const Tensor& log_probs, const Tensor& target);
+
+}  // namespace anvil::detail

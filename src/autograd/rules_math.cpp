@@ -1,0 +1,283 @@
+// Gradient rules of the elementwise, reduction and linear-algebra
+// primitives. See Note [Autograd recording] in graph.h. Rules run with grad
+// mode off; they may return gradients in the broadcast shape and the
+// computation dtype (the engine reduces and converts them).
+#include <cmath>
+#include <limits>
+
+#include "autograd/graph.h"
+#include "ops/op_common.h"
+
+namespace anvil::detail {
+
+namespace {
+
+bool floating_out(const Tensor& out) { return is_floating(out.dtype()); }
+
+// g where a wins, half of it on ties (PyTorch splits ties evenly).
+Tensor pick(const Tensor& g, const Tensor& wins, const Tensor& ties) {
+  return where(wins, g, where(ties, g * 0.5, 0.0));
+}
+
+}  // namespace
+
+void record_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (!floating_out(out) || !should_record({&a, &b})) return;
+  const Tensor sa = saved(a), sb = saved(b);
+  switch (op) {
+    case BinaryOp::Add:
+      record("AddBackward", out, {&a, &b}, [](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{g, g};
+      });
+      return;
+    case BinaryOp::Sub:
+      record("SubBackward", out, {&a, &b}, [](const Tensor& g, const std::vector<bool>& n) {
+        return std::vector<Tensor>{g, n[1] ? -g : Tensor()};
+      });
+      return;
+    case BinaryOp::Mul:
+      record("MulBackward", out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
+        return std::vector<Tensor>{n[0] ? g * sb : Tensor(), n[1] ? g * sa : Tensor()};
+      });
+      return;
+    case BinaryOp::Div: {
+      const Tensor so = saved(out);
+      record("DivBackward", out, {&a, &b}, [sb, so](const Tensor& g, const std::vector<bool>& n) {
+        const Tensor ga = n[0] || n[1] ? g / sb : Tensor();
+        return std::vector<Tensor>{ga, n[1] ? -ga * so : Tensor()};
+      });
+      return;
+    }
+    case BinaryOp::Pow: {
+      const Tensor so = saved(out);
+      record("PowBackward", out, {&a, &b}, [sa, sb, so](const Tensor& g, const std::vector<bool>& n) {
+        Tensor ga, gb;
+        if (n[0]) ga = where(sb == 0.0, 0.0, g * sb * pow(sa, sb - 1.0));
+        if (n[1]) gb = where(sa == 0.0, 0.0, g * so * log(sa));
+        return std::vector<Tensor>{ga, gb};
+      });
+      return;
+    }
+    case BinaryOp::Maximum:
+    case BinaryOp::Minimum: {
+      const bool is_max = op == BinaryOp::Maximum;
+      record(is_max ? "MaximumBackward" : "MinimumBackward", out, {&a, &b},
+             [sa, sb, is_max](const Tensor& g, const std::vector<bool>& n) {
+               const Tensor ties = sa == sb;
+               Tensor ga, gb;
+               if (n[0]) ga = pick(g, is_max ? sa > sb : sa < sb, ties);
+               if (n[1]) gb = pick(g, is_max ? sb > sa : sb < sa, ties);
+               return std::vector<Tensor>{ga, gb};
+             });
+      return;
+    }
+    default: return;  // comparisons have bool outputs
+  }
+}
+
+void record_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, const Scalar& s, bool scalar_first) {
+  if (!floating_out(out) || !should_record({&a})) return;
+  const Tensor sa = saved(a);
+  const double v = s.to_double();
+  switch (op) {
+    case BinaryOp::Add:
+      record("AddBackward", out, {&a}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
+      return;
+    case BinaryOp::Sub:
+      record("SubBackward", out, {&a}, [scalar_first](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{scalar_first ? -g : g};
+      });
+      return;
+    case BinaryOp::Mul:
+      record("MulBackward", out, {&a}, [v](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{g * v};
+      });
+      return;
+    case BinaryOp::Div: {
+      if (!scalar_first) {
+        record("DivBackward", out, {&a}, [v](const Tensor& g, const std::vector<bool>&) {
+          return std::vector<Tensor>{g / v};
+        });
+        return;
+      }
+      const Tensor so = saved(out);  // v / a: d/da = -out / a
+      record("DivBackward", out, {&a}, [sa, so](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{-g * so / sa};
+      });
+      return;
+    }
+    case BinaryOp::Pow: {
+      if (!scalar_first) {
+        record("PowBackward", out, {&a}, [sa, v](const Tensor& g, const std::vector<bool>&) {
+          if (v == 0.0) return std::vector<Tensor>{zeros_like(g)};
+          return std::vector<Tensor>{g * v * pow(sa, v - 1.0)};
+        });
+        return;
+      }
+      const Tensor so = saved(out);  // v ** a: d/da = out * log(v)
+      record("PowBackward", out, {&a}, [so, v](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{g * so * std::log(v)};
+      });
+      return;
+    }
+    case BinaryOp::Maximum:
+    case BinaryOp::Minimum: {
+      const bool is_max = op == BinaryOp::Maximum;
+      record(is_max ? "MaximumBackward" : "MinimumBackward", out, {&a},
+             [sa, v, is_max](const Tensor& g, const std::vector<bool>&) {
+               return std::vector<Tensor>{pick(g, is_max ? sa > v : sa < v, sa == v)};
+             });
+      return;
+    }
+    default: return;
+  }
+}
+
+void record_unary(UnaryOp op, const Tensor& out, const Tensor& x, const UnaryParams& params) {
+  if (!floating_out(out) || !should_record({&x})) return;
+  const Tensor sx = saved(x), so = saved(out);
+  auto rule = [&](const char* name, auto f) {
+    record(name, out, {&x}, [f, sx, so](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{f(g, sx, so)};
+    });
+  };
+  switch (op) {
+    case UnaryOp::Neg: return rule("NegBackward", [](const Tensor& g, const Tensor&, const Tensor&) { return -g; });
+    case UnaryOp::Abs:
+      return rule("AbsBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g * sign(x); });
+    case UnaryOp::Exp: return rule("ExpBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y; });
+    case UnaryOp::Log: return rule("LogBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g / x; });
+    case UnaryOp::Sqrt:
+      return rule("SqrtBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return g * 0.5 / y; });
+    case UnaryOp::Rsqrt:
+      return rule("RsqrtBackward",
+                  [](const Tensor& g, const Tensor&, const Tensor& y) { return g * (y * y * y) * -0.5; });
+    case UnaryOp::Sin: return rule("SinBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g * cos(x); });
+    case UnaryOp::Cos:
+      return rule("CosBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return -g * sin(x); });
+    case UnaryOp::Tanh:
+      return rule("TanhBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return g * (1.0 - y * y); });
+    case UnaryOp::Sigmoid:
+      return rule("SigmoidBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y * (1.0 - y); });
+    case UnaryOp::Relu:
+      return rule("ReluBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return where(y > 0, g, 0.0); });
+    case UnaryOp::Sign:
+      return rule("SignBackward", [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); });
+    case UnaryOp::Square:
+      return rule("PowBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g * x * 2.0; });
+    case UnaryOp::Reciprocal:
+      return rule("ReciprocalBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return -g * y * y; });
+    case UnaryOp::Clamp: {
+      const double lo = params.lo, hi = params.hi;
+      record("ClampBackward", out, {&x}, [sx, lo, hi](const Tensor& g, const std::vector<bool>&) {
+        Tensor r = g;
+        if (lo > -std::numeric_limits<double>::infinity()) r = where(sx < lo, 0.0, r);
+        if (hi < std::numeric_limits<double>::infinity()) r = where(sx > hi, 0.0, r);
+        return std::vector<Tensor>{r};
+      });
+      return;
+    }
+    default: return;
+  }
+}
+
+void record_where(const Tensor& out, const Tensor& cond, const Tensor* a, const Tensor* b) {
+  if (!floating_out(out) || !should_record({a, b})) return;
+  const Tensor sc = saved(cond);
+  record("WhereBackward", out, {a, b}, [sc](const Tensor& g, const std::vector<bool>& n) {
+    return std::vector<Tensor>{n[0] ? where(sc, g, 0.0) : Tensor(), n[1] ? where(sc, 0.0, g) : Tensor()};
+  });
+}
+
+namespace {
+// The shape of a keepdim reduction of `shape` over `dims` (empty = all).
+Shape keepdim_shape(const Shape& shape, const Shape& dims) {
+  Shape s = shape;
+  if (dims.empty()) {
+    for (int i = 0; i < s.size(); ++i) s[i] = 1;
+    return s;
+  }
+  for (std::int64_t d : dims)
+    if (s.size() > 0) s[wrap_dim(static_cast<int>(d), s.size(), "sum")] = 1;
+  return s;
+}
+}  // namespace
+
+void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Shape& dims, bool, double scale) {
+  if (!floating_out(out) || !should_record({&x})) return;
+  const Shape keep = keepdim_shape(x.shape(), dims);
+  const Shape xs = x.shape();
+  switch (op) {
+    case ReduceOp::Sum:
+      record(scale == 1.0 ? "SumBackward" : "MeanBackward", out, {&x},
+             [keep, xs, scale](const Tensor& g, const std::vector<bool>&) {
+               Tensor r = g.reshape(keep).expand(xs);
+               return std::vector<Tensor>{scale == 1.0 ? r : r * scale};
+             });
+      return;
+    case ReduceOp::Prod: {
+      const Tensor sx = saved(x), so = saved(out);
+      record("ProdBackward", out, {&x}, [sx, so, keep](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{g.reshape(keep) * so.reshape(keep) / sx};
+      });
+      return;
+    }
+    case ReduceOp::Max:
+    case ReduceOp::Min: {
+      const Tensor sx = saved(x), so = saved(out);
+      record(op == ReduceOp::Max ? "MaxBackward" : "MinBackward", out, {&x},
+             [sx, so, keep, dims](const Tensor& g, const std::vector<bool>&) {
+               const Tensor mask = (sx == so.reshape(keep)).to(g.dtype());
+               const Tensor count = sum(mask, dims, true);
+               return std::vector<Tensor>{mask * (g.reshape(keep) / count)};
+             });
+      return;
+    }
+    default: return;
+  }
+}
+
+namespace {
+Tensor mT(const Tensor& t) { return t.transpose(-1, -2); }
+}  // namespace
+
+void record_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (!floating_out(out) || !should_record({&a, &b})) return;
+  const Tensor sa = saved(a), sb = saved(b);
+  record("MmBackward", out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
+    Tensor ga, gb;
+    if (sa.dim() == 1 && sb.dim() == 1) {
+      if (n[0]) ga = g * sb;
+      if (n[1]) gb = g * sa;
+      return std::vector<Tensor>{ga, gb};
+    }
+    const Tensor a2 = sa.dim() == 1 ? sa.unsqueeze(0) : sa;
+    const Tensor b2 = sb.dim() == 1 ? sb.unsqueeze(1) : sb;
+    Tensor g2 = g;
+    if (sa.dim() == 1) g2 = g2.unsqueeze(-2);
+    if (sb.dim() == 1) g2 = g2.unsqueeze(-1);
+    if (n[0]) {
+      ga = matmul(g2, mT(b2));
+      if (sa.dim() == 1) ga = ga.squeeze(-2);
+    }
+    if (n[1]) {
+      gb = matmul(mT(a2), g2);
+      if (sb.dim() == 1) gb = gb.squeeze(-1);
+    }
+    return std::vector<Tensor>{ga, gb};
+  });
+}
+
+void record_addmm(const Tensor& out, const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha) {
+  if (!should_record({&bias, &a, &b})) return;
+  const Tensor sa = saved(a), sb = saved(b);
+  record("AddmmBackward", out, {&bias, &a, &b}, [sa, sb, beta, alpha](const Tensor& g, const std::vector<bool>& n) {
+    Tensor gbias, ga, gb;
+    if (n[0]) gbias = beta == 1.0 ? g : g * beta;
+    if (n[1]) ga = alpha == 1.0 ? matmul(g, sb.t()) : matmul(g, sb.t()) * alpha;
+    if (n[2]) gb = alpha == 1.0 ? matmul(sa.t(), g) : matmul(sa.t(), g) * alpha;
+    return std::vector<Tensor>{gbias, ga, gb};
+  });
+}
+
+}  // namespace anvil::detail

@@ -1,0 +1,218 @@
+// The layers of anvil/nn.h and the initialisers.
+#include <cmath>
+#include <sstream>
+
+#include "anvil/autograd.h"
+#include "anvil/nn.h"
+
+namespace anvil::nn {
+
+namespace {
+std::string str(const auto&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  return os.str();
+}
+const char* b2s(bool b) { return b ? "true" : "false"; }
+}  // namespace
+
+// --- Linear -----------------------------------------------------------------------------
+Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias) : in_(in_features), out_(out_features) {
+  ANVIL_CHECK(in_features > 0 && out_features > 0, ValueError,
+              "Linear: feature counts must be positive; expected > 0, got in ", in_features, " and out ", out_features);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  Tensor w = empty({out_features, in_features});
+  init::uniform_(w, -bound, bound);
+  w_ = register_parameter("weight", w);
+  if (bias) {
+    Tensor b = empty({out_features});
+    init::uniform_(b, -bound, bound);
+    b_ = register_parameter("bias", b);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  ANVIL_CHECK(x.dim() >= 1 && x.size(-1) == in_, ShapeError, "Linear: input has the wrong number of features; expected [..., ",
+              in_, "], got ", x.shape());
+  if (x.dim() == 2 && b_.defined()) return addmm(b_, x, w_.t());
+  Tensor y = matmul(x, w_.t());
+  return b_.defined() ? y + b_ : y;
+}
+
+std::string Linear::name() const {
+  return str("Linear(in_features=", in_, ", out_features=", out_, ", bias=", b2s(b_.defined()), ")");
+}
+
+// --- Sequential -------------------------------------------------------------------------
+void Sequential::push_back(std::shared_ptr<Module> m) {
+  register_module(std::to_string(layers_.size()), m);
+  layers_.push_back(std::move(m));
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (auto& m : layers_) y = m->forward(y);
+  return y;
+}
+
+std::string Sequential::name() const { return "Sequential"; }
+
+Module& Sequential::operator[](std::size_t i) const {
+  ANVIL_CHECK(i < layers_.size(), IndexError, "Sequential: index ", i, " is out of range; expected an index in [0, ",
+              layers_.size(), "), got ", i);
+  return *layers_[i];
+}
+
+std::string Softmax::name() const { return str("Softmax(dim=", dim_, ")"); }
+std::string Flatten::name() const { return str("Flatten(start_dim=", start_, ", end_dim=", end_, ")"); }
+
+// --- Dropout ----------------------------------------------------------------------------
+Dropout::Dropout(double p) : p_(p) {
+  ANVIL_CHECK(p >= 0.0 && p <= 1.0, ValueError, "Dropout: probability out of range; expected p in [0, 1], got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  if (!is_training() || p_ == 0.0) return x;
+  if (p_ == 1.0) return x * 0.0;
+  const Tensor keep = (rand_like(x) >= p_).to(x.dtype());
+  return x * keep * (1.0 / (1.0 - p_));
+}
+
+std::string Dropout::name() const { return str("Dropout(p=", p_, ")"); }
+
+// --- Conv2d and pools ---------------------------------------------------------------------
+Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, std::int64_t stride,
+               std::int64_t padding, bool bias)
+    : in_(in_channels), out_(out_channels), k_(kernel_size), stride_(stride), padding_(padding) {
+  ANVIL_CHECK(in_channels > 0 && out_channels > 0 && kernel_size > 0 && stride > 0 && padding >= 0, ValueError,
+              "Conv2d: channels, kernel size and stride must be positive and padding >= 0; got in ", in_channels,
+              ", out ", out_channels, ", kernel ", kernel_size, ", stride ", stride, ", padding ", padding);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
+  Tensor w = empty({out_channels, in_channels, kernel_size, kernel_size});
+  init::uniform_(w, -bound, bound);
+  w_ = register_parameter("weight", w);
+  if (bias) {
+    Tensor b = empty({out_channels});
+    init::uniform_(b, -bound, bound);
+    b_ = register_parameter("bias", b);
+  }
+}
+
+Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, w_, b_, {stride_, stride_}, {padding_, padding_}); }
+
+std::string Conv2d::name() const {
+  return str("Conv2d(", in_, ", ", out_, ", kernel_size=(", k_, ", ", k_, "), stride=(", stride_, ", ", stride_,
+             "), padding=(", padding_, ", ", padding_, "), bias=", b2s(b_.defined()), ")");
+}
+
+MaxPool2d::MaxPool2d(std::int64_t kernel_size, std::int64_t stride, std::int64_t padding)
+    : k_(kernel_size), stride_(stride == 0 ? kernel_size : stride), padding_(padding) {}
+Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, {k_, k_}, {stride_, stride_}, {padding_, padding_}); }
+std::string MaxPool2d::name() const {
+  return str("MaxPool2d(kernel_size=", k_, ", stride=", stride_, ", padding=", padding_, ")");
+}
+
+AvgPool2d::AvgPool2d(std::int64_t kernel_size, std::int64_t stride, std::int64_t padding)
+    : k_(kernel_size), stride_(stride == 0 ? kernel_size : stride), padding_(padding) {}
+Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, {k_, k_}, {stride_, stride_}, {padding_, padding_}); }
+std::string AvgPool2d::name() const {
+  return str("AvgPool2d(kernel_size=", k_, ", stride=", stride_, ", padding=", padding_, ")");
+}
+
+// --- BatchNorm ----------------------------------------------------------------------------
+BatchNorm::BatchNorm(std::int64_t num_features, double eps, double momentum, std::vector<int> allowed_dims)
+    : features_(num_features), eps_(eps), momentum_(momentum), allowed_dims_(std::move(allowed_dims)) {
+  ANVIL_CHECK(num_features > 0, ValueError, "BatchNorm: num_features must be positive; expected > 0, got ",
+              num_features);
+  w_ = register_parameter("weight", ones({num_features}));
+  b_ = register_parameter("bias", zeros({num_features}));
+  register_buffer("running_mean", zeros({num_features}));
+  register_buffer("running_var", ones({num_features}));
+  register_buffer("num_batches_tracked", zeros({}, i64));
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  bool ok = false;
+  for (int d : allowed_dims_) ok = ok || x.dim() == d;
+  ANVIL_CHECK(ok && x.size(1) == features_, ShapeError, name(), ": input has the wrong shape; expected [N, ", features_,
+              allowed_dims_[0] == 4 ? ", H, W]" : "] or [N, C, L]", ", got ", x.shape());
+  Shape dims{0};
+  for (int i = 2; i < x.dim(); ++i) dims.push_back(i);
+  Shape bshape = Shape::filled(x.dim(), 1);
+  bshape[1] = features_;
+  Tensor& rm = buffer_ref("running_mean");
+  Tensor& rv = buffer_ref("running_var");
+  Tensor mu, var;
+  if (is_training()) {
+    mu = mean(x, dims, true);
+    var = mean(square(x - mu), dims, true);
+    NoGradGuard no_grad;
+    const std::int64_t n = x.numel() / features_;
+    const double unbias = n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0;
+    rm.mul_(1.0 - momentum_).add_(mu.detach().reshape({features_}) * momentum_);
+    rv.mul_(1.0 - momentum_).add_(var.detach().reshape({features_}) * (momentum_ * unbias));
+    buffer_ref("num_batches_tracked").add_(1);
+  } else {
+    mu = rm.reshape(bshape);
+    var = rv.reshape(bshape);
+  }
+  return (x - mu) * rsqrt(var + eps_) * w_.reshape(bshape) + b_.reshape(bshape);
+}
+
+std::string BatchNorm1d::name() const { return str("BatchNorm1d(", features_, ", eps=", eps_, ", momentum=", momentum_, ")"); }
+std::string BatchNorm2d::name() const { return str("BatchNorm2d(", features_, ", eps=", eps_, ", momentum=", momentum_, ")"); }
+
+// --- init -----------------------------------------------------------------------------------
+namespace init {
+
+namespace {
+Tensor& fill_from(Tensor& t, const Tensor& values) {
+  NoGradGuard no_grad;
+  t.copy_(values);
+  return t;
+}
+}  // namespace
+
+Tensor& normal_(Tensor& t, double mean, double std) {
+  return fill_from(t, randn(t.shape(), t.device(), t.dtype()) * std + mean);
+}
+Tensor& uniform_(Tensor& t, double a, double b) {
+  return fill_from(t, rand(t.shape(), t.device(), t.dtype()) * (b - a) + a);
+}
+Tensor& constant_(Tensor& t, double value) {
+  NoGradGuard no_grad;
+  t.fill_(value);
+  return t;
+}
+Tensor& zeros_(Tensor& t) { return constant_(t, 0.0); }
+Tensor& ones_(Tensor& t) { return constant_(t, 1.0); }
+
+std::pair<std::int64_t, std::int64_t> fans(const Tensor& t) {
+  ANVIL_CHECK(t.dim() >= 2, ShapeError, "init: fan in and fan out need a weight with >= 2 dims; expected [out, in, ...], got ",
+              t.shape());
+  std::int64_t receptive = 1;
+  for (int i = 2; i < t.dim(); ++i) receptive *= t.size(i);
+  return {t.size(1) * receptive, t.size(0) * receptive};
+}
+
+Tensor& xavier_uniform_(Tensor& t, double gain) {
+  const auto [fi, fo] = fans(t);
+  const double a = gain * std::sqrt(6.0 / static_cast<double>(fi + fo));
+  return uniform_(t, -a, a);
+}
+Tensor& xavier_normal_(Tensor& t, double gain) {
+  const auto [fi, fo] = fans(t);
+  return normal_(t, 0.0, gain * std::sqrt(2.0 / static_cast<double>(fi + fo)));
+}
+Tensor& kaiming_uniform_(Tensor& t, double a) {
+  const double gain = std::sqrt(2.0 / (1.0 + a * a));
+  const double bound = gain * std::sqrt(3.0 / static_cast<double>(fans(t).first));
+  return uniform_(t, -bound, bound);
+}
+Tensor& kaiming_normal_(Tensor& t, double a) {
+  const double gain = std::sqrt(2.0 / (1.0 + a * a));
+  return normal_(t, 0.0, gain / std::sqrt(static_cast<double>(fans(t).first)));
+}
+
+}  // namespace init
+}  // namespace anvil::nn

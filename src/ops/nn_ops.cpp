@@ -1,0 +1,172 @@
+// Neural-network ops written once from primitives (DESIGN §2: composites
+// live in src/ops and so run on every backend). conv2d and the pools build
+// their windows as strided views (im2col without a kernel); their gradient
+// rules are in src/autograd/rules_nn.cpp.
+#include <limits>
+
+#include "anvil/autograd.h"
+#include "autograd/graph.h"
+#include "ops/op_common.h"
+
+namespace anvil {
+
+Tensor as_strided(const Tensor& x, const Shape& shape, const Strides& strides, std::int64_t offset) {
+  detail::check_defined("as_strided", x);
+  ANVIL_CHECK(shape.size() == strides.size(), ShapeError, "as_strided: shape and strides differ in length; expected ",
+              shape.size(), " strides, got ", strides);
+  ANVIL_CHECK(!detail::should_record({&x}), NotSupported,
+              "as_strided: not differentiable; expected a tensor without grad, got one that requires grad; use views "
+              "such as slice/transpose, or detach()");
+  std::int64_t last = offset;
+  bool empty = false;
+  for (int i = 0; i < shape.size(); ++i) {
+    ANVIL_CHECK(shape[i] >= 0 && strides[i] >= 0, ShapeError,
+                "as_strided: sizes and strides must be non-negative; expected >= 0, got shape ", shape, " and strides ",
+                strides);
+    if (shape[i] == 0) empty = true;
+    else last += (shape[i] - 1) * strides[i];
+  }
+  const std::int64_t capacity =
+      static_cast<std::int64_t>(x.impl_ref().storage()->nbytes() / element_size(x.dtype()));
+  ANVIL_CHECK(offset >= 0 && (empty || last < capacity), IndexError,
+              "as_strided: the view reaches outside the storage; expected elements in [0, ", capacity, "), got offset ",
+              offset, " up to element ", last);
+  return detail::make_view(x, shape, strides, offset);
+}
+
+Tensor softmax(const Tensor& x, int dim) {
+  detail::check_defined("softmax", x);
+  const Tensor e = exp(x - max(x, {dim}, true).detach());
+  return e / sum(e, {dim}, true);
+}
+
+Tensor log_softmax(const Tensor& x, int dim) {
+  detail::check_defined("log_softmax", x);
+  return x - logsumexp(x, {dim}, true);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+  detail::check_same_device("cross_entropy", {&logits, &target});
+  ANVIL_CHECK(logits.dim() == 2, ShapeError, "cross_entropy: logits must be [N, C]; expected 2 dims, got ",
+              logits.shape());
+  ANVIL_CHECK(is_floating(logits.dtype()), DTypeError, "cross_entropy: logits must be floating; expected f32 or f64, got ",
+              logits.dtype());
+  ANVIL_CHECK(is_integral(target.dtype()), DTypeError,
+              "cross_entropy: target must hold integer class indices; expected i64, got ", target.dtype());
+  ANVIL_CHECK(target.dim() == 1 && target.size(0) == logits.size(0), ShapeError,
+              "cross_entropy: target must be [N] for logits [N, C]; expected [", logits.size(0), "], got ", target.shape());
+  Tensor log_probs, loss;
+  {
+    NoGradGuard no_grad;
+    log_probs = log_softmax(logits, 1);
+    loss = -mean(gather(log_probs, 1, target.unsqueeze(1)));
+  }
+  detail::record_cross_entropy(loss, logits, log_probs, target);
+  return loss;
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  detail::check_same_device("mse_loss", {&input, &target});
+  return mean(square(input - target));
+}
+
+namespace {
+
+void check_4d(const char* op, const Tensor& x) {
+  ANVIL_CHECK(x.dim() == 4, ShapeError, op, ": input must be [N, C, H, W]; expected 4 dims, got ", x.shape());
+  ANVIL_CHECK(is_floating(x.dtype()), DTypeError, op, ": input must be floating; expected f32 or f64, got ", x.dtype());
+}
+
+detail::Window2d window(const char* op, const Tensor& x, std::array<std::int64_t, 2> kernel,
+                        std::array<std::int64_t, 2> stride, std::array<std::int64_t, 2> padding) {
+  detail::Window2d w;
+  w.n = x.size(0), w.c = x.size(1), w.h = x.size(2), w.w = x.size(3);
+  w.kh = kernel[0], w.kw = kernel[1], w.sh = stride[0], w.sw = stride[1], w.ph = padding[0], w.pw = padding[1];
+  ANVIL_CHECK(w.kh > 0 && w.kw > 0 && w.sh > 0 && w.sw > 0 && w.ph >= 0 && w.pw >= 0, ValueError, op,
+              ": kernel and stride must be positive and padding non-negative; expected e.g. kernel {2, 2}, got kernel {",
+              w.kh, ", ", w.kw, "}, stride {", w.sh, ", ", w.sw, "}, padding {", w.ph, ", ", w.pw, "}");
+  ANVIL_CHECK(w.h + 2 * w.ph >= w.kh && w.w + 2 * w.pw >= w.kw, ShapeError, op,
+              ": the kernel is larger than the padded input; expected a kernel within ", w.h + 2 * w.ph, "x",
+              w.w + 2 * w.pw, ", got ", w.kh, "x", w.kw);
+  w.oh = (w.h + 2 * w.ph - w.kh) / w.sh + 1;
+  w.ow = (w.w + 2 * w.pw - w.kw) / w.sw + 1;
+  return w;
+}
+
+// x padded with `value` (x itself without padding).
+Tensor pad2d(const Tensor& x, const detail::Window2d& w, double value) {
+  if (w.ph == 0 && w.pw == 0) return x;
+  Tensor p = full({w.n, w.c, w.h + 2 * w.ph, w.w + 2 * w.pw}, value, x.device(), x.dtype());
+  p.narrow(2, w.ph, w.h).narrow(3, w.pw, w.w).copy_(x);
+  return p;
+}
+
+// [N, C, OH, OW, KH, KW] windows of a padded input.
+Tensor windows_nc(const Tensor& xp, const detail::Window2d& w) {
+  const Strides& s = xp.strides();
+  return as_strided(xp, {w.n, w.c, w.oh, w.ow, w.kh, w.kw}, {s[0], s[1], s[2] * w.sh, s[3] * w.sw, s[2], s[3]},
+                    xp.offset());
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<std::int64_t, 2> stride,
+              std::array<std::int64_t, 2> padding) {
+  const Device d = detail::check_same_device("conv2d", {&x, &weight});
+  if (bias.defined()) detail::check_same_device("conv2d", {&x, &bias});
+  check_4d("conv2d", x);
+  ANVIL_CHECK(weight.dim() == 4 && weight.size(1) == x.size(1), ShapeError,
+              "conv2d: weight must be [O, C, KH, KW] with C = input channels; expected C = ", x.size(1), ", got weight ",
+              weight.shape(), " for input ", x.shape());
+  const std::int64_t o = weight.size(0);
+  ANVIL_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == o), ShapeError,
+              "conv2d: bias must be [O]; expected [", o, "], got ", bias.shape());
+  const detail::Window2d w = window("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding);
+  (void)d;
+  Tensor cols, out;
+  {
+    NoGradGuard no_grad;
+    const Tensor xp = pad2d(x, w, 0.0);
+    const Strides& s = xp.strides();
+    // [N, OH, OW, C, KH, KW]: each row of the im2col matrix is one window.
+    const Tensor win = as_strided(xp, {w.n, w.oh, w.ow, w.c, w.kh, w.kw},
+                                  {s[0], s[2] * w.sh, s[3] * w.sw, s[1], s[2], s[3]}, xp.offset());
+    cols = win.reshape({w.n * w.oh * w.ow, w.c * w.kh * w.kw});
+    const Tensor w2 = weight.reshape({o, w.c * w.kh * w.kw}).t();
+    const Tensor out2 = bias.defined() ? addmm(bias, cols, w2) : matmul(cols, w2);
+    out = out2.view({w.n, w.oh, w.ow, o}).permute({0, 3, 1, 2});
+  }
+  detail::record_conv2d(out, x, weight, bias, cols, w);
+  return out;
+}
+
+Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
+                  std::array<std::int64_t, 2> padding) {
+  detail::check_defined("max_pool2d", x);
+  check_4d("max_pool2d", x);
+  const detail::Window2d w = window("max_pool2d", x, kernel, stride, padding);
+  Tensor windows, out;
+  {
+    NoGradGuard no_grad;
+    windows = windows_nc(pad2d(x, w, -std::numeric_limits<double>::infinity()), w);
+    out = max(windows, {4, 5});
+  }
+  detail::record_max_pool2d(out, x, windows, w);
+  return out;
+}
+
+Tensor avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
+                  std::array<std::int64_t, 2> padding) {
+  detail::check_defined("avg_pool2d", x);
+  check_4d("avg_pool2d", x);
+  const detail::Window2d w = window("avg_pool2d", x, kernel, stride, padding);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = mean(windows_nc(pad2d(x, w, 0.0), w), {4, 5});
+  }
+  detail::record_avg_pool2d(out, x, w);
+  return out;
+}
+
+}  // namespace anvil
