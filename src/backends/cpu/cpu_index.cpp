@@ -23,10 +23,9 @@ void CpuBackend::index(int, const detail::IndexArgs& a) {
       }
       v = idx[off];
     }
-    ANVIL_CHECK(v >= -a.src_dim_size && v < a.src_dim_size, IndexError,
+    ANVIL_CHECK(v >= 0 && v < a.src_dim_size, IndexError,
                 a.op == detail::IndexOp::IndexSelect ? "index_select" : "gather", ": index ", v,
-                " is out of range; expected an index in [", -a.src_dim_size, ", ", a.src_dim_size, "), got ", v,
-                " at position ", i);
+                " is out of range; expected an index in [0, ", a.src_dim_size, "), got ", v, " at position ", i);
   }
   ANVIL_DISPATCH(a.out.dtype, T, {
     const T* src = static_cast<const T*>(a.src.data) + a.src.offset;
@@ -42,8 +41,7 @@ void CpuBackend::index(int, const detail::IndexArgs& a) {
           else src_off += c * a.src.strides[d];
           idx_off += c * a.index.strides[d];
         }
-        std::int64_t v = a.op == detail::IndexOp::IndexSelect ? idx[pos_dim * a.index.strides[0]] : idx[idx_off];
-        if (v < 0) v += a.src_dim_size;
+        const std::int64_t v = a.op == detail::IndexOp::IndexSelect ? idx[pos_dim * a.index.strides[0]] : idx[idx_off];
         out[out_off] = src[src_off + v * a.src.strides[a.dim]];
       }
     });
