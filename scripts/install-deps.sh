@@ -11,7 +11,7 @@ packages=(
   zlib1g-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
   libgtest-dev libbenchmark-dev
-  clang libclang-rt-14-dev        # libFuzzer targets
+  clang libclang-rt-14-dev libomp-dev   # libFuzzer targets (clang build)
   dataset-fashion-mnist gnuplot-nox
   python3 python3-numpy python3-venv python3-pip
 )
