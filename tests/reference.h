@@ -220,6 +220,17 @@ inline ::testing::AssertionResult close(const Tensor& got_t, const Array& want, 
 inline ::testing::AssertionResult close(const Tensor& got, const Array& want, DType t) { return close(got, want, tol(t)); }
 inline ::testing::AssertionResult exact(const Tensor& got, const Array& want) { return close(got, want, Tolerance{0, 0}); }
 
+// Runs one case of a table so that an exception fails that case (with the
+// enclosing SCOPED_TRACE) instead of ending the whole test.
+template <typename F>
+void guarded(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "unexpected exception: " << e.what();
+  }
+}
+
 // ---- making inputs -----------------------------------------------------------------
 
 // splitmix64: the same numbers on every platform and standard library.
@@ -324,19 +335,27 @@ inline Dims broadcast(const Dims& a, const Dims& b) {
   return out;
 }
 
+// Strides that read `a` at an index of the (larger) broadcast shape `out`:
+// 0 along dims where `a` has size 1 or that it lacks.
+inline Dims broadcast_strides(const Dims& a_shape, const Dims& out) {
+  const std::size_t lead = out.size() - a_shape.size();
+  const Dims st = row_major_strides(a_shape);
+  Dims bst(out.size(), 0);
+  for (std::size_t i = 0; i < a_shape.size(); ++i) bst[lead + i] = a_shape[i] == 1 ? 0 : st[i];
+  return bst;
+}
+
 // Element of `a` at an index of the (larger) broadcast shape.
 inline double at_broadcast(const Array& a, const Dims& idx) {
-  const std::size_t lead = idx.size() - a.shape.size();
-  const Dims st = row_major_strides(a.shape);
-  std::int64_t off = 0;
-  for (std::size_t i = 0; i < a.shape.size(); ++i) off += (a.shape[i] == 1 ? 0 : idx[lead + i]) * st[i];
-  return a.v[static_cast<std::size_t>(off)];
+  Dims out_shape(idx.size(), 1);
+  return a.v[static_cast<std::size_t>(linear(idx, broadcast_strides(a.shape, out_shape)))];
 }
 
 inline Array expand(const Array& a, const Dims& shape) {
   Array out = Array::filled(shape, 0.0);
+  const Dims st = broadcast_strides(a.shape, shape);
   std::size_t k = 0;
-  for_each_index(shape, [&](const Dims& idx) { out.v[k++] = at_broadcast(a, idx); });
+  for_each_index(shape, [&](const Dims& idx) { out.v[k++] = a.v[static_cast<std::size_t>(linear(idx, st))]; });
   return out;
 }
 
@@ -350,16 +369,22 @@ Array map(const Array& a, F&& f) {
 template <typename F>
 Array zip(const Array& a, const Array& b, F&& f) {
   Array out = Array::filled(broadcast(a.shape, b.shape), 0.0);
+  const Dims sa = broadcast_strides(a.shape, out.shape), sb = broadcast_strides(b.shape, out.shape);
   std::size_t k = 0;
-  for_each_index(out.shape, [&](const Dims& idx) { out.v[k++] = f(at_broadcast(a, idx), at_broadcast(b, idx)); });
+  for_each_index(out.shape, [&](const Dims& idx) {
+    out.v[k++] = f(a.v[static_cast<std::size_t>(linear(idx, sa))], b.v[static_cast<std::size_t>(linear(idx, sb))]);
+  });
   return out;
 }
 
 inline Array where(const Array& c, const Array& a, const Array& b) {
   Array out = Array::filled(broadcast(c.shape, broadcast(a.shape, b.shape)), 0.0);
+  const Dims sc = broadcast_strides(c.shape, out.shape), sa = broadcast_strides(a.shape, out.shape),
+             sb = broadcast_strides(b.shape, out.shape);
   std::size_t k = 0;
   for_each_index(out.shape, [&](const Dims& idx) {
-    out.v[k++] = at_broadcast(c, idx) != 0.0 ? at_broadcast(a, idx) : at_broadcast(b, idx);
+    out.v[k++] = c.v[static_cast<std::size_t>(linear(idx, sc))] != 0.0 ? a.v[static_cast<std::size_t>(linear(idx, sa))]
+                                                                      : b.v[static_cast<std::size_t>(linear(idx, sb))];
   });
   return out;
 }

@@ -72,17 +72,19 @@ void run_unary(Device d, const UnaryCase& c) {
     for (const auto& shape : kShapes)
       for (Layout layout : kLayouts) {
         SCOPED_TRACE(trace(dt, shape, layout));
-        Domain dom = c.dom;
-        if (!is_floating(dt)) dom.integer_valued = true;
-        const ref::Input in = ref::make_input(shape, layout, dt, d, dom, seed++);
-        const Tensor out = c.op(in.t);
-        const DType want_dt = out_dtype(c.out, dt);
-        EXPECT_EQ(out.dtype(), want_dt);
-        EXPECT_EQ(out.device(), d);
-        EXPECT_EQ(out.shape(), Shape(shape));
-        EXPECT_TRUE(ref::close(out, expected_in(ref::map(in.r, c.ref), want_dt), tolerance_for(want_dt, c.rtol32, c.atol32)));
-        // The input is left alone.
-        EXPECT_TRUE(ref::exact(in.t, in.r));
+        ref::guarded([&] {
+          Domain dom = c.dom;
+          if (!is_floating(dt)) dom.integer_valued = true;
+          const ref::Input in = ref::make_input(shape, layout, dt, d, dom, seed++);
+          const Tensor out = c.op(in.t);
+          const DType want_dt = out_dtype(c.out, dt);
+          EXPECT_EQ(out.dtype(), want_dt);
+          EXPECT_EQ(out.device(), d);
+          EXPECT_EQ(out.shape(), Shape(shape));
+          EXPECT_TRUE(ref::close(out, expected_in(ref::map(in.r, c.ref), want_dt), tolerance_for(want_dt, c.rtol32, c.atol32)));
+          // The input is left alone.
+          EXPECT_TRUE(ref::exact(in.t, in.r));
+        });
       }
 }
 
@@ -251,18 +253,20 @@ void run_binary(Device d, const BinaryCase& c) {
       for (auto [la, lb] : kLayoutPairs) {
         SCOPED_TRACE(std::string(to_string(dt)) + " " + ref::dims_str(sp.a) + " " + ref::name(la) + " op " +
                      ref::dims_str(sp.b) + " " + ref::name(lb));
-        Domain da = c.da, db = c.db;
-        if (!is_floating(dt)) da.integer_valued = db.integer_valued = true;
-        const ref::Input a = ref::make_input(sp.a, la, dt, d, da, seed++);
-        const ref::Input b = ref::make_input(sp.b, lb, dt, d, db, seed++);
-        const Tensor out = c.op(a.t, b.t);
-        const DType want_dt = out_dtype(c.out, dt);
-        EXPECT_EQ(out.dtype(), want_dt);
-        EXPECT_EQ(out.device(), d);
-        EXPECT_TRUE(ref::close(out, expected_in(ref::zip(a.r, b.r, c.ref), want_dt),
-                               tolerance_for(want_dt, c.rtol32, c.atol32)));
-        EXPECT_TRUE(ref::exact(a.t, a.r));
-        EXPECT_TRUE(ref::exact(b.t, b.r));
+        ref::guarded([&] {
+          Domain da = c.da, db = c.db;
+          if (!is_floating(dt)) da.integer_valued = db.integer_valued = true;
+          const ref::Input a = ref::make_input(sp.a, la, dt, d, da, seed++);
+          const ref::Input b = ref::make_input(sp.b, lb, dt, d, db, seed++);
+          const Tensor out = c.op(a.t, b.t);
+          const DType want_dt = out_dtype(c.out, dt);
+          EXPECT_EQ(out.dtype(), want_dt);
+          EXPECT_EQ(out.device(), d);
+          EXPECT_TRUE(ref::close(out, expected_in(ref::zip(a.r, b.r, c.ref), want_dt),
+                                 tolerance_for(want_dt, c.rtol32, c.atol32)));
+          EXPECT_TRUE(ref::exact(a.t, a.r));
+          EXPECT_TRUE(ref::exact(b.t, b.r));
+        });
       }
 }
 
@@ -403,14 +407,16 @@ void run_scalar(Device d, const ScalarCase& c) {
     for (const auto& shape : shapes)
       for (Layout layout : kLayouts) {
         SCOPED_TRACE(trace(dt, shape, layout));
-        Domain dom = c.dom;
-        if (!is_floating(dt)) dom.integer_valued = true;
-        const ref::Input in = ref::make_input(shape, layout, dt, d, dom, seed++);
-        const Tensor out = c.op(in.t);
-        const DType want_dt = c.out(dt);
-        EXPECT_EQ(out.dtype(), want_dt);
-        EXPECT_EQ(out.device(), d);
-        EXPECT_TRUE(ref::close(out, expected_in(ref::map(in.r, c.ref), want_dt), tolerance_for(want_dt)));
+        ref::guarded([&] {
+          Domain dom = c.dom;
+          if (!is_floating(dt)) dom.integer_valued = true;
+          const ref::Input in = ref::make_input(shape, layout, dt, d, dom, seed++);
+          const Tensor out = c.op(in.t);
+          const DType want_dt = c.out(dt);
+          EXPECT_EQ(out.dtype(), want_dt);
+          EXPECT_EQ(out.device(), d);
+          EXPECT_TRUE(ref::close(out, expected_in(ref::map(in.r, c.ref), want_dt), tolerance_for(want_dt)));
+        });
       }
 }
 
@@ -493,18 +499,20 @@ TEST_P(ElementwiseWhere, BroadcastsAllThree) {
       for (auto [la, lb] : kLayoutPairs) {
         SCOPED_TRACE(std::string(to_string(dt)) + " cond " + ref::dims_str(c.c) + " a " + ref::dims_str(c.a) + " b " +
                      ref::dims_str(c.b) + " " + ref::name(la) + "/" + ref::name(lb));
-        const auto cond = ref::make_input(c.c, lb, boolean, d, Domain{0, 1, true}, seed++);
-        const Domain dom{-5, 5, !is_floating(dt)};
-        const auto a = ref::make_input(c.a, la, dt, d, dom, seed++);
-        const auto b = ref::make_input(c.b, lb, dt, d, dom, seed++);
-        const Tensor out = where(cond.t, a.t, b.t);
-        EXPECT_EQ(out.dtype(), dt);
-        EXPECT_EQ(out.device(), d);
-        EXPECT_TRUE(ref::exact(out, ref::where(cond.r, a.r, b.r)));
-        // Scalar branches.
-        EXPECT_TRUE(ref::close(where(cond.t, Scalar(0.5), b.t),
-                               ref::where(cond.r, ref::Array({}, {0.5}), b.r), tolerance_for(float_for_int(dt))));
-        EXPECT_TRUE(ref::exact(where(cond.t, a.t, Scalar(-2)), ref::where(cond.r, a.r, ref::Array({}, {-2}))));
+        ref::guarded([&] {
+          const auto cond = ref::make_input(c.c, lb, boolean, d, Domain{0, 1, true}, seed++);
+          const Domain dom{-5, 5, !is_floating(dt)};
+          const auto a = ref::make_input(c.a, la, dt, d, dom, seed++);
+          const auto b = ref::make_input(c.b, lb, dt, d, dom, seed++);
+          const Tensor out = where(cond.t, a.t, b.t);
+          EXPECT_EQ(out.dtype(), dt);
+          EXPECT_EQ(out.device(), d);
+          EXPECT_TRUE(ref::exact(out, ref::where(cond.r, a.r, b.r)));
+          // Scalar branches.
+          EXPECT_TRUE(ref::close(where(cond.t, Scalar(0.5), b.t),
+                                 ref::where(cond.r, ref::Array({}, {0.5}), b.r), tolerance_for(float_for_int(dt))));
+          EXPECT_TRUE(ref::exact(where(cond.t, a.t, Scalar(-2)), ref::where(cond.r, a.r, ref::Array({}, {-2}))));
+        });
       }
 }
 
@@ -536,12 +544,14 @@ TEST_P(ElementwiseWhere, ClampOnEveryLayout) {
     for (const auto& shape : kShapes)
       for (Layout layout : kLayouts) {
         SCOPED_TRACE(trace(dt, shape, layout));
-        const auto x = ref::make_input(shape, layout, dt, d, Domain{-10, 10, !is_floating(dt)}, seed++);
-        EXPECT_TRUE(ref::exact(clamp(x.t, Scalar(-3), Scalar(4)),
-                               ref::map(x.r, [](double v) { return std::clamp(v, -3.0, 4.0); })));
-        EXPECT_TRUE(ref::exact(x.t.clamp(Scalar(0), std::nullopt), ref::map(x.r, [](double v) { return std::max(v, 0.0); })));
-        EXPECT_TRUE(ref::exact(clamp(x.t, std::nullopt, Scalar(-2)), ref::map(x.r, [](double v) { return std::min(v, -2.0); })));
-        EXPECT_EQ(clamp(x.t, Scalar(-3), Scalar(4)).dtype(), dt);
+        ref::guarded([&] {
+          const auto x = ref::make_input(shape, layout, dt, d, Domain{-10, 10, !is_floating(dt)}, seed++);
+          EXPECT_TRUE(ref::exact(clamp(x.t, Scalar(-3), Scalar(4)),
+                                 ref::map(x.r, [](double v) { return std::clamp(v, -3.0, 4.0); })));
+          EXPECT_TRUE(ref::exact(x.t.clamp(Scalar(0), std::nullopt), ref::map(x.r, [](double v) { return std::max(v, 0.0); })));
+          EXPECT_TRUE(ref::exact(clamp(x.t, std::nullopt, Scalar(-2)), ref::map(x.r, [](double v) { return std::min(v, -2.0); })));
+          EXPECT_EQ(clamp(x.t, Scalar(-3), Scalar(4)).dtype(), dt);
+        });
       }
 }
 
@@ -567,22 +577,24 @@ void run_in_place2(Device d, const InPlace2& op, const Ref2& r, Domain dom_other
       for (auto [lx, lo] : kLayoutPairs) {
         SCOPED_TRACE(std::string(to_string(dt)) + " self " + ref::dims_str(sx) + " " + ref::name(lx) + ", other " +
                      ref::dims_str(so) + " " + ref::name(lo));
-        Domain dx = kSym, dot = dom_other;
-        if (!is_floating(dt)) dx.integer_valued = dot.integer_valued = true;
-        ref::Input x = ref::make_input(sx, lx, dt, d, dx, seed++);
-        const ref::Input o = ref::make_input(so, lo, dt, d, dot, seed++);
-        const Tensor alias = x.t;                 // another handle to the same tensor
-        const Tensor base_view = x.t.flatten();   // a view or copy of x before the op
-        const bool was_view = base_view.shares_storage(x.t);
-        op(x.t, o.t);
-        const ref::Array want = expected_in(ref::zip(x.r, o.r, r), dt);
-        EXPECT_EQ(x.t.dtype(), dt);
-        EXPECT_TRUE(x.t.is_same(alias));
-        EXPECT_TRUE(ref::close(x.t, want, tolerance_for(dt)));
-        if (was_view) {
-          EXPECT_TRUE(ref::close(base_view, ref::reshape(want, {want.numel()}), tolerance_for(dt)));
-        }
-        EXPECT_TRUE(ref::exact(o.t, o.r));
+        ref::guarded([&] {
+          Domain dx = kSym, dot = dom_other;
+          if (!is_floating(dt)) dx.integer_valued = dot.integer_valued = true;
+          ref::Input x = ref::make_input(sx, lx, dt, d, dx, seed++);
+          const ref::Input o = ref::make_input(so, lo, dt, d, dot, seed++);
+          const Tensor alias = x.t;                 // another handle to the same tensor
+          const Tensor base_view = x.t.flatten();   // a view or copy of x before the op
+          const bool was_view = base_view.shares_storage(x.t);
+          op(x.t, o.t);
+          const ref::Array want = expected_in(ref::zip(x.r, o.r, r), dt);
+          EXPECT_EQ(x.t.dtype(), dt);
+          EXPECT_TRUE(x.t.is_same(alias));
+          EXPECT_TRUE(ref::close(x.t, want, tolerance_for(dt)));
+          if (was_view) {
+            EXPECT_TRUE(ref::close(base_view, ref::reshape(want, {want.numel()}), tolerance_for(dt)));
+          }
+          EXPECT_TRUE(ref::exact(o.t, o.r));
+        });
       }
 }
 
@@ -621,14 +633,16 @@ void run_in_place1(Device d, const InPlace1& op, const Ref1& r, Domain dom, cons
     for (const auto& shape : kShapes)
       for (Layout layout : kLayouts) {
         SCOPED_TRACE(trace(dt, shape, layout));
-        Domain dx = dom;
-        if (!is_floating(dt)) dx.integer_valued = true;
-        ref::Input x = ref::make_input(shape, layout, dt, d, dx, seed++);
-        const Tensor alias = x.t;
-        op(x.t);
-        EXPECT_TRUE(x.t.is_same(alias));
-        EXPECT_EQ(x.t.dtype(), dt);
-        EXPECT_TRUE(ref::close(x.t, expected_in(ref::map(x.r, r), dt), tolerance_for(dt)));
+        ref::guarded([&] {
+          Domain dx = dom;
+          if (!is_floating(dt)) dx.integer_valued = true;
+          ref::Input x = ref::make_input(shape, layout, dt, d, dx, seed++);
+          const Tensor alias = x.t;
+          op(x.t);
+          EXPECT_TRUE(x.t.is_same(alias));
+          EXPECT_EQ(x.t.dtype(), dt);
+          EXPECT_TRUE(ref::close(x.t, expected_in(ref::map(x.r, r), dt), tolerance_for(dt)));
+        });
       }
 }
 

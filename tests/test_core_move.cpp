@@ -129,7 +129,7 @@ const std::vector<MixedOp>& mixed_ops() {
          Tensor c = a;
          c.copy_(b);
        }},
-      {"index_select", [](const Tensor& a, const Tensor& b) { (void)index_select(a, 0, b.to(i64)); }},
+      {"index_select", [](const Tensor& a, const Tensor& b) { (void)index_select(a, 0, b.select(0, 0).to(i64)); }},
       {"gather", [](const Tensor& a, const Tensor& b) { (void)gather(a, 0, b.to(i64)); }},
       {"add", [](const Tensor& a, const Tensor& b) {  // add_out
          Tensor out = empty_like(a);

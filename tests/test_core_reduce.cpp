@@ -45,7 +45,6 @@ struct ReduceCase {
 
 DType same(DType t) { return t; }
 DType sum_dtype(DType t) { return is_floating(t) ? t : i64; }  // torch.sum/prod of ints give i64
-DType index_dtype(DType) { return i64; }
 
 void run_reduce(Device d, const ReduceCase& c) {
   std::uint64_t seed = 1;
@@ -55,19 +54,21 @@ void run_reduce(Device d, const ReduceCase& c) {
         for (bool keepdim : {false, true}) {
           SCOPED_TRACE(std::string(to_string(dt)) + " shape=" + ref::dims_str(rc.shape) + " dims=" +
                        ref::dims_str(rc.dims) + " " + ref::name(layout) + (keepdim ? " keepdim" : ""));
-          Domain dom = c.dom;
-          if (!is_floating(dt)) dom.integer_valued = true;
-          const auto in = ref::make_input(rc.shape, layout, dt, d, dom, seed++);
-          const Tensor out = c.op(in.t, Shape(rc.dims), keepdim);
-          const DType want_dt = c.out(dt);
-          EXPECT_EQ(out.dtype(), want_dt);
-          EXPECT_EQ(out.device(), d);
-          const ref::Array want = c.ref(in.r, rc.dims, keepdim);
-          ref::Tolerance tol = ref::tol(want_dt);
-          if (want_dt == f32) tol = {c.rtol32, c.atol32};
-          if (want_dt == f64) tol = {1e-10, 1e-10};
-          EXPECT_TRUE(ref::close(out, want, tol));
-          EXPECT_TRUE(ref::exact(in.t, in.r));
+          ref::guarded([&] {
+            Domain dom = c.dom;
+            if (!is_floating(dt)) dom.integer_valued = true;
+            const auto in = ref::make_input(rc.shape, layout, dt, d, dom, seed++);
+            const Tensor out = c.op(in.t, Shape(rc.dims), keepdim);
+            const DType want_dt = c.out(dt);
+            EXPECT_EQ(out.dtype(), want_dt);
+            EXPECT_EQ(out.device(), d);
+            const ref::Array want = c.ref(in.r, rc.dims, keepdim);
+            ref::Tolerance tol = ref::tol(want_dt);
+            if (want_dt == f32) tol = {c.rtol32, c.atol32};
+            if (want_dt == f64) tol = {1e-10, 1e-10};
+            EXPECT_TRUE(ref::close(out, want, tol));
+            EXPECT_TRUE(ref::exact(in.t, in.r));
+          });
         }
 }
 
@@ -138,21 +139,23 @@ void run_arg(Device d, bool is_max) {
         for (bool keepdim : {false, true}) {
           SCOPED_TRACE(std::string(to_string(dt)) + " shape=" + ref::dims_str(c.shape) + " dim=" +
                        (c.dim ? std::to_string(*c.dim) : "none") + " " + ref::name(layout) + (keepdim ? " keepdim" : ""));
-          // Few distinct values: ties, where the first index must win.
-          const auto in = ref::make_input(c.shape, layout, dt, d, Domain{-3, 3, true}, seed++);
-          const Tensor out = is_max ? argmax(in.t, c.dim, keepdim) : argmin(in.t, c.dim, keepdim);
-          EXPECT_EQ(out.dtype(), i64);
-          EXPECT_EQ(out.device(), d);
-          ref::Array want;
-          if (c.dim) {
-            want = is_max ? ref::argmax(in.r, {*c.dim}, keepdim) : ref::argmin(in.r, {*c.dim}, keepdim);
-          } else {
-            // Over the flattened tensor: a 0-dim index (keepdim keeps every dim as 1, like torch).
-            const ref::Array flat = ref::reshape(in.r, {in.r.numel()});
-            want = is_max ? ref::argmax(flat, {}, false) : ref::argmin(flat, {}, false);
-            if (keepdim) want = ref::reshape(want, ref::Dims(c.shape.size(), 1));
-          }
-          EXPECT_TRUE(ref::exact(out, want));
+          ref::guarded([&] {
+            // Few distinct values: ties, where the first index must win.
+            const auto in = ref::make_input(c.shape, layout, dt, d, Domain{-3, 3, true}, seed++);
+            const Tensor out = is_max ? argmax(in.t, c.dim, keepdim) : argmin(in.t, c.dim, keepdim);
+            EXPECT_EQ(out.dtype(), i64);
+            EXPECT_EQ(out.device(), d);
+            ref::Array want;
+            if (c.dim) {
+              want = is_max ? ref::argmax(in.r, {*c.dim}, keepdim) : ref::argmin(in.r, {*c.dim}, keepdim);
+            } else {
+              // Over the flattened tensor: a 0-dim index (keepdim keeps every dim as 1, like torch).
+              const ref::Array flat = ref::reshape(in.r, {in.r.numel()});
+              want = is_max ? ref::argmax(flat, {}, false) : ref::argmin(flat, {}, false);
+              if (keepdim) want = ref::reshape(want, ref::Dims(c.shape.size(), 1));
+            }
+            EXPECT_TRUE(ref::exact(out, want));
+          });
         }
 }
 
