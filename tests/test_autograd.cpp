@@ -1,0 +1,168 @@
+// Autograd: every differentiable op against float64 central differences
+// (gradcheck), on every device; engine behaviour (accumulation, no-grad,
+// detach, names, errors).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "anvil/autograd.h"
+#include "device_test.h"
+
+using namespace anvil;
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+namespace {
+struct Case {
+  std::string name;
+  std::vector<Shape> shapes;
+  Fn fn;
+  bool positive = false;  // inputs in (0.5, 1.5) (log, sqrt, pow)
+  // Through an f32 round trip central differences need a larger step.
+  autograd::GradcheckOptions options = {};
+};
+
+std::vector<Case> cases() {
+  using V = const std::vector<Tensor>&;
+  return {
+      {"add_broadcast", {{3, 4}, {4}}, [](V x) { return x[0] + x[1]; }},
+      {"sub_broadcast", {{3, 1}, {1, 4}}, [](V x) { return x[0] - x[1]; }},
+      {"mul", {{3, 4}, {3, 4}}, [](V x) { return x[0] * x[1]; }},
+      {"div", {{2, 3}, {2, 3}}, [](V x) { return x[0] / x[1]; }, true},
+      {"pow_tensor", {{2, 3}, {2, 3}}, [](V x) { return pow(x[0], x[1]); }, true},
+      {"scalar_ops", {{5}}, [](V x) { return (2.0 - x[0]) * 3.0 / 2.0 + 1.0 - 4.0 / (x[0] + 3.0); }, true},
+      {"pow_scalar", {{5}}, [](V x) { return pow(x[0], 3.0) + pow(2.0, x[0]); }, true},
+      {"maximum_minimum", {{6}, {6}}, [](V x) { return maximum(x[0], x[1]) + minimum(x[0], x[1] * 2.0); }},
+      {"unary", {{7}}, [](V x) { return exp(x[0]) + log(x[0]) + sqrt(x[0]) + rsqrt(x[0]) + reciprocal(x[0]); }, true},
+      {"trig_act", {{7}}, [](V x) { return sin(x[0]) * cos(x[0]) + tanh(x[0]) + sigmoid(x[0]) + relu(x[0]) + abs(x[0]) + square(x[0]) - x[0]; }},
+      {"clamp", {{8}}, [](V x) { return clamp(x[0], -0.3, 0.4); }},
+      {"where", {{6}, {6}}, [](V x) { return where(x[0] > 0, x[0] * x[1], x[1]); }},
+      {"sum_dims", {{2, 3, 4}}, [](V x) { return sum(x[0], {0, 2}) + sum(x[0]).reshape({1}); }},
+      {"mean", {{3, 4}}, [](V x) { return mean(x[0], {1}, true) * mean(x[0]); }},
+      {"max_min", {{3, 4}}, [](V x) { return max(x[0], {1}) + min(x[0], {0}).sum() + max(x[0]); }},
+      {"var_std", {{3, 5}}, [](V x) { return var(x[0], {1}) + anvil::std(x[0]); }},
+      {"norm_logsumexp", {{3, 4}}, [](V x) { return norm(x[0], {1}) + logsumexp(x[0], {1}); }},
+      {"prod", {{2, 3}}, [](V x) { return prod(x[0], {1}); }, true},
+      {"matmul_2d", {{3, 4}, {4, 2}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_1d_2d", {{4}, {4, 3}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_2d_1d", {{3, 4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_dot", {{4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_batched_broadcast", {{2, 3, 4}, {4, 2}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"bmm_transposed", {{2, 4, 3}, {2, 4, 2}}, [](V x) { return bmm(x[0].transpose(1, 2), x[1]); }},
+      {"addmm", {{3}, {2, 4}, {4, 3}}, [](V x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); }},
+      {"views", {{2, 3, 4}}, [](V x) { return x[0].permute({2, 0, 1}).reshape({4, 6}).t().unsqueeze(0).squeeze(0) * 1.0; }},
+      {"slice_narrow_select", {{4, 5}}, [](V x) { return x[0].slice(1, 1, 5, 2).narrow(0, 1, 2) + x[0].select(1, -1).narrow(0, 0, 2).unsqueeze(1); }},
+      {"expand", {{3, 1}}, [](V x) { return x[0].expand({2, 3, 4}); }},
+      {"flatten_view", {{2, 3, 2}}, [](V x) { return x[0].flatten().view({3, 4}); }},
+      {"cat_stack", {{2, 3}, {1, 3}}, [](V x) { return cat({x[0], x[1] * 2.0}, 0) + stack({x[1][0], x[1][0]}, 0).sum(); }},
+      {"split_chunk", {{6, 2}}, [](V x) { auto p = split(x[0], 4); return p[0].sum() * p[1].sum() + chunk(x[0], 3)[2]; }},
+      {"index_select", {{4, 3}}, [](V x) { return index_select(x[0], 0, tensor({2, 0, 2}, x[0].device())); }},
+      {"gather", {{3, 4}}, [](V x) { return gather(x[0], 1, tensor({{0, 3}, {1, 1}, {2, 0}}, x[0].device())); }},
+      {"cast", {{4}}, [](V x) { return (x[0].to(f32).to(f64) * x[0]); }, false, {.eps = 1e-2, .atol = 1e-4, .rtol = 1e-3}},
+      {"contiguous_clone", {{3, 4}}, [](V x) { return x[0].t().contiguous() * x[0].t().clone(); }},
+      {"softmax_logsoftmax", {{3, 5}}, [](V x) { return softmax(x[0], 1) + log_softmax(x[0], 0); }},
+      {"cross_entropy", {{4, 5}}, [](V x) { return cross_entropy(x[0], tensor({1, 0, 4, 4}, x[0].device())); }},
+      {"mse_loss", {{3, 2}, {3, 2}}, [](V x) { return mse_loss(x[0], x[1]); }},
+      {"conv2d", {{2, 2, 5, 6}, {3, 2, 3, 2}, {3}},
+       [](V x) { return conv2d(x[0], x[1], x[2], {2, 1}, {1, 2}); }},
+      {"conv2d_nobias", {{1, 1, 4, 4}, {2, 1, 2, 2}}, [](V x) { return conv2d(x[0], x[1]); }},
+      {"max_pool2d", {{2, 2, 5, 5}}, [](V x) { return max_pool2d(x[0], {2, 2}, {2, 1}, {1, 0}); }},
+      {"avg_pool2d", {{2, 2, 5, 4}}, [](V x) { return avg_pool2d(x[0], {3, 2}, {2, 2}, {1, 1}); }},
+  };
+}
+}  // namespace
+
+class Gradcheck : public anvil::testing::DeviceTest {};
+
+TEST_P(Gradcheck, EveryDifferentiableOp) {
+  const Device d = device();
+  if (!properties(d).fp64) GTEST_SKIP() << d << " has no f64; gradcheck needs float64";
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    manual_seed(7);
+    std::vector<Tensor> inputs;
+    for (const Shape& s : c.shapes) {
+      Tensor x = c.positive ? rand(s, d, f64) + 0.5 : randn(s, d, f64);
+      inputs.push_back(x.requires_grad_());
+    }
+    const auto r = autograd::gradcheck(c.fn, inputs, c.options);
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+}
+
+class Autograd : public anvil::testing::DeviceTest {};
+
+TEST_P(Autograd, AccumulatesAndClears) {
+  const Device d = device();
+  Tensor w = ones({3}, d).requires_grad_();
+  (w * 2.0).sum().backward();
+  (w * 3.0).sum().backward();
+  EXPECT_TRUE(allclose(w.grad(), full({3}, 5.0, d)));
+  EXPECT_EQ(w.grad().device(), d);
+  w.zero_grad();
+  EXPECT_TRUE(allclose(w.grad(), zeros({3}, d)));
+  w.set_grad({});
+  EXPECT_FALSE(w.grad().defined());
+}
+
+TEST_P(Autograd, NoGradDetachAndNames) {
+  const Device d = device();
+  Tensor w = randn({2, 3}, d).requires_grad_();
+  Tensor b = zeros({3}, d).requires_grad_();
+  Tensor x = randn({4, 2}, d);
+  const Tensor y = addmm(b, x, w);
+  EXPECT_EQ(y.grad_fn_name(), "AddmmBackward");
+  EXPECT_NE(to_string(y).find("grad_fn=<AddmmBackward>"), std::string::npos) << to_string(y);
+  EXPECT_TRUE(w.is_leaf());
+  EXPECT_FALSE(y.is_leaf());
+  EXPECT_FALSE(y.detach().requires_grad());
+  {
+    NoGradGuard no_grad;
+    EXPECT_FALSE((w * 2.0).requires_grad());
+  }
+  EXPECT_TRUE((w * 2.0).requires_grad());
+  EXPECT_THROW(y.backward(), ShapeError);  // non-scalar without a gradient
+  y.backward(ones_like(y));
+  EXPECT_TRUE(allclose(b.grad(), full({3}, 4.0, d)));
+  EXPECT_THROW(w.add_(1.0), ValueError);   // in-place on a leaf that requires grad
+  EXPECT_THROW(ones({2}, d).backward(), ValueError);
+  EXPECT_THROW(ones({2}, d, i64).requires_grad_(), DTypeError);
+}
+
+TEST_P(Autograd, FreedGraphNeedsRetainGraph) {
+  const Device d = device();
+  Tensor w = ones({2}, d).requires_grad_();
+  Tensor y = (w * w).sum();
+  y.backward({}, true);
+  y.backward();
+  EXPECT_TRUE(allclose(w.grad(), full({2}, 4.0, d)));
+  EXPECT_THROW(y.backward(), ValueError);
+}
+
+TEST_P(Autograd, GradientCrossesDevices) {
+  const Device d = device();
+  Tensor w = ones({3}, cpu()).requires_grad_();
+  (w.to(d) * 2.0).sum().backward();
+  EXPECT_EQ(w.grad().device(), cpu());
+  EXPECT_TRUE(allclose(w.grad(), full({3}, 2.0)));
+}
+
+TEST(GradcheckTool, CatchesAWrongGradient) {
+  // A custom op with a deliberately wrong rule must be caught.
+  auto fn = [](const std::vector<Tensor>& x) {
+    Tensor out;
+    {
+      NoGradGuard no_grad;
+      out = x[0] * x[0];
+    }
+    const Tensor saved = x[0].detach();
+    return autograd::make_differentiable("BadSquare", out, {x[0]}, [saved](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{g * saved};  // should be 2 * x
+    });
+  };
+  const auto r = autograd::gradcheck(fn, {randn({3}, cpu(), f64).requires_grad_()});
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("analytic"), std::string::npos);
+}
+
+ANVIL_INSTANTIATE_DEVICE_TEST(Gradcheck);
+ANVIL_INSTANTIATE_DEVICE_TEST(Autograd);

@@ -1,0 +1,212 @@
+// nn and optim: layer gradients (gradcheck through modules in f64), module
+// identity across device moves, state_dict / safetensors round trips,
+// optimiser updates, and a short end-to-end training run on Fashion-MNIST.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "anvil/autograd.h"
+#include "anvil/data.h"
+#include "anvil/nn.h"
+#include "anvil/optim.h"
+#include "device_test.h"
+
+using namespace anvil;
+
+namespace {
+// Module parameters converted to f64 so gradcheck can drive them.
+void to_f64(nn::Module& m) {
+  NoGradGuard no_grad;
+  for (const Tensor& p : m.parameters()) p.set_data(p.to(f64));
+  for (const Tensor& b : m.buffers())
+    if (is_floating(b.dtype())) b.set_data(b.to(f64));
+}
+
+// gradcheck of a module w.r.t. its input (parameters are checked through the
+// functional ops in ParameterGradientsMatchFiniteDifferences).
+void check_module(nn::Module& m, const Shape& in, Device d) {
+  to_f64(m);
+  m.to(d);
+  const auto r = autograd::gradcheck([&](const std::vector<Tensor>& x) { return m(x[0]); },
+                                     {randn(in, d, f64).requires_grad_()});
+  EXPECT_TRUE(r.ok) << m.name() << ": " << r.message;
+}
+}  // namespace
+
+class NN : public anvil::testing::DeviceTest {};
+
+TEST_P(NN, LayersPassGradcheckForTheirInput) {
+  const Device d = device();
+  if (!properties(d).fp64) GTEST_SKIP() << d << " has no f64; gradcheck needs float64";
+  manual_seed(1);
+  {
+    nn::Linear m(4, 3);
+    check_module(m, {2, 4}, d);
+  }
+  {
+    nn::Conv2d m(2, 3, 3, 2, 1);
+    check_module(m, {2, 2, 5, 5}, d);
+  }
+  {
+    nn::Sequential m{nn::MaxPool2d(2), nn::AvgPool2d(2, 1), nn::Flatten(), nn::Tanh(), nn::Sigmoid(), nn::Softmax(1)};
+    check_module(m, {2, 2, 6, 6}, d);
+  }
+  {
+    nn::BatchNorm2d m(3);
+    check_module(m, {4, 3, 2, 2}, d);
+  }
+  {
+    nn::BatchNorm1d m(3);
+    check_module(m, {5, 3}, d);
+  }
+}
+
+TEST_P(NN, ParameterGradientsMatchFiniteDifferences) {
+  const Device d = device();
+  if (!properties(d).fp64) GTEST_SKIP() << d << " has no f64; gradcheck needs float64";
+  // Parameters of Linear, Conv2d and BatchNorm through the functional ops
+  // the layers run.
+  const auto r = autograd::gradcheck(
+      [](const std::vector<Tensor>& p) {
+        Tensor y = conv2d(p[0], p[1], p[2], {1, 1}, {1, 1});
+        y = relu(y).flatten(1);
+        y = addmm(p[4], y, p[3].t());
+        const Tensor mu = mean(y, {0}, true);
+        y = (y - mu) * rsqrt(mean(square(y - mu), {0}, true) + 1e-5) * p[5] + p[6];
+        return y;
+      },
+      {randn({3, 1, 3, 3}, d, f64).requires_grad_(), randn({2, 1, 3, 3}, d, f64).requires_grad_(),
+       randn({2}, d, f64).requires_grad_(), randn({4, 18}, d, f64).requires_grad_(), randn({4}, d, f64).requires_grad_(),
+       randn({4}, d, f64).requires_grad_(), randn({4}, d, f64).requires_grad_()});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST_P(NN, MoveKeepsParameterIdentityAndOptimiserWorks) {
+  const Device d = device();
+  nn::Sequential net{nn::Linear(3, 4), nn::ReLU(), nn::Linear(4, 2), nn::BatchNorm1d(2)};
+  const std::vector<Tensor> before = net.parameters();
+  optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
+  net.to(d);
+  const std::vector<Tensor> after = net.parameters();
+  ASSERT_EQ(before.size(), after.size());
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    EXPECT_TRUE(before[i].is_same(after[i]));
+    EXPECT_EQ(before[i].device(), d);
+    EXPECT_TRUE(before[i].requires_grad());
+  }
+  EXPECT_EQ(net[0].weight().device(), d);
+  EXPECT_EQ(net.devices(), std::vector<Device>{d});
+  for (const Tensor& b : net.buffers()) EXPECT_EQ(b.device(), d);
+  const Tensor y = net(randn({5, 3}, d));
+  EXPECT_EQ(y.device(), d);
+  const Tensor w0 = net[0].weight().clone();
+  y.sum().backward();
+  opt.step();
+  EXPECT_FALSE(allclose(net[0].weight(), w0));
+  EXPECT_THROW(net[1].weight(), ValueError);
+  EXPECT_THROW(net[9], IndexError);
+}
+
+TEST_P(NN, StateDictAndSafetensorsRoundTrip) {
+  const Device d = device();
+  manual_seed(3);
+  nn::Sequential a{nn::Conv2d(1, 2, 3), nn::BatchNorm2d(2), nn::Flatten(), nn::Linear(8, 3)};
+  nn::Sequential b{nn::Conv2d(1, 2, 3), nn::BatchNorm2d(2), nn::Flatten(), nn::Linear(8, 3)};
+  a.to(d);
+  a(randn({2, 1, 4, 4}, d));  // updates BatchNorm's running statistics
+  b.load_state_dict(a.state_dict());
+  for (const auto& [k, t] : a.state_dict()) EXPECT_TRUE(equal(t.cpu(), b.state_dict().at(k).cpu())) << k;
+  EXPECT_EQ(b.devices(), std::vector<Device>{cpu()});  // loaded onto b's own device
+
+  const std::string path = (std::filesystem::temp_directory_path() / "anvil_test_nn.safetensors").string();
+  a.save(path);
+  nn::Sequential c{nn::Conv2d(1, 2, 3), nn::BatchNorm2d(2), nn::Flatten(), nn::Linear(8, 3)};
+  const Tensor w = c[0].weight();
+  c.load(path, d);
+  EXPECT_TRUE(w.is_same(c[0].weight()));
+  EXPECT_EQ(c.devices(), std::vector<Device>{d});
+  a.eval();
+  c.eval();
+  const Tensor x = randn({2, 1, 4, 4}, d);
+  EXPECT_TRUE(allclose(a(x), c(x), 1e-5, 1e-6));
+  std::remove(path.c_str());
+
+  nn::StateDict bad = a.state_dict();
+  bad["3.weight"] = zeros({3, 9}, d);
+  try {
+    b.load_state_dict(bad);
+    ADD_FAILURE() << "no ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("'3.weight'"), std::string::npos) << e.what();
+  }
+  bad = a.state_dict();
+  bad["3.bias"] = zeros({3}, d, f64);
+  EXPECT_THROW(b.load_state_dict(bad), DTypeError);
+  bad = a.state_dict();
+  bad.erase("0.bias");
+  EXPECT_THROW(b.load_state_dict(bad), ValueError);
+  b.load_state_dict(bad, false);
+}
+
+TEST_P(NN, AdamAndSgdMinimiseAQuadratic) {
+  const Device d = device();
+  for (int which = 0; which < 2; ++which) {
+    Tensor w = full({3}, 5.0, d).requires_grad_();
+    std::unique_ptr<optim::Optimizer> opt;
+    if (which == 0) opt = std::make_unique<optim::SGD>(std::vector<Tensor>{w}, optim::SGDOptions{.lr = 0.1, .momentum = 0.5, .weight_decay = 1e-4});
+    else opt = std::make_unique<optim::Adam>(std::vector<Tensor>{w}, optim::AdamOptions{.lr = 0.3});
+    for (int i = 0; i < 200; ++i) {
+      opt->zero_grad();
+      square(w - 1.0).sum().backward();
+      opt->step();
+    }
+    EXPECT_TRUE(allclose(w, ones({3}, d), 0, 0.05)) << which << ": " << w;
+  }
+}
+
+TEST_P(NN, DropoutTrainsAndEvaluates) {
+  const Device d = device();
+  nn::Dropout drop(0.5);
+  const Tensor x = ones({1000}, d);
+  const Tensor y = drop(x);
+  const double kept = sum(y > 0).item<double>();
+  EXPECT_GT(kept, 400);
+  EXPECT_LT(kept, 600);
+  EXPECT_TRUE(allclose(max(y), scalar_tensor(2.0, d)));
+  drop.eval();
+  EXPECT_TRUE(drop(x).is_same(x));
+}
+
+// End to end: a few hundred SGD steps of the MLP on a Fashion-MNIST subset
+// must bring the training loss under a threshold, on every device.
+TEST_P(NN, ShortTrainingRunReachesLossThreshold) {
+  const Device d = device();
+  std::unique_ptr<FashionMNIST> data;
+  try {
+    data = std::make_unique<FashionMNIST>(FashionMNIST::Split::Train);
+  } catch (const IOError& e) {
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): " << e.what();
+  }
+  manual_seed(0);
+  const Tensor images = data->images().narrow(0, 0, 6400), labels = data->labels().narrow(0, 0, 6400);
+  nn::Sequential net{nn::Flatten(), nn::Linear(784, 64), nn::ReLU(), nn::Linear(64, 10)};
+  net.to(d);
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  DataLoader loader(images, labels, {.batch_size = 64, .shuffle = true, .seed = 1, .device = d});
+  double last = 0;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    Tensor total = zeros({}, d);
+    for (const Batch& b : loader) {
+      opt.zero_grad();
+      const Tensor loss = nn::cross_entropy(net(b.inputs), b.targets);
+      loss.backward();
+      opt.step();
+      NoGradGuard no_grad;
+      total += loss.detach();
+    }
+    last = total.item<double>() / static_cast<double>(loader.size());
+  }
+  EXPECT_LT(last, 0.75) << "mean training loss of the last epoch";
+}
+
+ANVIL_INSTANTIATE_DEVICE_TEST(NN);
