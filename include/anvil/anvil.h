@@ -8,11 +8,15 @@
 #pragma once
 
 #include "anvil/autograd.h"
+#include "anvil/data.h"
 #include "anvil/device.h"
 #include "anvil/dtype.h"
 #include "anvil/error.h"
+#include "anvil/io.h"
 #include "anvil/ledger.h"
+#include "anvil/nn.h"
 #include "anvil/ops.h"
+#include "anvil/optim.h"
 #include "anvil/runtime.h"
 #include "anvil/shape.h"
 #include "anvil/tensor.h"

@@ -56,7 +56,8 @@ Tensor rand_like(const Tensor& t);
 Tensor randn_like(const Tensor& t);
 Tensor randint_like(const Tensor& t, std::int64_t low, std::int64_t high);
 
-// From host data; copied to `d`. dtype from the C++ type unless given.
+// From host data; copied to `d` (the buffer may be reused as soon as this
+// returns). dtype from the C++ type unless given.
 Tensor from_host(const void* data, const Shape& shape, DType t, Device d = default_device());
 template <typename T>
 Tensor tensor(const std::vector<T>& values, Device d = default_device(),
