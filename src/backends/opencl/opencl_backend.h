@@ -66,6 +66,12 @@ class OpenCLBackend final : public detail::Backend {
   void index(int index, const detail::IndexArgs& args) override;
   void random(int index, const detail::RandomArgs& args) override;
 
+  bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override;
+  void im2col(int index, const detail::Im2colArgs& args) override;
+  void col2im(int index, const detail::Im2colArgs& args) override;
+  void max_pool2d(int index, const detail::Pool2dArgs& args) override;
+  void max_pool2d_backward(int index, const detail::Pool2dArgs& args) override;
+
   // The device's state, created on first use (context, queue, allocator).
   DeviceState& state(int index);
 
