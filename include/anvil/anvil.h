@@ -10,6 +10,7 @@
 #include "anvil/autograd.h"
 #include "anvil/data.h"
 #include "anvil/device.h"
+#include "anvil/device_log.h"
 #include "anvil/dtype.h"
 #include "anvil/error.h"
 #include "anvil/io.h"

@@ -1,0 +1,401 @@
+// Each scenario measures with the same rule: warm up, then time whole
+// operations from the host (steady clock, bracketed by synchronize() so that
+// queued work is counted) and keep the median of the repeats.
+#include "scenarios.h"
+
+#include <anvil/anvil.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+namespace anvil::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void sync_all(const std::vector<Device>& ds) {
+  for (Device d : ds) synchronize(d);
+}
+
+// Median seconds of `fn` (followed by a wait on `sync`): one warm-up run,
+// then as many repeats as fit in `budget` seconds, at least 3 and at most
+// `max_repeats`.
+template <typename Fn>
+double time_median(const std::vector<Device>& sync, double budget, int max_repeats, Fn&& fn) {
+  auto t0 = Clock::now();
+  fn();
+  sync_all(sync);
+  const double first = seconds(t0);
+  const int repeats = std::clamp(first > 0 ? static_cast<int>(budget / first) : max_repeats, 3, max_repeats);
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    t0 = Clock::now();
+    fn();
+    sync_all(sync);
+    times.push_back(seconds(t0));
+  }
+  return median(times);
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(digits);
+  os << v;
+  return os.str();
+}
+
+std::string bytes_label(std::int64_t b) {
+  if (b >= (1 << 30)) return std::to_string(b >> 30) + " GiB";
+  if (b >= (1 << 20)) return std::to_string(b >> 20) + " MiB";
+  return std::to_string(b >> 10) + " KiB";
+}
+
+bool is_cpu_kind(Device d) { return d.is_cpu() || properties(d).kind == "cpu"; }
+
+// ---- matmul ----------------------------------------------------------------------
+ScenarioResult run_matmul(const Options& o) {
+  ScenarioResult r{"matmul", {}, ""};
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t n = 16; n <= (o.quick ? 512 : 4096); n *= o.quick ? 4 : 2) sizes.push_back(n);
+  if (o.quick && sizes.back() != 512) sizes.push_back(512);
+  Table t{"f32 square matmul C = A @ B, one op including the wait for it",
+          {"device", "n", "time_ms", "gflops"},
+          {},
+          {1, 3, 0, true, false, false, "GFLOP/s"}};
+  // time[device][size]
+  std::vector<std::vector<double>> time(o.devices.size());
+  for (std::size_t di = 0; di < o.devices.size(); ++di) {
+    const Device d = o.devices[di];
+    for (std::int64_t n : sizes) {
+      manual_seed(1);
+      Tensor a = randn({n, n}, d), b = randn({n, n}, d);
+      const double s = time_median({d}, o.quick ? 0.05 : 0.5, 30, [&] { (void)matmul(a, b); });
+      time[di].push_back(s);
+      t.rows.push_back({d.str(), n, s * 1e3, 2.0 * n * n * n / s / 1e9});
+    }
+  }
+  r.tables.push_back(std::move(t));
+
+  // Where does each accelerator start to beat the CPU?
+  std::ptrdiff_t cpu_i = -1;
+  for (std::size_t i = 0; i < o.devices.size(); ++i)
+    if (o.devices[i].is_cpu()) cpu_i = static_cast<std::ptrdiff_t>(i);
+  std::ostringstream c;
+  if (cpu_i < 0 || o.devices.size() < 2) {
+    std::size_t best = 0;
+    for (std::size_t i = 0; i < o.devices.size(); ++i)
+      if (time[i].back() < time[best].back()) best = i;
+    c << "fastest at n=" << sizes.back() << ": " << o.devices[best] << " ("
+      << fixed(2.0 * std::pow(sizes.back(), 3) / time[best].back() / 1e9, 1) << " GFLOP/s); add cpu to --devices to"
+      << " see where an accelerator starts to win";
+  } else {
+    const auto& tc = time[static_cast<std::size_t>(cpu_i)];
+    bool first = true;
+    for (std::size_t i = 0; i < o.devices.size(); ++i) {
+      if (static_cast<std::ptrdiff_t>(i) == cpu_i) continue;
+      const Device d = o.devices[i];
+      c << (first ? "" : "; ");
+      first = false;
+      // The smallest size from which it is faster at every larger size too.
+      std::size_t win = sizes.size();
+      for (std::size_t k = sizes.size(); k-- > 0 && time[i][k] < tc[k];) win = k;
+      if (win < sizes.size())
+        c << d << " beats cpu from n=" << sizes[win] << " on (" << fixed(tc.back() / time[i].back(), 2)
+          << "x faster at n=" << sizes.back() << ")";
+      else
+        c << d << " does not beat cpu at n=" << sizes.back() << " (cpu " << fixed(time[i].back() / tc.back(), 2)
+          << "x faster" << (is_cpu_kind(d) ? "; it runs on the same CPU cores" : "") << ")";
+      if (time[i].front() > tc.front())
+        c << ", and at n=" << sizes.front() << " cpu is " << fixed(time[i].front() / tc.front(), 1)
+          << "x faster (launch and wait cost more than the work)";
+      else
+        c << ", and it is faster even at n=" << sizes.front();
+    }
+  }
+  r.conclusion = c.str();
+  return r;
+}
+
+// ---- sync-log --------------------------------------------------------------------
+ScenarioResult run_sync_log(const Options& o) {
+  ScenarioResult r{"sync-log", {}, ""};
+  const int steps = o.quick ? 100 : 1000;
+  constexpr std::int64_t n = 100;
+  Table t{"log ||A_i @ B||_F for " + std::to_string(steps) + " matmuls of 100x100",
+          {"device", "mode", "steps", "time_ms", "us_per_step", "host_syncs", "d2h_copies"},
+          {},
+          {1, 3, 0, false, false, true, "ms"}};
+  std::ostringstream c;
+  for (std::size_t di = 0; di < o.devices.size(); ++di) {
+    const Device d = o.devices[di];
+    manual_seed(7);
+    Tensor b = randn({n, n}, d) * 0.1;
+    std::vector<double> host_log, dev_log;
+    // host read every step: item() copies one float and waits for the device.
+    auto host_mode = [&](int count) {
+      host_log.clear();
+      manual_seed(11);
+      for (int i = 0; i < count; ++i) host_log.push_back(matmul(rand({n, n}, d), b).norm().item<float>());
+    };
+    // device log: norms stay on the device; one read at the end.
+    auto device_mode = [&](int count) {
+      manual_seed(11);
+      DeviceLog log(count, d);
+      for (int i = 0; i < count; ++i) log.append(matmul(rand({n, n}, d), b).norm());
+      dev_log = log.read();
+    };
+    host_mode(5);
+    device_mode(5);
+    synchronize(d);
+    // The two modes alternate so that a change in the machine's load hits both.
+    const int repeats = o.quick ? 3 : 5;
+    std::vector<double> ts_host, ts_dev;
+    LedgerReport lh, ld;
+    for (int k = 0; k < repeats; ++k) {
+      Ledger l;
+      auto t0 = Clock::now();
+      host_mode(steps);
+      synchronize(d);
+      ts_host.push_back(seconds(t0));
+      lh = l.report();
+      l.reset();
+      t0 = Clock::now();
+      device_mode(steps);
+      synchronize(d);
+      ts_dev.push_back(seconds(t0));
+      ld = l.report();
+    }
+    const double th = median(ts_host), td = median(ts_dev);
+    // The final synchronize() above is counted too; report what the loop did.
+    const auto syncs = [&](const LedgerReport& rep) {
+      return static_cast<std::int64_t>(rep.host_syncs(d)) - (rep.host_syncs(d) > 0 ? 1 : 0);
+    };
+    t.rows.push_back({d.str(), std::string("host read each step"), std::int64_t{steps}, th * 1e3, th / steps * 1e6,
+                      syncs(lh), static_cast<std::int64_t>(lh.copies(d, cpu()))});
+    t.rows.push_back({d.str(), std::string("DeviceLog, one read"), std::int64_t{steps}, td * 1e3, td / steps * 1e6,
+                      syncs(ld), static_cast<std::int64_t>(ld.copies(d, cpu()))});
+    double diff = 0;
+    for (std::size_t i = 0; i < host_log.size() && i < dev_log.size(); ++i)
+      diff = std::max(diff, std::fabs(host_log[i] - dev_log[i]) / std::max(1e-12, std::fabs(host_log[i])));
+    ANVIL_CHECK(host_log.size() == dev_log.size() && diff < 1e-5, Error, "sync-log: the two logs disagree on ", d,
+                "; expected equal norms, got a relative difference of ", diff);
+    c << (di ? "; " : "") << d << ": keeping the log on the device is " << fixed(th / td, 2) << "x "
+      << (th >= td ? "faster" : "slower") << " (";
+    if (syncs(lh) == 0)
+      c << "no host syncs either way: the CPU runs each op as it is called)";
+    else
+      c << syncs(ld) << " host sync instead of " << syncs(lh) << ")";
+  }
+  c << "; both logs agree";
+  r.tables.push_back(std::move(t));
+  r.conclusion = c.str();
+  return r;
+}
+
+// ---- two-devices -----------------------------------------------------------------
+ScenarioResult run_two_devices(const Options& o) {
+  ScenarioResult r{"two-devices", {}, ""};
+  const std::int64_t n = o.quick ? 512 : 2048;
+  Table t{"two f32 matmuls of " + std::to_string(n) + "x" + std::to_string(n),
+          {"case", "devices", "time_ms", "gflops"},
+          {},
+          {0, 2, -1, false, false, true, "ms"}};
+  if (o.devices.size() < 2) {
+    const std::string why = try_gpu_reason(1);
+    r.tables.push_back(std::move(t));
+    r.conclusion = "needs two devices; got only " + o.devices.front().str() +
+                   (why.empty() ? "" : " (try_gpu(1) falls back: " + why + ")") +
+                   "; try POCL_DEVICES=\"pthread pthread\" ANVIL_OPENCL_CPU=1";
+    return r;
+  }
+  const Device d0 = o.devices[0], d1 = o.devices[1];
+  manual_seed(3);
+  Tensor a0 = randn({n, n}, d0), b0 = randn({n, n}, d0);
+  Tensor a1 = randn({n, n}, d1), b1 = randn({n, n}, d1);
+  Tensor a1_on0 = a1.to(d0), b1_on0 = b1.to(d0);
+  const double budget = o.quick ? 0.1 : 1.0;
+  const double flop = 2.0 * n * n * n;
+  const double ta = time_median({d0}, budget, 10, [&] { (void)matmul(a0, b0); });
+  const double tb = time_median({d1}, budget, 10, [&] { (void)matmul(a1, b1); });
+  auto sequential = [&] {
+    (void)matmul(a0, b0);
+    (void)matmul(a1_on0, b1_on0);
+    synchronize(d0);
+  };
+  // One host thread per device, so that a device whose ops run on the calling
+  // thread (the CPU) and an asynchronous queue both get to run at once.
+  auto at_once = [&] {
+    std::thread other([&] {
+      (void)matmul(a1, b1);
+      synchronize(d1);
+    });
+    (void)matmul(a0, b0);
+    synchronize(d0);
+    other.join();
+  };
+  // Alternate the two so that a change in the machine's load hits both.
+  sequential();
+  at_once();
+  std::vector<double> seq_times, par_times;
+  for (int k = 0; k < (o.quick ? 5 : 7); ++k) {
+    auto t0 = Clock::now();
+    sequential();
+    seq_times.push_back(seconds(t0));
+    t0 = Clock::now();
+    at_once();
+    par_times.push_back(seconds(t0));
+  }
+  const double tseq = median(seq_times), tpar = median(par_times);
+  t.rows.push_back({std::string("one matmul"), d0.str(), ta * 1e3, flop / ta / 1e9});
+  t.rows.push_back({std::string("one matmul"), d1.str(), tb * 1e3, flop / tb / 1e9});
+  t.rows.push_back({std::string("two, one after the other"), d0.str(), tseq * 1e3, 2 * flop / tseq / 1e9});
+  t.rows.push_back({std::string("two at once"), d0.str() + " + " + d1.str(), tpar * 1e3, 2 * flop / tpar / 1e9});
+  r.tables.push_back(std::move(t));
+  // Overlap: how much of the ideal halving was reached (1 = the two ran
+  // fully in parallel, tpar = tseq / 2; 0 = they ran one after the other).
+  const double overlap = std::clamp(2.0 * (1.0 - tpar / tseq), 0.0, 1.0);
+  std::ostringstream c;
+  c << "two at once on " << d0 << " + " << d1 << " take " << fixed(tpar * 1e3, 1) << " ms vs " << fixed(tseq * 1e3, 1)
+    << " ms one after the other on " << d0 << ": speedup " << fixed(tseq / tpar, 2) << "x (ideal 2x), overlap "
+    << fixed(100 * overlap, 0) << "%";
+  if (is_cpu_kind(d0) && is_cpu_kind(d1)) c << " (both run on the same CPU cores)";
+  r.conclusion = c.str();
+  return r;
+}
+
+// ---- transfer --------------------------------------------------------------------
+ScenarioResult run_transfer(const Options& o) {
+  ScenarioResult r{"transfer", {}, ""};
+  std::vector<std::int64_t> sizes = {4 << 10, 64 << 10, 1 << 20, 4 << 20};
+  if (!o.quick) sizes = {4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20};
+  Table t{"copy bandwidth (f32 tensors)",
+          {"route", "bytes", "size", "time_us", "gb_per_s"},
+          {},
+          {1, 4, 0, true, false, false, "GB/s"}};
+  std::vector<Device> targets;
+  for (Device d : o.devices)
+    if (!d.is_cpu()) targets.push_back(d);
+  const bool cpu_only = targets.empty();
+  if (cpu_only) targets.push_back(cpu());
+  const double budget = o.quick ? 0.02 : 0.2;
+  std::ostringstream c;
+  double small = kNaN;  // seconds for the smallest host->device copy (cpu: on-device copy)
+  for (std::size_t di = 0; di < targets.size(); ++di) {
+    const Device d = targets[di];
+    // Another device of the same backend in the list, for device→device.
+    std::optional<Device> peer;
+    for (Device e : targets)
+      if (e != d && e.type() == d.type() && !peer) peer = e;
+    double h2d = kNaN, d2h = kNaN, d2d = kNaN;
+    for (std::int64_t bytes : sizes) {
+      const std::int64_t n = bytes / 4;
+      Tensor host = full({n}, 1.5, cpu());
+      Tensor dev = host.copy_to(d);
+      synchronize(d);
+      auto row = [&](const std::string& route, double s) {
+        t.rows.push_back({route, bytes, bytes_label(bytes), s * 1e6, bytes / s / 1e9});
+        return s;
+      };
+      if (!cpu_only) {
+        const double s1 = row("host->" + d.str(), time_median({d}, budget, 50, [&] { (void)host.copy_to(d); }));
+        const double s2 = row(d.str() + "->host", time_median({d}, budget, 50, [&] { (void)dev.copy_to(cpu()); }));
+        if (bytes == sizes.back()) h2d = bytes / s1 / 1e9, d2h = bytes / s2 / 1e9;
+        if (bytes == sizes.front()) small = s1;
+      }
+      const double s3 = row(d.str() + "->" + d.str(), time_median({d}, budget, 50, [&] { (void)dev.copy_to(d); }));
+      if (bytes == sizes.back()) d2d = bytes / s3 / 1e9;
+      if (cpu_only && bytes == sizes.front()) small = s3;
+      if (peer)
+        row(d.str() + "->" + peer->str(), time_median({d, *peer}, budget, 50, [&] { (void)dev.copy_to(*peer); }));
+    }
+    c << (di ? "; " : "") << "at " << bytes_label(sizes.back()) << " ";
+    if (!cpu_only)
+      c << "host->" << d << " " << fixed(h2d, 2) << " GB/s, " << d << "->host " << fixed(d2h, 2) << " GB/s, ";
+    c << "within " << d << " " << fixed(d2d, 2) << " GB/s";
+  }
+  // The smallest copy shows the fixed cost of a copy, whatever its size.
+  c << "; a " << bytes_label(sizes.front()) << " copy takes " << fixed(small * 1e6, 1) << " us ("
+    << fixed(static_cast<double>(sizes.front()) / small / 1e9, 3) << " GB/s): latency dominates small copies";
+  r.conclusion = c.str() + (cpu_only ? " (no accelerator in --devices: cpu copies only)" : "");
+  r.tables.push_back(std::move(t));
+  return r;
+}
+
+// ---- roofline --------------------------------------------------------------------
+ScenarioResult run_roofline(const Options& o) {
+  ScenarioResult r{"roofline", {}, ""};
+  Table t{"what the buying guide says matters: compute, memory size, bandwidth",
+          {"device", "name", "memory_gib", "f32_gflops", "f64_gflops", "bandwidth_gb_per_s", "ridge_flop_per_byte"},
+          {},
+          {0, 3, -1, false, false, true, "GFLOP/s (f32)"}};
+  const std::vector<std::int64_t> sizes =
+      o.quick ? std::vector<std::int64_t>{256, 512} : std::vector<std::int64_t>{1024, 2048};
+  const std::int64_t elems = (o.quick ? 16 : 128) << 18;  // 16 or 128 MiB of f32
+  const double budget = o.quick ? 0.05 : 0.5;
+  std::ostringstream c;
+  for (std::size_t di = 0; di < o.devices.size(); ++di) {
+    const Device d = o.devices[di];
+    const DeviceProperties p = properties(d);
+    auto peak = [&](DType dt) {
+      double best = 0;
+      for (std::int64_t n : sizes) {
+        manual_seed(5);
+        Tensor a = randn({n, n}, d, dt), b = randn({n, n}, d, dt);
+        const double s = time_median({d}, budget, 10, [&] { (void)matmul(a, b); });
+        best = std::max(best, 2.0 * n * n * n / s / 1e9);
+      }
+      return best;
+    };
+    const double f32_gflops = peak(anvil::f32);
+    double f64_gflops = kNaN;
+    if (p.fp64) {
+      try {
+        f64_gflops = peak(anvil::f64);
+      } catch (const NotSupported&) {
+        // the device has no f64 GEMM: reported as n/a
+      }
+    }
+    // Bandwidth: y.copy_(x) reads and writes every byte once.
+    Tensor x = full({elems}, 2.0, d), y = empty({elems}, d);
+    const double s = time_median({d}, budget, 20, [&] { y.copy_(x); });
+    const double bw = 2.0 * static_cast<double>(x.nbytes()) / s / 1e9;
+    t.rows.push_back({d.str(), p.name, static_cast<double>(p.memory_total) / (1 << 30), f32_gflops, f64_gflops, bw,
+                      f32_gflops / bw});
+    c << (di ? "; " : "") << d << ": " << fixed(f32_gflops, 1) << " GFLOP/s f32, "
+      << (std::isfinite(f64_gflops) ? fixed(f64_gflops, 1) : std::string("n/a")) << " f64, " << fixed(bw, 1)
+      << " GB/s, so ops below " << fixed(f32_gflops / bw, 1) << " flop/byte are memory-bound";
+  }
+  r.tables.push_back(std::move(t));
+  r.conclusion = c.str();
+  return r;
+}
+
+}  // namespace
+
+const std::vector<Scenario>& scenarios() {
+  static const std::vector<Scenario> all = {
+      {"matmul", "square f32 matmul from n=16 to 4096 per device: time and GFLOP/s", &run_matmul},
+      {"sync-log", "1000 matmuls of 100x100: read the norm every step vs anvil::DeviceLog", &run_sync_log},
+      {"two-devices", "two large matmuls on two devices at once vs one after the other", &run_two_devices},
+      {"transfer", "host->device, device->host, device->device bandwidth, 4 KiB to 256 MiB", &run_transfer},
+      {"roofline", "measured peak f32/f64 FLOP/s and memory bandwidth per device", &run_roofline},
+  };
+  return all;
+}
+
+}  // namespace anvil::bench
