@@ -54,13 +54,16 @@ void print_text(std::ostream& os, const ScenarioResult& r) {
       }
     }
     auto line = [&](const std::vector<std::string>& v, const std::vector<Cell>* row) {
-      os << " ";
+      std::ostringstream l;
+      l << " ";
       for (std::size_t c = 0; c < v.size(); ++c) {
         // Numbers right-aligned, text left-aligned.
         const bool right = row != nullptr && is_number((*row)[c]);
-        os << " " << (right ? std::right : std::left) << std::setw(static_cast<int>(w[c])) << v[c];
+        l << " " << (right ? std::right : std::left) << std::setw(static_cast<int>(w[c])) << v[c];
       }
-      os << "\n";
+      std::string text = l.str();
+      text.erase(text.find_last_not_of(' ') + 1);
+      os << text << "\n";
     };
     line(t.columns, nullptr);
     for (std::size_t i = 0; i < cells.size(); ++i) line(cells[i], &t.rows[i]);
