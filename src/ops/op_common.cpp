@@ -25,6 +25,20 @@ Device check_same_device(const char* op, std::initializer_list<const Tensor*> te
   return first;
 }
 
+Device check_same_device(const char* op, const std::vector<Tensor>& tensors) {
+  ANVIL_CHECK(!tensors.empty(), ValueError, op, ": expected a non-empty list of tensors, got an empty list");
+  for (std::size_t i = 0; i < tensors.size(); ++i) check_defined(op, tensors[i], static_cast<int>(i));
+  const Device first = tensors[0].impl_ref().device();
+  for (std::size_t i = 1; i < tensors.size(); ++i) {
+    const Device d = tensors[i].impl_ref().device();
+    if (!(d == first)) [[unlikely]] {
+      throw DeviceMismatch(cat(op, ": all tensors must be on one device; argument 0 is on ", first, ", argument ", i,
+                               " is on ", d, "; move one with .to(", first, ")"));
+    }
+  }
+  return first;
+}
+
 void check_supported(const char* op, DType t, Device d) {
   Backend& b = backend_checked(d, op);
   ANVIL_CHECK(b.supports(op, t, d.index()), NotSupported, op, ": dtype ", t, " is not supported on ", d,

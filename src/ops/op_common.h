@@ -20,6 +20,9 @@ void check_defined(const char* op, const Tensor& t, int arg = 0);
 // defined. Returns the common device.
 Device check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
 
+// The same check over a list (cat, stack): "argument i" is the list index.
+Device check_same_device(const char* op, const std::vector<Tensor>& tensors);
+
 // NotSupported unless the backend of `d` implements `op` for `t`.
 void check_supported(const char* op, DType t, Device d);
 

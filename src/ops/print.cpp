@@ -182,6 +182,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   std::ostringstream body;
   const std::string prefix = "tensor(";
   std::vector<std::string> suffixes;
+  const Device d = t.device();
+  if (!d.is_cpu()) suffixes.push_back("device='" + d.str() + "'");  // PyTorch's order: device, size, dtype
   if (h.numel() == 0) {
     body << "[]";
     if (shape.size() != 1) {
@@ -202,8 +204,6 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
       printer.print(body, 0, 0, static_cast<int>(prefix.size()));
     }
   }
-  const Device d = t.device();
-  if (!d.is_cpu()) suffixes.push_back("device='" + d.str() + "'");
   // An empty tensor shows any non-default dtype: there are no values to infer it from.
   const bool default_dtype = h.numel() == 0 ? dt == DType::F32 : (dt == DType::F32 || dt == DType::I64 || dt == DType::Bool);
   if (!default_dtype)

@@ -303,14 +303,10 @@ Tensor to_dtype(const Tensor& x, DType t) {
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int dim) {
-  ANVIL_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors, got an empty list");
+  detail::check_same_device("cat", tensors);
   const Tensor& first = tensors[0];
-  check_defined("cat", first);
   DType t = first.dtype();
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    detail::check_same_device("cat", {&first, &tensors[i]});
-    t = promote(t, tensors[i].dtype());
-  }
+  for (const Tensor& x : tensors) t = promote(t, x.dtype());
   const int nd = first.dim();
   ANVIL_CHECK(nd > 0, ShapeError, "cat: zero-dimensional tensors cannot be concatenated; expected >= 1 dim, got shape []");
   dim = wrap_dim(dim, nd, "cat");
@@ -338,13 +334,11 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int dim) {
-  ANVIL_CHECK(!tensors.empty(), ValueError, "stack: expected a non-empty list of tensors, got an empty list");
-  check_defined("stack", tensors[0]);
+  detail::check_same_device("stack", tensors);
   dim = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> expanded;
   expanded.reserve(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    check_defined("stack", tensors[i], static_cast<int>(i));
     ANVIL_CHECK(tensors[i].shape() == tensors[0].shape(), ShapeError, "stack: all tensors must have one shape; expected ",
                 tensors[0].shape(), ", got ", tensors[i].shape(), " for tensor ", i);
     expanded.push_back(unsqueeze(tensors[i], dim));

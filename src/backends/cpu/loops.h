@@ -51,16 +51,26 @@ void for_each_row(const detail::ElementwiseArgs& a, char* const (&base)[N], cons
   const std::int64_t rows = a.numel / inner;
   const std::int64_t grain = inner >= kParallelGrain ? 1 : kParallelGrain / inner;
   parallel_for(rows, grain, [&](std::int64_t begin, std::int64_t end) {
+    // Position of row `begin` (one div/mod per dim), then an odometer: rows
+    // are often short (an im2col row is a kernel width), so per-row division
+    // would cost more than the row itself.
+    std::int64_t idx[kMaxDims] = {};
+    char* p[N];
+    for (int k = 0; k < N; ++k) p[k] = base[k];
+    std::int64_t rem = begin;
+    for (int d = nd - 2; d >= 0; --d) {
+      idx[d] = rem % a.shape[d];
+      rem /= a.shape[d];
+      for (int k = 0; k < N; ++k) p[k] += idx[d] * operand_stride(*ops[k], d) * elem_size[k];
+    }
     for (std::int64_t r = begin; r < end; ++r) {
-      char* p[N];
-      for (int k = 0; k < N; ++k) p[k] = base[k];
-      std::int64_t rem = r;
-      for (int d = nd - 2; d >= 0; --d) {
-        const std::int64_t idx = rem % a.shape[d];
-        rem /= a.shape[d];
-        for (int k = 0; k < N; ++k) p[k] += idx * operand_stride(*ops[k], d) * elem_size[k];
-      }
       row(p, inner, inner_stride);
+      for (int d = nd - 2; d >= 0; --d) {
+        for (int k = 0; k < N; ++k) p[k] += operand_stride(*ops[k], d) * elem_size[k];
+        if (++idx[d] < a.shape[d]) break;
+        for (int k = 0; k < N; ++k) p[k] -= a.shape[d] * operand_stride(*ops[k], d) * elem_size[k];
+        idx[d] = 0;
+      }
     }
   });
 }
