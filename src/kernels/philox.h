@@ -15,9 +15,11 @@
  * off + i/4, lane i%4 (uniform, randint); a normal uses counter off + i/2 and
  * lanes 0,1 (even i: the cosine branch, odd i: the sine branch). A fill of n
  * elements advances the generator offset by ceil(n/4) (normals: ceil(n/2)).
+ * Everything here is double precision, so a device without fp64 cannot
+ * produce these streams: its backend reports rand/randn/randint unsupported.
  *
  * Needs from the including prelude: ANVIL_FN (function qualifier), the types
- * anvil_u32, anvil_u64, anvil_i64, and ANVIL_BITS_TO_F64(u64), ANVIL_SQRT_F64(x).
+ * anvil_u32, anvil_u64, anvil_i64, and ANVIL_SQRT_F64(x).
  */
 #ifndef ANVIL_KERNELS_PHILOX_H
 #define ANVIL_KERNELS_PHILOX_H
@@ -27,8 +29,8 @@
 #define ANVIL_PHILOX_W0 0x9E3779B9u
 #define ANVIL_PHILOX_W1 0xBB67AE85u
 
-/* Lane `lane` (0..3) of Philox4x32-10 at 64-bit counter `ctr` with 64-bit key `seed`. */
-ANVIL_FN anvil_u32 anvil_philox_lane(anvil_u64 ctr, anvil_u64 seed, int lane) {
+/* All four lanes of Philox4x32-10 at 64-bit counter `ctr` with 64-bit key `seed`. */
+ANVIL_FN void anvil_philox4(anvil_u64 ctr, anvil_u64 seed, anvil_u32* out) {
   anvil_u32 c0 = (anvil_u32)ctr, c1 = (anvil_u32)(ctr >> 32), c2 = 0u, c3 = 0u;
   anvil_u32 k0 = (anvil_u32)seed, k1 = (anvil_u32)(seed >> 32);
   for (int round = 0; round < 10; ++round) {
@@ -42,7 +44,14 @@ ANVIL_FN anvil_u32 anvil_philox_lane(anvil_u64 ctr, anvil_u64 seed, int lane) {
     k0 += ANVIL_PHILOX_W0;
     k1 += ANVIL_PHILOX_W1;
   }
-  return lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3;
+  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+/* Lane `lane` (0..3) of the block at `ctr`. */
+ANVIL_FN anvil_u32 anvil_philox_lane(anvil_u64 ctr, anvil_u64 seed, int lane) {
+  anvil_u32 lanes[4];
+  anvil_philox4(ctr, seed, lanes);
+  return lanes[lane];
 }
 
 /* [0, 1) with 24 random bits: exact in f32 and f64. */
@@ -84,29 +93,39 @@ ANVIL_FN double anvil_det_sincos_2pi(double u, int which) {
   return which ? sin_v : cos_v;
 }
 
-/* Element i of a standard-normal fill (see the stream layout above). */
-ANVIL_FN double anvil_normal_at(anvil_u64 seed, anvil_u64 offset, anvil_u64 i) {
-  anvil_u64 ctr = offset + (i >> 1);
-  anvil_u32 a = anvil_philox_lane(ctr, seed, 0);
-  anvil_u32 b = anvil_philox_lane(ctr, seed, 1);
+/* A standard normal from lanes 0 and 1 of one block (which = 0: cosine branch, 1: sine). */
+ANVIL_FN double anvil_normal_from(anvil_u32 a, anvil_u32 b, int which) {
   double u1 = ((double)(a >> 8) + 1.0) * (1.0 / 16777216.0); /* (0, 1]: log is finite */
   double u2 = anvil_u32_to_unit(b);
   double radius = ANVIL_SQRT_F64(-2.0 * anvil_det_log(u1));
-  return radius * anvil_det_sincos_2pi(u2, (int)(i & 1));
+  return radius * anvil_det_sincos_2pi(u2, which);
+}
+
+/* Element i of a standard-normal fill (see the stream layout above). */
+ANVIL_FN double anvil_normal_at(anvil_u64 seed, anvil_u64 offset, anvil_u64 i) {
+  anvil_u32 lanes[4];
+  anvil_philox4(offset + (i >> 1), seed, lanes);
+  return anvil_normal_from(lanes[0], lanes[1], (int)(i & 1));
 }
 
 ANVIL_FN double anvil_uniform_at(anvil_u64 seed, anvil_u64 offset, anvil_u64 i) {
   return anvil_u32_to_unit(anvil_philox_lane(offset + (i >> 2), seed, (int)(i & 3)));
 }
 
-/* low + (x mod span), span = high - low > 0 (64-bit from two lanes' worth is
- * not needed: spans past 2^32 use lane pairs). */
+/* low + (x mod span), span = high - low > 0; spans past 2^32 take 64 bits
+ * from lanes i%4 and (i+1)%4 of the same block. */
+ANVIL_FN anvil_i64 anvil_randint_from(const anvil_u32* lanes, anvil_u64 i, anvil_i64 low, anvil_i64 high) {
+  anvil_u64 span = (anvil_u64)(high - low);
+  anvil_u64 x = (anvil_u64)lanes[i & 3];
+  if (span > 0xFFFFFFFFul) x = (x << 32) | (anvil_u64)lanes[(i + 1) & 3];
+  return low + (anvil_i64)(x % span);
+}
+
 ANVIL_FN anvil_i64 anvil_randint_at(anvil_u64 seed, anvil_u64 offset, anvil_u64 i, anvil_i64 low,
                                     anvil_i64 high) {
-  anvil_u64 span = (anvil_u64)(high - low);
-  anvil_u64 x = (anvil_u64)anvil_philox_lane(offset + (i >> 2), seed, (int)(i & 3));
-  if (span > 0xFFFFFFFFul) x = (x << 32) | (anvil_u64)anvil_philox_lane(offset + (i >> 2), seed, (int)((i + 1) & 3));
-  return low + (anvil_i64)(x % span);
+  anvil_u32 lanes[4];
+  anvil_philox4(offset + (i >> 2), seed, lanes);
+  return anvil_randint_from(lanes, i, low, high);
 }
 
 #endif

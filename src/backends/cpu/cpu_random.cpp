@@ -24,15 +24,27 @@ void CpuBackend::random(int, const detail::RandomArgs& a) {
   ANVIL_DISPATCH(a.out.dtype, T, {
     T* out = static_cast<T*>(a.out.data) + a.out.offset;
     const std::uint64_t seed = a.seed, offset = a.offset;
+    // One Philox block serves 4 uniforms (2 normals): compute it once per
+    // block, not once per element.
     parallel_for(a.numel, 4096, [&](std::int64_t b, std::int64_t e) {
+      std::uint32_t lanes[4];
+      std::uint64_t block = ~std::uint64_t{0};
+      const bool normal = a.kind == detail::RandomKind::Normal;
       for (std::int64_t i = b; i < e; ++i) {
         const auto u = static_cast<std::uint64_t>(i);
+        const std::uint64_t ctr = offset + (normal ? u >> 1 : u >> 2);
+        if (ctr != block) {
+          philox::anvil_philox4(ctr, seed, lanes);
+          block = ctr;
+        }
         switch (a.kind) {
-          case detail::RandomKind::Uniform: out[i] = static_cast<T>(philox::anvil_uniform_at(seed, offset, u)); break;
-          case detail::RandomKind::Normal: out[i] = static_cast<T>(philox::anvil_normal_at(seed, offset, u)); break;
+          case detail::RandomKind::Uniform: out[i] = static_cast<T>(philox::anvil_u32_to_unit(lanes[u & 3])); break;
+          case detail::RandomKind::Normal:
+            out[i] = static_cast<T>(philox::anvil_normal_from(lanes[0], lanes[1], static_cast<int>(u & 1)));
+            break;
           case detail::RandomKind::Randint:
-            out[i] = static_cast<T>(philox::anvil_randint_at(seed, offset, u, static_cast<std::int64_t>(a.a),
-                                                             static_cast<std::int64_t>(a.b)));
+            out[i] = static_cast<T>(philox::anvil_randint_from(lanes, u, static_cast<std::int64_t>(a.a),
+                                                               static_cast<std::int64_t>(a.b)));
             break;
         }
       }

@@ -8,9 +8,13 @@
 #include <cstring>
 #include <limits>
 
+// Inlined into every loop that calls them, or the loop cannot vectorise: GCC
+// otherwise keeps one out-of-line copy for the many kernel instantiations.
+#define ANVIL_VEC_INLINE inline __attribute__((always_inline))
+
 namespace anvil::cpu_backend {
 
-inline float bits_to_float(std::uint32_t u) {
+ANVIL_VEC_INLINE float bits_to_float(std::uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
@@ -19,7 +23,7 @@ inline float bits_to_float(std::uint32_t u) {
 // exp(x) for float: Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2,
 // a degree-6 polynomial for exp(r), and 2^n from the exponent bits.
 // Max error ~2 ulp; exp(+large) = inf, exp(-large) = 0, exp(nan) = nan.
-inline float fast_exp(float x) {
+ANVIL_VEC_INLINE float fast_exp(float x) {
   const float hi = 88.7228391f, lo = -103.972076f;
   const float xc = x > hi ? hi : (x < lo ? lo : x);
   // Round to nearest with the 1.5*2^23 trick: vectorises, unlike nearbyint.
@@ -44,9 +48,9 @@ inline float fast_exp(float x) {
   return result;
 }
 
-inline double fast_exp(double x) { return std::exp(x); }
+ANVIL_VEC_INLINE double fast_exp(double x) { return std::exp(x); }
 
-inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
-inline double fast_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+ANVIL_VEC_INLINE float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+ANVIL_VEC_INLINE double fast_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 }  // namespace anvil::cpu_backend
