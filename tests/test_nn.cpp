@@ -81,6 +81,84 @@ TEST_P(NN, ParameterGradientsMatchFiniteDifferences) {
   EXPECT_TRUE(r.ok) << r.message;
 }
 
+namespace {
+std::vector<double> host_f64(const Tensor& t) {
+  const Tensor h = t.to(cpu()).to(f64).contiguous();
+  const double* p = h.data_ptr<double>();
+  return std::vector<double>(p, p + h.numel());
+}
+}  // namespace
+
+// conv2d and max_pool2d (forward, and max-pool's gradient routing) against
+// plain loops, in f32 on a strided input with padding and stride: whichever
+// path the device takes (fused kernels or the composites) must agree.
+TEST_P(NN, WindowOpsMatchPlainLoops) {
+  const Device d = device();
+  manual_seed(3);
+  const std::int64_t n = 2, c = 3, h = 8, w = 9, o = 4, kh = 3, kw = 2;
+  const Tensor base = randn({n, c, w, h}, d);
+  const Tensor x = base.transpose(2, 3);  // [n, c, h, w], strided
+  const Tensor wt = randn({o, c, kh, kw}, d), b = randn({o}, d);
+  const std::vector<double> xs = host_f64(x), ws = host_f64(wt), bs = host_f64(b);
+  auto at = [&](std::int64_t ni, std::int64_t ci, std::int64_t i, std::int64_t j) {
+    return xs[static_cast<std::size_t>(((ni * c + ci) * h + i) * w + j)];
+  };
+
+  {  // conv2d, stride {2, 1}, padding {1, 2}
+    const std::int64_t sh = 2, sw = 1, ph = 1, pw = 2;
+    const Tensor y = conv2d(x, wt, b, {sh, sw}, {ph, pw});
+    const std::int64_t oh = (h + 2 * ph - kh) / sh + 1, ow = (w + 2 * pw - kw) / sw + 1;
+    ASSERT_EQ(y.shape(), Shape({n, o, oh, ow}));
+    const std::vector<double> ys = host_f64(y);
+    for (std::int64_t ni = 0; ni < n; ++ni)
+      for (std::int64_t oi = 0; oi < o; ++oi)
+        for (std::int64_t p = 0; p < oh; ++p)
+          for (std::int64_t q = 0; q < ow; ++q) {
+            double acc = bs[static_cast<std::size_t>(oi)];
+            for (std::int64_t ci = 0; ci < c; ++ci)
+              for (std::int64_t i = 0; i < kh; ++i)
+                for (std::int64_t j = 0; j < kw; ++j) {
+                  const std::int64_t ih = p * sh - ph + i, iw = q * sw - pw + j;
+                  if (ih >= 0 && ih < h && iw >= 0 && iw < w)
+                    acc += ws[static_cast<std::size_t>(((oi * c + ci) * kh + i) * kw + j)] * at(ni, ci, ih, iw);
+                }
+            const double got = ys[static_cast<std::size_t>(((ni * o + oi) * oh + p) * ow + q)];
+            ASSERT_NEAR(got, acc, 1e-4 * (1 + std::abs(acc))) << "conv2d at [" << ni << ", " << oi << ", " << p << ", " << q << "]";
+          }
+  }
+
+  {  // max_pool2d, kernel {3, 2}, stride {2, 1}, padding {1, 1}; gradient of sum(y * coeff)
+    const std::int64_t ph = 3, pw = 2, sh = 2, sw = 1, pph = 1, ppw = 1;
+    const Tensor xg = x.detach().requires_grad_();
+    const Tensor y = max_pool2d(xg, {ph, pw}, {sh, sw}, {pph, ppw});
+    const std::int64_t oh = (h + 2 * pph - ph) / sh + 1, ow = (w + 2 * ppw - pw) / sw + 1;
+    ASSERT_EQ(y.shape(), Shape({n, c, oh, ow}));
+    const Tensor coeff = randn({n, c, oh, ow}, d);
+    (y * coeff).sum().backward();
+    const std::vector<double> ys = host_f64(y), cs = host_f64(coeff), gs = host_f64(xg.grad());
+    std::vector<double> expect(static_cast<std::size_t>(n * c * h * w), 0.0);
+    for (std::int64_t ni = 0; ni < n; ++ni)
+      for (std::int64_t ci = 0; ci < c; ++ci)
+        for (std::int64_t p = 0; p < oh; ++p)
+          for (std::int64_t q = 0; q < ow; ++q) {
+            double best = -INFINITY;
+            std::int64_t where = -1;
+            for (std::int64_t i = 0; i < ph; ++i)
+              for (std::int64_t j = 0; j < pw; ++j) {
+                const std::int64_t ih = p * sh - pph + i, iw = q * sw - ppw + j;
+                if (ih >= 0 && ih < h && iw >= 0 && iw < w && at(ni, ci, ih, iw) > best) {
+                  best = at(ni, ci, ih, iw);
+                  where = ((ni * c + ci) * h + ih) * w + iw;
+                }
+              }
+            const std::size_t k = static_cast<std::size_t>(((ni * c + ci) * oh + p) * ow + q);
+            ASSERT_EQ(ys[k], best) << "max_pool2d at [" << ni << ", " << ci << ", " << p << ", " << q << "]";
+            expect[static_cast<std::size_t>(where)] += cs[k];
+          }
+    for (std::size_t k = 0; k < expect.size(); ++k) ASSERT_NEAR(gs[k], expect[k], 1e-5) << "max_pool2d grad at " << k;
+  }
+}
+
 TEST_P(NN, MoveKeepsParameterIdentityAndOptimiserWorks) {
   const Device d = device();
   nn::Sequential net{nn::Linear(3, 4), nn::ReLU(), nn::Linear(4, 2), nn::BatchNorm1d(2)};

@@ -109,15 +109,23 @@ void record_cat(const Tensor& out, const std::vector<Tensor>& inputs, int dim);
 void record_index_select(const Tensor& out, const Tensor& x, int dim, const Tensor& index);
 void record_gather(const Tensor& out, const Tensor& x, int dim, const Tensor& index);
 
-// Window geometry of conv2d and the pools over a (padded) [N, C, H, W] input.
-struct Window2d {
-  std::int64_t n = 0, c = 0, h = 0, w = 0;  // the unpadded input
-  std::int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, oh = 0, ow = 0;
-};
+// Window geometry of conv2d and the pools over a (padded) [N, C, H, W] input;
+// n, c, h, w are the unpadded input's. The fused kernels take the same struct.
+using Window2d = Window2dGeometry;
 void record_conv2d(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& cols,
                    const Window2d& win);
 void record_max_pool2d(const Tensor& out, const Tensor& x, const Tensor& windows, const Window2d& win);
 void record_avg_pool2d(const Tensor& out, const Tensor& x, const Window2d& win);
 void record_cross_entropy(const Tensor& out, const Tensor& logits, const Tensor& log_probs, const Tensor& target);
+
+// The fused-kernel paths of conv2d and max_pool2d (used when the backend's
+// supports_fused() says so; src/ops/nn_ops.cpp). im2col's gradient is col2im;
+// the fused max_pool2d keeps its argmax indices for its backward.
+void record_im2col(const Tensor& out, const Tensor& x, const Window2d& win);
+void record_max_pool2d_indices(const Tensor& out, const Tensor& x, const Tensor& indices, const Window2d& win);
+// [N, C*KH*KW, OH*OW] → [N, C, H, W], summing overlapping windows.
+Tensor col2im(const Tensor& cols, const Window2d& win);
+// [N, C, OH, OW] output gradient → [N, C, H, W] input gradient.
+Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Window2d& win);
 
 }  // namespace anvil::detail

@@ -61,6 +61,22 @@ void record_max_pool2d(const Tensor& out, const Tensor& x, const Tensor& windows
   });
 }
 
+void record_im2col(const Tensor& out, const Tensor& x, const Window2d& win) {
+  if (!should_record({&x})) return;
+  record("Im2ColBackward", out, {&x},
+         [win](const Tensor& g, const std::vector<bool>&) { return Grads{col2im(g.contiguous(), win)}; });
+}
+
+void record_max_pool2d_indices(const Tensor& out, const Tensor& x, const Tensor& indices, const Window2d& win) {
+  if (!should_record({&x})) return;
+  const Tensor si = saved(indices);
+  // The first maximum of a window takes its whole gradient (PyTorch's rule);
+  // the composite path shares it among ties instead. Both are subgradients.
+  record("MaxPool2DBackward", out, {&x}, [si, win](const Tensor& g, const std::vector<bool>&) {
+    return Grads{max_pool2d_backward(g.contiguous(), si, win)};
+  });
+}
+
 void record_avg_pool2d(const Tensor& out, const Tensor& x, const Window2d& win) {
   if (!should_record({&x})) return;
   record("AvgPool2DBackward", out, {&x}, [win](const Tensor& g, const std::vector<bool>&) {

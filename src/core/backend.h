@@ -128,6 +128,54 @@ struct RandomArgs {
   double a = 0, b = 1;  // Randint: [a, b)
 };
 
+// ---- optional fused kernels ---------------------------------------------------------
+// DESIGN §2: a backend may add a fused kernel for speed; none is required. The
+// frontend asks supports_fused() first and otherwise builds the op from the
+// primitives above, so a backend that knows none of these runs every model.
+enum class FusedOp : std::uint8_t {
+  Im2col,             // conv2d's window matrix
+  Col2im,             // its adjoint (conv2d's input gradient)
+  MaxPool2d,          // max over windows, with the argmax of each
+  MaxPool2dBackward,  // scatter-add of the output gradient to the argmaxes
+  Count
+};
+const char* name(FusedOp op) noexcept;  // "im2col", …
+
+// The geometry of a 2-D window op over an [N, C, H, W] image: kernel KH×KW,
+// stride SH×SW, zero-or-(-inf) padding PH×PW, output OH×OW.
+struct Window2dGeometry {
+  std::int64_t n = 0, c = 0, h = 0, w = 0;
+  std::int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, oh = 0, ow = 0;
+};
+
+// Im2col: cols = windows of `image`, zero outside it.
+//   cols[n][(c*KH + i)*KW + j][oh*OW + ow] = image[n][c][oh*SH - PH + i][ow*SW - PW + j]
+// `image` is strided over its 4 dims; `cols` is contiguous [N, C*KH*KW, OH*OW].
+// Col2im: the adjoint, image = sum of cols over every window covering each
+// pixel; `image` is contiguous and overwritten. Both: image and cols share a dtype.
+struct Im2colArgs {
+  DType dtype = DType::F32;
+  Window2dGeometry g;
+  KernelOperand image;
+  KernelOperand cols;
+};
+
+// MaxPool2d: out[n][c][p] = max of the window p of `image` (padding never
+// wins), indices[n][c][p] = where it is, as ih*W + iw in its (n, c) plane; the
+// first maximum on ties, NaN wins (PyTorch's choice); -1 and -inf for a
+// window that lies entirely in padding. `image` strided over its 4 dims; out
+// and indices (i64) contiguous [N, C, OH, OW].
+// MaxPool2dBackward: image (contiguous, overwritten) = zero, then
+// image[n][c][indices[n][c][p]] += out[n][c][p] with `out` holding the
+// output's gradient (contiguous).
+struct Pool2dArgs {
+  DType dtype = DType::F32;
+  Window2dGeometry g;
+  KernelOperand image;
+  KernelOperand out;
+  KernelOperand indices;
+};
+
 // ---- the interface ----------------------------------------------------------------
 class Backend {
  public:
@@ -181,6 +229,16 @@ class Backend {
   virtual void gemm(int index, const GemmArgs& args) = 0;
   virtual void index(int index, const IndexArgs& args) = 0;
   virtual void random(int index, const RandomArgs& args) = 0;
+
+  // optional: fused kernels (see FusedOp). The defaults say "not here".
+  virtual bool supports_fused(FusedOp, DType, int) noexcept { return false; }
+  virtual void im2col(int, const Im2colArgs&) { not_fused(FusedOp::Im2col); }
+  virtual void col2im(int, const Im2colArgs&) { not_fused(FusedOp::Col2im); }
+  virtual void max_pool2d(int, const Pool2dArgs&) { not_fused(FusedOp::MaxPool2d); }
+  virtual void max_pool2d_backward(int, const Pool2dArgs&) { not_fused(FusedOp::MaxPool2dBackward); }
+
+ private:
+  [[noreturn]] void not_fused(FusedOp op) const;
 };
 
 // The table: null where a backend is not compiled in.

@@ -1,7 +1,10 @@
 // Neural-network ops written once from primitives (DESIGN §2: composites
 // live in src/ops and so run on every backend). conv2d and the pools build
 // their windows as strided views (im2col without a kernel); their gradient
-// rules are in src/autograd/rules_nn.cpp.
+// rules are in src/autograd/rules_nn.cpp. Where the backend has the fused
+// kernels (backend.h, FusedOp: the CPU does), conv2d and max_pool2d use them
+// instead; the composites stay the path for every other backend.
+#include <initializer_list>
 #include <limits>
 
 #include "anvil/autograd.h"
@@ -108,7 +111,59 @@ Tensor windows_nc(const Tensor& xp, const detail::Window2d& w) {
                     xp.offset());
 }
 
+// Whether x's backend has every fused kernel of a path (backend.h, FusedOp):
+// then conv2d and max_pool2d use them, otherwise the composites above.
+bool has_fused(const Tensor& x, std::initializer_list<detail::FusedOp> ops) {
+  detail::Backend& b = detail::backend_of(x);
+  for (detail::FusedOp op : ops)
+    if (!b.supports_fused(op, x.dtype(), x.device().index())) return false;
+  return true;
+}
+
+detail::KernelOperand operand(const Tensor& t) {
+  detail::KernelOperand op;
+  op.data = t.impl_ref().storage()->data();
+  op.offset = t.offset();
+  op.dtype = t.dtype();
+  for (int i = 0; i < t.dim(); ++i) op.strides[i] = t.strides()[i];
+  return op;
+}
+
+// [N, C*KH*KW, OH*OW]: the window matrix of x, one column per output pixel.
+Tensor im2col(const Tensor& x, const detail::Window2d& w) {
+  Tensor cols = detail::make_empty({w.n, w.c * w.kh * w.kw, w.oh * w.ow}, x.dtype(), x.device());
+  if (cols.numel() > 0)
+    detail::backend_of(x).im2col(x.device().index(), {.dtype = x.dtype(), .g = w, .image = operand(x), .cols = operand(cols)});
+  detail::record_im2col(cols, x, w);
+  return cols;
+}
+
 }  // namespace
+
+namespace detail {
+
+Tensor col2im(const Tensor& cols, const Window2d& w) {
+  ANVIL_ASSERT(cols.is_contiguous() && cols.shape() == Shape({w.n, w.c * w.kh * w.kw, w.oh * w.ow}),
+               "col2im: unexpected cols ", cols.shape());
+  Tensor image = make_empty({w.n, w.c, w.h, w.w}, cols.dtype(), cols.device());
+  if (image.numel() > 0)
+    backend_of(cols).col2im(cols.device().index(),
+                            {.dtype = cols.dtype(), .g = w, .image = operand(image), .cols = operand(cols)});
+  return image;
+}
+
+Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Window2d& w) {
+  ANVIL_ASSERT(grad.is_contiguous() && grad.shape() == indices.shape(), "max_pool2d_backward: unexpected grad ",
+               grad.shape());
+  Tensor image = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
+  if (image.numel() > 0)
+    backend_of(grad).max_pool2d_backward(
+        grad.device().index(),
+        {.dtype = grad.dtype(), .g = w, .image = operand(image), .out = operand(grad), .indices = operand(indices)});
+  return image;
+}
+
+}  // namespace detail
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<std::int64_t, 2> stride,
               std::array<std::int64_t, 2> padding) {
@@ -123,6 +178,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
               "conv2d: bias must be [O]; expected [", o, "], got ", bias.shape());
   const detail::Window2d w = window("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding);
   (void)d;
+  if (has_fused(x, {detail::FusedOp::Im2col, detail::FusedOp::Col2im}) && weight.dtype() == x.dtype()) {
+    // out[n] = W [O, C*KH*KW] @ cols[n]: NCHW directly, and autograd through
+    // matmul and im2col (whose gradient is col2im).
+    Tensor out = matmul(weight.reshape({o, w.c * w.kh * w.kw}), im2col(x, w)).view({w.n, o, w.oh, w.ow});
+    return bias.defined() ? out + bias.reshape({o, 1, 1}) : out;
+  }
   Tensor cols, out;
   {
     NoGradGuard no_grad;
@@ -145,6 +206,16 @@ Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
   detail::check_defined("max_pool2d", x);
   check_4d("max_pool2d", x);
   const detail::Window2d w = window("max_pool2d", x, kernel, stride, padding);
+  if (has_fused(x, {detail::FusedOp::MaxPool2d, detail::FusedOp::MaxPool2dBackward})) {
+    Tensor out = detail::make_empty({w.n, w.c, w.oh, w.ow}, x.dtype(), x.device());
+    Tensor indices = detail::make_empty(out.shape(), DType::I64, x.device());
+    if (out.numel() > 0)
+      detail::backend_of(x).max_pool2d(
+          x.device().index(),
+          {.dtype = x.dtype(), .g = w, .image = operand(x), .out = operand(out), .indices = operand(indices)});
+    detail::record_max_pool2d_indices(out, x, indices, w);
+    return out;
+  }
   Tensor windows, out;
   {
     NoGradGuard no_grad;

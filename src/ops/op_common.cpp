@@ -158,4 +158,15 @@ const char* name(ReduceOp op) noexcept {
   return names[static_cast<int>(op)];
 }
 
+const char* name(FusedOp op) noexcept {
+  static const char* names[] = {"im2col", "col2im", "max_pool2d", "max_pool2d_backward"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(FusedOp::Count), "one name per FusedOp");
+  return names[static_cast<int>(op)];
+}
+
+void Backend::not_fused(FusedOp op) const {
+  throw NotSupported(cat(name(op), ": no fused kernel on ", to_string(type()),
+                         "; expected a backend whose supports_fused() says yes; build the op from primitives instead"));
+}
+
 }  // namespace anvil::detail

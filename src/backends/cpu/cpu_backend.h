@@ -44,6 +44,13 @@ class CpuBackend final : public detail::Backend {
   void index(int index, const detail::IndexArgs& args) override;
   void random(int index, const detail::RandomArgs& args) override;
 
+  // Fused window kernels (cpu_window.cpp), f32 and f64.
+  bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override;
+  void im2col(int index, const detail::Im2colArgs& args) override;
+  void col2im(int index, const detail::Im2colArgs& args) override;
+  void max_pool2d(int index, const detail::Pool2dArgs& args) override;
+  void max_pool2d_backward(int index, const detail::Pool2dArgs& args) override;
+
  private:
   detail::CachingAllocator allocator_;
 };

@@ -1,0 +1,214 @@
+// Fused window kernels for conv2d and max_pool2d (backend.h, FusedOp).
+// The composite versions in src/ops walk as_strided views whose rows are one
+// kernel width long and scatter gradients with one strided add per kernel
+// offset; here each (n, c) plane is one task and every loop runs over a
+// contiguous row.
+#include <limits>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/dispatch.h"
+#include "backends/cpu/parallel.h"
+
+namespace anvil::cpu_backend {
+
+using detail::Im2colArgs;
+using detail::Pool2dArgs;
+using detail::Window2dGeometry;
+
+namespace {
+
+// Strided [N, C, H, W] input: the element pointer of plane (n, c) and the
+// row and column strides.
+template <typename T>
+struct Image {
+  const T* base;
+  std::int64_t sn, sc, sh, sw;
+  Image(const detail::KernelOperand& op)
+      : base(static_cast<const T*>(op.data) + op.offset),
+        sn(op.strides[0]),
+        sc(op.strides[1]),
+        sh(op.strides[2]),
+        sw(op.strides[3]) {}
+  const T* plane(std::int64_t n, std::int64_t c) const { return base + n * sn + c * sc; }
+};
+
+// Planes per task so that one task has some tens of thousands of elements.
+std::int64_t plane_grain(std::int64_t plane_elems) {
+  return std::max<std::int64_t>(1, kParallelGrain / 4 / std::max<std::int64_t>(1, plane_elems));
+}
+
+template <typename T>
+void im2col_typed(const Im2colArgs& a) {
+  const Window2dGeometry& g = a.g;
+  const Image<T> x(a.image);
+  T* cols = static_cast<T*>(a.cols.data) + a.cols.offset;
+  const std::int64_t kk = g.kh * g.kw, p = g.oh * g.ow;
+  // One task per (n, c): its KH*KW rows of the window matrix.
+  parallel_for(g.n * g.c, plane_grain(kk * p), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t nc = begin; nc < end; ++nc) {
+      const std::int64_t n = nc / g.c, c = nc % g.c;
+      const T* src = x.plane(n, c);
+      T* dst = cols + nc * kk * p;  // rows (c*KH + i)*KW + j of sample n
+      for (std::int64_t i = 0; i < g.kh; ++i)
+        for (std::int64_t j = 0; j < g.kw; ++j, dst += p) {
+          // Output columns whose input column iw = ow*SW - PW + j is inside [0, W).
+          const std::int64_t ow_lo = std::min(g.ow, std::max<std::int64_t>(0, (g.pw - j + g.sw - 1) / g.sw));
+          const std::int64_t ow_hi = std::max(ow_lo, std::min(g.ow, (g.w + g.pw - j + g.sw - 1) / g.sw));
+          for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+            T* row = dst + oh * g.ow;
+            const std::int64_t ih = oh * g.sh - g.ph + i;
+            if (ih < 0 || ih >= g.h) {
+              for (std::int64_t ow = 0; ow < g.ow; ++ow) row[ow] = T(0);
+              continue;
+            }
+            const T* in = src + ih * x.sh + (ow_lo * g.sw - g.pw + j) * x.sw;
+            for (std::int64_t ow = 0; ow < ow_lo; ++ow) row[ow] = T(0);
+            const std::int64_t step = g.sw * x.sw;
+            if (step == 1) {
+              for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) row[ow] = in[ow - ow_lo];
+            } else {
+              for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) row[ow] = in[(ow - ow_lo) * step];
+            }
+            for (std::int64_t ow = ow_hi; ow < g.ow; ++ow) row[ow] = T(0);
+          }
+        }
+    }
+  });
+}
+
+template <typename T>
+void col2im_typed(const Im2colArgs& a) {
+  const Window2dGeometry& g = a.g;
+  T* image = static_cast<T*>(a.image.data) + a.image.offset;
+  const T* cols = static_cast<const T*>(a.cols.data) + a.cols.offset;
+  const std::int64_t kk = g.kh * g.kw, p = g.oh * g.ow, hw = g.h * g.w;
+  // One task per (n, c) plane: no two tasks write the same pixel.
+  parallel_for(g.n * g.c, plane_grain(kk * p), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t nc = begin; nc < end; ++nc) {
+      T* dst = image + nc * hw;
+      for (std::int64_t q = 0; q < hw; ++q) dst[q] = T(0);
+      const T* src = cols + nc * kk * p;
+      for (std::int64_t i = 0; i < g.kh; ++i)
+        for (std::int64_t j = 0; j < g.kw; ++j, src += p) {
+          const std::int64_t ow_lo = std::min(g.ow, std::max<std::int64_t>(0, (g.pw - j + g.sw - 1) / g.sw));
+          const std::int64_t ow_hi = std::max(ow_lo, std::min(g.ow, (g.w + g.pw - j + g.sw - 1) / g.sw));
+          for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+            const std::int64_t ih = oh * g.sh - g.ph + i;
+            if (ih < 0 || ih >= g.h) continue;
+            const T* row = src + oh * g.ow;
+            T* out = dst + ih * g.w + (ow_lo * g.sw - g.pw + j);
+            if (g.sw == 1) {
+              for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) out[ow - ow_lo] += row[ow];
+            } else {
+              for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) out[(ow - ow_lo) * g.sw] += row[ow];
+            }
+          }
+        }
+    }
+  });
+}
+
+// Whether v replaces the running maximum `best`: the first maximum wins
+// ties, NaN wins over every number and then stays (PyTorch's choice).
+template <typename T>
+inline bool beats(T v, T best) {
+  return !(v <= best) && best == best;
+}
+
+// The common 2×2, stride 2, unpadded pool: the four candidates of a window
+// are two adjacent pairs of two adjacent rows.
+template <typename T>
+void max_pool_2x2_plane(const T* src, const Image<T>& x, const Window2dGeometry& g, T* o, std::int64_t* idx) {
+  for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+    const T* r0 = src + 2 * oh * x.sh;
+    const T* r1 = r0 + x.sh;
+    const std::int64_t base = 2 * oh * g.w;
+    for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+      const std::int64_t j = 2 * ow;
+      T best = r0[j * x.sw];
+      std::int64_t where = base + j;
+      if (beats(r0[(j + 1) * x.sw], best)) best = r0[(j + 1) * x.sw], where = base + j + 1;
+      if (beats(r1[j * x.sw], best)) best = r1[j * x.sw], where = base + g.w + j;
+      if (beats(r1[(j + 1) * x.sw], best)) best = r1[(j + 1) * x.sw], where = base + g.w + j + 1;
+      o[oh * g.ow + ow] = best;
+      idx[oh * g.ow + ow] = where;
+    }
+  }
+}
+
+template <typename T>
+void max_pool2d_typed(const Pool2dArgs& a) {
+  const Window2dGeometry& g = a.g;
+  const Image<T> x(a.image);
+  T* out = static_cast<T*>(a.out.data) + a.out.offset;
+  std::int64_t* indices = static_cast<std::int64_t*>(a.indices.data) + a.indices.offset;
+  const std::int64_t p = g.oh * g.ow;
+  const bool two_by_two = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
+  parallel_for(g.n * g.c, plane_grain(p * g.kh * g.kw), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t nc = begin; nc < end; ++nc) {
+      const T* src = x.plane(nc / g.c, nc % g.c);
+      T* o = out + nc * p;
+      std::int64_t* idx = indices + nc * p;
+      if (two_by_two) {
+        max_pool_2x2_plane(src, x, g, o, idx);
+        continue;
+      }
+      for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+        const std::int64_t ih0 = oh * g.sh - g.ph;
+        const std::int64_t i_lo = std::max<std::int64_t>(0, -ih0), i_hi = std::min(g.kh, g.h - ih0);
+        for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+          const std::int64_t iw0 = ow * g.sw - g.pw;
+          const std::int64_t j_lo = std::max<std::int64_t>(0, -iw0), j_hi = std::min(g.kw, g.w - iw0);
+          T best = -std::numeric_limits<T>::infinity();
+          std::int64_t where = -1;
+          for (std::int64_t i = i_lo; i < i_hi; ++i) {
+            const T* row = src + (ih0 + i) * x.sh;
+            for (std::int64_t j = j_lo; j < j_hi; ++j) {
+              const T v = row[(iw0 + j) * x.sw];
+              if (where < 0 || beats(v, best)) {
+                best = v;
+                where = (ih0 + i) * g.w + (iw0 + j);
+              }
+            }
+          }
+          o[oh * g.ow + ow] = best;
+          idx[oh * g.ow + ow] = where;
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_pool2d_backward_typed(const Pool2dArgs& a) {
+  const Window2dGeometry& g = a.g;
+  T* image = static_cast<T*>(a.image.data) + a.image.offset;
+  const T* grad = static_cast<const T*>(a.out.data) + a.out.offset;
+  const std::int64_t* indices = static_cast<const std::int64_t*>(a.indices.data) + a.indices.offset;
+  const std::int64_t p = g.oh * g.ow, hw = g.h * g.w;
+  parallel_for(g.n * g.c, plane_grain(hw + p), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t nc = begin; nc < end; ++nc) {
+      T* dst = image + nc * hw;
+      for (std::int64_t q = 0; q < hw; ++q) dst[q] = T(0);
+      const T* gs = grad + nc * p;
+      const std::int64_t* is = indices + nc * p;
+      for (std::int64_t q = 0; q < p; ++q)
+        if (is[q] >= 0) dst[is[q]] += gs[q];
+    }
+  });
+}
+
+}  // namespace
+
+bool CpuBackend::supports_fused(detail::FusedOp, DType t, int) noexcept { return t == DType::F32 || t == DType::F64; }
+
+void CpuBackend::im2col(int, const Im2colArgs& args) { ANVIL_DISPATCH_FLOAT(args.dtype, T, im2col_typed<T>(args)); }
+void CpuBackend::col2im(int, const Im2colArgs& args) { ANVIL_DISPATCH_FLOAT(args.dtype, T, col2im_typed<T>(args)); }
+void CpuBackend::max_pool2d(int, const Pool2dArgs& args) {
+  ANVIL_DISPATCH_FLOAT(args.dtype, T, max_pool2d_typed<T>(args));
+}
+void CpuBackend::max_pool2d_backward(int, const Pool2dArgs& args) {
+  ANVIL_DISPATCH_FLOAT(args.dtype, T, max_pool2d_backward_typed<T>(args));
+}
+
+}  // namespace anvil::cpu_backend
