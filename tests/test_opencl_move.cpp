@@ -103,6 +103,34 @@ TEST(OpenCLMove, MixedDevicesRaiseDeviceMismatchBeforeEnqueueing) {
   }
 }
 
+// A layer's forward is ops on its parameters and its input, so a model on
+// one device fed data on another fails the same way, naming both devices.
+TEST(OpenCLMove, LayerForwardWithInputOnAnotherDeviceIsAMismatch) {
+  ANVIL_REQUIRE_OPENCL(1);
+  for (const Device& model_device : devices_under_test()) {
+    nn::Sequential net{nn::Linear(4, 3), nn::ReLU(), nn::Linear(3, 2)};
+    net.to(model_device);
+    for (const Device& input_device : devices_under_test()) {
+      if (input_device == model_device) continue;
+      SCOPED_TRACE("model on " + model_device.str() + ", input on " + input_device.str());
+      const Tensor x = ones({5, 4}, input_device);
+      synchronize(input_device);
+      const auto before = enqueued_everywhere();
+      try {
+        (void)net(x);
+        ADD_FAILURE() << "no error";
+      } catch (const DeviceMismatch& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find(model_device.str()), std::string::npos) << m;
+        EXPECT_NE(m.find(input_device.str()), std::string::npos) << m;
+        EXPECT_NE(m.find(".to("), std::string::npos) << m;
+      }
+      EXPECT_EQ(enqueued_everywhere(), before) << "nothing may be enqueued on any device";
+    }
+    EXPECT_EQ(net(ones({5, 4}, model_device)).device(), model_device) << "the model still works";
+  }
+}
+
 TEST(OpenCLMove, ToAliasesAndCopyToCopies) {
   ANVIL_REQUIRE_OPENCL(1);
   for (const Device& d : devices_under_test()) {
