@@ -7,17 +7,27 @@
 #   scripts/bench.sh --filter matmul --repeats 9
 #   scripts/bench.sh --markdown           # the table as Markdown
 #   BENCH_OPS=1 scripts/bench.sh          # also anvil's per-op Google Benchmark
+#   scripts/bench.sh --train              # training: MLP and LeNet on Fashion-MNIST (~5 min)
+#   scripts/bench.sh --train --models mlp --epochs 10 --markdown
 #
+# With --train as the first argument the rest go to bench_train
+# (benchmarks/train/) instead of bench_compare.
 # Installs missing Debian packages first (libtorch-dev is needed only here),
 # with apt-get as root, or through sudo when not root. Set JOBS to limit the
 # build's parallelism (default: all cores).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+train=""
+if [[ "${1:-}" == "--train" ]]; then
+  train=1
+  shift
+fi
 build="${root}/build-bench"
 jobs="${JOBS:-$(nproc)}"
 
 packages=(cmake ninja-build g++ libopenblas-openmp-dev zlib1g-dev libtorch-dev libbenchmark-dev)
+if [[ -n "${train}" ]]; then packages+=(dataset-fashion-mnist); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -39,15 +49,23 @@ fi
 
 cmake -S "${root}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DANVIL_BUILD_BENCHMARKS=ON -DANVIL_BUILD_TESTS=OFF >/dev/null
-cmake --build "${build}" -j "${jobs}" --target bench_compare bench_worker_anvil bench_worker_openblas \
-  $(grep -q '^build bench_worker_torch:' "${build}/build.ninja" && echo bench_worker_torch) \
-  $([[ -n "${BENCH_OPS:-}" ]] && grep -q '^build bench_ops:' "${build}/build.ninja" && echo bench_ops)
+if [[ -n "${train}" ]]; then
+  cmake --build "${build}" -j "${jobs}" --target bench_train bench_train_anvil \
+    $(grep -q '^build bench_train_torch:' "${build}/build.ninja" && echo bench_train_torch)
+else
+  cmake --build "${build}" -j "${jobs}" --target bench_compare bench_worker_anvil bench_worker_openblas \
+    $(grep -q '^build bench_worker_torch:' "${build}/build.ninja" && echo bench_worker_torch) \
+    $([[ -n "${BENCH_OPS:-}" ]] && grep -q '^build bench_ops:' "${build}/build.ninja" && echo bench_ops)
+fi
 
 load="$(cut -d' ' -f1 /proc/loadavg)"
 if awk -v l="${load}" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
   echo "bench.sh: load average is ${load} on $(nproc) cores; figures will be noisy (ratios stay within one run)" >&2
 fi
 
+if [[ -n "${train}" ]]; then
+  exec "${build}/benchmarks/train/bench_train" "$@"
+fi
 "${build}/benchmarks/bench_compare" "$@"
 if [[ -n "${BENCH_OPS:-}" && -x "${build}/benchmarks/bench_ops" ]]; then
   "${build}/benchmarks/bench_ops"

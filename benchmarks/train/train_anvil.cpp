@@ -1,0 +1,94 @@
+// benchmarks/train/train_anvil.cpp — trains with anvil for bench_train
+// (protocol in train_worker.h), in anvil's defaults: no set_num_threads, no
+// environment variables. The models are the ones of
+// examples/train_fashion_mnist.cpp.
+#include <cstdint>
+#include <string>
+
+#include "anvil/anvil.h"
+#include "anvil/data.h"
+#include "anvil/nn.h"
+#include "anvil/optim.h"
+#include "train_worker.h"
+
+namespace {
+
+using namespace anvil;
+namespace tb = anvil_train_bench;
+
+nn::Sequential make_mlp() {
+  nn::Sequential net{nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10)};
+  for (Tensor w : {net[1].weight(), net[3].weight()}) nn::init::normal_(w, 0.0, 0.01);  // D2L's init
+  return net;
+}
+
+// The modern LeNet (ReLU, max-pooling) of the example; PyTorch's default init.
+nn::Sequential make_lenet() {
+  return nn::Sequential{nn::Conv2d(1, 6, 5, 1, 2),
+                        nn::ReLU(),
+                        nn::MaxPool2d(2),
+                        nn::Conv2d(6, 16, 5),
+                        nn::ReLU(),
+                        nn::MaxPool2d(2),
+                        nn::Flatten(),
+                        nn::Linear(400, 120),
+                        nn::ReLU(),
+                        nn::Linear(120, 84),
+                        nn::ReLU(),
+                        nn::Linear(84, 10)};
+}
+
+Tensor load(const std::string& dir, const std::string& name, DType t) {
+  const std::vector<std::int64_t> dims = tb::read_shape(dir, name);
+  const Shape shape(dims);
+  const std::vector<char> bytes = tb::read_bytes(dir, name, static_cast<std::size_t>(shape.numel()) * element_size(t));
+  return from_host(bytes.data(), shape, t, cpu());
+}
+
+class AnvilTrainer final : public tb::Trainer {
+ public:
+  AnvilTrainer(const std::string& model, std::uint64_t seed, const std::string& dir)
+      : net_((manual_seed(seed), model == "mlp" ? make_mlp() : make_lenet())),
+        opt_(net_.parameters(), {.lr = tb::kLearningRate}),
+        train_(load(dir, "train-images", f32), load(dir, "train-labels", i64),
+               {.batch_size = tb::kBatchSize, .shuffle = true, .seed = seed}),
+        test_(load(dir, "test-images", f32), load(dir, "test-labels", i64), {.batch_size = tb::kEvalBatchSize}) {
+    if (model != "mlp" && model != "lenet") throw ValueError("train_anvil: unknown model '" + model + "'");
+  }
+
+  double train_epoch() override {
+    Tensor loss_sum = zeros({});
+    for (const Batch& b : train_) {
+      opt_.zero_grad();
+      const Tensor l = nn::cross_entropy(net_(b.inputs), b.targets);
+      l.backward();
+      opt_.step();
+      NoGradGuard no_grad;
+      loss_sum += l.detach();
+    }
+    return loss_sum.item<double>() / static_cast<double>(train_.size());
+  }
+
+  double test_accuracy() override {
+    NoGradGuard no_grad;
+    net_.eval();
+    Tensor correct = zeros({}, cpu(), i64);
+    for (const Batch& b : test_) correct += sum(argmax(net_(b.inputs), 1) == b.targets);
+    net_.train();
+    return static_cast<double>(correct.item<std::int64_t>()) / static_cast<double>(test_.num_samples());
+  }
+
+ private:
+  nn::Sequential net_;
+  optim::SGD opt_;
+  DataLoader train_, test_;
+};
+
+}  // namespace
+
+int main() {
+  const std::string info = "anvil, defaults (" + std::to_string(anvil::num_threads()) + " threads, OpenMP OpenBLAS)";
+  return tb::serve(info, [](const std::string& model, std::uint64_t seed, const std::string& dir) {
+    return std::make_unique<AnvilTrainer>(model, seed, dir);
+  });
+}

@@ -1,0 +1,351 @@
+// benchmarks/train/train_compare.cpp — training speed and accuracy, anvil side
+// by side with LibTorch, in one run.
+//
+//   bench_train                                  # MLP and LeNet, 10 epochs each
+//   bench_train --models mlp --epochs 5 --markdown
+//   bench_train --anvil-env OMP_WAIT_POLICY=passive   # plus anvil under that setting, for context
+//
+// Both libraries train the same model with the same hyperparameters (D2L's
+// MLP 784-256-10 and the modern LeNet of examples/train_fashion_mnist.cpp;
+// batch 256, SGD lr 0.1, reshuffled every epoch), each in its own worker
+// process (train_worker.h; Note [One process per BLAS] in
+// benchmarks/CMakeLists.txt) and in its defaults. Epochs alternate between the
+// two, the first library rotating each epoch, so a burst of load elsewhere on
+// the machine hits both. s/epoch is the median over epochs 2..N (epoch 1 is
+// the warm-up: allocator caches, page faults, BLAS buffers); test accuracy is
+// read after the last epoch.
+//
+// Note [Same tensors]
+// ~~~~~~~~~~~~~~~~~~~
+// LibTorch's worker cannot link anvil (their OpenBLAS builds clash), so this
+// driver reads Fashion-MNIST once with anvil's reader (anvil/data.h) and dumps
+// the four tensors as raw native-endian bytes (`<name>.bin`, C order, sizes in
+// `<name>.shape`) into a temporary directory that both workers load: the
+// images are bit for bit the same f32 values in each library.
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../worker_process.h"
+#include "anvil/anvil.h"
+#include "anvil/data.h"
+
+namespace {
+
+using anvil_bench::WorkerProcess;
+namespace fs = std::filesystem;
+
+struct Options {
+  std::vector<std::string> models{"mlp", "lenet"};
+  int epochs = 10;
+  std::uint64_t seed = 0;
+  bool markdown = false;
+  std::vector<std::string> anvil_env;  // VAR=VALUE: one more anvil worker each, as context
+};
+
+void usage() {
+  std::cout << "usage: bench_train [--models mlp,lenet] [--epochs N] [--seed S] [--markdown]\n"
+               "  --models    which models, comma-separated (default mlp,lenet)\n"
+               "  --epochs    epochs per model and library (default 10); s/epoch is the median of epochs 2..N\n"
+               "  --seed      seed of both libraries' init and shuffling (default 0)\n"
+               "  --markdown  the table as Markdown\n"
+               "  --anvil-env VAR=VALUE  also time anvil with this environment variable set (repeatable;\n"
+               "              a context row, not the target configuration)\n";
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--models") {
+      o.models.clear();
+      std::istringstream in(value());
+      for (std::string m; std::getline(in, m, ',');) {
+        if (m != "mlp" && m != "lenet") throw std::runtime_error("--models: expected mlp or lenet, got '" + m + "'");
+        o.models.push_back(m);
+      }
+    } else if (a == "--epochs") {
+      o.epochs = std::stoi(value());
+      if (o.epochs < 1) throw std::runtime_error("--epochs: expected at least 1");
+    } else if (a == "--seed") {
+      o.seed = std::stoull(value());
+    } else if (a == "--anvil-env") {
+      const std::string v = value();
+      if (v.find('=') == std::string::npos || v.front() == '=')
+        throw std::runtime_error("--anvil-env: expected VAR=VALUE, got '" + v + "'");
+      o.anvil_env.push_back(v);
+    } else if (a == "--markdown") {
+      o.markdown = true;
+    } else if (a == "-h" || a == "--help") {
+      usage();
+      std::exit(0);
+    } else {
+      throw std::runtime_error("unknown argument '" + a + "' (--help lists them)");
+    }
+  }
+  return o;
+}
+
+std::string here() {
+  std::array<char, 4096> buffer{};
+  const auto n = readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
+  if (n <= 0) return ".";
+  const std::string path(buffer.data(), static_cast<std::size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+std::string loadavg() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+// A temporary directory, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string base = fs::exists("/dev/shm") ? "/dev/shm" : fs::temp_directory_path().string();
+    std::string pattern = base + "/anvil-bench-train-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a directory under " + base);
+    path_ = pattern;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// See Note [Same tensors].
+void dump(const std::string& dir, const std::string& name, const anvil::Tensor& t) {
+  const anvil::Tensor c = t.contiguous();
+  std::ofstream shape(dir + "/" + name + ".shape");
+  for (int i = 0; i < c.dim(); ++i) shape << c.size(i) << (i + 1 < c.dim() ? " " : "\n");
+  std::ofstream bin(dir + "/" + name + ".bin", std::ios::binary);
+  bin.write(static_cast<const char*>(c.raw_data_ptr()),
+            static_cast<std::streamsize>(c.numel() * static_cast<std::int64_t>(anvil::element_size(c.dtype()))));
+  if (!bin || !shape) throw std::runtime_error("cannot write " + dir + "/" + name);
+}
+
+struct Library {
+  std::string key;      // `anvil`, `torch`
+  std::string label;    // column header
+  std::string program;  // next to bench_train
+  std::unique_ptr<WorkerProcess> process;
+  std::string info;  // its `info` reply, or why it is unavailable
+  bool pthread_blas = false;
+  std::string env;  // VAR=VALUE set for this worker only ("" for none)
+};
+
+// `ok <rest>` → rest; anything else throws with the reply.
+std::string expect_ok(Library& lib, const std::string& request) {
+  const std::string reply = lib.process->request(request);
+  if (reply.rfind("ok", 0) != 0) throw std::runtime_error(lib.key + ": '" + request + "' answered '" + reply + "'");
+  return reply.size() > 3 ? reply.substr(3) : std::string();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Result {
+  std::vector<double> seconds;  // per epoch, 1..N
+  double loss = 0, accuracy = 0;
+  bool ok = false;
+  std::string error;
+  double per_epoch() const {
+    if (seconds.size() == 1) return seconds[0];
+    return median(std::vector<double>(seconds.begin() + 1, seconds.end()));
+  }
+};
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Options opt = parse(argc, argv);
+    std::vector<Library> libs;
+    libs.push_back({"anvil", "anvil", "bench_train_anvil", nullptr, "", false, ""});
+    libs.push_back({"torch", "LibTorch", "bench_train_torch", nullptr, "", true, ""});
+    for (const std::string& env : opt.anvil_env)
+      libs.push_back({"anvil " + env, "anvil " + env, "bench_train_anvil", nullptr, "", false, env});
+    for (Library& lib : libs) {
+      const std::string path = here() + "/" + lib.program;
+      if (access(path.c_str(), X_OK) != 0) {
+        lib.info = "not built (" + path + ")";
+        continue;
+      }
+      // The variable is set only while this worker starts (it inherits environ).
+      const std::string var = lib.env.substr(0, lib.env.find('='));
+      const char* before = lib.env.empty() ? nullptr : std::getenv(var.c_str());
+      const std::string saved = before ? before : "";
+      if (!lib.env.empty()) setenv(var.c_str(), lib.env.substr(var.size() + 1).c_str(), 1);
+      lib.process = std::make_unique<WorkerProcess>(path, std::vector<std::string>{});
+      if (!lib.env.empty()) {
+        if (before)
+          setenv(var.c_str(), saved.c_str(), 1);
+        else
+          unsetenv(var.c_str());
+      }
+      lib.info = expect_ok(lib, "info");
+    }
+
+    TempDir data;
+    {
+      const anvil::FashionMNIST train(anvil::FashionMNIST::Split::Train), test(anvil::FashionMNIST::Split::Test);
+      dump(data.path(), "train-images", train.images());
+      dump(data.path(), "train-labels", train.labels());
+      dump(data.path(), "test-images", test.images());
+      dump(data.path(), "test-labels", test.labels());
+    }
+
+    std::cout << "bench_train: Fashion-MNIST from " << anvil::FashionMNIST::default_root()
+              << ", batch 256, SGD lr 0.1, " << opt.epochs << " epochs, seed " << opt.seed << "\n";
+    for (const Library& lib : libs) std::cout << "  " << lib.key << ": " << lib.info << "\n";
+    std::cout << "  load average at start: " << loadavg() << "\n" << std::flush;
+    const auto t0 = std::chrono::steady_clock::now();
+
+    std::vector<std::vector<Result>> results(opt.models.size(), std::vector<Result>(libs.size()));
+    for (std::size_t m = 0; m < opt.models.size(); ++m) {
+      const std::string& model = opt.models[m];
+      std::vector<Result>& res = results[m];
+      for (std::size_t l = 0; l < libs.size(); ++l) {
+        if (!libs[l].process) continue;
+        try {
+          expect_ok(libs[l], "setup " + model + " " + std::to_string(opt.seed) + " " + data.path());
+          res[l].ok = true;
+        } catch (const std::exception& e) {
+          res[l].error = e.what();
+        }
+      }
+      for (int epoch = 1; epoch <= opt.epochs; ++epoch) {
+        for (std::size_t k = 0; k < libs.size(); ++k) {
+          const std::size_t l = (k + static_cast<std::size_t>(epoch)) % libs.size();  // rotate who goes first
+          if (!res[l].ok) continue;
+          try {
+            std::istringstream reply(expect_ok(libs[l], "epoch"));
+            double s = 0;
+            reply >> s >> res[l].loss;
+            res[l].seconds.push_back(s);
+            std::cerr << "  " << model << " epoch " << epoch << "/" << opt.epochs << " " << libs[l].key << ": "
+                      << fixed(s, 3) << " s, loss " << fixed(res[l].loss, 4) << "\n";
+          } catch (const std::exception& e) {
+            res[l].ok = false;
+            res[l].error = e.what();
+          }
+          // LibTorch's pthread OpenBLAS threads spin for up to ~0.1 s after a
+          // call: let them settle before the other library's epoch.
+          std::this_thread::sleep_for(std::chrono::milliseconds(libs[l].pthread_blas ? 250 : 30));
+        }
+      }
+      for (std::size_t l = 0; l < libs.size(); ++l) {
+        if (!res[l].ok) continue;
+        try {
+          res[l].accuracy = std::stod(expect_ok(libs[l], "eval"));
+        } catch (const std::exception& e) {
+          res[l].ok = false;
+          res[l].error = e.what();
+        }
+      }
+    }
+
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string sep = opt.markdown ? " | " : "  ";
+    const std::vector<std::string> header{"model",  "anvil s/epoch", "LibTorch s/epoch", "ratio",
+                                          "target", "anvil acc",     "LibTorch acc",     "acc target"};
+    std::vector<std::vector<std::string>> rows;
+    for (std::size_t m = 0; m < opt.models.size(); ++m) {
+      const Result &a = results[m][0], &t = results[m][1];
+      const bool mlp = opt.models[m] == "mlp";
+      std::vector<std::string> row{opt.models[m]};
+      row.push_back(a.ok ? fixed(a.per_epoch(), 3) : "n/a");
+      row.push_back(t.ok ? fixed(t.per_epoch(), 3) : "n/a");
+      if (a.ok && t.ok) {
+        const double ratio = a.per_epoch() / t.per_epoch();
+        row.push_back(fixed(ratio, 2) + (ratio <= 0.8 ? "" : " (miss)"));
+      } else {
+        row.push_back("n/a");
+      }
+      row.push_back("<= 0.80");
+      row.push_back(a.ok ? fixed(a.accuracy, 4) : "n/a");
+      row.push_back(t.ok ? fixed(t.accuracy, 4) : "n/a");
+      if (mlp && opt.epochs == 10)
+        row.push_back(std::string(">= 0.85") + (a.ok && a.accuracy < 0.85 ? " (miss)" : ""));
+      else
+        row.push_back(mlp ? ">= 0.85 after 10 epochs" : "comparable");
+      rows.push_back(row);
+      for (std::size_t l = 2; l < libs.size(); ++l) {  // context: anvil under --anvil-env
+        const Result& c = results[m][l];
+        std::vector<std::string> ctx{"  " + libs[l].key};
+        ctx.push_back(c.ok ? fixed(c.per_epoch(), 3) : "n/a");
+        ctx.push_back("");
+        ctx.push_back(c.ok && t.ok ? fixed(c.per_epoch() / t.per_epoch(), 2) : "n/a");
+        ctx.push_back("");
+        ctx.push_back(c.ok ? fixed(c.accuracy, 4) : "n/a");
+        ctx.push_back("");
+        ctx.push_back("");
+        rows.push_back(ctx);
+      }
+    }
+    std::vector<std::size_t> width(header.size());
+    for (std::size_t c = 0; c < header.size(); ++c) {
+      width[c] = header[c].size();
+      for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+    }
+    auto print_row = [&](const std::vector<std::string>& r) {
+      std::cout << (opt.markdown ? "| " : "  ");
+      for (std::size_t c = 0; c < r.size(); ++c)
+        std::cout << std::left << std::setw(static_cast<int>(width[c])) << r[c] << (c + 1 < r.size() ? sep : "");
+      std::cout << (opt.markdown ? " |" : "") << "\n";
+    };
+    std::cout << "\n";
+    print_row(header);
+    if (opt.markdown) {
+      std::cout << "|";
+      for (std::size_t c = 0; c < header.size(); ++c) std::cout << std::string(width[c] + 2, '-') << "|";
+      std::cout << "\n";
+    }
+    for (const auto& r : rows) print_row(r);
+    for (std::size_t m = 0; m < opt.models.size(); ++m)
+      for (std::size_t l = 0; l < libs.size(); ++l)
+        if (!results[m][l].ok && libs[l].process)
+          std::cout << "  " << opt.models[m] << " / " << libs[l].key << ": " << results[m][l].error << "\n";
+    std::cout << "\n  s/epoch: median of epochs 2.." << opt.epochs << "; ratio = anvil / LibTorch (lower is better)\n"
+              << "  load average at end: " << loadavg() << "; measured in " << fixed(elapsed, 0) << " s\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_train: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,113 @@
+// benchmarks/train/train_worker.h — the loop every training worker runs.
+//
+//   int main() { return anvil_train_bench::serve(info_line, make_trainer); }
+//
+// `bench_train` (train_compare.cpp) starts one worker process per library
+// (anvil, LibTorch; why processes: Note [One process per BLAS] in
+// benchmarks/CMakeLists.txt) and drives them over stdin/stdout, one request
+// and one reply per line:
+//
+//   info                              -> ok <one line about the library and its threads>
+//   setup <model> <seed> <data-dir>   -> ok | error <what>    builds the model and optimiser, loads the data
+//   epoch                             -> ok <seconds> <mean train loss>
+//   eval                              -> ok <test accuracy>
+//   quit
+//
+// <model> is `mlp` or `lenet`; <data-dir> holds the raw dumps train_compare
+// writes (see Note [Same tensors] there). Every epoch reshuffles the training
+// set; the clock brackets the whole epoch: batching, forward, loss, backward,
+// SGD step.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace anvil_train_bench {
+
+inline constexpr std::int64_t kBatchSize = 256;
+inline constexpr double kLearningRate = 0.1;
+inline constexpr std::int64_t kEvalBatchSize = 1024;
+
+// One library's model, optimiser and data.
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  // One epoch over the reshuffled training set; returns the mean loss.
+  virtual double train_epoch() = 0;
+  virtual double test_accuracy() = 0;
+};
+
+using MakeTrainer =
+    std::function<std::unique_ptr<Trainer>(const std::string& model, std::uint64_t seed, const std::string& data_dir)>;
+
+// The raw dumps: `<name>.bin`, native-endian, C order; sizes in `<name>.shape`.
+inline std::vector<std::int64_t> read_shape(const std::string& dir, const std::string& name) {
+  std::ifstream in(dir + "/" + name + ".shape");
+  if (!in) throw std::runtime_error("cannot open " + dir + "/" + name + ".shape");
+  std::vector<std::int64_t> shape;
+  for (std::int64_t d; in >> d;) shape.push_back(d);
+  return shape;
+}
+
+inline std::vector<char> read_bytes(const std::string& dir, const std::string& name, std::size_t expected) {
+  std::ifstream in(dir + "/" + name + ".bin", std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + dir + "/" + name + ".bin");
+  std::vector<char> bytes(expected);
+  in.read(bytes.data(), static_cast<std::streamsize>(expected));
+  if (static_cast<std::size_t>(in.gcount()) != expected || in.peek() != std::char_traits<char>::eof())
+    throw std::runtime_error(dir + "/" + name + ".bin: expected " + std::to_string(expected) + " bytes");
+  return bytes;
+}
+
+inline int serve(const std::string& info, const MakeTrainer& make) {
+  std::ios::sync_with_stdio(false);
+  std::unique_ptr<Trainer> trainer;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string command;
+    in >> command;
+    if (command == "quit") break;
+    try {
+      if (command == "info") {
+        std::cout << "ok " << info << std::endl;
+      } else if (command == "setup") {
+        std::string model, dir;
+        std::uint64_t seed = 0;
+        in >> model >> seed >> dir;
+        trainer = nullptr;  // free the previous model and data first
+        trainer = make(model, seed, dir);
+        std::cout << "ok" << std::endl;
+      } else if (command == "epoch" || command == "eval") {
+        if (!trainer) throw std::runtime_error(command + " before setup");
+        if (command == "eval") {
+          std::cout << "ok " << trainer->test_accuracy() << std::endl;
+        } else {
+          const auto start = std::chrono::steady_clock::now();
+          const double loss = trainer->train_epoch();
+          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          std::cout << "ok " << seconds << " " << loss << std::endl;
+        }
+      } else {
+        std::cout << "error unknown command '" << command << "'" << std::endl;
+      }
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      for (auto& c : what)
+        if (c == '\n') c = ' ';
+      std::cout << "error " << what << std::endl;
+    }
+  }
+  return 0;
+}
+
+}  // namespace anvil_train_bench
