@@ -125,11 +125,17 @@ void max_pool_2x2_plane(const T* src, const Image<T>& x, const Window2dGeometry&
     const std::int64_t base = 2 * oh * g.w;
     for (std::int64_t ow = 0; ow < g.ow; ++ow) {
       const std::int64_t j = 2 * ow;
+      // Selects rather than branches: on real activations which candidate
+      // wins is unpredictable.
       T best = r0[j * x.sw];
       std::int64_t where = base + j;
-      if (beats(r0[(j + 1) * x.sw], best)) best = r0[(j + 1) * x.sw], where = base + j + 1;
-      if (beats(r1[j * x.sw], best)) best = r1[j * x.sw], where = base + g.w + j;
-      if (beats(r1[(j + 1) * x.sw], best)) best = r1[(j + 1) * x.sw], where = base + g.w + j + 1;
+      const T c[3] = {r0[(j + 1) * x.sw], r1[j * x.sw], r1[(j + 1) * x.sw]};
+      const std::int64_t at[3] = {base + j + 1, base + g.w + j, base + g.w + j + 1};
+      for (int k = 0; k < 3; ++k) {
+        const bool take = beats(c[k], best);
+        best = take ? c[k] : best;
+        where = take ? at[k] : where;
+      }
       o[oh * g.ow + ow] = best;
       idx[oh * g.ow + ow] = where;
     }
