@@ -81,6 +81,13 @@ void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta) {
   g.c.offset = out.offset();
   g.c.ld = std::max<std::int64_t>(n, 1);
   g.c.batch_stride = m * n;
+  // A batch against one shared B (a Linear or conv weight broadcast over
+  // the batch) whose A rows are evenly spaced is a single taller GEMM: stack
+  // the batch into M. Backends then see one large product, not many small.
+  if (g.batch > 1 && g.b.batch_stride == 0 && !g.a.trans && g.a.batch_stride == g.m * g.a.ld) {
+    g.m *= g.batch;
+    g.batch = 1;
+  }
   const TensorImpl& oi = out.impl_ref();
   oi.backend().gemm(oi.device().index(), g);
 }

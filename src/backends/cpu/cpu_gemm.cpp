@@ -1,11 +1,9 @@
-// GEMM: OpenBLAS for f32/f64, plain loops for integer dtypes. Batches of
-// small matrices run one matrix per thread (OpenBLAS runs single-threaded
-// inside an OpenMP region); large matrices let OpenBLAS use the pool.
+// GEMM: OpenBLAS for f32/f64 (parallel inside, on anvil's one pool), plain
+// loops for integer dtypes.
 #include <cblas.h>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dispatch.h"
-#include "backends/cpu/parallel.h"
 
 namespace anvil::cpu_backend {
 
@@ -52,17 +50,11 @@ void gemm_typed(const GemmArgs& g) {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) blas_gemm<T>(g, b);
     else loop_gemm<T>(g, b);
   };
-  const std::int64_t flops_per = g.m * g.n * g.k;
-  // Small matrices: parallel over the batch. Large: one at a time, each
-  // parallel inside OpenBLAS.
-  if (g.batch > 1 && flops_per < (std::int64_t{1} << 21)) {
-    parallel_for(g.batch, std::max<std::int64_t>(1, (std::int64_t{1} << 18) / std::max<std::int64_t>(1, flops_per)),
-                 [&](std::int64_t b, std::int64_t e) {
-                   for (std::int64_t i = b; i < e; ++i) one(i);
-                 });
-  } else {
-    for (std::int64_t i = 0; i < g.batch; ++i) one(i);
-  }
+  // One matrix at a time, each parallel inside OpenBLAS where it is large
+  // enough. Never call OpenBLAS from several threads at once: its OpenMP
+  // build serialises concurrent calls on a lock, and a batch of 32x32
+  // products run "in parallel" that way took 50x longer than in sequence.
+  for (std::int64_t i = 0; i < g.batch; ++i) one(i);
 }
 
 }  // namespace
