@@ -17,6 +17,11 @@ namespace anvil {
 // the cores. Default: the number of cores (or OMP_NUM_THREADS).
 void set_num_threads(int n);
 int num_threads() noexcept;
+// Whether anvil chose OpenMP's wait policy (passive: idle threads sleep
+// rather than spin, so a busy machine cannot stall the pool; see Note
+// [Passive OpenMP waiting]) — false when OMP_WAIT_POLICY or GOMP_SPINCOUNT
+// was set by the user, whose choice then stands.
+bool openmp_wait_policy_defaulted() noexcept;
 
 struct MemoryStats {
   std::uint64_t allocated = 0;       // bytes held by live tensors

@@ -26,6 +26,9 @@ void set_num_threads(int n) {
 
 int num_threads() noexcept { return omp_get_max_threads(); }
 
+extern "C" bool anvil_openmp_wait_policy_defaulted();
+bool openmp_wait_policy_defaulted() noexcept { return anvil_openmp_wait_policy_defaulted(); }
+
 std::ostream& operator<<(std::ostream& os, const MemoryStats& s) {
   using detail::format_bytes;
   os << "allocated " << format_bytes(s.allocated) << ", reserved " << format_bytes(s.reserved) << ", peak "
