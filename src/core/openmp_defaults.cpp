@@ -6,9 +6,10 @@
 // took 14 s. Passive waiting costs a futex wake per parallel region
 // (microseconds) and never degrades that way, so it is anvil's default.
 //
-// This file is its own tiny shared library, listed after libgomp among
-// libanvil's dependencies: the dynamic loader initialises it before libgomp,
-// so the default is in place when libgomp reads it. A value the user set
+// This file is its own tiny shared library, listed after libgomp and
+// OpenBLAS among libanvil's dependencies: the dynamic loader initialises
+// unrelated libraries in reverse order, so it runs before libgomp and the
+// default is in place when libgomp reads it. A value the user set
 // (OMP_WAIT_POLICY or GOMP_SPINCOUNT) is left alone.
 #include <cstdlib>
 
