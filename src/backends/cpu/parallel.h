@@ -10,9 +10,10 @@
 
 namespace anvil::cpu_backend {
 
-// Below this many elements a loop runs on the calling thread: waking the
-// pool costs more than it saves (a few µs).
-inline constexpr std::int64_t kParallelGrain = 32768;
+// Below this many elements (half a MiB of f32) a loop runs on the calling
+// thread: with passive waiting (Note [Passive OpenMP waiting]) waking the
+// pool costs several µs, more than splitting such a loop saves.
+inline constexpr std::int64_t kParallelGrain = 1 << 17;
 
 // fn(begin, end) over [0, n) in contiguous chunks, one per thread.
 template <typename F>
