@@ -73,6 +73,8 @@ std::vector<Case> cases() {
       {"conv2d_strided_input", {{2, 3, 7, 6}, {4, 3, 3, 2}, {4}},
        [](V x) { return conv2d(x[0].transpose(2, 3), x[1], x[2], {2, 3}, {2, 1}); }},
       {"conv2d_1x1_channels", {{3, 5, 3, 4}, {2, 5, 1, 1}}, [](V x) { return conv2d(x[0], x[1]); }},
+      {"conv2d_kernel_wider_than_input", {{1, 2, 3, 1}, {2, 2, 3, 5}, {2}},
+       [](V x) { return conv2d(x[0], x[1], x[2], {1, 1}, {1, 2}); }},
       {"max_pool2d_strided_input", {{2, 3, 6, 7}}, [](V x) { return max_pool2d(x[0].transpose(2, 3), {3, 2}, {2, 2}, {1, 1}); }},
       {"max_pool2d_overlapping", {{1, 2, 5, 5}}, [](V x) { return max_pool2d(x[0], {3, 3}, {1, 1}, {1, 1}); }},
       {"lenet_block", {{2, 1, 8, 8}, {3, 1, 5, 5}, {3}},

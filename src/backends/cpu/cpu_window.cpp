@@ -61,13 +61,15 @@ void im2col_typed(const Im2colArgs& a) {
               for (std::int64_t ow = 0; ow < g.ow; ++ow) row[ow] = T(0);
               continue;
             }
-            const T* in = src + ih * x.sh + (ow_lo * g.sw - g.pw + j) * x.sw;
             for (std::int64_t ow = 0; ow < ow_lo; ++ow) row[ow] = T(0);
-            const std::int64_t step = g.sw * x.sw;
-            if (step == 1) {
-              for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) row[ow] = in[ow - ow_lo];
-            } else {
-              for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) row[ow] = in[(ow - ow_lo) * step];
+            if (ow_lo < ow_hi) {  // `in` points inside the image only then
+              const T* in = src + ih * x.sh + (ow_lo * g.sw - g.pw + j) * x.sw;
+              const std::int64_t step = g.sw * x.sw;
+              if (step == 1) {
+                for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) row[ow] = in[ow - ow_lo];
+              } else {
+                for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) row[ow] = in[(ow - ow_lo) * step];
+              }
             }
             for (std::int64_t ow = ow_hi; ow < g.ow; ++ow) row[ow] = T(0);
           }
@@ -94,7 +96,7 @@ void col2im_typed(const Im2colArgs& a) {
           const std::int64_t ow_hi = std::max(ow_lo, std::min(g.ow, (g.w + g.pw - j + g.sw - 1) / g.sw));
           for (std::int64_t oh = 0; oh < g.oh; ++oh) {
             const std::int64_t ih = oh * g.sh - g.ph + i;
-            if (ih < 0 || ih >= g.h) continue;
+            if (ih < 0 || ih >= g.h || ow_lo >= ow_hi) continue;
             const T* row = src + oh * g.ow;
             T* out = dst + ih * g.w + (ow_lo * g.sw - g.pw + j);
             if (g.sw == 1) {
