@@ -3,7 +3,7 @@
 //
 //   bench_train                                  # MLP and LeNet, 10 epochs each
 //   bench_train --models mlp --epochs 5 --markdown
-//   bench_train --anvil-env OMP_WAIT_POLICY=passive   # plus anvil under that setting, for context
+//   bench_train --anvil-env GOMP_SPINCOUNT=300000   # plus anvil spinning as libgomp does by default
 //
 // Both libraries train the same model with the same hyperparameters (D2L's
 // MLP 784-256-10 and the modern LeNet of examples/train_fashion_mnist.cpp;
@@ -195,6 +195,11 @@ std::string fixed(double v, int digits) {
 int main(int argc, char** argv) {
   try {
     const Options opt = parse(argc, argv);
+    // Linking anvil put its OpenMP default (OMP_WAIT_POLICY=passive, Note
+    // [Passive OpenMP waiting]) into this process's environment; the workers
+    // start from the user's, so LibTorch runs in its own defaults and anvil's
+    // worker chooses for itself.
+    if (anvil::openmp_wait_policy_defaulted()) unsetenv("OMP_WAIT_POLICY");
     std::vector<Library> libs;
     libs.push_back({"anvil", "anvil", "bench_train_anvil", nullptr, "", false, ""});
     libs.push_back({"torch", "LibTorch", "bench_train_torch", nullptr, "", true, ""});
