@@ -8,22 +8,12 @@
 #include <vector>
 
 #include "anvil/anvil.h"
+#include "opencl_test_support.h"
 
 namespace {
 
 using namespace anvil;
-
-int opencl_count() { return device_count(DeviceType::OpenCL); }
-
-#define ANVIL_REQUIRE_OPENCL(n)                                                                  \
-  do {                                                                                           \
-    if (opencl_count() < (n)) {                                                                  \
-      const char* req = std::getenv("ANVIL_REQUIRE_DEVICES");                                    \
-      const std::string why = "needs " #n " OpenCL device(s); " + device_unavailable_reason(DeviceType::OpenCL); \
-      if (req != nullptr && std::string(req).find("opencl") != std::string::npos) FAIL() << why; \
-      GTEST_SKIP() << why;                                                                       \
-    }                                                                                            \
-  } while (0)
+using anvil::testing::opencl_count;
 
 std::vector<unsigned char> bytes_of(const Tensor& t) {
   const Tensor h = t.cpu().contiguous();
