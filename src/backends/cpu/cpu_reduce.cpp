@@ -61,6 +61,16 @@ typename Op::Acc reduce_contiguous(const T* p, std::int64_t n) {
 }
 
 
+// Where output `o` (row-major over the kept dims) reads from and writes to.
+inline void kept_offsets(const ReduceArgs& a, std::int64_t o, std::int64_t& in_off, std::int64_t& out_off) {
+  for (int d = a.nkept - 1; d >= 0; --d) {
+    const std::int64_t idx = o % a.shape[d];
+    o /= a.shape[d];
+    in_off += idx * a.in.strides[d];
+    out_off += idx * a.out.strides[d];
+  }
+}
+
 template <typename Op, typename T>
 void reduce_typed(const ReduceArgs& a) {
   using Acc = typename Op::Acc;
@@ -109,13 +119,8 @@ void reduce_typed(const ReduceArgs& a) {
   const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, a.reduce_numel));
   parallel_for(a.out_numel, grain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t o = b; o < e; ++o) {
-      std::int64_t base = 0, out_off = 0, rem = o;
-      for (int d = nk - 1; d >= 0; --d) {
-        const std::int64_t idx = rem % a.shape[d];
-        rem /= a.shape[d];
-        base += idx * a.in.strides[d];
-        out_off += idx * a.out.strides[d];
-      }
+      std::int64_t base = 0, out_off = 0;
+      kept_offsets(a, o, base, out_off);
       Acc acc = Op::init();
       for (std::int64_t r = 0; r < outer_reduce; ++r) {
         std::int64_t off = base, rr = r;
@@ -144,13 +149,8 @@ void arg_reduce(const ReduceArgs& a) {
   const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, a.reduce_numel));
   parallel_for(a.out_numel, grain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t o = b; o < e; ++o) {
-      std::int64_t base = 0, out_off = 0, rem = o;
-      for (int d = nk - 1; d >= 0; --d) {
-        const std::int64_t idx = rem % a.shape[d];
-        rem /= a.shape[d];
-        base += idx * a.in.strides[d];
-        out_off += idx * a.out.strides[d];
-      }
+      std::int64_t base = 0, out_off = 0;
+      kept_offsets(a, o, base, out_off);
       std::int64_t best_i = 0;
       T best{};
       for (std::int64_t r = 0; r < a.reduce_numel; ++r) {
