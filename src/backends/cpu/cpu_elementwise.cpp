@@ -82,6 +82,19 @@ void run_binary(const ElementwiseArgs& a, F f) {
   });
 }
 
+// Integer arithmetic wraps on overflow, as in PyTorch: computed in the
+// unsigned type (signed overflow is undefined behaviour in C++).
+template <typename T>
+T wrap(T a, T b, char op) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    const U x = static_cast<U>(a), y = static_cast<U>(b);
+    return static_cast<T>(op == '+' ? x + y : op == '-' ? x - y : static_cast<U>(x * y));
+  } else {
+    return static_cast<T>(op == '+' ? a + b : op == '-' ? a - b : a * b);
+  }
+}
+
 template <typename T>
 T int_pow(T base, T exp) {
   if constexpr (std::is_same_v<T, bool>) {
@@ -90,8 +103,8 @@ T int_pow(T base, T exp) {
     if (exp < 0) return base == 1 ? T(1) : (base == T(-1) ? (exp % 2 ? T(-1) : T(1)) : T(0));
     T result = 1;
     while (exp) {
-      if (exp & 1) result = static_cast<T>(result * base);
-      base = static_cast<T>(base * base);
+      if (exp & 1) result = wrap(result, base, '*');
+      base = wrap(base, base, '*');
       exp >>= 1;
     }
     return result;
@@ -101,9 +114,9 @@ T int_pow(T base, T exp) {
 template <typename T>
 void binary_typed(BinaryOp op, const ElementwiseArgs& a) {
   switch (op) {
-    case BinaryOp::Add: return run_binary<T, T>(a, [](T x, T y) { return static_cast<T>(x + y); });
-    case BinaryOp::Sub: return run_binary<T, T>(a, [](T x, T y) { return static_cast<T>(x - y); });
-    case BinaryOp::Mul: return run_binary<T, T>(a, [](T x, T y) { return static_cast<T>(x * y); });
+    case BinaryOp::Add: return run_binary<T, T>(a, [](T x, T y) { return wrap(x, y, '+'); });
+    case BinaryOp::Sub: return run_binary<T, T>(a, [](T x, T y) { return wrap(x, y, '-'); });
+    case BinaryOp::Mul: return run_binary<T, T>(a, [](T x, T y) { return wrap(x, y, '*'); });
     case BinaryOp::Div:
       if constexpr (std::is_floating_point_v<T>) return run_binary<T, T>(a, [](T x, T y) { return x / y; });
       else break;
@@ -143,15 +156,17 @@ void unary_typed(UnaryOp op, const detail::UnaryParams& prm, const ElementwiseAr
   }
   switch (op) {
     case UnaryOp::Neg:
-      if constexpr (!std::is_same_v<T, bool>) return run_unary<T, T>(a, [](T x) { return static_cast<T>(-x); });
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+        return run_unary<T, T>(a, [](T x) { return wrap(T(0), x, '-'); });
+      else if constexpr (!std::is_same_v<T, bool>) return run_unary<T, T>(a, [](T x) { return static_cast<T>(-x); });
       break;
     case UnaryOp::Abs:
-      if constexpr (std::is_signed_v<T>) return run_unary<T, T>(a, [](T x) { return x < 0 ? static_cast<T>(-x) : x; });
+      if constexpr (std::is_signed_v<T>) return run_unary<T, T>(a, [](T x) { return x < 0 ? wrap(T(0), x, '-') : x; });
       else return run_unary<T, T>(a, [](T x) { return x; });
     case UnaryOp::Relu: return run_unary<T, T>(a, [](T x) { return x < T(0) ? T(0) : x; });
     case UnaryOp::Sign:
       return run_unary<T, T>(a, [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); });
-    case UnaryOp::Square: return run_unary<T, T>(a, [](T x) { return static_cast<T>(x * x); });
+    case UnaryOp::Square: return run_unary<T, T>(a, [](T x) { return wrap(x, x, '*'); });
     case UnaryOp::LogicalNot: return run_unary<T, T>(a, [](T x) { return static_cast<T>(x == T(0)); });
     case UnaryOp::Clamp: {
       const double lo = prm.lo, hi = prm.hi;
