@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -12,6 +15,26 @@
 namespace anvil::testing {
 
 inline int opencl_count() { return device_count(DeviceType::OpenCL); }
+
+// Runs this test binary again with ANVIL_OPENCL_TEST_CHILD=1 and `env`
+// prepended, selecting the tests matching `filter`; returns its output (and
+// its exit status through `status`). Settings read once at start-up are
+// tested this way.
+inline std::string run_child(const std::string& env, const std::string& filter, int* status = nullptr) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "";
+  self[n] = '\0';
+  const std::string cmd = "env ANVIL_OPENCL_TEST_CHILD=1 " + env + " '" + self + "' --gtest_filter=" + filter + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  const int st = pclose(p);
+  if (status) *status = st;
+  return out;
+}
 
 }  // namespace anvil::testing
 

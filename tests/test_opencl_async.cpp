@@ -92,14 +92,6 @@ TEST(OpenCLAsync, DeviceErrorsSurfaceAtTheNextSyncNamingTheOp) {
             (std::vector<float>{9, 10, 11}));
 }
 
-std::string self_path() {
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "";
-  self[n] = '\0';
-  return self;
-}
-
 TEST(OpenCLAsyncChild, SyncEveryOp) {
   if (std::getenv("ANVIL_OPENCL_TEST_CHILD") == nullptr) GTEST_SKIP() << "runs as a child of SyncAfterEveryOp";
   const Device d(DeviceType::OpenCL, 0);
@@ -114,14 +106,7 @@ TEST(OpenCLAsyncChild, SyncEveryOp) {
 
 TEST(OpenCLAsync, SyncAfterEveryOpStopsAtTheFailingOp) {
   ANVIL_REQUIRE_OPENCL(1);
-  const std::string cmd = "env ANVIL_OPENCL_TEST_CHILD=1 ANVIL_SYNC=1 '" + self_path() +
-                          "' --gtest_filter=OpenCLAsyncChild.SyncEveryOp 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  pclose(p);
+  const std::string out = anvil::testing::run_child("ANVIL_SYNC=1", "OpenCLAsyncChild.SyncEveryOp");
   EXPECT_NE(out.find("RESULT thrown_at=call"), std::string::npos) << out;
   EXPECT_NE(out.find("RESULT message=index_select"), std::string::npos) << out;
 }

@@ -20,26 +20,9 @@ namespace {
 
 using namespace anvil;
 using anvil::testing::opencl_count;
+using anvil::testing::run_child;
 
 bool is_child() { return std::getenv("ANVIL_OPENCL_TEST_CHILD") != nullptr; }
-
-// Runs this test binary again with `env` prepended and one test selected;
-// returns its output.
-std::string run_child(const std::string& env, const std::string& filter, int* status = nullptr) {
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "";
-  self[n] = '\0';
-  const std::string cmd = "env ANVIL_OPENCL_TEST_CHILD=1 " + env + " '" + self + "' --gtest_filter=" + filter + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  const int st = pclose(p);
-  if (status) *status = st;
-  return out;
-}
 
 // The value printed by a child as "RESULT key=value".
 std::optional<std::string> result(const std::string& out, const std::string& key) {

@@ -87,18 +87,7 @@ TEST(OpenCLMemoryChild, EnvLimit) {
 
 TEST(OpenCLMemory, LimitFromTheEnvironment) {
   ANVIL_REQUIRE_OPENCL(1);
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  ASSERT_GT(n, 0);
-  self[n] = '\0';
-  const std::string cmd = std::string("env ANVIL_OPENCL_TEST_CHILD=1 ANVIL_MEMORY_LIMIT=opencl:0=16M '") + self +
-                          "' --gtest_filter=OpenCLMemoryChild.EnvLimit 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  pclose(p);
+  const std::string out = anvil::testing::run_child("ANVIL_MEMORY_LIMIT=opencl:0=16M", "OpenCLMemoryChild.EnvLimit");
   EXPECT_NE(out.find("RESULT limit=16777216"), std::string::npos) << out;
   EXPECT_NE(out.find("RESULT oom=yes"), std::string::npos) << out;
   EXPECT_NE(out.find("RESULT small=1024"), std::string::npos) << out;
