@@ -8,7 +8,7 @@
 
 #include "anvil/error.h"
 #include "backends/opencl/launch.h"
-#include "backends/opencl/layouts.h"
+#include "backends/common/kernel_specs.h"
 #include "backends/opencl/opencl_backend.h"
 
 #ifdef ANVIL_HAVE_CLBLAST
@@ -95,7 +95,7 @@ bool OpenCLBackend::gemm_clblast(DeviceState& s, const detail::GemmArgs& a) {
     default:
       throw BackendError(detail::cat("matmul: CLBlast gemm failed with status ", static_cast<int>(st), " (",
                                      status_name(static_cast<cl_int>(st)), ") on ", s.label(), " for [", a.batch,
-                                     ", ", a.m, ", ", a.k, "] @ [", a.k, ", ", a.n, "] ", cl_type(a.dtype)));
+                                     ", ", a.m, ", ", a.k, "] @ [", a.k, ", ", a.n, "] ", kernels::dtype_name(a.dtype)));
   }
   if (ev != nullptr) s.track_locked(ev, "matmul");
   return true;
@@ -104,55 +104,6 @@ bool OpenCLBackend::gemm_clblast(DeviceState& s, const detail::GemmArgs& a) {
   (void)a;
   return false;
 #endif
-}
-
-void OpenCLBackend::gemm_tiled(DeviceState& s, const detail::GemmArgs& a) {
-  const DType t = a.dtype;
-  cl_kernel k = s.programs.kernel(kernel_key(Family::Gemm, 0, 0, dt(t)), [&] {
-    const std::string prefix = std::string("gemm_") + (t == DType::F32   ? "f32"
-                                                       : t == DType::F64 ? "f64"
-                                                       : t == DType::I32 ? "i32"
-                                                       : t == DType::I64 ? "i64"
-                                                       : t == DType::U8  ? "u8"
-                                                                         : "bool");
-    // Integers accumulate in their own type (wrapping like the CPU); bool
-    // and u8 in long so a product of 0/1 bytes cannot wrap before the cast.
-    const char* acc = (t == DType::Bool || t == DType::U8) ? "long" : cl_type(t);
-    return KernelSpec{"gemm.kern", " -DKPREFIX=" + prefix + " -DT=" + cl_type(t) + " -DTA=" + acc + " -DT_BOOL=" + (t == DType::Bool ? "1" : "0"), prefix + "_tiled"};
-  });
-  GemmLayout L{};
-  L.m = a.m;
-  L.n = a.n;
-  L.k = a.k;
-  L.batch = a.batch;
-  auto strides = [](const detail::GemmMatrix& x, std::int64_t& rs, std::int64_t& cs) {
-    rs = x.trans ? 1 : x.ld;
-    cs = x.trans ? x.ld : 1;
-  };
-  L.a_offset = a.a.offset;
-  strides(a.a, L.a_rs, L.a_cs);
-  L.a_bstride = a.a.batch_stride;
-  L.b_offset = a.b.offset;
-  strides(a.b, L.b_rs, L.b_cs);
-  L.b_bstride = a.b.batch_stride;
-  L.c_offset = a.c.offset;
-  L.c_rs = a.c.ld;
-  L.c_bstride = a.c.batch_stride;
-  L.beta_zero = a.beta == 0.0;
-  const DType acc = (t == DType::Bool || t == DType::U8) ? DType::I64 : t;
-  constexpr std::size_t kTile = 16;
-  const std::size_t global[3] = {(static_cast<std::size_t>(a.n) + kTile - 1) / kTile * kTile,
-                                 (static_cast<std::size_t>(a.m) + kTile - 1) / kTile * kTile,
-                                 static_cast<std::size_t>(a.batch)};
-  const std::size_t local[3] = {kTile, kTile, 1};
-  Launch(s, k)
-      .buffer(a.a.data)
-      .buffer(a.b.data)
-      .buffer(a.c.data)
-      .scalar(scalar_arg(a.alpha, acc))
-      .scalar(scalar_arg(a.beta, acc))
-      .arg(L)
-      .run(3, global, local, "matmul");
 }
 
 }  // namespace anvil::opencl

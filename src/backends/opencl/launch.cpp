@@ -1,64 +1,6 @@
 #include "backends/opencl/launch.h"
 
-#include <cmath>
-#include <cstring>
-#include <limits>
-
 namespace anvil::opencl {
-
-const char* cl_type(DType t) noexcept {
-  switch (t) {
-    case DType::Bool:
-    case DType::U8: return "uchar";
-    case DType::I32: return "int";
-    case DType::I64: return "long";
-    case DType::F32: return "float";
-    case DType::F64: return "double";
-  }
-  return "?";
-}
-
-namespace {
-template <typename T>
-ScalarArg pack(T v) noexcept {
-  ScalarArg a;
-  std::memcpy(a.bytes, &v, sizeof v);
-  a.size = sizeof v;
-  return a;
-}
-
-template <typename T>
-T saturate(double v) noexcept {
-  if (std::isnan(v)) return T{0};
-  if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
-  if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-  return static_cast<T>(v);
-}
-}  // namespace
-
-ScalarArg scalar_arg(const Scalar& s, DType t) noexcept {
-  switch (t) {
-    case DType::Bool: return pack<std::uint8_t>(s.to<bool>() ? 1 : 0);
-    case DType::U8: return pack<std::uint8_t>(s.to<std::uint8_t>());
-    case DType::I32: return pack<std::int32_t>(s.to<std::int32_t>());
-    case DType::I64: return pack<std::int64_t>(s.to<std::int64_t>());
-    case DType::F32: return pack<float>(s.to<float>());
-    case DType::F64: return pack<double>(s.to<double>());
-  }
-  return {};
-}
-
-ScalarArg scalar_arg(double v, DType t) noexcept {
-  switch (t) {
-    case DType::Bool: return pack<std::uint8_t>(v != 0.0 ? 1 : 0);
-    case DType::U8: return pack<std::uint8_t>(saturate<std::uint8_t>(v));
-    case DType::I32: return pack<std::int32_t>(saturate<std::int32_t>(v));
-    case DType::I64: return pack<std::int64_t>(saturate<std::int64_t>(v));
-    case DType::F32: return pack<float>(static_cast<float>(v));
-    case DType::F64: return pack<double>(v);
-  }
-  return {};
-}
 
 Launch& Launch::bytes(const void* p, std::size_t n) {
   ANVIL_CL_CHECK(s_.label(), clSetKernelArg(k_, next_++, n, p));

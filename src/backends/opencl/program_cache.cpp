@@ -1,41 +1,14 @@
 #include "backends/opencl/program_cache.h"
 
 #include <cstdio>
-#include <set>
-#include <sstream>
-#include <vector>
 
 #include "anvil/error.h"
-#include "backends/opencl/kernels_embedded.h"
+#include "backends/common/kernel_sources.h"
 #include "backends/opencl/runtime.h"
 
 namespace anvil::opencl {
 
 namespace {
-
-const char* embedded_text(const std::string& name) {
-  for (std::size_t i = 0; i < kNumEmbeddedKernelSources; ++i)
-    if (name == kEmbeddedKernelSources[i].name) return kEmbeddedKernelSources[i].text;
-  return nullptr;
-}
-
-void append_resolved(const std::string& name, std::set<std::string>& seen, std::string& out) {
-  if (!seen.insert(name).second) return;
-  const char* text = embedded_text(name);
-  ANVIL_ASSERT(text != nullptr, "kernel source ", name, " is not embedded; add it to src/kernels");
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    const std::string directive = "#include \"";
-    if (line.rfind(directive, 0) == 0) {
-      const std::size_t end = line.find('"', directive.size());
-      append_resolved(line.substr(directive.size(), end - directive.size()), seen, out);
-      continue;
-    }
-    out += line;
-    out += '\n';
-  }
-}
 
 std::string build_log(cl_program program, cl_device_id device) {
   std::size_t size = 0;
@@ -50,14 +23,6 @@ std::string build_log(cl_program program, cl_device_id device) {
 }
 
 }  // namespace
-
-std::string assemble_source(const std::string& file) {
-  std::set<std::string> seen;
-  std::string out;
-  append_resolved("prelude_opencl.h", seen, out);
-  append_resolved(file, seen, out);
-  return out;
-}
 
 ProgramCache::ProgramCache(cl_context context, cl_device_id device, std::string label, bool fp64)
     : context_(context), device_(device), label_(std::move(label)), fp64_(fp64) {}
@@ -74,7 +39,7 @@ cl_program ProgramCache::program(const std::string& file, const std::string& def
   auto it = programs_.find(key);
   if (it != programs_.end()) return it->second;
 
-  const std::string source = assemble_source(file);
+  const std::string source = kernels::assemble_source("prelude_opencl.h", file);
   const char* text = source.c_str();
   const std::size_t length = source.size();
   cl_int err = CL_SUCCESS;
@@ -96,8 +61,8 @@ cl_program ProgramCache::program(const std::string& file, const std::string& def
   return program;
 }
 
-cl_kernel ProgramCache::build(std::uint64_t key, const KernelSpec& spec) {
-  cl_program p = program(spec.file, spec.defines);
+cl_kernel ProgramCache::build(std::uint64_t key, const kernels::KernelSpec& spec) {
+  cl_program p = program(spec.file, kernels::define_options(spec));
   cl_int err = CL_SUCCESS;
   cl_kernel k = nullptr;
   ANVIL_CL_CHECK(label_, (k = clCreateKernel(p, spec.name.c_str(), &err), err));

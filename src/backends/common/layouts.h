@@ -1,11 +1,11 @@
-// Host mirrors of the argument blocks in src/kernels/layout.kern. Every
+// Host mirrors of the argument blocks in src/kernels/layout.kern (and window.kern). Every
 // field is 64-bit, so the layouts agree without packing pragmas; the
 // static_asserts catch a field added on one side only.
 #pragma once
 
 #include <cstdint>
 
-namespace anvil::opencl {
+namespace anvil::kernels {
 
 inline constexpr int kLayoutDims = 8;
 
@@ -52,4 +52,11 @@ struct GemmLayout {
 };
 static_assert(sizeof(GemmLayout) == 8 * 16);
 
-}  // namespace anvil::opencl
+struct WindowLayout {
+  std::int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, oh, ow;
+  std::int64_t img_offset, img_sn, img_sc, img_sh, img_sw;
+  std::int64_t out_offset, idx_offset;
+};
+static_assert(sizeof(WindowLayout) == 8 * 19);
+
+}  // namespace anvil::kernels

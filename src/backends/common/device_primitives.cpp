@@ -1,0 +1,135 @@
+#include "backends/common/device_primitives.h"
+
+namespace anvil::kernels {
+
+EwLayout ew_layout(const detail::ElementwiseArgs& a) {
+  EwLayout L{};
+  L.ndim = a.ndim;
+  L.numel = a.numel;
+  for (int d = 0; d < a.ndim; ++d) L.shape[d] = a.shape[d];
+  const detail::KernelOperand* ops[4] = {&a.out, &a.in[0], &a.in[1], &a.in[2]};
+  for (int k = 0; k <= a.nin && k < 4; ++k) {
+    if (ops[k]->is_scalar) {
+      L.scalar_mask |= std::int64_t{1} << k;
+      continue;
+    }
+    L.offset[k] = ops[k]->offset;
+    for (int d = 0; d < a.ndim; ++d) L.stride[k][d] = ops[k]->strides[d];
+  }
+  return L;
+}
+
+namespace {
+// Drops size-1 dims and merges neighbours that are contiguous in every
+// stride array given, so most reductions index with one or two dims.
+struct Dims {
+  int n = 0;
+  std::int64_t shape[kMaxDims];
+  std::int64_t stride[2][kMaxDims];
+};
+Dims coalesce(const std::int64_t* shape, const std::int64_t* s0, const std::int64_t* s1, int ndim, int nstrides) {
+  Dims d;
+  for (int i = 0; i < ndim; ++i) {
+    if (shape[i] == 1) continue;
+    if (d.n > 0) {
+      const int p = d.n - 1;
+      bool merge = true;
+      const std::int64_t* src[2] = {s0, s1};
+      for (int k = 0; k < nstrides; ++k) merge = merge && d.stride[k][p] == src[k][i] * shape[i];
+      if (merge) {
+        d.shape[p] *= shape[i];
+        for (int k = 0; k < nstrides; ++k) d.stride[k][p] = src[k][i];
+        continue;
+      }
+    }
+    d.shape[d.n] = shape[i];
+    d.stride[0][d.n] = s0[i];
+    d.stride[1][d.n] = nstrides > 1 ? s1[i] : 0;
+    ++d.n;
+  }
+  return d;
+}
+}  // namespace
+
+ReduceLayout reduce_layout(const detail::ReduceArgs& a, detail::ReduceOp op) {
+  ReduceLayout L{};
+  const Dims kept = coalesce(a.shape, a.in.strides, a.out.strides, a.nkept, 2);
+  const Dims red = coalesce(a.shape + a.nkept, a.in.strides + a.nkept, nullptr, a.nreduced, 1);
+  L.nkept = kept.n;
+  for (int d = 0; d < kept.n; ++d) {
+    L.kshape[d] = kept.shape[d];
+    L.kstride[d] = kept.stride[0][d];
+    L.ostride[d] = kept.stride[1][d];
+  }
+  L.nred = red.n;
+  for (int d = 0; d < red.n; ++d) {
+    L.rshape[d] = red.shape[d];
+    L.rstride[d] = red.stride[0][d];
+  }
+  L.out_numel = a.out_numel;
+  L.red_numel = a.reduce_numel;
+  L.in_offset = a.in.offset;
+  L.out_offset = a.out.offset;
+  L.has_scale = op == detail::ReduceOp::Sum && a.scale != 1.0;
+  return L;
+}
+
+IndexLayout index_layout(const detail::IndexArgs& a) {
+  IndexLayout L{};
+  L.ndim = a.ndim;
+  L.dim = a.dim;
+  L.numel = a.numel;
+  L.src_dim_size = a.src_dim_size;
+  L.out_offset = a.out.offset;
+  L.src_offset = a.src.offset;
+  L.idx_offset = a.index.offset;
+  for (int d = 0; d < a.ndim; ++d) {
+    L.shape[d] = a.shape[d];
+    L.out_stride[d] = a.out.strides[d];
+    L.src_stride[d] = a.src.strides[d];
+    // index_select's index is 1-D: its one stride applies along `dim`.
+    if (a.op == detail::IndexOp::IndexSelect) L.idx_stride[d] = d == a.dim ? a.index.strides[0] : 0;
+    else L.idx_stride[d] = a.index.strides[d];
+  }
+  return L;
+}
+
+GemmLayout gemm_layout(const detail::GemmArgs& a) {
+  GemmLayout L{};
+  L.m = a.m;
+  L.n = a.n;
+  L.k = a.k;
+  L.batch = a.batch;
+  auto strides = [](const detail::GemmMatrix& x, std::int64_t& rs, std::int64_t& cs) {
+    rs = x.trans ? 1 : x.ld;
+    cs = x.trans ? x.ld : 1;
+  };
+  L.a_offset = a.a.offset;
+  strides(a.a, L.a_rs, L.a_cs);
+  L.a_bstride = a.a.batch_stride;
+  L.b_offset = a.b.offset;
+  strides(a.b, L.b_rs, L.b_cs);
+  L.b_bstride = a.b.batch_stride;
+  L.c_offset = a.c.offset;
+  L.c_rs = a.c.ld;
+  L.c_bstride = a.c.batch_stride;
+  L.beta_zero = a.beta == 0.0;
+  return L;
+}
+
+WindowLayout window_layout(const detail::Window2dGeometry& g, const detail::KernelOperand& image,
+                           std::int64_t out_offset, std::int64_t idx_offset) {
+  return {g.n,  g.c,  g.h,  g.w,  g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, image.offset, image.strides[0],
+          image.strides[1], image.strides[2], image.strides[3], out_offset, idx_offset};
+}
+
+detail::KernelOperand contiguous_image(const detail::KernelOperand& img, const detail::Window2dGeometry& g) {
+  detail::KernelOperand o = img;
+  o.strides[3] = 1;
+  o.strides[2] = g.w;
+  o.strides[1] = g.h * g.w;
+  o.strides[0] = g.c * g.h * g.w;
+  return o;
+}
+
+}  // namespace anvil::kernels

@@ -1,0 +1,356 @@
+// The primitives of core/backend.h for a device that runs the kernels of
+// src/kernels, written once for the OpenCL and CUDA backends (DESIGN §2):
+// which kernel, which variant, the argument block, the launch geometry.
+// Each backend supplies a queue type Q (its per-device state, lock held by
+// the caller) with:
+//
+//   template <class Request> Q::Kernel kernel(const Request&);  // compiled on first use
+//   Launch launch(Q::Kernel);  // .buffer(handle) .arg(value) .scalar(ScalarArg)
+//                              // .run(n, op) .run(dims, global, local, op)
+//   void copy_within(void* dst, size_t dst_byte, const void* src, size_t src_byte,
+//                    size_t bytes, const char* op);  // device-local copy
+//   detail::CachingAllocator allocator;  // scratch blocks
+//   void* index_error_buffer_locked(const char* op, int64 dim_size);
+//   bool fp64(), is_cpu(); int compute_units(); size_t local_size(), max_work_group();
+//   const std::string& label();
+//
+// run(dims, global, local) has OpenCL's meaning: `global` counts work-items
+// (a multiple of `local`) in each dimension.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "anvil/error.h"
+#include "backends/common/kernel_specs.h"
+#include "backends/common/layouts.h"
+#include "core/backend.h"
+
+namespace anvil::kernels {
+
+// ---- argument blocks ------------------------------------------------------------
+
+// Whether a tensor operand is dense in row-major order over the iteration
+// shape (scalars count as dense).
+inline bool dense(const detail::KernelOperand& o, const detail::ElementwiseArgs& a) {
+  if (o.is_scalar) return true;
+  std::int64_t expected = 1;
+  for (int d = a.ndim - 1; d >= 0; --d) {
+    if (a.shape[d] == 1) continue;
+    if (o.strides[d] != expected) return false;
+    expected *= a.shape[d];
+  }
+  return true;
+}
+
+inline bool all_dense(const detail::ElementwiseArgs& a) {
+  if (!dense(a.out, a)) return false;
+  for (int i = 0; i < a.nin; ++i)
+    if (!dense(a.in[i], a)) return false;
+  return true;
+}
+
+EwLayout ew_layout(const detail::ElementwiseArgs& a);
+ReduceLayout reduce_layout(const detail::ReduceArgs& a, detail::ReduceOp op);
+IndexLayout index_layout(const detail::IndexArgs& a);
+GemmLayout gemm_layout(const detail::GemmArgs& a);
+WindowLayout window_layout(const detail::Window2dGeometry& g, const detail::KernelOperand& image,
+                           std::int64_t out_offset, std::int64_t idx_offset);
+// The image written by col2im / max_pool2d_backward: contiguous.
+detail::KernelOperand contiguous_image(const detail::KernelOperand& img, const detail::Window2dGeometry& g);
+
+// The kernel argument for a scalar operand (or a zero of its dtype for a tensor).
+inline ScalarArg operand_scalar(const detail::KernelOperand& o) {
+  return o.is_scalar ? scalar_arg(o.scalar, o.dtype) : scalar_arg(0.0, o.dtype);
+}
+
+inline std::size_t pow2_at_most(std::size_t n) {
+  std::size_t p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+// ---- fill, arange, copy -----------------------------------------------------------
+
+template <class Q>
+void fill(Q& q, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) {
+  if (numel <= 0) return;
+  q.launch(q.kernel(FillKernel{false, out.dtype, q.fp64()}))
+      .buffer(out.data)
+      .arg(out.offset)
+      .arg(numel)
+      .scalar(scalar_arg(value, out.dtype))
+      .run(numel, "fill");
+}
+
+template <class Q>
+void arange(Q& q, const detail::KernelOperand& out, std::int64_t numel, double start, double step) {
+  if (numel <= 0) return;
+  auto l = q.launch(q.kernel(FillKernel{true, out.dtype, q.fp64()}));
+  l.buffer(out.data).arg(out.offset).arg(numel);
+  if (q.fp64()) l.arg(start).arg(step);
+  else l.arg(static_cast<float>(start)).arg(static_cast<float>(step));
+  l.run(numel, "arange");
+}
+
+template <class Q>
+void copy(Q& q, const detail::ElementwiseArgs& a) {
+  if (a.numel <= 0) return;
+  const detail::KernelOperand& in = a.in[0];
+  const bool is_dense = all_dense(a);
+  if (is_dense && !in.is_scalar && in.dtype == a.out.dtype) {
+    const std::size_t es = element_size(a.out.dtype);
+    const std::size_t src = static_cast<std::size_t>(in.offset) * es, dst = static_cast<std::size_t>(a.out.offset) * es;
+    const std::size_t bytes = static_cast<std::size_t>(a.numel) * es;
+    const bool overlap = in.data == a.out.data && src < dst + bytes && dst < src + bytes;
+    if (!overlap) {
+      if (src == dst && in.data == a.out.data) return;
+      q.copy_within(a.out.data, dst, in.data, src, bytes, "copy");
+      return;
+    }
+  }
+  const bool strided = !is_dense || in.is_scalar;
+  auto l = q.launch(q.kernel(CopyKernel{in.dtype, a.out.dtype, strided}));
+  if (!strided) {
+    l.buffer(a.out.data).arg(a.out.offset).buffer(in.data).arg(in.offset).arg(a.numel).run(a.numel, "copy");
+    return;
+  }
+  l.buffer(a.out.data).buffer(in.data).scalar(operand_scalar(in)).arg(ew_layout(a)).run(a.numel, "copy");
+}
+
+// ---- unary, binary, where ---------------------------------------------------------
+
+template <class Q>
+void unary(Q& q, detail::UnaryOp op, const detail::UnaryParams& params, const detail::ElementwiseArgs& a) {
+  if (a.numel <= 0) return;
+  const char* opname = detail::name(op);
+  const UnaryKernel request{op, a.in[0].dtype, a.out.dtype, !all_dense(a)};
+  const DType tc = request.compute_type();
+  const ScalarArg lo = scalar_arg(op == detail::UnaryOp::Clamp ? params.lo : 0.0, tc);
+  const ScalarArg hi = scalar_arg(op == detail::UnaryOp::Clamp ? params.hi : 0.0, tc);
+  auto l = q.launch(q.kernel(request));
+  if (!request.strided) {
+    l.buffer(a.out.data).arg(a.out.offset).buffer(a.in[0].data).arg(a.in[0].offset).scalar(lo).scalar(hi).arg(a.numel);
+    l.run(a.numel, opname);
+    return;
+  }
+  l.buffer(a.out.data).buffer(a.in[0].data).scalar(lo).scalar(hi).arg(ew_layout(a)).run(a.numel, opname);
+}
+
+template <class Q>
+void binary(Q& q, detail::BinaryOp op, const detail::ElementwiseArgs& a) {
+  if (a.numel <= 0) return;
+  const char* opname = detail::name(op);
+  const detail::KernelOperand &x = a.in[0], &y = a.in[1];
+  BinaryVariant variant = BinaryVariant::Strided;
+  if (all_dense(a)) {
+    if (!x.is_scalar && !y.is_scalar) variant = BinaryVariant::Dense;
+    else if (!x.is_scalar) variant = BinaryVariant::DenseScalarB;
+    else if (!y.is_scalar) variant = BinaryVariant::DenseScalarA;
+  }
+  auto l = q.launch(q.kernel(BinaryKernel{op, x.dtype, y.dtype, a.out.dtype, variant}));
+  if (variant != BinaryVariant::Strided) {
+    // Dense: plain arguments (PoCL copies a by-value struct per launch).
+    l.buffer(a.out.data).arg(a.out.offset).buffer(x.data).arg(x.offset).buffer(y.data).arg(y.offset);
+    l.scalar(operand_scalar(x)).scalar(operand_scalar(y)).arg(a.numel).run(a.numel, opname);
+    return;
+  }
+  l.buffer(a.out.data).buffer(x.data).buffer(y.data).scalar(operand_scalar(x)).scalar(operand_scalar(y));
+  l.arg(ew_layout(a)).run(a.numel, opname);
+}
+
+template <class Q>
+void where(Q& q, const detail::ElementwiseArgs& a) {
+  if (a.numel <= 0) return;
+  const detail::KernelOperand &c = a.in[0], &x = a.in[1], &y = a.in[2];
+  const ScalarArg sc = c.is_scalar ? scalar_arg(c.scalar, DType::Bool) : scalar_arg(0.0, DType::Bool);
+  auto l = q.launch(q.kernel(WhereKernel{x.dtype, y.dtype, a.out.dtype}));
+  l.buffer(a.out.data).buffer(c.data).buffer(x.data).buffer(y.data);
+  l.scalar(sc).scalar(operand_scalar(x)).scalar(operand_scalar(y)).arg(ew_layout(a)).run(a.numel, "where");
+}
+
+// ---- reductions -------------------------------------------------------------------
+
+template <class Q>
+void reduce(Q& q, detail::ReduceOp op, const detail::ReduceArgs& a) {
+  if (a.out_numel <= 0) return;
+  const char* opname = detail::name(op);
+  ReduceLayout L = reduce_layout(a, op);
+  auto request = [&](ReduceVariant v) { return ReduceKernel{op, a.in.dtype, a.out.dtype, q.fp64(), v}; };
+  const DType ta = request(ReduceVariant::PerItem).accumulator();
+  const ScalarArg scale = scalar_arg(a.scale, request(ReduceVariant::PerItem).scale_type());
+  const std::int64_t M = a.out_numel, R = a.reduce_numel;
+  const std::int64_t cus = std::max(1, q.compute_units());
+
+  // Many outputs or short rows: one work-item per output, in enough groups
+  // to spread over every compute unit.
+  if (R <= 32 || M >= cus * 64) {
+    const std::size_t group = std::clamp<std::size_t>(static_cast<std::size_t>(M / (4 * cus)), 1, q.local_size());
+    const std::size_t global = (static_cast<std::size_t>(M) + group - 1) / group * group;
+    q.launch(q.kernel(request(ReduceVariant::PerItem)))
+        .buffer(a.out.data)
+        .buffer(a.in.data)
+        .scalar(scale)
+        .arg(L)
+        .run(1, &global, &group, opname);
+    return;
+  }
+  // Long rows: a work-group per (part, output); parts > 1 when there are too
+  // few outputs to occupy the device, combined by a second pass.
+  const std::size_t L0 =
+      std::min<std::size_t>(pow2_at_most(std::min<std::size_t>(256, q.max_work_group())), q.is_cpu() ? 64 : 256);
+  std::int64_t parts = (4 * cus + M - 1) / M;
+  parts = std::clamp<std::int64_t>(parts, 1, std::max<std::int64_t>(1, R / (static_cast<std::int64_t>(L0) * 4)));
+  parts = std::min<std::int64_t>(parts, 1024);
+  L.parts = parts;
+  const std::size_t global[2] = {L0 * static_cast<std::size_t>(parts), static_cast<std::size_t>(M)};
+  const std::size_t local[2] = {L0, 1};
+  if (parts == 1) {
+    q.launch(q.kernel(request(ReduceVariant::PerGroup)))
+        .buffer(a.out.data)
+        .buffer(a.in.data)
+        .buffer(a.out.data)
+        .buffer(a.out.data)
+        .scalar(scale)
+        .arg(L)
+        .run(2, global, local, opname);
+    return;
+  }
+  const std::size_t nparts = static_cast<std::size_t>(M * parts);
+  void* part_v = q.allocator.allocate(nparts * element_size(ta));
+  void* part_i = nullptr;
+  try {
+    part_i = q.allocator.allocate(nparts * sizeof(std::int64_t));
+    q.launch(q.kernel(request(ReduceVariant::PerGroup)))
+        .buffer(a.out.data)
+        .buffer(a.in.data)
+        .buffer(part_v)
+        .buffer(part_i)
+        .scalar(scale)
+        .arg(L)
+        .run(2, global, local, opname);
+    const std::size_t L1 = std::min(L0, pow2_at_most(static_cast<std::size_t>(parts)));
+    const std::size_t g2[2] = {L1, static_cast<std::size_t>(M)};
+    const std::size_t l2[2] = {L1, 1};
+    q.launch(q.kernel(request(ReduceVariant::Finish)))
+        .buffer(a.out.data)
+        .buffer(part_v)
+        .buffer(part_i)
+        .scalar(scale)
+        .arg(L)
+        .run(2, g2, l2, opname);
+  } catch (...) {
+    q.allocator.deallocate(part_v, nparts * element_size(ta));
+    if (part_i) q.allocator.deallocate(part_i, nparts * sizeof(std::int64_t));
+    throw;
+  }
+  // Safe to free now: a block's next user is queued behind these kernels on
+  // the same in-order queue.
+  q.allocator.deallocate(part_v, nparts * element_size(ta));
+  q.allocator.deallocate(part_i, nparts * sizeof(std::int64_t));
+}
+
+// ---- index, gemm, random ----------------------------------------------------------
+
+template <class Q>
+void index(Q& q, const detail::IndexArgs& a) {
+  if (a.numel <= 0) return;
+  const char* opname = a.op == detail::IndexOp::IndexSelect ? "index_select" : "gather";
+  void* err = q.index_error_buffer_locked(opname, a.src_dim_size);
+  q.launch(q.kernel(IndexKernel{a.src.dtype, a.index.dtype}))
+      .buffer(a.out.data)
+      .buffer(a.src.data)
+      .buffer(a.index.data)
+      .buffer(err)
+      .arg(index_layout(a))
+      .run(a.numel, opname);
+}
+
+// Our tiled GEMM (gemm.kern): every dtype, any strides.
+template <class Q>
+void gemm_tiled(Q& q, const detail::GemmArgs& a) {
+  if (a.m <= 0 || a.n <= 0 || a.batch <= 0) return;
+  const GemmKernel request{a.dtype};
+  constexpr std::size_t kTile = 16;
+  const std::size_t global[3] = {(static_cast<std::size_t>(a.n) + kTile - 1) / kTile * kTile,
+                                 (static_cast<std::size_t>(a.m) + kTile - 1) / kTile * kTile,
+                                 static_cast<std::size_t>(a.batch)};
+  const std::size_t local[3] = {kTile, kTile, 1};
+  q.launch(q.kernel(request))
+      .buffer(a.a.data)
+      .buffer(a.b.data)
+      .buffer(a.c.data)
+      .scalar(scalar_arg(a.alpha, request.accumulator()))
+      .scalar(scalar_arg(a.beta, request.accumulator()))
+      .arg(gemm_layout(a))
+      .run(3, global, local, "matmul");
+}
+
+template <class Q>
+void random(Q& q, const detail::RandomArgs& a) {
+  static constexpr const char* kNames[] = {"rand", "randn", "randint"};
+  const char* opname = kNames[static_cast<int>(a.kind)];
+  if (a.numel <= 0) return;
+  ANVIL_CHECK(q.fp64(), NotSupported, opname, ": not supported on ", q.label(),
+              "; expected a device with fp64 (Philox normals are computed in double), got one without");
+  auto l = q.launch(q.kernel(RandomKernel{a.kind, a.out.dtype}));
+  l.buffer(a.out.data).arg(a.out.offset).arg(a.numel).arg(a.seed).arg(a.offset);
+  if (a.kind == detail::RandomKind::Randint) l.arg(static_cast<std::int64_t>(a.a)).arg(static_cast<std::int64_t>(a.b));
+  else l.arg(a.a).arg(a.b);
+  l.run(a.numel, opname);
+}
+
+// ---- fused window kernels (optional in core/backend.h) -----------------------------
+
+template <class Q>
+void im2col(Q& q, const detail::Im2colArgs& a) {
+  const std::int64_t total = a.g.n * a.g.c * a.g.kh * a.g.kw * a.g.oh * a.g.ow;
+  if (total <= 0) return;
+  q.launch(q.kernel(WindowKernel{detail::FusedOp::Im2col, a.dtype}))
+      .buffer(a.cols.data)
+      .buffer(a.image.data)
+      .arg(total)
+      .arg(window_layout(a.g, a.image, a.cols.offset, 0))
+      .run(total, "im2col");
+}
+
+template <class Q>
+void col2im(Q& q, const detail::Im2colArgs& a) {
+  const std::int64_t total = a.g.n * a.g.c * a.g.h * a.g.w;
+  if (total <= 0) return;
+  q.launch(q.kernel(WindowKernel{detail::FusedOp::Col2im, a.dtype}))
+      .buffer(a.image.data)
+      .buffer(a.cols.data)
+      .arg(total)
+      .arg(window_layout(a.g, contiguous_image(a.image, a.g), a.cols.offset, 0))
+      .run(total, "col2im");
+}
+
+template <class Q>
+void max_pool2d(Q& q, const detail::Pool2dArgs& a) {
+  const std::int64_t total = a.g.n * a.g.c * a.g.oh * a.g.ow;
+  if (total <= 0) return;
+  q.launch(q.kernel(WindowKernel{detail::FusedOp::MaxPool2d, a.dtype}))
+      .buffer(a.out.data)
+      .buffer(a.indices.data)
+      .buffer(a.image.data)
+      .arg(total)
+      .arg(window_layout(a.g, a.image, a.out.offset, a.indices.offset))
+      .run(total, "max_pool2d");
+}
+
+template <class Q>
+void max_pool2d_backward(Q& q, const detail::Pool2dArgs& a) {
+  const std::int64_t total = a.g.n * a.g.c * a.g.h * a.g.w;
+  if (total <= 0) return;
+  q.launch(q.kernel(WindowKernel{detail::FusedOp::MaxPool2dBackward, a.dtype}))
+      .buffer(a.image.data)
+      .buffer(a.out.data)
+      .buffer(a.indices.data)
+      .arg(total)
+      .arg(window_layout(a.g, contiguous_image(a.image, a.g), a.out.offset, a.indices.offset))
+      .run(total, "max_pool2d_backward");
+}
+
+}  // namespace anvil::kernels

@@ -1,0 +1,266 @@
+#include "backends/common/kernel_specs.h"
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
+namespace anvil::kernels {
+
+using detail::BinaryOp;
+using detail::FusedOp;
+using detail::RandomKind;
+using detail::ReduceOp;
+using detail::UnaryOp;
+
+namespace {
+
+std::string def(const char* macro, const std::string& value) { return std::string(macro) + "=" + value; }
+std::string type_def(const char* macro, DType t) { return def(macro, kernel_type(t)); }
+std::string flag_def(const char* macro, bool v) { return def(macro, v ? "1" : "0"); }
+
+bool float_only(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Exp:
+    case UnaryOp::Log:
+    case UnaryOp::Sqrt:
+    case UnaryOp::Rsqrt:
+    case UnaryOp::Sin:
+    case UnaryOp::Cos:
+    case UnaryOp::Tanh:
+    case UnaryOp::Sigmoid:
+    case UnaryOp::Reciprocal: return true;
+    default: return false;
+  }
+}
+
+std::string lowest_of(DType t) {
+  switch (t) {
+    case DType::Bool:
+    case DType::U8: return "0";
+    case DType::I32: return "(-2147483647-1)";
+    case DType::I64: return "ANVIL_I64_MIN";
+    default: return "(-ANVIL_INF)";
+  }
+}
+std::string highest_of(DType t) {
+  switch (t) {
+    case DType::Bool: return "1";
+    case DType::U8: return "255";
+    case DType::I32: return "2147483647";
+    case DType::I64: return "ANVIL_I64_MAX";
+    default: return "ANVIL_INF";
+  }
+}
+
+template <typename T>
+ScalarArg pack(T v) noexcept {
+  ScalarArg a;
+  std::memcpy(a.bytes, &v, sizeof v);
+  a.size = sizeof v;
+  return a;
+}
+
+template <typename T>
+T saturate(double v) noexcept {
+  if (std::isnan(v)) return T{0};
+  if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+  if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return static_cast<T>(v);
+}
+
+}  // namespace
+
+std::string define_options(const KernelSpec& spec) {
+  std::string out;
+  for (const std::string& d : spec.defines) {
+    if (!out.empty()) out += ' ';
+    out += "-D" + d;
+  }
+  return out;
+}
+
+const char* dtype_name(DType t) noexcept {
+  static constexpr std::array<const char*, kNumDTypes> kNames = {"bool", "u8", "i32", "i64", "f32", "f64"};
+  return kNames[static_cast<int>(t)];
+}
+
+const char* kernel_type(DType t) noexcept {
+  switch (t) {
+    case DType::Bool:
+    case DType::U8: return "anvil_u8";  // bool is one byte holding 0 or 1
+    case DType::I32: return "anvil_i32";
+    case DType::I64: return "anvil_i64";
+    case DType::F32: return "anvil_f32";
+    case DType::F64: return "anvil_f64";
+  }
+  return "?";
+}
+
+ScalarArg scalar_arg(const Scalar& s, DType t) noexcept {
+  switch (t) {
+    case DType::Bool: return pack<std::uint8_t>(s.to<bool>() ? 1 : 0);
+    case DType::U8: return pack<std::uint8_t>(s.to<std::uint8_t>());
+    case DType::I32: return pack<std::int32_t>(s.to<std::int32_t>());
+    case DType::I64: return pack<std::int64_t>(s.to<std::int64_t>());
+    case DType::F32: return pack<float>(s.to<float>());
+    case DType::F64: return pack<double>(s.to<double>());
+  }
+  return {};
+}
+
+ScalarArg scalar_arg(double v, DType t) noexcept {
+  switch (t) {
+    case DType::Bool: return pack<std::uint8_t>(v != 0.0 ? 1 : 0);
+    case DType::U8: return pack<std::uint8_t>(saturate<std::uint8_t>(v));
+    case DType::I32: return pack<std::int32_t>(saturate<std::int32_t>(v));
+    case DType::I64: return pack<std::int64_t>(saturate<std::int64_t>(v));
+    case DType::F32: return pack<float>(static_cast<float>(v));
+    case DType::F64: return pack<double>(v);
+  }
+  return {};
+}
+
+// ---- specs: kernel symbols are <op>_<dtypes>_<variant> (STYLE) --------------------
+
+KernelSpec FillKernel::spec() const {
+  return {"fill.kern",
+          {def("KPREFIX", dtype_name(t)), type_def("TO", t), flag_def("TO_BOOL", t == DType::Bool),
+           def("TR", fp64 ? "anvil_f64" : "anvil_f32")},
+          std::string(dtype_name(t)) + (arange ? "_arange" : "_fill")};
+}
+
+KernelSpec CopyKernel::spec() const {
+  const std::string prefix = std::string("copy_") + dtype_name(ti) + "_" + dtype_name(to);
+  return {"copy.kern",
+          {def("KPREFIX", prefix), type_def("TI", ti), type_def("TO", to), flag_def("TO_BOOL", to == DType::Bool)},
+          prefix + (strided ? "_s" : "_c")};
+}
+
+DType UnaryKernel::compute_type() const noexcept {
+  if (!float_only(op)) return ti;
+  return is_floating(to) ? to : is_floating(ti) ? ti : DType::F32;
+}
+
+KernelSpec UnaryKernel::spec() const {
+  const char* opname = detail::name(op);
+  const DType tc = compute_type();
+  std::string prefix = std::string(opname) + "_" + dtype_name(ti);
+  if (to != ti) prefix += std::string("_") + dtype_name(to);
+  return {"unary.kern",
+          {def("KPREFIX", prefix), def("UN_FN", std::string("anvil_op_") + opname), type_def("TI", ti),
+           type_def("TC", tc), flag_def("TC_FLOAT", is_floating(tc)), type_def("TO", to),
+           flag_def("TO_BOOL", to == DType::Bool)},
+          prefix + (strided ? "_s" : "_c")};
+}
+
+KernelSpec BinaryKernel::spec() const {
+  const char* opname = detail::name(op);
+  const DType tc = detail::is_comparison(op) ? promote(ta, tb) : promote(promote(ta, tb), to);
+  std::string prefix = std::string(opname) + "_" + dtype_name(ta);
+  if (tb != ta || to != (detail::is_comparison(op) ? DType::Bool : ta))
+    prefix += std::string("_") + dtype_name(tb) + "_" + dtype_name(to);
+  static constexpr const char* kSuffix[] = {"_c", "_cs", "_sc", "_s"};
+  return {"binary.kern",
+          {def("KPREFIX", prefix), def("BIN_FN", std::string("anvil_op_") + opname), type_def("TA", ta),
+           type_def("TB", tb), type_def("TC", tc), flag_def("TC_FLOAT", is_floating(tc)), type_def("TO", to),
+           flag_def("TO_BOOL", to == DType::Bool)},
+          prefix + kSuffix[static_cast<int>(variant)]};
+}
+
+KernelSpec WhereKernel::spec() const {
+  std::string prefix = std::string("where_") + dtype_name(to);
+  if (ta != to || tb != to) prefix += std::string("_") + dtype_name(ta) + "_" + dtype_name(tb);
+  return {"where.kern",
+          {def("KPREFIX", prefix), type_def("TA", ta), type_def("TB", tb), type_def("TO", to),
+           flag_def("TO_BOOL", to == DType::Bool)},
+          prefix + "_s"};
+}
+
+DType ReduceKernel::accumulator() const noexcept {
+  // f32 sums accumulate in double where the device has it: a million f32
+  // terms summed in f32 per work-item drift by 1e-5 relative.
+  DType ta = (op == ReduceOp::Sum || op == ReduceOp::Prod) ? to : ti;
+  if (op == ReduceOp::Sum && ta == DType::F32 && fp64) ta = DType::F64;
+  return ta;
+}
+
+KernelSpec ReduceKernel::spec() const {
+  const DType ta = accumulator();
+  const std::string prefix = std::string(detail::name(op)) + "_" + dtype_name(ti) + "_" + dtype_name(to);
+  static constexpr const char* kSuffix[] = {"_wi", "_wg", "_fin"};
+  return {"reduce.kern",
+          {def("KPREFIX", prefix), def("RED_OP", std::to_string(static_cast<int>(op))), type_def("TI", ti),
+           type_def("TA", ta), type_def("TO", to), type_def("TS", scale_type()),
+           flag_def("TO_BOOL", to == DType::Bool), def("TA_LOWEST", lowest_of(ta)),
+           def("TA_HIGHEST", highest_of(ta))},
+          prefix + kSuffix[static_cast<int>(variant)]};
+}
+
+KernelSpec IndexKernel::spec() const {
+  const std::string prefix = std::string("index_") + dtype_name(t) + "_" + dtype_name(tindex);
+  return {"index.kern", {def("KPREFIX", prefix), type_def("T", t), type_def("TIDX", tindex)}, prefix + "_gather"};
+}
+
+KernelSpec GemmKernel::spec() const {
+  const std::string prefix = std::string("gemm_") + dtype_name(t);
+  return {"gemm.kern",
+          {def("KPREFIX", prefix), type_def("T", t), type_def("TA", accumulator()),
+           flag_def("T_BOOL", t == DType::Bool)},
+          prefix + "_tiled"};
+}
+
+KernelSpec RandomKernel::spec() const {
+  static constexpr const char* kSuffix[] = {"_uniform", "_normal", "_randint"};
+  const std::string prefix = std::string("random_") + dtype_name(t);
+  return {"random.kern",
+          {def("KPREFIX", prefix), type_def("TO", t), flag_def("TO_BOOL", t == DType::Bool)},
+          prefix + kSuffix[static_cast<int>(kind)]};
+}
+
+KernelSpec WindowKernel::spec() const {
+  const std::string prefix = std::string("window_") + dtype_name(t);
+  return {"window.kern", {def("KPREFIX", prefix), type_def("T", t)}, prefix + "_" + detail::name(op)};
+}
+
+std::vector<KernelSpec> all_kernel_specs(bool fp64) {
+  std::vector<DType> types;
+  for (int i = 0; i < kNumDTypes; ++i)
+    if (fp64 || static_cast<DType>(i) != DType::F64) types.push_back(static_cast<DType>(i));
+  std::vector<KernelSpec> out;
+  for (DType t : types) {
+    out.push_back(FillKernel{false, t, fp64}.spec());
+    out.push_back(FillKernel{true, t, fp64}.spec());
+    for (DType to : types)
+      for (bool strided : {false, true}) out.push_back(CopyKernel{t, to, strided}.spec());
+    for (int op = 0; op < static_cast<int>(UnaryOp::Count); ++op) {
+      const auto u = static_cast<UnaryOp>(op);
+      const DType to = u == UnaryOp::LogicalNot        ? DType::Bool
+                       : float_only(u) && !is_floating(t) ? DType::F32
+                                                          : t;
+      for (bool strided : {false, true}) out.push_back(UnaryKernel{u, t, to, strided}.spec());
+    }
+    for (int op = 0; op < static_cast<int>(BinaryOp::Count); ++op) {
+      const auto b = static_cast<BinaryOp>(op);
+      const DType to = detail::is_comparison(b) ? DType::Bool : t;
+      for (int v = 0; v < 4; ++v) out.push_back(BinaryKernel{b, t, t, to, static_cast<BinaryVariant>(v)}.spec());
+    }
+    out.push_back(WhereKernel{t, t, t}.spec());
+    for (int op = 0; op < static_cast<int>(ReduceOp::Count); ++op) {
+      const auto r = static_cast<ReduceOp>(op);
+      const DType to = r == ReduceOp::ArgMax || r == ReduceOp::ArgMin ? DType::I64 : t;
+      for (int v = 0; v < 3; ++v) out.push_back(ReduceKernel{r, t, to, fp64, static_cast<ReduceVariant>(v)}.spec());
+    }
+    out.push_back(IndexKernel{t, DType::I64}.spec());
+    out.push_back(GemmKernel{t}.spec());
+    if (fp64)  // Philox normals are computed in double (philox.h)
+      for (int k = 0; k < 3; ++k) out.push_back(RandomKernel{static_cast<RandomKind>(k), t}.spec());
+    if (t == DType::F32 || t == DType::F64)
+      for (int op = 0; op < static_cast<int>(FusedOp::Count); ++op)
+        out.push_back(WindowKernel{static_cast<FusedOp>(op), t}.spec());
+  }
+  return out;
+}
+
+}  // namespace anvil::kernels

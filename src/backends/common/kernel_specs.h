@@ -1,0 +1,157 @@
+// Which kernel of src/kernels a primitive runs, for every device backend
+// (DESIGN §2 "Kernels written once"): the OpenCL and CUDA backends both ask
+// these requests for a kernel, so they compile the same program (same file,
+// same defines) and look up the same symbol. Only the prelude differs.
+//
+// Note [Kernel cache keys]
+// A launch finds its compiled kernel by a 64-bit key packed from small
+// integers (family, op, variant, dtypes), so the hot path builds no strings.
+// Only a miss calls spec(), which builds the program's defines and the
+// kernel's name. Programs are shared by every kernel built from one
+// (file, defines).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "anvil/dtype.h"
+#include "core/backend.h"
+
+namespace anvil::kernels {
+
+struct KernelSpec {
+  std::string file;                  // "binary.kern"
+  std::vector<std::string> defines;  // "TA=anvil_f32", … (no spaces inside)
+  std::string name;                  // "add_f32_c"
+};
+// "-DTA=anvil_f32 -DTB=…": the defines as compiler options.
+std::string define_options(const KernelSpec& spec);
+
+enum class Family : std::uint8_t { Fill, Copy, Unary, Binary, Where, Reduce, Index, Gemm, Random, Window };
+constexpr std::uint64_t kernel_key(Family f, int op, int variant, int d0 = 15, int d1 = 15, int d2 = 15,
+                                   int d3 = 15) noexcept {
+  return (std::uint64_t(f) << 56) | (std::uint64_t(op & 0xff) << 48) | (std::uint64_t(variant & 0xff) << 40) |
+         (std::uint64_t(d0 & 0xf) << 12) | (std::uint64_t(d1 & 0xf) << 8) | (std::uint64_t(d2 & 0xf) << 4) |
+         std::uint64_t(d3 & 0xf);
+}
+
+const char* dtype_name(DType t) noexcept;   // "f32": kernel symbols use it
+const char* kernel_type(DType t) noexcept;  // "anvil_f32": the preludes define it
+
+// A C++ scalar converted to a kernel's argument type.
+struct ScalarArg {
+  alignas(8) unsigned char bytes[8] = {};
+  std::size_t size = 0;
+};
+ScalarArg scalar_arg(const Scalar& s, DType t) noexcept;
+ScalarArg scalar_arg(double v, DType t) noexcept;  // saturating for integer types
+
+// ---- the requests: key() on every launch, spec() on a miss ------------------------
+
+struct FillKernel {
+  bool arange;  // <t>_arange, otherwise <t>_fill
+  DType t;
+  bool fp64;  // arange computes in double where the device has it
+  std::uint64_t key() const noexcept { return kernel_key(Family::Fill, arange, 0, static_cast<int>(t), fp64); }
+  KernelSpec spec() const;
+};
+
+struct CopyKernel {
+  DType ti, to;
+  bool strided;  // _s (layout block), otherwise _c
+  std::uint64_t key() const noexcept {
+    return kernel_key(Family::Copy, 0, strided, static_cast<int>(ti), static_cast<int>(to));
+  }
+  KernelSpec spec() const;
+};
+
+struct UnaryKernel {
+  detail::UnaryOp op;
+  DType ti, to;
+  bool strided;
+  DType compute_type() const noexcept;  // float ops on integers compute in f32
+  std::uint64_t key() const noexcept {
+    return kernel_key(Family::Unary, static_cast<int>(op), strided, static_cast<int>(ti), static_cast<int>(to));
+  }
+  KernelSpec spec() const;
+};
+
+// _c both inputs dense tensors, _cs b a scalar, _sc a a scalar, _s strided.
+enum class BinaryVariant : std::uint8_t { Dense, DenseScalarB, DenseScalarA, Strided };
+struct BinaryKernel {
+  detail::BinaryOp op;
+  DType ta, tb, to;
+  BinaryVariant variant;
+  std::uint64_t key() const noexcept {
+    return kernel_key(Family::Binary, static_cast<int>(op), static_cast<int>(variant), static_cast<int>(ta),
+                      static_cast<int>(tb), static_cast<int>(to));
+  }
+  KernelSpec spec() const;
+};
+
+struct WhereKernel {
+  DType ta, tb, to;
+  std::uint64_t key() const noexcept {
+    return kernel_key(Family::Where, 0, 0, static_cast<int>(ta), static_cast<int>(tb), static_cast<int>(to));
+  }
+  KernelSpec spec() const;
+};
+
+// _wi one work-item per output, _wg a group per (part, output), _fin the
+// second pass over parts (see reduce.kern).
+enum class ReduceVariant : std::uint8_t { PerItem, PerGroup, Finish };
+struct ReduceKernel {
+  detail::ReduceOp op;
+  DType ti, to;
+  bool fp64;
+  ReduceVariant variant;
+  DType accumulator() const noexcept;  // f32 sums accumulate in f64 where the device has it
+  DType scale_type() const noexcept { return fp64 ? DType::F64 : DType::F32; }
+  std::uint64_t key() const noexcept {
+    return kernel_key(Family::Reduce, static_cast<int>(op), static_cast<int>(variant), static_cast<int>(ti),
+                      static_cast<int>(to), fp64);
+  }
+  KernelSpec spec() const;
+};
+
+struct IndexKernel {
+  DType t, tindex;
+  std::uint64_t key() const noexcept {
+    return kernel_key(Family::Index, 0, 0, static_cast<int>(t), static_cast<int>(tindex));
+  }
+  KernelSpec spec() const;
+};
+
+struct GemmKernel {
+  DType t;
+  // Integers accumulate in their own type (wrapping like the CPU); bool and
+  // u8 in i64 so a product of 0/1 bytes cannot wrap before the cast.
+  DType accumulator() const noexcept { return t == DType::Bool || t == DType::U8 ? DType::I64 : t; }
+  std::uint64_t key() const noexcept { return kernel_key(Family::Gemm, 0, 0, static_cast<int>(t)); }
+  KernelSpec spec() const;
+};
+
+struct RandomKernel {
+  detail::RandomKind kind;
+  DType t;
+  std::uint64_t key() const noexcept {
+    return kernel_key(Family::Random, static_cast<int>(kind), 0, static_cast<int>(t));
+  }
+  KernelSpec spec() const;
+};
+
+struct WindowKernel {
+  detail::FusedOp op;
+  DType t;  // f32 or f64
+  std::uint64_t key() const noexcept { return kernel_key(Family::Window, static_cast<int>(op), 0, static_cast<int>(t)); }
+  KernelSpec spec() const;
+};
+
+// Every kernel either device backend can ask for, for each dtype the
+// frontend can send (one entry per kernel; a program holds several). The
+// CUDA parity test compiles them all.
+std::vector<KernelSpec> all_kernel_specs(bool fp64);
+
+}  // namespace anvil::kernels
