@@ -21,4 +21,5 @@
 #include "anvil/runtime.h"
 #include "anvil/shape.h"
 #include "anvil/tensor.h"
+#include "anvil/timer.h"
 #include "anvil/version.h"

@@ -213,6 +213,17 @@ class Backend {
   // execution
   virtual void synchronize(int index) = 0;
 
+  // optional: timestamps on the device's own clock (queue profiling), for
+  // benchmarks. record_timestamp enqueues a marker on the device's queue
+  // and returns its handle; timestamp_elapsed waits for both markers and
+  // returns the device time between them in seconds; release_timestamp
+  // frees a handle. Backends without a device clock keep the defaults.
+  // See Note [Device clocks] (core/timer.cpp).
+  virtual bool has_device_clock(int /*index*/) noexcept { return false; }
+  virtual void* record_timestamp(int index);                            // default: throws NotSupported
+  virtual double timestamp_elapsed(int index, void* start, void* end);  // default: throws NotSupported
+  virtual void release_timestamp(int /*index*/, void* /*stamp*/) noexcept {}
+
   // primitives
   virtual bool supports(const char* op, DType t, int index) noexcept = 0;
   virtual void fill(int index, const KernelOperand& out, std::int64_t numel, const Scalar& value) = 0;

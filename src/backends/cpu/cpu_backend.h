@@ -30,6 +30,8 @@ class CpuBackend final : public detail::Backend {
                    std::size_t src_offset, std::size_t bytes) override;
   bool can_copy_direct(int, int) noexcept override { return true; }
   void synchronize(int) override {}
+  // No device clock (Note [Device clocks]): ops run synchronously on the
+  // calling thread, so anvil::Event's host clock is exact here.
 
   bool supports(const char* op, DType t, int index) noexcept override;
   void fill(int index, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) override;
