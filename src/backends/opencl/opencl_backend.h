@@ -52,6 +52,10 @@ class OpenCLBackend final : public detail::Backend {
   bool can_copy_direct(int dst_index, int src_index) noexcept override;
 
   void synchronize(int index) override;
+  bool has_device_clock(int index) noexcept override;
+  void* record_timestamp(int index) override;
+  double timestamp_elapsed(int index, void* start, void* end) override;
+  void release_timestamp(int index, void* stamp) noexcept override;
 
   bool supports(const char* op, DType t, int index) noexcept override;
   void fill(int index, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) override;

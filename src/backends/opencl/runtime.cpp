@@ -16,6 +16,13 @@ bool env_flag(const char* name) noexcept {
   return s == "1" || s == "true" || s == "yes" || s == "on";
 }
 
+bool env_flag_off(const char* name) noexcept {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return false;
+  const std::string_view s(v);
+  return s == "0" || s == "false" || s == "no" || s == "off";
+}
+
 namespace {
 
 std::string device_string(cl_device_id d, cl_device_info what) {
@@ -58,6 +65,10 @@ DeviceEntry describe(cl_platform_id platform, cl_device_id id, bool subdevice, i
   p.fp16 = extensions.find("cl_khr_fp16") != std::string::npos;
   e.max_alloc = device_value<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
   e.max_work_group = std::max<std::size_t>(1, device_value<std::size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE, 1));
+  // OpenCL 1.2 requires every device to support profiling; ask anyway.
+  e.profiling =
+      (device_value<cl_command_queue_properties>(id, CL_DEVICE_QUEUE_PROPERTIES) & CL_QUEUE_PROFILING_ENABLE) != 0 &&
+      !env_flag_off("ANVIL_OPENCL_PROFILE");
   return e;
 }
 
@@ -148,7 +159,9 @@ DeviceState::DeviceState(int index, const DeviceEntry& entry, cl_context context
       entry_(entry),
       context_(context) {
   cl_int err = CL_SUCCESS;
-  const cl_command_queue_properties props = env_flag("ANVIL_OPENCL_PROFILE") ? CL_QUEUE_PROFILING_ENABLE : 0;
+  // Profiling gives the device clock Event uses (Note [Device clocks]); it
+  // costs a few timestamps per command.
+  const cl_command_queue_properties props = entry.profiling ? CL_QUEUE_PROFILING_ENABLE : 0;
   ANVIL_CL_CHECK(label_, (queue = clCreateCommandQueue(context, entry.id, props, &err), err));
   sync_every_op_ = env_flag("ANVIL_SYNC");
   // Big groups let PoCL vectorise across work-items; GPUs like 256.

@@ -35,6 +35,10 @@ struct DeviceEntry {
   DeviceProperties props;
   std::uint64_t max_alloc = 0;
   std::size_t max_work_group = 1;
+  // Its queue is created with CL_QUEUE_PROFILING_ENABLE, so it has a device
+  // clock (see Note [Device clocks]): when the device supports it, unless
+  // ANVIL_OPENCL_PROFILE=0.
+  bool profiling = false;
 };
 
 struct Discovery {
@@ -49,6 +53,8 @@ Discovery discover() noexcept;
 
 // True when the environment variable is set to 1 (or true/yes/on).
 bool env_flag(const char* name) noexcept;
+// True when it is set to 0 (or false/no/off): a default that is on, turned off.
+bool env_flag_off(const char* name) noexcept;
 
 class DeviceState {
  public:
