@@ -346,6 +346,8 @@ TEST_P(AnvilBench, QuickRunPrintsTableAndConclusion) {
   const Output r = run(kTwo, bench(), std::string(c.scenario) + " --quick");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r.out, "devices: [opencl:0, opencl:1, cpu]  mode: quick")) << r.out;
+  // Each device's clock: its own on OpenCL (queue profiling), the host's on the CPU.
+  EXPECT_TRUE(has(r.out, "\nclocks: opencl:0 device, opencl:1 device, cpu host\n")) << r.out;
   EXPECT_TRUE(has(r.out, std::string("== ") + c.scenario + "\n")) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(c.header))) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(std::string("\nconclusion: ") + c.conclusion))) << r.out;
@@ -355,20 +357,23 @@ INSTANTIATE_TEST_SUITE_P(
     Scenarios, AnvilBench,
     ::testing::Values(
         BenchCase{
-            "matmul", R"(device +n +time_ms +gflops\n +opencl:0 +16 )",
+            "matmul", R"(device +n +time_ms +gflops +clock\n +opencl:0 +16 +[0-9.]+ +[0-9.]+ device\n)",
             R"(opencl:0 (beats cpu from n=\d+ on|does not beat cpu at n=512).*(at n=16 cpu is [0-9.]+x faster|faster even at n=16))"},
         BenchCase{
-            "sync-log", R"(device +mode +steps +time_ms +us_per_step +host_syncs +d2h_copies)",
+            "sync-log",
+            R"(device +mode +steps +time_ms +us_per_step +host_syncs +d2h_copies +clock\n +opencl:0 +host read each step +100 .* 100 +100 device\n)",
             R"(opencl:0: keeping the log on the device is [0-9.]+x (faster|slower) \(1 host sync instead of 100\).*both logs agree)"},
         BenchCase{
-            "two-devices", R"(two at once +opencl:0 \+ opencl:1 +[0-9.]+)",
+            "two-devices",
+            R"(one matmul +opencl:1 +[0-9.]+ +[0-9.]+ device\n.*\n +two at once +opencl:0 \+ opencl:1 +[0-9.]+ +[0-9.]+ host\n)",
             R"(two at once on opencl:0 \+ opencl:1 take [0-9.]+ ms vs [0-9.]+ ms one after the other on opencl:0: speedup [0-9.]+x \(ideal 2x\), overlap \d+%)"},
         BenchCase{
             "transfer",
-            R"(host->opencl:0 +4096 +4 KiB .*\n.*opencl:0->host .*\n.*opencl:0->opencl:0 .*\n.*opencl:0->opencl:1 )",
+            R"(host->opencl:0 +4096 +4 KiB .* device\n.*opencl:0->host .* device\n.*opencl:0->opencl:0 .* device\n.*opencl:0->opencl:1 .* host\n)",
             R"(at 4 MiB host->opencl:0 [0-9.]+ GB/s, opencl:0->host [0-9.]+ GB/s, within opencl:0 [0-9.]+ GB/s.*latency dominates small copies)"},
         BenchCase{
-            "roofline", R"(device +name +memory_gib +f32_gflops +f64_gflops +bandwidth_gb_per_s +ridge_flop_per_byte)",
+            "roofline",
+            R"(device +name +memory_gib +f32_gflops +f64_gflops +bandwidth_gb_per_s +ridge_flop_per_byte +clock\n +opencl:0 .* device\n)",
             R"(opencl:0: [0-9.]+ GFLOP/s f32, [0-9.]+ f64, [0-9.]+ GB/s, so ops below [0-9.]+ flop/byte are memory-bound)"}),
     [](const ::testing::TestParamInfo<BenchCase>& info) {
       std::string s = info.param.scenario;
@@ -389,10 +394,17 @@ TEST(AnvilBenchOutput, JsonCsvAndErrors) {
   EXPECT_EQ(rows[0]["host_syncs"], 100);
   EXPECT_EQ(rows[1]["host_syncs"], 1);
   EXPECT_GT(rows[1]["time_ms"].get<double>(), 0);
+  EXPECT_EQ(rows[0]["clock"], "device");
+  EXPECT_EQ(doc["devices"][0]["clock"], "device");
+  EXPECT_TRUE(has(doc["timing"].get<std::string>(), "device's own clock")) << doc["timing"];
 
   r = run(kTwo, bench(), "two-devices --quick --devices cpu --csv");
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_TRUE(has(r.out, "scenario,table,case,devices,time_ms,gflops\n")) << r.out;
+  EXPECT_TRUE(has(r.out, "scenario,table,case,devices,time_ms,gflops,clock\n")) << r.out;
+  r = run(kTwo, bench(), "sync-log --quick --devices cpu --csv");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, ",host_syncs,d2h_copies,clock\n")) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(",cpu,host read each step,100,[0-9.]+,[0-9.]+,0,0,host\n"))) << r.out;
 
   r = run(kTwo, bench(), "nosuch");
   EXPECT_EQ(r.status, 1);

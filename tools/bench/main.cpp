@@ -36,6 +36,9 @@ std::vector<anvil::Device> parse_devices(const std::string& list) {
   return out;
 }
 
+// The clock anvil::Event times `d` with: "device" (its own) or "host".
+std::string clock_of(anvil::Device d) { return anvil::Event::record(d).on_device_clock() ? "device" : "host"; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,7 +94,10 @@ int main(int argc, char** argv) {
     const bool text = !csv && !json;
     if (text) {
       std::cout << "anvil-bench " << anvil::kVersion << "  devices: " << options.devices
-                << "  mode: " << (quick ? "quick" : "full") << "\ntiming: " << kTimingNote << "\n";
+                << "  mode: " << (quick ? "quick" : "full") << "\ntiming: " << kTimingNote << "\nclocks:";
+      for (std::size_t i = 0; i < options.devices.size(); ++i)
+        std::cout << (i ? ", " : " ") << options.devices[i] << " " << clock_of(options.devices[i]);
+      std::cout << "\n";
       if (anvil::gpu_count() == 0) std::cout << "no accelerator: " << anvil::try_gpu_reason(0) << "\n";
       std::cout << "\n";
     }
@@ -109,7 +115,7 @@ int main(int argc, char** argv) {
                             {"devices", nlohmann::json::array()},
                             {"scenarios", nlohmann::json::array()}};
       for (anvil::Device d : options.devices)
-        doc["devices"].push_back({{"device", d.str()}, {"name", anvil::properties(d).name}});
+        doc["devices"].push_back({{"device", d.str()}, {"name", anvil::properties(d).name}, {"clock", clock_of(d)}});
       for (const auto& r : results) doc["scenarios"].push_back(to_json(r));
       std::cout << doc.dump(2) << "\n";
     }

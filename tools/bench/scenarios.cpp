@@ -1,6 +1,9 @@
 // Each scenario measures with the same rule: warm up, then time whole
-// operations from the host (steady clock, bracketed by synchronize() so that
-// queued work is counted) and keep the median of the repeats.
+// operations and keep the median of the repeats. Work on one device is timed
+// with anvil::Event, on the device's own clock where it has one (OpenCL queue
+// profiling) and otherwise on the host's steady clock around synchronize();
+// work spread over several devices is timed on the host clock, since two
+// devices' clocks cannot be compared. Every row says which clock it used.
 #include "scenarios.h"
 
 #include <anvil/anvil.h>
@@ -10,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -31,24 +35,47 @@ void sync_all(const std::vector<Device>& ds) {
   for (Device d : ds) synchronize(d);
 }
 
-// Median seconds of `fn` (followed by a wait on `sync`): one warm-up run,
-// then as many repeats as fit in `budget` seconds, at least 3 and at most
-// `max_repeats`.
+// A time and the clock it was read from.
+struct Timed {
+  double seconds = 0;
+  bool device_clock = false;
+};
+std::string clock_name(bool device_clock) { return device_clock ? "device" : "host"; }
+
+// `fn` between two anvil::Events on `d`.
 template <typename Fn>
-double time_median(const std::vector<Device>& sync, double budget, int max_repeats, Fn&& fn) {
-  auto t0 = Clock::now();
+Timed time_events(Device d, Fn&& fn) {
+  const Event start = Event::record(d);
+  fn();
+  const Event end = Event::record(d);
+  return {start.elapsed_seconds(end), start.on_device_clock()};
+}
+
+// `fn` on the host clock, followed by a wait on every device in `sync`.
+template <typename Fn>
+double time_host(const std::vector<Device>& sync, Fn&& fn) {
+  const auto t0 = Clock::now();
   fn();
   sync_all(sync);
-  const double first = seconds(t0);
-  const int repeats = std::clamp(first > 0 ? static_cast<int>(budget / first) : max_repeats, 3, max_repeats);
+  return seconds(t0);
+}
+
+// Median time of `fn` on `devices`: one warm-up run, then as many repeats as
+// fit in `budget` seconds, at least 3 and at most `max_repeats`. On one
+// device with events (its own clock where it has one), on several with the
+// host clock.
+template <typename Fn>
+Timed time_median(const std::vector<Device>& devices, double budget, int max_repeats, Fn&& fn) {
+  auto once = [&]() -> Timed {
+    if (devices.size() == 1) return time_events(devices.front(), fn);
+    return {time_host(devices, fn), false};
+  };
+  const Timed first = once();
+  const int repeats =
+      std::clamp(first.seconds > 0 ? static_cast<int>(budget / first.seconds) : max_repeats, 3, max_repeats);
   std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    t0 = Clock::now();
-    fn();
-    sync_all(sync);
-    times.push_back(seconds(t0));
-  }
-  return median(times);
+  for (int i = 0; i < repeats; ++i) times.push_back(once().seconds);
+  return {median(times), first.device_clock};
 }
 
 std::string fixed(double v, int digits) {
@@ -73,20 +100,23 @@ ScenarioResult run_matmul(const Options& o) {
   std::vector<std::int64_t> sizes;
   for (std::int64_t n = 16; n <= (o.quick ? 512 : 4096); n *= o.quick ? 4 : 2) sizes.push_back(n);
   if (o.quick && sizes.back() != 512) sizes.push_back(512);
-  Table t{"f32 square matmul C = A @ B, one op including the wait for it",
-          {"device", "n", "time_ms", "gflops"},
+  Table t{"f32 square matmul C = A @ B, one op from launch to completion",
+          {"device", "n", "time_ms", "gflops", "clock"},
           {},
           {1, 3, 0, true, false, false, "GFLOP/s"}};
-  // time[device][size]
+  // time[device][size], and whether the device's own clock measured it
   std::vector<std::vector<double>> time(o.devices.size());
+  std::vector<bool> device_clock(o.devices.size(), false);
   for (std::size_t di = 0; di < o.devices.size(); ++di) {
     const Device d = o.devices[di];
     for (std::int64_t n : sizes) {
       manual_seed(1);
       Tensor a = randn({n, n}, d), b = randn({n, n}, d);
-      const double s = time_median({d}, o.quick ? 0.05 : 0.5, 30, [&] { (void)matmul(a, b); });
+      const Timed m = time_median({d}, o.quick ? 0.05 : 0.5, 30, [&] { (void)matmul(a, b); });
+      const double s = m.seconds;
       time[di].push_back(s);
-      t.rows.push_back({d.str(), n, s * 1e3, 2.0 * n * n * n / s / 1e9});
+      device_clock[di] = m.device_clock;
+      t.rows.push_back({d.str(), n, s * 1e3, 2.0 * n * n * n / s / 1e9, clock_name(m.device_clock)});
     }
   }
   r.tables.push_back(std::move(t));
@@ -121,8 +151,8 @@ ScenarioResult run_matmul(const Options& o) {
         c << d << " does not beat cpu at n=" << sizes.back() << " (cpu " << fixed(time[i].back() / tc.back(), 2)
           << "x faster" << (is_cpu_kind(d) ? "; it runs on the same CPU cores" : "") << ")";
       if (time[i].front() > tc.front())
-        c << ", and at n=" << sizes.front() << " cpu is " << fixed(time[i].front() / tc.front(), 1)
-          << "x faster (launch and wait cost more than the work)";
+        c << ", and at n=" << sizes.front() << " cpu is " << fixed(time[i].front() / tc.front(), 1) << "x faster ("
+          << (device_clock[i] ? "the launch costs" : "launch and wait cost") << " more than the work)";
       else
         c << ", and it is faster even at n=" << sizes.front();
     }
@@ -137,7 +167,7 @@ ScenarioResult run_sync_log(const Options& o) {
   const int steps = o.quick ? 100 : 1000;
   constexpr std::int64_t n = 100;
   Table t{"log ||A_i @ B||_F for " + std::to_string(steps) + " matmuls of 100x100",
-          {"device", "mode", "steps", "time_ms", "us_per_step", "host_syncs", "d2h_copies"},
+          {"device", "mode", "steps", "time_ms", "us_per_step", "host_syncs", "d2h_copies", "clock"},
           {},
           {1, 3, 0, false, false, true, "ms"}};
   std::ostringstream c;
@@ -162,33 +192,32 @@ ScenarioResult run_sync_log(const Options& o) {
     host_mode(5);
     device_mode(5);
     synchronize(d);
+    // One mode between two events; the ledger counts what the mode did, not
+    // the events' own waits.
+    bool device_clock = false;
+    auto timed = [&](auto&& mode, LedgerReport& counted) {
+      const Event start = Event::record(d);
+      Ledger l;
+      mode(steps);
+      counted = l.report();
+      const Event end = Event::record(d);
+      device_clock = start.on_device_clock();
+      return start.elapsed_seconds(end);
+    };
     // The two modes alternate so that a change in the machine's load hits both.
     const int repeats = o.quick ? 3 : 5;
     std::vector<double> ts_host, ts_dev;
     LedgerReport lh, ld;
     for (int k = 0; k < repeats; ++k) {
-      Ledger l;
-      auto t0 = Clock::now();
-      host_mode(steps);
-      synchronize(d);
-      ts_host.push_back(seconds(t0));
-      lh = l.report();
-      l.reset();
-      t0 = Clock::now();
-      device_mode(steps);
-      synchronize(d);
-      ts_dev.push_back(seconds(t0));
-      ld = l.report();
+      ts_host.push_back(timed(host_mode, lh));
+      ts_dev.push_back(timed(device_mode, ld));
     }
     const double th = median(ts_host), td = median(ts_dev);
-    // The final synchronize() above is counted too; report what the loop did.
-    const auto syncs = [&](const LedgerReport& rep) {
-      return static_cast<std::int64_t>(rep.host_syncs(d)) - (rep.host_syncs(d) > 0 ? 1 : 0);
-    };
+    const auto syncs = [&](const LedgerReport& rep) { return static_cast<std::int64_t>(rep.host_syncs(d)); };
     t.rows.push_back({d.str(), std::string("host read each step"), std::int64_t{steps}, th * 1e3, th / steps * 1e6,
-                      syncs(lh), static_cast<std::int64_t>(lh.copies(d, cpu()))});
+                      syncs(lh), static_cast<std::int64_t>(lh.copies(d, cpu())), clock_name(device_clock)});
     t.rows.push_back({d.str(), std::string("DeviceLog, one read"), std::int64_t{steps}, td * 1e3, td / steps * 1e6,
-                      syncs(ld), static_cast<std::int64_t>(ld.copies(d, cpu()))});
+                      syncs(ld), static_cast<std::int64_t>(ld.copies(d, cpu())), clock_name(device_clock)});
     double diff = 0;
     for (std::size_t i = 0; i < host_log.size() && i < dev_log.size(); ++i)
       diff = std::max(diff, std::fabs(host_log[i] - dev_log[i]) / std::max(1e-12, std::fabs(host_log[i])));
@@ -212,7 +241,7 @@ ScenarioResult run_two_devices(const Options& o) {
   ScenarioResult r{"two-devices", {}, ""};
   const std::int64_t n = o.quick ? 512 : 2048;
   Table t{"two f32 matmuls of " + std::to_string(n) + "x" + std::to_string(n),
-          {"case", "devices", "time_ms", "gflops"},
+          {"case", "devices", "time_ms", "gflops", "clock"},
           {},
           {0, 2, -1, false, false, true, "ms"}};
   if (o.devices.size() < 2) {
@@ -230,8 +259,8 @@ ScenarioResult run_two_devices(const Options& o) {
   Tensor a1_on0 = a1.to(d0), b1_on0 = b1.to(d0);
   const double budget = o.quick ? 0.1 : 1.0;
   const double flop = 2.0 * n * n * n;
-  const double ta = time_median({d0}, budget, 10, [&] { (void)matmul(a0, b0); });
-  const double tb = time_median({d1}, budget, 10, [&] { (void)matmul(a1, b1); });
+  const Timed ta = time_median({d0}, budget, 10, [&] { (void)matmul(a0, b0); });
+  const Timed tb = time_median({d1}, budget, 10, [&] { (void)matmul(a1, b1); });
   auto sequential = [&] {
     (void)matmul(a0, b0);
     (void)matmul(a1_on0, b1_on0);
@@ -248,7 +277,9 @@ ScenarioResult run_two_devices(const Options& o) {
     synchronize(d0);
     other.join();
   };
-  // Alternate the two so that a change in the machine's load hits both.
+  // Both ways on the host clock, so that they compare: one of them spans two
+  // devices, whose clocks cannot be compared. Alternate the two so that a
+  // change in the machine's load hits both.
   sequential();
   at_once();
   std::vector<double> seq_times, par_times;
@@ -261,10 +292,14 @@ ScenarioResult run_two_devices(const Options& o) {
     par_times.push_back(seconds(t0));
   }
   const double tseq = median(seq_times), tpar = median(par_times);
-  t.rows.push_back({std::string("one matmul"), d0.str(), ta * 1e3, flop / ta / 1e9});
-  t.rows.push_back({std::string("one matmul"), d1.str(), tb * 1e3, flop / tb / 1e9});
-  t.rows.push_back({std::string("two, one after the other"), d0.str(), tseq * 1e3, 2 * flop / tseq / 1e9});
-  t.rows.push_back({std::string("two at once"), d0.str() + " + " + d1.str(), tpar * 1e3, 2 * flop / tpar / 1e9});
+  t.rows.push_back(
+      {std::string("one matmul"), d0.str(), ta.seconds * 1e3, flop / ta.seconds / 1e9, clock_name(ta.device_clock)});
+  t.rows.push_back(
+      {std::string("one matmul"), d1.str(), tb.seconds * 1e3, flop / tb.seconds / 1e9, clock_name(tb.device_clock)});
+  t.rows.push_back(
+      {std::string("two, one after the other"), d0.str(), tseq * 1e3, 2 * flop / tseq / 1e9, clock_name(false)});
+  t.rows.push_back(
+      {std::string("two at once"), d0.str() + " + " + d1.str(), tpar * 1e3, 2 * flop / tpar / 1e9, clock_name(false)});
   r.tables.push_back(std::move(t));
   // Overlap: how much of the ideal halving was reached (1 = the two ran
   // fully in parallel, tpar = tseq / 2; 0 = they ran one after the other).
@@ -284,7 +319,7 @@ ScenarioResult run_transfer(const Options& o) {
   std::vector<std::int64_t> sizes = {4 << 10, 64 << 10, 1 << 20, 4 << 20};
   if (!o.quick) sizes = {4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20};
   Table t{"copy bandwidth (f32 tensors)",
-          {"route", "bytes", "size", "time_us", "gb_per_s"},
+          {"route", "bytes", "size", "time_us", "gb_per_s", "clock"},
           {},
           {1, 4, 0, true, false, false, "GB/s"}};
   std::vector<Device> targets;
@@ -307,8 +342,9 @@ ScenarioResult run_transfer(const Options& o) {
       Tensor host = full({n}, 1.5, cpu());
       Tensor dev = host.copy_to(d);
       synchronize(d);
-      auto row = [&](const std::string& route, double s) {
-        t.rows.push_back({route, bytes, bytes_label(bytes), s * 1e6, bytes / s / 1e9});
+      auto row = [&](const std::string& route, Timed m) {
+        const double s = m.seconds;
+        t.rows.push_back({route, bytes, bytes_label(bytes), s * 1e6, bytes / s / 1e9, clock_name(m.device_clock)});
         return s;
       };
       if (!cpu_only) {
@@ -340,7 +376,8 @@ ScenarioResult run_transfer(const Options& o) {
 ScenarioResult run_roofline(const Options& o) {
   ScenarioResult r{"roofline", {}, ""};
   Table t{"what the buying guide says matters: compute, memory size, bandwidth",
-          {"device", "name", "memory_gib", "f32_gflops", "f64_gflops", "bandwidth_gb_per_s", "ridge_flop_per_byte"},
+          {"device", "name", "memory_gib", "f32_gflops", "f64_gflops", "bandwidth_gb_per_s", "ridge_flop_per_byte",
+           "clock"},
           {},
           {0, 3, -1, false, false, true, "GFLOP/s (f32)"}};
   const std::vector<std::int64_t> sizes =
@@ -356,7 +393,7 @@ ScenarioResult run_roofline(const Options& o) {
       for (std::int64_t n : sizes) {
         manual_seed(5);
         Tensor a = randn({n, n}, d, dt), b = randn({n, n}, d, dt);
-        const double s = time_median({d}, budget, 10, [&] { (void)matmul(a, b); });
+        const double s = time_median({d}, budget, 10, [&] { (void)matmul(a, b); }).seconds;
         best = std::max(best, 2.0 * n * n * n / s / 1e9);
       }
       return best;
@@ -372,10 +409,11 @@ ScenarioResult run_roofline(const Options& o) {
     }
     // Bandwidth: y.copy_(x) reads and writes every byte once.
     Tensor x = full({elems}, 2.0, d), y = empty({elems}, d);
-    const double s = time_median({d}, budget, 20, [&] { y.copy_(x); });
-    const double bw = 2.0 * static_cast<double>(x.nbytes()) / s / 1e9;
+    const Timed m = time_median({d}, budget, 20, [&] { y.copy_(x); });
+    const double bw = 2.0 * static_cast<double>(x.nbytes()) / m.seconds / 1e9;
+    // One device, so every figure of the row was read from the same clock.
     t.rows.push_back({d.str(), p.name, static_cast<double>(p.memory_total) / (1 << 30), f32_gflops, f64_gflops, bw,
-                      f32_gflops / bw});
+                      f32_gflops / bw, clock_name(m.device_clock)});
     c << (di ? "; " : "") << d << ": " << fixed(f32_gflops, 1) << " GFLOP/s f32, "
       << (std::isfinite(f64_gflops) ? fixed(f64_gflops, 1) : std::string("n/a")) << " f64, " << fixed(bw, 1)
       << " GB/s, so ops below " << fixed(f32_gflops / bw, 1) << " flop/byte are memory-bound";

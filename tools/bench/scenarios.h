@@ -26,7 +26,8 @@ const std::vector<Scenario>& scenarios();
 
 // How times are taken, for the report header.
 inline constexpr const char* kTimingNote =
-    "median of repeats after warm-up; host steady clock around synchronize(device) "
-    "(the public API has no device-side events yet)";
+    "median of repeats after warm-up; anvil::Event on the device's own clock (queue profiling) where it has one, "
+    "else the host steady clock around synchronize(device); work spanning two devices on the host clock; "
+    "the clock column says which";
 
 }  // namespace anvil::bench
