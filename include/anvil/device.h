@@ -83,6 +83,8 @@ struct DeviceProperties {
   std::string runtime_version;
   bool fp64 = true;
   bool fp16 = false;
+  std::string compute_capability;  // "8.0" on CUDA, "" elsewhere
+  std::uint64_t l2_cache_bytes = 0;  // 0 when unknown
 };
 // Throws DeviceError when the device does not exist.
 DeviceProperties properties(Device d);

@@ -2,7 +2,7 @@
  *
  * Every .kern file in src/kernels is compiled as: this prelude, then the .kern text,
  * with `#include "x"` lines resolved from the embedded sources (see
- * src/backends/opencl/program_cache.cpp). A CUDA prelude defines the same
+ * src/backends/common/kernel_sources.cpp). prelude_cuda.h defines the same
  * vocabulary, so keep kernels to it:
  *   ANVIL_KERNEL, ANVIL_GLOBAL, ANVIL_SHARED, ANVIL_BARRIER(), ANVIL_FN,
  *   ANVIL_GID(d), ANVIL_LID(d), ANVIL_GROUP(d), ANVIL_LSIZE(d), ANVIL_GSIZE(d),

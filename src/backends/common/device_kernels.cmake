@@ -21,4 +21,4 @@ add_custom_target(anvil_device_kernels DEPENDS ${_embedded})
 set_source_files_properties(${_embedded} PROPERTIES GENERATED TRUE)
 add_dependencies(anvil anvil_device_kernels)
 target_sources(anvil PRIVATE ${_common}/kernel_sources.cpp ${_common}/kernel_specs.cpp
-                             ${_common}/device_primitives.cpp ${_embedded})
+                             ${_common}/device_primitives.cpp ${_common}/op_scope.cpp ${_embedded})

@@ -65,6 +65,21 @@ inline ScalarArg operand_scalar(const detail::KernelOperand& o) {
   return o.is_scalar ? scalar_arg(o.scalar, o.dtype) : scalar_arg(0.0, o.dtype);
 }
 
+// BLAS's leading dimension for a GemmMatrix holding op(M) (rows x cols);
+// false when the matrix is not BLAS-shaped (its rows overlap). With one
+// stored row ld is never used, so any value that satisfies BLAS's check is
+// the same matrix.
+inline bool blas_ld(const detail::GemmMatrix& x, std::int64_t rows, std::int64_t cols, std::int64_t& ld) {
+  const std::int64_t stored_rows = x.trans ? cols : rows, stored_cols = x.trans ? rows : cols;
+  if (stored_rows <= 1) {
+    ld = std::max<std::int64_t>({x.ld, stored_cols, 1});
+    return true;
+  }
+  if (x.ld < stored_cols || x.ld < 1) return false;
+  ld = x.ld;
+  return true;
+}
+
 inline std::size_t pow2_at_most(std::size_t n) {
   std::size_t p = 1;
   while (p * 2 <= n) p *= 2;

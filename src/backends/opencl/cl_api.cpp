@@ -73,15 +73,6 @@ std::string status_name(cl_int status) {
   }
 }
 
-namespace {
-thread_local const char* t_current_op = nullptr;
-}
-
-const char* current_op() noexcept { return t_current_op ? t_current_op : "opencl"; }
-
-OpScope::OpScope(const char* op) noexcept : previous_(t_current_op) { t_current_op = op; }
-OpScope::~OpScope() { t_current_op = previous_; }
-
 void throw_cl_error(cl_int status, const char* expr, const char* file, int line, const std::string& device) {
   throw BackendError(detail::cat(current_op(), ": ", expr, " failed with ", status_name(status), " (", status,
                                  ") on ", device, " at ", file, ":", line));

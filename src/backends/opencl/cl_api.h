@@ -11,6 +11,8 @@
 
 #include <string>
 
+#include "backends/common/op_scope.h"
+
 namespace anvil::opencl {
 
 // "CL_OUT_OF_RESOURCES", or "CL_ERROR(-9999)" for a code we do not know.
@@ -22,17 +24,8 @@ std::string status_name(cl_int status);
                                  const std::string& device);
 
 // The primitive the current thread is running, for error messages.
-const char* current_op() noexcept;
-class OpScope {
- public:
-  explicit OpScope(const char* op) noexcept;
-  ~OpScope();
-  OpScope(const OpScope&) = delete;
-  OpScope& operator=(const OpScope&) = delete;
-
- private:
-  const char* previous_;
-};
+using kernels::OpScope;
+inline const char* current_op() noexcept { return kernels::current_op_or("opencl"); }
 
 }  // namespace anvil::opencl
 

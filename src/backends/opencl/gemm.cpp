@@ -7,8 +7,7 @@
 #include <string_view>
 
 #include "anvil/error.h"
-#include "backends/opencl/launch.h"
-#include "backends/common/kernel_specs.h"
+#include "backends/common/device_primitives.h"
 #include "backends/opencl/opencl_backend.h"
 
 #ifdef ANVIL_HAVE_CLBLAST
@@ -22,28 +21,6 @@ namespace {
 bool clblast_enabled() {
   const char* v = std::getenv("ANVIL_OPENCL_CLBLAST");
   return v == nullptr || std::string_view(v) != "0";
-}
-
-// Storage rows/cols of op(M) (rows x cols) as it lies in memory.
-struct Stored {
-  std::int64_t rows, cols;
-};
-Stored stored(const detail::GemmMatrix& x, std::int64_t rows, std::int64_t cols) {
-  return x.trans ? Stored{cols, rows} : Stored{rows, cols};
-}
-
-// BLAS needs ld >= the stored column count; with one stored row ld is never
-// used, so any value that satisfies the check is the same matrix. Returns
-// false when the matrix is not BLAS-shaped (rows overlap).
-bool blas_ld(const detail::GemmMatrix& x, std::int64_t rows, std::int64_t cols, std::size_t& ld) {
-  const Stored s = stored(x, rows, cols);
-  if (s.rows <= 1) {
-    ld = static_cast<std::size_t>(std::max<std::int64_t>({x.ld, s.cols, 1}));
-    return true;
-  }
-  if (x.ld < s.cols || x.ld < 1) return false;
-  ld = static_cast<std::size_t>(x.ld);
-  return true;
 }
 
 }  // namespace
@@ -60,8 +37,12 @@ void OpenCLBackend::gemm(int index, const detail::GemmArgs& a) {
 
 bool OpenCLBackend::gemm_clblast(DeviceState& s, const detail::GemmArgs& a) {
 #ifdef ANVIL_HAVE_CLBLAST
-  std::size_t lda = 0, ldb = 0, ldc = 0;
-  if (!blas_ld(a.a, a.m, a.k, lda) || !blas_ld(a.b, a.k, a.n, ldb) || !blas_ld(a.c, a.m, a.n, ldc)) return false;
+  std::int64_t ld[3] = {};
+  if (!kernels::blas_ld(a.a, a.m, a.k, ld[0]) || !kernels::blas_ld(a.b, a.k, a.n, ld[1]) ||
+      !kernels::blas_ld(a.c, a.m, a.n, ld[2]))
+    return false;
+  const auto lda = static_cast<std::size_t>(ld[0]), ldb = static_cast<std::size_t>(ld[1]),
+             ldc = static_cast<std::size_t>(ld[2]);
   if (a.a.batch_stride < 0 || a.b.batch_stride < 0 || a.c.batch_stride < 0) return false;
   const auto ta = a.a.trans ? clblast::Transpose::kYes : clblast::Transpose::kNo;
   const auto tb = a.b.trans ? clblast::Transpose::kYes : clblast::Transpose::kNo;

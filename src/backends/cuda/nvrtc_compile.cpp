@@ -1,0 +1,114 @@
+#include "backends/cuda/nvrtc_compile.h"
+
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "anvil/error.h"
+#include "backends/common/kernel_sources.h"
+
+namespace anvil::cuda {
+
+namespace {
+
+struct Program {
+  nvrtcProgram p = nullptr;
+  ~Program() {
+    if (p != nullptr) nvrtcDestroyProgram(&p);
+  }
+};
+
+std::string program_log(nvrtcProgram p) {
+  std::size_t size = 0;
+  if (nvrtcGetProgramLogSize(p, &size) != NVRTC_SUCCESS || size <= 1) return "";
+  std::string log(size, '\0');
+  if (nvrtcGetProgramLog(p, log.data()) != NVRTC_SUCCESS) return "";
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  constexpr std::size_t kMaxLog = 4000;
+  if (log.size() > kMaxLog) log = log.substr(0, kMaxLog) + "\n...";
+  return log;
+}
+
+void check(nvrtcResult r, const char* what, const kernels::KernelSpec& spec) {
+  if (r == NVRTC_SUCCESS) return;
+  throw CompileError(detail::cat("cuda: ", what, " failed with ", nvrtcGetErrorString(r), " for kernel source ",
+                                 spec.file, " (", spec.name, ")"));
+}
+
+}  // namespace
+
+std::vector<int> nvrtc_architectures() {
+  int n = 0;
+  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return {};
+  std::vector<int> archs(static_cast<std::size_t>(n));
+  if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return {};
+  std::sort(archs.begin(), archs.end());
+  return archs;
+}
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+CompiledProgram compile_program(const kernels::KernelSpec& spec, int major, int minor, bool ptx) {
+  const int wanted = major * 10 + minor;
+  const std::vector<int> archs = nvrtc_architectures();
+  ANVIL_CHECK(!archs.empty(), CompileError, "cuda: NVRTC ", nvrtc_version(), " reports no GPU architectures");
+  ANVIL_CHECK(wanted >= archs.front(), NotSupported, "cuda: compute capability ", major, ".", minor,
+              " is older than this NVRTC supports; expected at least ", archs.front() / 10, ".", archs.front() % 10);
+  const bool known = std::find(archs.begin(), archs.end(), wanted) != archs.end();
+  int arch = wanted;
+  if (!known) {  // newer than this NVRTC: PTX for the newest it knows
+    arch = archs.front();
+    for (int a : archs)
+      if (a <= wanted) arch = a;
+  }
+  CompiledProgram out;
+  out.is_cubin = known && !ptx;
+  out.target = (out.is_cubin ? "sm_" : "compute_") + std::to_string(arch);
+
+  const std::string source = kernels::assemble_source("prelude_cuda.h", spec.file);
+  Program prog;
+  check(nvrtcCreateProgram(&prog.p, source.c_str(), spec.file.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram",
+        spec);
+  std::vector<std::string> options = {"--gpu-architecture=" + out.target, "--fmad=false", "--std=c++17"};
+  for (const std::string& d : spec.defines) options.push_back("-D" + d);
+  std::vector<const char*> argv;
+  for (const std::string& o : options) argv.push_back(o.c_str());
+  const nvrtcResult r = nvrtcCompileProgram(prog.p, static_cast<int>(argv.size()), argv.data());
+  out.log = program_log(prog.p);
+  if (r != NVRTC_SUCCESS) {
+    std::string opts;
+    for (const std::string& o : options) opts += " " + o;
+    throw CompileError(detail::cat("cuda: compiling kernel source ", spec.file, " (", spec.name, ") for ", out.target,
+                                   " failed with ", nvrtcGetErrorString(r), "; options:", opts, "\n", out.log));
+  }
+  std::size_t size = 0;
+  if (out.is_cubin) {
+    check(nvrtcGetCUBINSize(prog.p, &size), "nvrtcGetCUBINSize", spec);
+    out.image.resize(size);
+    check(nvrtcGetCUBIN(prog.p, out.image.data()), "nvrtcGetCUBIN", spec);
+  } else {
+    check(nvrtcGetPTXSize(prog.p, &size), "nvrtcGetPTXSize", spec);
+    out.image.resize(size);  // includes the NUL the driver's loader wants
+    check(nvrtcGetPTX(prog.p, out.image.data()), "nvrtcGetPTX", spec);
+  }
+  return out;
+}
+
+std::vector<std::string> ptx_entries(const std::string& ptx) {
+  std::vector<std::string> names;
+  const std::string marker = ".entry ";
+  for (std::size_t at = ptx.find(marker); at != std::string::npos; at = ptx.find(marker, at + 1)) {
+    std::size_t b = at + marker.size();
+    std::size_t e = b;
+    while (e < ptx.size() && (std::isalnum(static_cast<unsigned char>(ptx[e])) || ptx[e] == '_')) ++e;
+    names.emplace_back(ptx.substr(b, e - b));
+  }
+  return names;
+}
+
+}  // namespace anvil::cuda

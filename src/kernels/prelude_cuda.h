@@ -1,0 +1,46 @@
+/* The CUDA prelude of the shared kernels (DESIGN §2 "Kernels written once").
+ *
+ * The same vocabulary as prelude_opencl.h, for NVRTC (src/backends/cuda/
+ * nvrtc_compile.cpp): every .kern file is compiled as this prelude, then the
+ * file, with the same defines as on OpenCL. Kernels are extern "C" so their
+ * symbols are the names the host asks for. Work-item numbering follows
+ * OpenCL: ANVIL_GID(d) = group * group size + local id in dimension d.
+ */
+#ifndef ANVIL_PRELUDE_CUDA_H
+#define ANVIL_PRELUDE_CUDA_H
+
+/* Note [Bit-identical random numbers] in philox.h: NVRTC runs with
+ * --fmad=false, so no FMA contraction. */
+
+#define ANVIL_KERNEL extern "C" __global__
+#define ANVIL_GLOBAL
+#define ANVIL_SHARED __shared__
+#define ANVIL_BARRIER() __syncthreads()
+#define ANVIL_FN static __device__ __forceinline__
+
+#define ANVIL_CUDA_DIM(v, d) ((d) == 0 ? (v).x : (d) == 1 ? (v).y : (v).z)
+#define ANVIL_GID(d) \
+  ((anvil_i64)ANVIL_CUDA_DIM(blockIdx, d) * (anvil_i64)ANVIL_CUDA_DIM(blockDim, d) + (anvil_i64)ANVIL_CUDA_DIM(threadIdx, d))
+#define ANVIL_LID(d) ((int)ANVIL_CUDA_DIM(threadIdx, d))
+#define ANVIL_LSIZE(d) ((int)ANVIL_CUDA_DIM(blockDim, d))
+#define ANVIL_GROUP(d) ((anvil_i64)ANVIL_CUDA_DIM(blockIdx, d))
+#define ANVIL_NGROUPS(d) ((anvil_i64)ANVIL_CUDA_DIM(gridDim, d))
+#define ANVIL_GSIZE(d) (ANVIL_NGROUPS(d) * (anvil_i64)ANVIL_LSIZE(d))
+
+typedef unsigned char anvil_u8;
+typedef int anvil_i32;
+typedef unsigned int anvil_u32;
+typedef long long anvil_i64;
+typedef unsigned long long anvil_u64;
+typedef float anvil_f32;
+typedef double anvil_f64;
+
+#define ANVIL_INF __int_as_float(0x7f800000)
+#define ANVIL_I64_MIN (-9223372036854775807LL - 1LL)
+#define ANVIL_I64_MAX 9223372036854775807LL
+#define ANVIL_SQRT_F64(x) sqrt(x)
+
+#define ANVIL_CAT_(a, b) a##b
+#define ANVIL_CAT(a, b) ANVIL_CAT_(a, b)
+
+#endif
