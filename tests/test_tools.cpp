@@ -17,10 +17,22 @@
 #include <sstream>
 #include <string>
 
+#include "anvil/anvil.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// The tools run here with this machine's devices. GPUs are hidden from this
+// test (CUDA_VISIBLE_DEVICES= in tests/CMakeLists.txt) so the device lists
+// are the same on every machine; ./run gpu-check runs the tools on GPUs.
+#ifdef ANVIL_WITH_CUDA
+constexpr bool kCudaCompiled = true;
+#else
+constexpr bool kCudaCompiled = false;
+#endif
+const std::string kCudaReason = anvil::device_unavailable_reason(anvil::DeviceType::CUDA);
 
 fs::path build_dir() { return fs::read_symlink("/proc/self/exe").parent_path().parent_path(); }
 fs::path source_dir() { return fs::path(__FILE__).parent_path().parent_path(); }
@@ -210,7 +222,7 @@ TEST(UseGpu, TwoDevicesWalkTheChapter) {
   EXPECT_TRUE(has(r.out, "x.device()\n  -> cpu")) << r.out;
   EXPECT_TRUE(has(r.out, "[1., 1., 1.]], device='opencl:0')")) << r.out;
   EXPECT_TRUE(has(r.out, "device='opencl:1')")) << r.out;
-  EXPECT_TRUE(has(r.out, "device_count(cuda) -> 0   (cuda is not compiled into this build of anvil)")) << r.out;
+  EXPECT_TRUE(has(r.out, "device_count(cuda) -> 0   (" + kCudaReason + ")")) << r.out;
   // DESIGN §4.5, word for word.
   EXPECT_TRUE(has(r.out,
                   "DeviceMismatch: add: all tensors must be on one device; argument 0 is on opencl:0, "
@@ -281,9 +293,11 @@ TEST(AnvilSmi, JsonMatchesItsSchemaWithTwoPoclDevices) {
   EXPECT_EQ(doc["devices"][1]["kind"], "cpu");  // PoCL: a CPU device counted as an accelerator
   EXPECT_GT(doc["devices"][1]["memory"]["total_bytes"].get<std::uint64_t>(), 0u);
   EXPECT_GT(doc["devices"][1]["compute_units"].get<int>(), 0);
-  EXPECT_EQ(backend(doc, "cuda")["compiled"], false);
+  EXPECT_EQ(backend(doc, "cuda")["compiled"], kCudaCompiled);
+  EXPECT_EQ(backend(doc, "cuda")["device_count"], 0);
+  EXPECT_EQ(backend(doc, "cuda")["reason"], kCudaReason);
   EXPECT_EQ(backend(doc, "opencl")["device_count"], 2);
-  EXPECT_EQ(doc["backends_compiled"], json({"cpu", "opencl"}));
+  EXPECT_EQ(doc["backends_compiled"], kCudaCompiled ? json({"cpu", "cuda", "opencl"}) : json({"cpu", "opencl"}));
 }
 
 TEST(AnvilSmi, JsonMatchesItsSchemaWithoutOpenclCpuDevicesAsAccelerators) {
@@ -308,9 +322,10 @@ TEST(AnvilSmi, JsonMatchesItsSchemaWithTheOpenclRuntimeHidden) {
 TEST(AnvilSmi, TextHasARowPerDeviceAndSaysWhyBackendsAreEmpty) {
   Output r = run(kTwo, smi());
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_TRUE(has(r.out, "backends compiled in: cpu, opencl")) << r.out;
+  EXPECT_TRUE(has(r.out, kCudaCompiled ? "backends compiled in: cpu, cuda, opencl" : "backends compiled in: cpu, opencl"))
+      << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\| opencl:1 +\| [^|]+\| cpu +\| gpu\(1\) +\| )"))) << r.out;
-  EXPECT_TRUE(has(r.out, "cuda: no devices — not compiled in")) << r.out;
+  EXPECT_TRUE(has(r.out, "cuda: no devices — " + (kCudaCompiled ? kCudaReason : "not compiled in"))) << r.out;
   EXPECT_TRUE(has(r.out, "NVML: ")) << r.out;
 
   r = run(no_opencl(), smi());

@@ -67,6 +67,7 @@ cl_kernel ProgramCache::build(std::uint64_t key, const kernels::KernelSpec& spec
   cl_kernel k = nullptr;
   ANVIL_CL_CHECK(label_, (k = clCreateKernel(p, spec.name.c_str(), &err), err));
   kernels_.emplace(key, k);
+  names_.push_back(spec.name);
   return k;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/common/kernel_specs.h"
 #include "backends/opencl/cl_api.h"
@@ -32,6 +33,8 @@ class ProgramCache {
   }
 
   std::size_t program_count() const noexcept { return programs_.size(); }
+  // The symbols of every kernel built so far (for the CUDA parity test).
+  const std::vector<std::string>& kernel_names() const noexcept { return names_; }
 
  private:
   cl_kernel build(std::uint64_t key, const kernels::KernelSpec& spec);
@@ -43,6 +46,7 @@ class ProgramCache {
   bool fp64_;
   std::unordered_map<std::string, cl_program> programs_;
   std::unordered_map<std::uint64_t, cl_kernel> kernels_;
+  std::vector<std::string> names_;
 };
 
 }  // namespace anvil::opencl

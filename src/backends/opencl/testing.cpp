@@ -70,4 +70,10 @@ std::size_t program_count(int index) {
   return s.programs.program_count();
 }
 
+std::vector<std::string> kernels_built(int index) {
+  DeviceState& s = backend().state(index);
+  std::lock_guard lock(s.mutex);
+  return s.programs.kernel_names();
+}
+
 }  // namespace anvil::opencl::testing

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 namespace anvil::opencl::testing {
 
@@ -37,5 +39,8 @@ unsigned long long commands_enqueued(int index);
 
 // Programs built so far for opencl:index (the in-process program cache).
 std::size_t program_count(int index);
+
+// The symbols of the kernels built so far for opencl:index.
+std::vector<std::string> kernels_built(int index);
 
 }  // namespace anvil::opencl::testing
