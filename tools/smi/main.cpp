@@ -127,7 +127,9 @@ json snapshot() {
                   {"driver_version", p.driver_version},
                   {"runtime_version", p.runtime_version},
                   {"fp64", p.fp64},
-                  {"fp16", p.fp16}});
+                  {"fp16", p.fp16},
+                  {"compute_capability", p.compute_capability.empty() ? json(nullptr) : json(p.compute_capability)},
+                  {"l2_cache_bytes", p.l2_cache_bytes == 0 ? json(nullptr) : json(p.l2_cache_bytes)}});
       const anvil::MemoryStats s = anvil::memory_stats(d);
       row["anvil_memory"] = {{"allocated_bytes", s.allocated},
                              {"reserved_bytes", s.reserved},
@@ -221,7 +223,8 @@ void print_text(std::ostream& os, const json& doc) {
     const json& am = d["anvil_memory"];
     const json& n = d["nvml"];
     const auto nv = [&](const char* key, const std::string& unit) { return n.is_null() ? "n/a" : or_na(n[key], unit); };
-    rows.push_back({text_of(d["device"]), text_of(d["name"]), text_of(d["kind"]), gpu,
+    const std::string cc = d["compute_capability"].is_null() ? "" : " (sm " + text_of(d["compute_capability"]) + ")";
+    rows.push_back({text_of(d["device"]), text_of(d["name"]) + cc, text_of(d["kind"]), gpu,
                     mib(m["used_bytes"]) + " / " + mib(m["total_bytes"]),
                     mib(am["reserved_bytes"]) + " / " + mib(am["allocated_bytes"]), d["compute_units"].dump(),
                     d["clock_mhz"].get<int>() > 0 ? d["clock_mhz"].dump() + "MHz" : "n/a",
@@ -261,7 +264,7 @@ void print_text(std::ostream& os, const json& doc) {
 
 int main(int argc, char** argv) {
   CLI::App app{"anvil-smi: every device anvil can see, with memory, compute units and driver versions"};
-  bool as_json = false;
+  bool as_json = false, list = false;
   double watch = 0;
   int count = 0;
   app.add_flag("--json", as_json,
@@ -269,9 +272,14 @@ int main(int argc, char** argv) {
   app.add_option("--watch", watch, "refresh every SECONDS")->check(CLI::Range(0.1, 86400.0));
   app.add_option("--count", count, "with --watch: stop after N reports (0: run until interrupted)")
       ->check(CLI::Range(0, 1000000));
+  app.add_flag("-L,--list", list, "one line per device: \"cuda:0: <name>\" (like nvidia-smi -L)");
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (list) {
+      for (const Device d : anvil::all_devices()) std::cout << d << ": " << anvil::properties(d).name << "\n";
+      return 0;
+    }
     for (int n = 1;; ++n) {
       const json doc = snapshot();
       if (as_json)
