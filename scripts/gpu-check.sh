@@ -5,7 +5,8 @@
 #   2. the whole test suite, every device-generic suite included, with
 #      ANVIL_REQUIRE_DEVICES=cuda so a missing GPU fails instead of skipping;
 #   3. the chapter walkthrough (examples/use_gpu) on the GPUs;
-#   4. anvil-bench matmul sync-log two-devices transfer roofline on the GPUs;
+#   4. anvil-bench matmul sync-log two-devices transfer roofline on the GPUs,
+#      and anvil-cuda-bench (the speed targets: bandwidth, cuBLAS, launch);
 #   5. Fashion-MNIST training on try_gpu().
 # Needs only the repository and the CUDA toolkit (./run installs the rest).
 # Exits non-zero when any step fails. Usage: ./run gpu-check [--epochs N]
@@ -47,10 +48,12 @@ fi
 step tests ctest.txt env ANVIL_REQUIRE_DEVICES=cuda ctest --preset release
 step use_gpu use_gpu.txt "$bin/examples/use_gpu"
 step anvil-bench bench.txt "$bin/tools/anvil-bench" matmul sync-log two-devices transfer roofline
+step cuda-bench cuda-bench.txt "$bin/src/backends/cuda/anvil-cuda-bench"
 step training train.txt "$bin/examples/train_fashion_mnist" --epochs "$epochs" --out-dir "$log_dir"
 
 echo
 echo "gpu-check summary ($gpus CUDA device(s)):"
 printf '  %s\n' "${summary[@]}"
 grep -E "tests passed|tests failed" "$log_dir/ctest.txt" | sed 's/^/  ctest: /'
+grep -E "target" "$log_dir/cuda-bench.txt" | sed 's/^/  /'
 exit $failed

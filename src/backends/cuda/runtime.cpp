@@ -199,12 +199,15 @@ void DeviceState::finish_locked() {
                                    "]; run with ANVIL_SYNC=1 to stop at the failing op"));
   }
   if (!index_uses_.empty()) {
+    // On this stream: it is non-blocking, so the legacy-stream cudaMemcpy
+    // and cudaMemset would not be ordered with the kernels that follow.
     std::int64_t flag[2] = {0, 0};
-    ANVIL_CUDA_CHECK(label_, cudaMemcpy(flag, index_error_, sizeof flag, cudaMemcpyDeviceToHost));
+    ANVIL_CUDA_CHECK(label_, cudaMemcpyAsync(flag, index_error_, sizeof flag, cudaMemcpyDeviceToHost, stream));
+    ANVIL_CUDA_CHECK(label_, cudaStreamSynchronize(stream));
     const std::vector<IndexUse> uses = std::move(index_uses_);
     index_uses_.clear();
     if (flag[0] != 0) {
-      ANVIL_CUDA_CHECK(label_, cudaMemset(index_error_, 0, sizeof flag));
+      ANVIL_CUDA_CHECK(label_, cudaMemsetAsync(index_error_, 0, sizeof flag, stream));
       std::string names;
       for (const IndexUse& x : uses)
         if (names.find(x.op) == std::string::npos) names += (names.empty() ? "" : " or ") + std::string(x.op);

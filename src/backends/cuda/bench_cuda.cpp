@@ -1,0 +1,171 @@
+// anvil-cuda-bench: the CUDA speed figures of issue 6 (a benchmark, not a
+// test; ./run gpu-check runs it). Each line prints the figure, the target
+// and whether it was met. Times are medians after a warm-up, on the GPU's
+// own clock (anvil::Event, i.e. cudaEventElapsedTime) except `launch`, which
+// is host time by definition.
+//   elementwise  c = a + b on 16M and 64M f32: GB/s (12 bytes per element)
+//                against the GPU's theoretical bandwidth (memory clock x bus
+//                width) and a device-to-device cudaMemcpy; target >= 80%
+//   matmul       f32 n = 1024, 2048, 4096 through anvil against cublasSgemm
+//                called directly on buffers of the same size; target >= 0.9x
+//   launch       host time to enqueue one small add; target <= 10 us
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "anvil/anvil.h"
+
+namespace {
+
+using namespace anvil;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median device time of `f` (enqueues work on d) over `repeats`, after one warm-up.
+double device_seconds(Device d, int repeats, const std::function<void()>& f) {
+  f();
+  synchronize(d);
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    const Event start = Event::record(d);
+    f();
+    t.push_back(start.elapsed_seconds(Event::record(d)));
+  }
+  return median(t);
+}
+
+// The same for work enqueued directly with the runtime on the legacy stream.
+double cuda_seconds(int repeats, const std::function<void()>& f) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  f();
+  cudaDeviceSynchronize();
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    cudaEventRecord(a);
+    f();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    t.push_back(ms / 1e3);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median(t);
+}
+
+const char* verdict(bool met) { return met ? "met" : "NOT met"; }
+
+void elementwise(int gpu) {
+  const Device d(DeviceType::CUDA, gpu);
+  cudaSetDevice(gpu);
+  int mem_khz = 0, bus_bits = 0;
+  cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, gpu);
+  cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, gpu);
+  const double peak = 2.0 * mem_khz * 1e3 * bus_bits / 8.0;  // double data rate
+  for (std::int64_t n : {std::int64_t{16} << 20, std::int64_t{64} << 20}) {
+    Tensor a = ones({n}, d), b = ones({n}, d), c = empty({n}, d);
+    const double t = device_seconds(d, 20, [&] { add_out(c, a, b); });
+    const double bytes = 12.0 * static_cast<double>(n);
+    void *src = nullptr, *dst = nullptr;
+    double copy_bw = 0;
+    if (cudaMalloc(&src, 8 * n) == cudaSuccess && cudaMalloc(&dst, 8 * n) == cudaSuccess) {
+      const double tc = cuda_seconds(20, [&] { cudaMemcpy(dst, src, 8 * n, cudaMemcpyDeviceToDevice); });
+      copy_bw = 16.0 * static_cast<double>(n) / tc;  // read + write
+    }
+    cudaFree(src);
+    cudaFree(dst);
+    const double bw = bytes / t;
+    std::printf("elementwise cuda:%d add %3lldM f32: %7.1f GB/s = %5.1f%% of the %7.1f GB/s peak (cudaMemcpy d2d: %7.1f "
+                "GB/s, %5.1f%%); target >= 80%% of peak: %s\n",
+                gpu, static_cast<long long>(n >> 20), bw / 1e9, 100 * bw / peak, peak / 1e9, copy_bw / 1e9,
+                100 * copy_bw / peak, verdict(bw >= 0.8 * peak));
+  }
+}
+
+void matmul_vs_cublas(int gpu) {
+  const Device d(DeviceType::CUDA, gpu);
+  cudaSetDevice(gpu);
+  cublasHandle_t h = nullptr;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+    std::printf("matmul      cuda:%d: cublasCreate failed\n", gpu);
+    return;
+  }
+  for (std::int64_t n : {1024, 2048, 4096}) {
+    Tensor a = rand({n, n}, d), b = rand({n, n}, d), c = empty({n, n}, d);
+    const double ta = device_seconds(d, 10, [&] { mm_out(c, a, b); });
+    void *pa = nullptr, *pb = nullptr, *pc = nullptr;
+    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(n * n);
+    cudaMalloc(&pa, bytes);
+    cudaMalloc(&pb, bytes);
+    cudaMalloc(&pc, bytes);
+    float *A = static_cast<float*>(pa), *B = static_cast<float*>(pb), *C = static_cast<float*>(pc);
+    cudaMemset(A, 0, bytes);
+    cudaMemset(B, 0, bytes);
+    const float one = 1, zero = 0;
+    const int ni = static_cast<int>(n);
+    const double tb = cuda_seconds(10, [&] {
+      cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, B, ni, A, ni, &zero, C, ni);
+    });
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C);
+    const double flop = 2.0 * static_cast<double>(n) * n * n;
+    std::printf("matmul      cuda:%d n=%4lld: anvil %8.1f GFLOP/s, cublasSgemm %8.1f GFLOP/s, ratio %.3f; target >= 0.9: "
+                "%s\n",
+                gpu, static_cast<long long>(n), flop / ta / 1e9, flop / tb / 1e9, tb / ta, verdict(tb / ta >= 0.9));
+  }
+  cublasDestroy(h);
+}
+
+void launch(int gpu) {
+  const Device d(DeviceType::CUDA, gpu);
+  Tensor a = ones({16}, d), b = ones({16}, d), c = empty({16}, d);
+  synchronize(d);
+  constexpr int kCalls = 2000;
+  std::vector<double> per_call;
+  for (int r = 0; r < 15; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) add_out(c, a, b);
+    per_call.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kCalls);
+    synchronize(d);
+  }
+  const double m = median(per_call);
+  std::printf("launch      cuda:%d: %.2f us host time per add_out of 16 elements (median of 15x%d); target <= 10 us: %s\n",
+              gpu, m * 1e6, kCalls, verdict(m <= 10e-6));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string which = argc > 1 ? argv[1] : "all";
+    const int n = device_count(DeviceType::CUDA);
+    if (n == 0) {
+      std::printf("anvil-cuda-bench: no CUDA device: %s\n", device_unavailable_reason(DeviceType::CUDA).c_str());
+      return 1;
+    }
+    for (int gpu = 0; gpu < n; ++gpu) {
+      std::printf("cuda:%d: %s (sm %s)\n", gpu, properties(Device(DeviceType::CUDA, gpu)).name.c_str(),
+                  properties(Device(DeviceType::CUDA, gpu)).compute_capability.c_str());
+      if (which == "all" || which == "elementwise") elementwise(gpu);
+      if (which == "all" || which == "matmul") matmul_vs_cublas(gpu);
+      if (which == "all" || which == "launch") launch(gpu);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "anvil-cuda-bench: %s\n", e.what());
+    return 1;
+  }
+}
