@@ -8,8 +8,12 @@
 // skips into failures (the device-generic suites run on cuda:N as well).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
@@ -145,6 +149,32 @@ TEST(CudaKernels, CubinForTheNewestArchitecture) {
   const cuda::CompiledProgram future = cuda::compile_program(specs[1], 99, 0);
   EXPECT_FALSE(future.is_cubin);
   EXPECT_EQ(future.target, "compute_" + std::to_string(arch));
+}
+
+// The disk cache: a second process (here: a second call) reads the image
+// the first compiled, byte for byte.
+TEST(CudaKernels, CompiledImagesAreCachedOnDisk) {
+  const std::string dir = ::testing::TempDir() + "anvil-cuda-cache-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  ::setenv("ANVIL_CACHE_DIR", dir.c_str(), 1);
+  const kernels::KernelSpec spec = kernels::GemmKernel{DType::F32}.spec();
+  const cuda::CompiledProgram first = cuda::compile_program_cached(spec, 8, 0);
+  const cuda::CompiledProgram second = cuda::compile_program_cached(spec, 8, 0);
+  const cuda::CompiledProgram other = cuda::compile_program_cached(spec, 9, 0);  // another architecture
+  ::unsetenv("ANVIL_CACHE_DIR");
+  EXPECT_FALSE(first.from_cache);
+  EXPECT_TRUE(second.from_cache);
+  EXPECT_FALSE(other.from_cache);
+  EXPECT_EQ(second.image, first.image);
+  EXPECT_EQ(second.target, "sm_80");
+  EXPECT_TRUE(second.is_cubin);
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(dir) / "cuda")) {
+    EXPECT_EQ(e.path().extension(), ".bin") << e.path();  // no temporary left behind
+    ++files;
+  }
+  EXPECT_EQ(files, 2u);
+  std::filesystem::remove_all(dir);
 }
 
 #ifdef ANVIL_WITH_OPENCL

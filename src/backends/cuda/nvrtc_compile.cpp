@@ -2,8 +2,16 @@
 
 #include <nvrtc.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "anvil/error.h"
 #include "backends/common/kernel_sources.h"
@@ -97,6 +105,67 @@ CompiledProgram compile_program(const kernels::KernelSpec& spec, int major, int 
     check(nvrtcGetPTX(prog.p, out.image.data()), "nvrtcGetPTX", spec);
   }
   return out;
+}
+
+namespace {
+
+std::uint64_t fnv1a(const std::string& text, std::uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::filesystem::path cache_dir() {
+  if (const char* d = std::getenv("ANVIL_CACHE_DIR"); d != nullptr && *d != '\0') return std::filesystem::path(d) / "cuda";
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0')
+    return std::filesystem::path(x) / "anvil" / "cuda";
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0')
+    return std::filesystem::path(h) / ".cache" / "anvil" / "cuda";
+  return {};
+}
+
+}  // namespace
+
+CompiledProgram compile_program_cached(const kernels::KernelSpec& spec, int major, int minor) {
+  const char* off = std::getenv("ANVIL_CUDA_CACHE");
+  const std::filesystem::path dir = cache_dir();
+  if ((off != nullptr && std::string(off) == "0") || dir.empty()) return compile_program(spec, major, minor);
+  // The key covers everything the image depends on: the assembled source,
+  // the defines, the device's architecture and the compiler.
+  std::uint64_t key = fnv1a(kernels::assemble_source("prelude_cuda.h", spec.file));
+  key = fnv1a(kernels::define_options(spec) + "|" + std::to_string(major * 10 + minor) + "|" + nvrtc_version(), key);
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx.bin", static_cast<unsigned long long>(key));
+  const std::filesystem::path file = dir / name;
+  // File: one byte (1 CUBIN, 0 PTX), the target, a newline, the image.
+  if (std::ifstream in(file, std::ios::binary); in) {
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    const std::string data = bytes.str();
+    const std::size_t nl = data.find('\n');
+    if (data.size() > 2 && nl != std::string::npos && (data[0] == '0' || data[0] == '1')) {
+      CompiledProgram p;
+      p.is_cubin = data[0] == '1';
+      p.target = data.substr(1, nl - 1);
+      p.image = data.substr(nl + 1);
+      p.from_cache = true;
+      return p;
+    }
+  }
+  CompiledProgram p = compile_program(spec, major, minor);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::filesystem::path tmp = dir / (std::string(name) + ".tmp" + std::to_string(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << (p.is_cubin ? '1' : '0') << p.target << '\n' << p.image;
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      return p;
+    }
+  }
+  std::filesystem::rename(tmp, file, ec);  // atomic: readers see all of it or nothing
+  if (ec) std::filesystem::remove(tmp, ec);
+  return p;
 }
 
 std::vector<std::string> ptx_entries(const std::string& ptx) {

@@ -16,6 +16,7 @@ struct CompiledProgram {
   bool is_cubin = false;
   std::string target;  // "sm_80" or "compute_90"
   std::string log;     // NVRTC's warnings, if any
+  bool from_cache = false;
 };
 
 // Compiles the program of `spec` (its file and defines) for a device of
@@ -24,6 +25,13 @@ struct CompiledProgram {
 // not newer than the device (the driver JITs it). `ptx` forces PTX.
 // Throws CompileError with NVRTC's log.
 CompiledProgram compile_program(const kernels::KernelSpec& spec, int major, int minor, bool ptx = false);
+
+// compile_program through a disk cache, so a process's first use of a
+// kernel costs a file read rather than a compile: one file per (source,
+// defines, target, NVRTC version) in $ANVIL_CACHE_DIR/cuda (default
+// ${XDG_CACHE_HOME:-~/.cache}/anvil/cuda), written atomically. ANVIL_CUDA_CACHE=0
+// turns it off; a cache that cannot be read or written is skipped silently.
+CompiledProgram compile_program_cached(const kernels::KernelSpec& spec, int major, int minor);
 
 // The architectures this NVRTC can target ("75", "80", …), and its version.
 std::vector<int> nvrtc_architectures();

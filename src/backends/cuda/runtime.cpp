@@ -104,7 +104,7 @@ cudaKernel_t ProgramCache::build(std::uint64_t key, const kernels::KernelSpec& s
   const std::string program_key = spec.file + '|' + kernels::define_options(spec);
   auto it = programs_.find(program_key);
   if (it == programs_.end()) {
-    const CompiledProgram compiled = compile_program(spec, major_, minor_);
+    const CompiledProgram compiled = compile_program_cached(spec, major_, minor_);
     cudaLibrary_t lib = nullptr;
     ANVIL_CUDA_CHECK(label_, cudaLibraryLoadData(&lib, compiled.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
     it = programs_.emplace(program_key, lib).first;
