@@ -147,6 +147,8 @@ TEST(OpenCLEvent, TheDeviceClockIgnoresTimeTheQueueWasHeld) {
   ANVIL_REQUIRE_OPENCL(1);
   const Device d(DeviceType::OpenCL, 0);
   const Tensor x = ones({1024}, d);
+  // Warm-up: a kernel's first launch on a CPU device waits for it to run
+  // (launch.h), which behind the closed gate would be forever.
   (void)(x + 1);
   synchronize(d);
   Event start, end;

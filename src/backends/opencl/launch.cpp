@@ -26,8 +26,40 @@ void Launch::run(std::int64_t n, const char* op) {
   run(1, &global, &group, op);
 }
 
+namespace {
+
+// PoCL's grid_width_specialization_limit (USHRT_MAX on its CPU devices): a
+// grid narrower than this in every dimension gets its own compiled function.
+constexpr std::size_t kSmallGridLimit = 65535;
+
+ProgramCache::RunShape run_shape(cl_kernel k, cl_uint dims, const std::size_t* global, const std::size_t* local) {
+  ProgramCache::RunShape shape{k, dims, {0, 0, 0}, true};
+  for (cl_uint i = 0; i < dims && i < 3; ++i) {
+    // Without a local size the driver picks one from the global size.
+    shape.local[i] = local != nullptr ? local[i] : global[i];
+    const std::size_t groups = local != nullptr && local[i] != 0 ? (global[i] + local[i] - 1) / local[i] : global[i];
+    if (groups >= kSmallGridLimit) shape.small_grid = false;
+  }
+  return shape;
+}
+
+}  // namespace
+
 void Launch::run(cl_uint dims, const std::size_t* global, const std::size_t* local, const char* op) {
   cl_event ev = nullptr;
+  if (s_.programs.first_runs_wait()) {
+    // See Note [A kernel's first run waits on CPU devices] in launch.h.
+    const ProgramCache::RunShape shape = run_shape(k_, dims, global, local);
+    if (!s_.programs.has_run(shape)) [[unlikely]] {
+      ANVIL_CL_CHECK(s_.label(), clEnqueueNDRangeKernel(s_.queue, k_, dims, nullptr, global, local, 0, nullptr, &ev));
+      // A failure raises nothing here: finish_locked reports it at the next
+      // sync, naming the op, as for every command. A command that did not
+      // run compiled nothing, so the next launch of this shape waits again.
+      if (clWaitForEvents(1, &ev) == CL_SUCCESS) s_.programs.note_run(shape);
+      s_.track_locked(ev, op);
+      return;
+    }
+  }
   ANVIL_CL_CHECK(s_.label(), clEnqueueNDRangeKernel(s_.queue, k_, dims, nullptr, global, local, 0, nullptr, &ev));
   s_.track_locked(ev, op);
 }

@@ -25,7 +25,11 @@ std::string build_log(cl_program program, cl_device_id device) {
 }  // namespace
 
 ProgramCache::ProgramCache(cl_context context, cl_device_id device, std::string label, bool fp64)
-    : context_(context), device_(device), label_(std::move(label)), fp64_(fp64) {}
+    : context_(context), device_(device), label_(std::move(label)), fp64_(fp64) {
+  cl_device_type type = 0;
+  if (clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, nullptr) == CL_SUCCESS)
+    first_runs_wait_ = (type & CL_DEVICE_TYPE_CPU) != 0;
+}
 
 ProgramCache::~ProgramCache() {
   for (auto& [key, k] : kernels_) clReleaseKernel(k);

@@ -5,9 +5,11 @@
 // the second process start fast.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backends/common/kernel_specs.h"
@@ -32,6 +34,21 @@ class ProgramCache {
     return build(key, request.spec());
   }
 
+  // What decides whether a launch makes the driver compile a work-group
+  // function (see Note [A kernel's first run waits on CPU devices], launch.h).
+  struct RunShape {
+    cl_kernel kernel;
+    cl_uint dims;
+    std::size_t local[3];
+    bool small_grid;
+    bool operator==(const RunShape&) const = default;
+  };
+  // True on CPU devices, whose drivers compile at a kernel's first run.
+  bool first_runs_wait() const noexcept { return first_runs_wait_; }
+  // Whether a launch of this shape has completed before, and noting that one has.
+  bool has_run(const RunShape& shape) const { return runs_.contains(shape); }
+  void note_run(const RunShape& shape) { runs_.insert(shape); }
+
   std::size_t program_count() const noexcept { return programs_.size(); }
   // The symbols of every kernel built so far (for the CUDA parity test).
   const std::vector<std::string>& kernel_names() const noexcept { return names_; }
@@ -40,13 +57,24 @@ class ProgramCache {
   cl_kernel build(std::uint64_t key, const kernels::KernelSpec& spec);
   cl_program program(const std::string& file, const std::string& defines);
 
+  struct RunShapeHash {
+    std::size_t operator()(const RunShape& r) const noexcept {
+      std::size_t h = std::hash<const void*>()(r.kernel);
+      for (std::size_t v : {std::size_t{r.dims}, r.local[0], r.local[1], r.local[2], std::size_t{r.small_grid}})
+        h = h * 1000003u ^ v;
+      return h;
+    }
+  };
+
   cl_context context_;
   cl_device_id device_;
   std::string label_;
   bool fp64_;
+  bool first_runs_wait_ = false;
   std::unordered_map<std::string, cl_program> programs_;
   std::unordered_map<std::uint64_t, cl_kernel> kernels_;
   std::vector<std::string> names_;
+  std::unordered_set<RunShape, RunShapeHash> runs_;
 };
 
 }  // namespace anvil::opencl
