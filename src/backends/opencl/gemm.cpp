@@ -78,7 +78,16 @@ bool OpenCLBackend::gemm_clblast(DeviceState& s, const detail::GemmArgs& a) {
                                      status_name(static_cast<cl_int>(st)), ") on ", s.label(), " for [", a.batch,
                                      ", ", a.m, ", ", a.k, "] @ [", a.k, ", ", a.n, "] ", kernels::dtype_name(a.dtype)));
   }
-  if (ev != nullptr) s.track_locked(ev, "matmul");
+  if (ev != nullptr) {
+    // Note [A kernel's first run waits on CPU devices] (launch.h), for the
+    // kernels CLBlast launches: they too compile at their first run.
+    if (s.programs.first_runs_wait()) {
+      const std::string call = detail::cat(kernels::dtype_name(a.dtype), a.a.trans, a.b.trans, ' ', a.batch > 1, ' ',
+                                           m, 'x', n, 'x', k, ' ', lda, ' ', ldb, ' ', ldc);
+      if (!s.programs.has_run_gemm(call) && clWaitForEvents(1, &ev) == CL_SUCCESS) s.programs.note_run_gemm(call);
+    }
+    s.track_locked(ev, "matmul");
+  }
   return true;
 #else
   (void)s;

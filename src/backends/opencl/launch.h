@@ -25,8 +25,9 @@
 // DeviceState::finish_locked as for any command. Two devices may compile at
 // once: PoCL serialises its compiles with a lock of its own (its dlhandle
 // cache lock), so no lock of ours is needed, and none is taken while
-// waiting except the device's own. Kernels that CLBlast launches are not
-// covered (see docs/opencl.md).
+// waiting except the device's own. A CLBlast GEMM waits the same way the
+// first time each (dtype, transposes, batching, shape, leading dims) runs
+// (gemm.cpp): CLBlast picks its kernels and their sizes from those.
 #pragma once
 
 #include <cstddef>

@@ -48,6 +48,10 @@ class ProgramCache {
   // Whether a launch of this shape has completed before, and noting that one has.
   bool has_run(const RunShape& shape) const { return runs_.contains(shape); }
   void note_run(const RunShape& shape) { runs_.insert(shape); }
+  // The same for a CLBlast GEMM, whose kernels are CLBlast's: its shape and
+  // options decide which it compiles, so the whole call is the key.
+  bool has_run_gemm(const std::string& call) const { return gemm_runs_.contains(call); }
+  void note_run_gemm(std::string call) { gemm_runs_.insert(std::move(call)); }
 
   std::size_t program_count() const noexcept { return programs_.size(); }
   // The symbols of every kernel built so far (for the CUDA parity test).
@@ -75,6 +79,7 @@ class ProgramCache {
   std::unordered_map<std::uint64_t, cl_kernel> kernels_;
   std::vector<std::string> names_;
   std::unordered_set<RunShape, RunShapeHash> runs_;
+  std::unordered_set<std::string> gemm_runs_;
 };
 
 }  // namespace anvil::opencl
