@@ -10,13 +10,6 @@
 
 namespace anvil::cuda {
 
-bool env_flag(const char* name) noexcept {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return false;
-  const std::string_view s(v);
-  return s == "1" || s == "true" || s == "yes" || s == "on";
-}
-
 void set_device(int index, const std::string& label) {
   int current = -1;
   if (cudaGetDevice(&current) == cudaSuccess && current == index) return;

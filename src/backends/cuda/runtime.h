@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "anvil/device.h"
+#include "backends/common/env_flags.h"
 #include "backends/common/kernel_specs.h"
 #include "backends/cuda/cuda_api.h"
 #include "core/caching_allocator.h"
@@ -48,8 +49,7 @@ struct Discovery {
 // CUDA_VISIBLE_DEVICES). Never throws: no driver is a reason, not a crash.
 Discovery discover() noexcept;
 
-// True when the environment variable is set to 1 (or true/yes/on).
-bool env_flag(const char* name) noexcept;
+using kernels::env_flag;
 
 // Makes `index` the calling thread's current device.
 void set_device(int index, const std::string& label);

@@ -9,20 +9,6 @@
 
 namespace anvil::opencl {
 
-bool env_flag(const char* name) noexcept {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return false;
-  const std::string_view s(v);
-  return s == "1" || s == "true" || s == "yes" || s == "on";
-}
-
-bool env_flag_off(const char* name) noexcept {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return false;
-  const std::string_view s(v);
-  return s == "0" || s == "false" || s == "no" || s == "off";
-}
-
 namespace {
 
 std::string device_string(cl_device_id d, cl_device_info what) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "anvil/device.h"
+#include "backends/common/env_flags.h"
 #include "backends/opencl/cl_api.h"
 #include "backends/opencl/program_cache.h"
 #include "core/caching_allocator.h"
@@ -51,10 +52,8 @@ struct Discovery {
 // a reason, not a crash).
 Discovery discover() noexcept;
 
-// True when the environment variable is set to 1 (or true/yes/on).
-bool env_flag(const char* name) noexcept;
-// True when it is set to 0 (or false/no/off): a default that is on, turned off.
-bool env_flag_off(const char* name) noexcept;
+using kernels::env_flag;
+using kernels::env_flag_off;
 
 class DeviceState {
  public:

@@ -1,0 +1,26 @@
+// Boolean settings from the environment (ANVIL_SYNC, ANVIL_OPENCL_CPU, …),
+// read the same way by every device backend.
+#pragma once
+
+#include <cstdlib>
+#include <string_view>
+
+namespace anvil::kernels {
+
+// True when the variable is set to 1 (or true/yes/on).
+inline bool env_flag(const char* name) noexcept {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return false;
+  const std::string_view s(v);
+  return s == "1" || s == "true" || s == "yes" || s == "on";
+}
+
+// True when it is set to 0 (or false/no/off): a default that is on, turned off.
+inline bool env_flag_off(const char* name) noexcept {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return false;
+  const std::string_view s(v);
+  return s == "0" || s == "false" || s == "no" || s == "off";
+}
+
+}  // namespace anvil::kernels
