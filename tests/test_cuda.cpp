@@ -8,6 +8,7 @@
 // skips into failures (the device-generic suites run on cuda:N as well).
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,6 +77,23 @@ TEST(CudaBackend, NoDeviceMeansAReasonAndAFallback) {
   EXPECT_NE(try_gpu().type(), DeviceType::CUDA);
   for (const Device& d : try_all_gpus()) EXPECT_NE(d.type(), DeviceType::CUDA);
   EXPECT_EQ((ones({2}) + 1).sum().item<float>(), 4.0f);
+}
+
+// Note [CUDA without a driver]: libanvil must not need libcuda.so.1, or no
+// anvil program starts on a machine without the NVIDIA driver.
+TEST(CudaBackend, TheLibraryDoesNotNeedTheDriver) {
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(&anvil::device_count), &info), 0);
+  ASSERT_NE(info.dli_fname, nullptr);
+  FILE* p = popen(("readelf -d '" + std::string(info.dli_fname) + "' 2>/dev/null").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  pclose(p);
+  if (out.find("NEEDED") == std::string::npos) GTEST_SKIP() << "readelf (binutils) is not installed";
+  EXPECT_EQ(out.find("libcuda.so"), std::string::npos) << info.dli_fname << " needs the driver:\n" << out;
+  EXPECT_NE(out.find("libnvrtc"), std::string::npos) << out;
 }
 
 // Every kernel either device backend can ask for, compiled for CUDA: each
