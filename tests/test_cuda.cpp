@@ -150,7 +150,8 @@ TEST(CudaKernels, CubinForTheNewestArchitecture) {
   const int arch = cuda::nvrtc_architectures().back();
   using detail::ReduceOp;
   const kernels::KernelSpec specs[] = {
-      kernels::ReduceKernel{ReduceOp::ArgMax, DType::F32, DType::I64, true, kernels::ReduceVariant::PerGroup}.spec(),
+      kernels::ReduceKernel{ReduceOp::ArgMax, DType::F32, DType::I64, true, false, kernels::ReduceVariant::PerGroup}
+          .spec(),
       kernels::GemmKernel{DType::F64}.spec(),
       kernels::RandomKernel{detail::RandomKind::Normal, DType::F32}.spec(),
       kernels::BinaryKernel{detail::BinaryOp::Pow, DType::I32, DType::I32, DType::I32,
@@ -192,6 +193,16 @@ TEST(CudaKernels, CompiledImagesAreCachedOnDisk) {
     ++files;
   }
   EXPECT_EQ(files, 2u);
+  // A truncated file (a write cut short) is not trusted: compiled afresh.
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(dir) / "cuda"))
+    std::filesystem::resize_file(e.path(), std::filesystem::file_size(e.path()) / 2);
+  ::setenv("ANVIL_CACHE_DIR", dir.c_str(), 1);
+  const cuda::CompiledProgram again = cuda::compile_program_cached(spec, 8, 0);
+  const cuda::CompiledProgram fixed = cuda::compile_program_cached(spec, 8, 0);
+  ::unsetenv("ANVIL_CACHE_DIR");
+  EXPECT_FALSE(again.from_cache);
+  EXPECT_TRUE(fixed.from_cache);
+  EXPECT_EQ(fixed.image, first.image);
   std::filesystem::remove_all(dir);
 }
 

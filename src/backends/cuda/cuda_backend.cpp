@@ -24,6 +24,7 @@ const Discovery& CudaBackend::discovery() noexcept {
     discovery_ = discover();
     const std::size_t n = discovery_.devices.size();
     state_once_ = std::make_unique<std::once_flag[]>(n);
+    state_ready_ = std::make_unique<std::atomic<bool>[]>(n);
     states_.resize(n);
     peer_.assign(n * n, -1);
   });
@@ -47,7 +48,7 @@ DeviceProperties CudaBackend::properties(int index) {
               d.devices.empty() ? " (" + d.reason + ")" : std::string());
   DeviceProperties p = d.devices[index].props;
   // Free memory needs the device's context: only once anvil uses the device.
-  if (states_[index]) {
+  if (state_ready_[index].load(std::memory_order_acquire)) {
     std::size_t free = 0, total = 0;
     std::lock_guard lock(states_[index]->mutex);
     states_[index]->make_current();
@@ -62,8 +63,10 @@ DeviceState& CudaBackend::state(int index) {
   ANVIL_CHECK(index >= 0 && index < static_cast<int>(d.devices.size()), DeviceError, current_op(), ": device cuda:",
               index, " does not exist; expected an index below ", d.devices.size(), ", got ", index,
               d.devices.empty() ? " (" + d.reason + ")" : std::string());
-  std::call_once(state_once_[index],
-                 [&] { states_[index] = std::make_unique<DeviceState>(index, d.devices[index]); });
+  std::call_once(state_once_[index], [&] {
+    states_[index] = std::make_unique<DeviceState>(index, d.devices[index]);
+    state_ready_[index].store(true, std::memory_order_release);
+  });
   return *states_[index];
 }
 
@@ -77,7 +80,9 @@ void* CudaBackend::allocate(int index, std::size_t bytes) {
 }
 
 void CudaBackend::deallocate(int index, void* data, std::size_t bytes) noexcept {
-  if (data == nullptr || index < 0 || index >= static_cast<int>(states_.size()) || !states_[index]) return;
+  if (data == nullptr || index < 0 || index >= static_cast<int>(states_.size()) ||
+      !state_ready_[index].load(std::memory_order_acquire))
+    return;
   states_[index]->allocator.deallocate(data, bytes == 0 ? 1 : bytes);
 }
 
@@ -139,14 +144,15 @@ bool CudaBackend::can_copy_direct(int dst_index, int src_index) noexcept {
   std::lock_guard lock(peer_mutex_);
   signed char& p = peer_[static_cast<std::size_t>(dst_index * n + src_index)];
   if (p < 0) {
+    const int dst = discovery_.devices[dst_index].ordinal, src = discovery_.devices[src_index].ordinal;
     int a = 0, b = 0;
-    p = cudaDeviceCanAccessPeer(&a, dst_index, src_index) == cudaSuccess &&
-                cudaDeviceCanAccessPeer(&b, src_index, dst_index) == cudaSuccess && a && b
+    p = cudaDeviceCanAccessPeer(&a, dst, src) == cudaSuccess && cudaDeviceCanAccessPeer(&b, src, dst) == cudaSuccess &&
+                a && b
             ? 1
             : 0;
     if (p == 1) {
       // Both directions, so either stream may run the copy.
-      for (auto [from, to] : {std::pair{dst_index, src_index}, std::pair{src_index, dst_index}}) {
+      for (auto [from, to] : {std::pair{dst, src}, std::pair{src, dst}}) {
         if (cudaSetDevice(from) != cudaSuccess) p = 0;
         const cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
         if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) p = 0;
@@ -184,8 +190,8 @@ void CudaBackend::copy_device(int dst_index, void* dst, std::size_t dst_offset, 
   d.make_current();
   ANVIL_CUDA_CHECK(d.label(), cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
   ANVIL_CUDA_CHECK(d.label(), cudaStreamWaitEvent(d.stream, ready, 0));
-  ANVIL_CUDA_CHECK(d.label(), cudaMemcpyPeerAsync(at(dst, dst_offset), dst_index, at(src, src_offset), src_index,
-                                                  bytes, d.stream));
+  ANVIL_CUDA_CHECK(d.label(), cudaMemcpyPeerAsync(at(dst, dst_offset), d.entry().ordinal, at(src, src_offset),
+                                                  s.entry().ordinal, bytes, d.stream));
   ANVIL_CUDA_CHECK(d.label(), cudaEventRecord(copied, d.stream));
   d.track_locked("copy_device");
   s.make_current();
@@ -227,21 +233,30 @@ void* CudaBackend::record_timestamp(int index) {
   return e;
 }
 
+// Waits for both events without holding the device's lock (other threads
+// keep enqueueing); either may have been recorded first (the result is then
+// negative). A device fault is reported as a sync reports it, naming the ops.
 double CudaBackend::timestamp_elapsed(int index, void* start, void* end) {
   OpScope scope("timestamp_elapsed");
   DeviceState& s = state(index);
-  std::lock_guard lock(s.mutex);
   s.make_current();
-  ANVIL_CUDA_CHECK(s.label(), cudaEventSynchronize(static_cast<cudaEvent_t>(end)));
+  const auto a = static_cast<cudaEvent_t>(start), b = static_cast<cudaEvent_t>(end);
+  cudaError_t e = cudaEventSynchronize(a);
+  if (e == cudaSuccess) e = cudaEventSynchronize(b);
   float ms = 0;
-  ANVIL_CUDA_CHECK(s.label(),
-                   cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
+  if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    std::lock_guard lock(s.mutex);
+    s.finish_locked();  // throws when the device failed
+    throw_cuda_error(e, "cudaEventElapsedTime(&ms, start, end)", __FILE__, __LINE__, s.label());
+  }
   return static_cast<double>(ms) / 1e3;
 }
 
 void CudaBackend::release_timestamp(int index, void* stamp) noexcept {
-  if (stamp == nullptr || index < 0 || index >= static_cast<int>(states_.size())) return;
-  cudaSetDevice(index);
+  if (stamp == nullptr || index < 0 || index >= static_cast<int>(discovery_.devices.size())) return;
+  cudaSetDevice(discovery_.devices[index].ordinal);
   cudaEventDestroy(static_cast<cudaEvent_t>(stamp));
 }
 

@@ -4,6 +4,7 @@
 // See Note [CUDA without a driver] and Note [Asynchronous CUDA execution].
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -79,6 +80,7 @@ class CudaBackend final : public detail::Backend {
   Discovery discovery_;
   std::unique_ptr<std::once_flag[]> state_once_;
   std::vector<std::unique_ptr<DeviceState>> states_;
+  std::unique_ptr<std::atomic<bool>[]> state_ready_;  // states_[i] may be read without the once_flag
   std::mutex peer_mutex_;
   std::vector<signed char> peer_;  // [dst * n + src]: -1 unknown, 0 no, 1 enabled
 };

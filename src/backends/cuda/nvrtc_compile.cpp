@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "anvil/error.h"
 #include "backends/common/kernel_sources.h"
@@ -136,16 +138,20 @@ CompiledProgram compile_program_cached(const kernels::KernelSpec& spec, int majo
   char name[32];
   std::snprintf(name, sizeof name, "%016llx.bin", static_cast<unsigned long long>(key));
   const std::filesystem::path file = dir / name;
-  // File: one byte (1 CUBIN, 0 PTX), the target, a newline, the image.
+  // File: "1" (CUBIN) or "0" (PTX), the target, a space, the image's length,
+  // a newline, the image. A file that does not parse, or whose length is
+  // wrong (a truncated write), is compiled afresh and replaced.
   if (std::ifstream in(file, std::ios::binary); in) {
     std::ostringstream bytes;
     bytes << in.rdbuf();
     const std::string data = bytes.str();
-    const std::size_t nl = data.find('\n');
-    if (data.size() > 2 && nl != std::string::npos && (data[0] == '0' || data[0] == '1')) {
+    const std::size_t nl = data.find('\n'), sp = data.find(' ');
+    if (data.size() > 2 && nl != std::string::npos && sp != std::string::npos && sp < nl &&
+        (data[0] == '0' || data[0] == '1') &&
+        std::to_string(data.size() - nl - 1) == data.substr(sp + 1, nl - sp - 1)) {
       CompiledProgram p;
       p.is_cubin = data[0] == '1';
-      p.target = data.substr(1, nl - 1);
+      p.target = data.substr(1, sp - 1);
       p.image = data.substr(nl + 1);
       p.from_cache = true;
       return p;
@@ -154,17 +160,17 @@ CompiledProgram compile_program_cached(const kernels::KernelSpec& spec, int majo
   CompiledProgram p = compile_program(spec, major, minor);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  const std::filesystem::path tmp = dir / (std::string(name) + ".tmp" + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << (p.is_cubin ? '1' : '0') << p.target << '\n' << p.image;
-    if (!out) {
-      std::filesystem::remove(tmp, ec);
-      return p;
-    }
-  }
-  std::filesystem::rename(tmp, file, ec);  // atomic: readers see all of it or nothing
-  if (ec) std::filesystem::remove(tmp, ec);
+  // Unique per process and thread: two GPUs of one architecture may compile
+  // the same program at once.
+  static std::atomic<unsigned> counter{0};
+  const std::filesystem::path tmp =
+      dir / detail::cat(name, ".tmp", ::getpid(), "-", std::hash<std::thread::id>()(std::this_thread::get_id()), "-",
+                        counter++);
+  std::ofstream out(tmp, std::ios::binary);
+  out << (p.is_cubin ? '1' : '0') << p.target << ' ' << p.image.size() << '\n' << p.image;
+  out.close();
+  if (out) std::filesystem::rename(tmp, file, ec);  // atomic: readers see all of it or nothing
+  if (!out || ec) std::filesystem::remove(tmp, ec);
   return p;
 }
 

@@ -18,6 +18,9 @@ namespace {
 class Launch {
  public:
   Launch(DeviceState& s, cudaKernel_t k) noexcept : s_(s), k_(k) {}
+  // args_ points into storage_: a copy would point into the original.
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
   template <typename T>
   Launch& arg(const T& value) {
     return bytes(&value, sizeof(T));

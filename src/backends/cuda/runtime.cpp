@@ -10,10 +10,10 @@
 
 namespace anvil::cuda {
 
-void set_device(int index, const std::string& label) {
+void set_device(int ordinal, const std::string& label) {
   int current = -1;
-  if (cudaGetDevice(&current) == cudaSuccess && current == index) return;
-  ANVIL_CUDA_CHECK(label, cudaSetDevice(index));
+  if (cudaGetDevice(&current) == cudaSuccess && current == ordinal) return;
+  ANVIL_CUDA_CHECK(label, cudaSetDevice(ordinal));
 }
 
 namespace {
@@ -54,13 +54,23 @@ Discovery discover() noexcept {
     int driver = 0, runtime = 0;
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
+    const std::vector<int> archs = nvrtc_architectures();
+    std::string skipped;
     for (int i = 0; i < count; ++i) {
       cudaDeviceProp p{};
       if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
         cudaGetLastError();
+        skipped += detail::cat(skipped.empty() ? "" : "; ", "CUDA device ", i, ": cudaGetDeviceProperties failed");
+        continue;
+      }
+      if (!archs.empty() && p.major * 10 + p.minor < archs.front()) {
+        skipped += detail::cat(skipped.empty() ? "" : "; ", "CUDA device ", i, " (", p.name, ", sm ", p.major, ".",
+                               p.minor, ") is older than CUDA ", version_text(runtime), " supports (sm ",
+                               archs.front() / 10, ".", archs.front() % 10, "+)");
         continue;
       }
       DeviceEntry d;
+      d.ordinal = i;
       d.major = p.major;
       d.minor = p.minor;
       d.max_threads_per_block = p.maxThreadsPerBlock;
@@ -79,7 +89,7 @@ Discovery discover() noexcept {
       d.props.fp16 = p.major >= 6;
       out.devices.push_back(std::move(d));
     }
-    if (out.devices.empty()) out.reason = "cudaGetDeviceProperties failed for every device";
+    if (out.devices.empty()) out.reason = skipped;
   } catch (const std::exception& e) {
     out.devices.clear();
     out.reason = std::string("CUDA discovery failed: ") + e.what();
@@ -97,9 +107,17 @@ cudaKernel_t ProgramCache::build(std::uint64_t key, const kernels::KernelSpec& s
   const std::string program_key = spec.file + '|' + kernels::define_options(spec);
   auto it = programs_.find(program_key);
   if (it == programs_.end()) {
-    const CompiledProgram compiled = compile_program_cached(spec, major_, minor_);
+    CompiledProgram compiled = compile_program_cached(spec, major_, minor_);
     cudaLibrary_t lib = nullptr;
-    ANVIL_CUDA_CHECK(label_, cudaLibraryLoadData(&lib, compiled.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    if (compiled.from_cache &&
+        cudaLibraryLoadData(&lib, compiled.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0) != cudaSuccess) {
+      cudaGetLastError();  // a stale or damaged cache file: compile afresh
+      lib = nullptr;
+      compiled = compile_program(spec, major_, minor_);
+    }
+    if (lib == nullptr)
+      ANVIL_CUDA_CHECK(label_,
+                       cudaLibraryLoadData(&lib, compiled.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
     it = programs_.emplace(program_key, lib).first;
   }
   cudaKernel_t k = nullptr;
@@ -111,18 +129,24 @@ cudaKernel_t ProgramCache::build(std::uint64_t key, const kernels::KernelSpec& s
 // ---- DeviceState ------------------------------------------------------------------
 
 namespace {
-detail::CachingAllocator::Raw raw_allocator(int index) {
-  return {[index](std::size_t bytes) -> void* {
+detail::CachingAllocator::Raw raw_allocator(int ordinal) {
+  return {[ordinal](std::size_t bytes) -> void* {
             void* p = nullptr;
-            if (cudaSetDevice(index) != cudaSuccess || cudaMalloc(&p, bytes) != cudaSuccess) {
+            if (cudaSetDevice(ordinal) != cudaSuccess || cudaMalloc(&p, bytes) != cudaSuccess) {
               cudaGetLastError();  // out of memory is not sticky: clear it
               return nullptr;
             }
             return p;
           },
-          [index](void* p, std::size_t) {
-            cudaSetDevice(index);
-            cudaFree(p);  // waits for the device: only reached from empty_cache and OOM retries
+          [ordinal](void* p, std::size_t) {
+            // Reached from empty_cache and the out-of-memory retry only. A
+            // cached block may still be in use by queued kernels, and
+            // cudaFree only *may* synchronise: wait for the device first
+            // (cheap after the first block of a batch).
+            cudaSetDevice(ordinal);
+            cudaDeviceSynchronize();
+            cudaGetLastError();  // a device fault is reported at the next sync, not here
+            cudaFree(p);
           }};
 }
 
@@ -133,7 +157,7 @@ constexpr std::size_t kMinStagingBlock = std::size_t{1} << 20;
 
 DeviceState::DeviceState(int index, const DeviceEntry& entry)
     : programs(Device(DeviceType::CUDA, index).str(), entry.major, entry.minor),
-      allocator(Device(DeviceType::CUDA, index).str(), raw_allocator(index), entry.props.memory_total),
+      allocator(Device(DeviceType::CUDA, index).str(), raw_allocator(entry.ordinal), entry.props.memory_total),
       index_(index),
       label_(Device(DeviceType::CUDA, index).str()),
       entry_(entry) {
@@ -146,7 +170,7 @@ DeviceState::DeviceState(int index, const DeviceEntry& entry)
 DeviceState::~DeviceState() {
   // Runs at most at exit (the backend is leaked on purpose); the driver may
   // be shutting down, so errors are ignored.
-  cudaSetDevice(index_);
+  cudaSetDevice(entry_.ordinal);
   if (stream != nullptr) cudaStreamSynchronize(stream);
   for (Staging& s : staging_) {
     cudaEventDestroy(s.done);
@@ -161,7 +185,12 @@ cublasHandle_t DeviceState::blas_locked() {
   if (blas_ != nullptr) return blas_;
   make_current();
   cublasHandle_t h = nullptr;
-  const cublasStatus_t st = cublasCreate(&h);
+  cublasStatus_t st = cublasCreate(&h);
+  if (st == CUBLAS_STATUS_ALLOC_FAILED) {  // our cache may hold the memory cuBLAS needs
+    allocator.empty_cache();
+    make_current();
+    st = cublasCreate(&h);
+  }
   ANVIL_CHECK(st == CUBLAS_STATUS_SUCCESS, BackendError, current_op(), ": cublasCreate failed with ",
               cublasGetStatusName(st), " on ", label_);
   cublasSetStream(h, stream);
@@ -217,7 +246,9 @@ void* DeviceState::index_error_buffer_locked(const char* op, std::int64_t dim_si
     ANVIL_CUDA_CHECK(label_, cudaMalloc(&index_error_, 2 * sizeof(std::int64_t)));
     ANVIL_CUDA_CHECK(label_, cudaMemsetAsync(index_error_, 0, 2 * sizeof(std::int64_t), stream));
   }
-  index_uses_.push_back({op, dim_size});
+  // One entry per op name: a loop that never syncs must not grow this.
+  if (std::none_of(index_uses_.begin(), index_uses_.end(), [&](const IndexUse& u) { return u.op == op; }))
+    index_uses_.push_back({op, dim_size});
   return index_error_;
 }
 

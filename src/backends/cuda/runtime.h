@@ -36,6 +36,7 @@ namespace anvil::cuda {
 
 struct DeviceEntry {
   DeviceProperties props;
+  int ordinal = 0;           // the runtime's device number (cudaSetDevice)
   int major = 0, minor = 0;  // compute capability
   int max_threads_per_block = 1024;
 };
@@ -46,13 +47,17 @@ struct Discovery {
 };
 
 // cudaGetDeviceCount and the properties of each device (the runtime honours
-// CUDA_VISIBLE_DEVICES). Never throws: no driver is a reason, not a crash.
+// CUDA_VISIBLE_DEVICES). A GPU older than this NVRTC can compile for is
+// left out (named in `reason`), so try_gpu() does not pick a device whose
+// first kernel would fail. Never throws: no driver is a reason, not a crash.
 Discovery discover() noexcept;
 
 using kernels::env_flag;
 
-// Makes `index` the calling thread's current device.
-void set_device(int index, const std::string& label);
+// Makes runtime device `ordinal` the calling thread's current device. anvil
+// leaves it set (as PyTorch does); code of your own that uses the CUDA
+// runtime on the same thread should set its device itself.
+void set_device(int ordinal, const std::string& label);
 
 // Kernels of src/kernels compiled for one device (NVRTC, then
 // cudaLibraryLoadData), looked up by request (Note [Kernel cache keys]).
@@ -92,7 +97,7 @@ class DeviceState {
   const DeviceEntry& entry() const noexcept { return entry_; }
   // Makes this the calling thread's current device (every runtime call
   // below needs it).
-  void make_current() const { set_device(index_, label_); }
+  void make_current() const { set_device(entry_.ordinal, label_); }
 
   // Held while enqueueing and while touching the bookkeeping below.
   std::mutex mutex;
