@@ -167,6 +167,17 @@ TEST_P(Matmul, IdentityAndKnownValues) {
   EXPECT_TRUE(ref::exact(dot(tensor({1.0, 2.0, 3.0}, d), tensor({4.0, 5.0, 6.0}, d)), ref::Array({}, {32})));
 }
 
+// More batch entries than CUDA allows grid blocks in z (65535): device
+// kernels run it in pieces, each offset into A, B and C.
+TEST_P(Matmul, BatchLargerThanOneLaunchGrid) {
+  const Device d = device();
+  const std::int64_t batch = 65535 + 4465;
+  Tensor a = randint(-7, 7, {batch, 2, 2}, cpu());
+  Tensor b = randint(-5, 5, {batch, 2, 2}, cpu());
+  const std::vector<std::int64_t> want = bmm(a, b).to_vector<std::int64_t>();
+  EXPECT_EQ(bmm(a.to(d), b.to(d)).to_vector<std::int64_t>(), want);
+}
+
 TEST_P(Matmul, ShapeMismatchNamesTheOpAndBothShapes) {
   const Device d = device();
   auto expect_shape_error = [](const std::function<void()>& f, const std::vector<std::string>& pieces) {

@@ -192,7 +192,9 @@ void reduce(Q& q, detail::ReduceOp op, const detail::ReduceArgs& a) {
   if (a.out_numel <= 0) return;
   const char* opname = detail::name(op);
   ReduceLayout L = reduce_layout(a, op);
-  auto request = [&](ReduceVariant v) { return ReduceKernel{op, a.in.dtype, a.out.dtype, q.fp64(), v}; };
+  auto request = [&](ReduceVariant v) {
+    return ReduceKernel{op, a.in.dtype, a.out.dtype, q.fp64(), q.is_cpu(), v};
+  };
   const DType ta = request(ReduceVariant::PerItem).accumulator();
   const ScalarArg scale = scalar_arg(a.scale, request(ReduceVariant::PerItem).scale_type());
   const std::int64_t M = a.out_numel, R = a.reduce_numel;
@@ -201,7 +203,8 @@ void reduce(Q& q, detail::ReduceOp op, const detail::ReduceArgs& a) {
   // Many outputs or short rows: one work-item per output, in enough groups
   // to spread over every compute unit.
   if (R <= 32 || M >= cus * 64) {
-    const std::size_t group = std::clamp<std::size_t>(static_cast<std::size_t>(M / (4 * cus)), 1, q.local_size());
+    std::size_t group = std::clamp<std::size_t>(static_cast<std::size_t>(M / (4 * cus)), 1, q.local_size());
+    if (!q.is_cpu()) group = std::min(q.local_size(), std::max<std::size_t>(64, (group + 31) / 32 * 32));  // whole warps
     const std::size_t global = (static_cast<std::size_t>(M) + group - 1) / group * group;
     q.launch(q.kernel(request(ReduceVariant::PerItem)))
         .buffer(a.out.data)
@@ -282,24 +285,36 @@ void index(Q& q, const detail::IndexArgs& a) {
       .run(a.numel, opname);
 }
 
-// Our tiled GEMM (gemm.kern): every dtype, any strides.
+// Our tiled GEMM (gemm.kern): every dtype, any strides. Launched in pieces
+// of at most 65535 tile rows and 65535 batch entries: CUDA's grid limit in
+// y and z (OpenCL has none that low; one rule for both).
 template <class Q>
 void gemm_tiled(Q& q, const detail::GemmArgs& a) {
   if (a.m <= 0 || a.n <= 0 || a.batch <= 0) return;
   const GemmKernel request{a.dtype};
-  constexpr std::size_t kTile = 16;
-  const std::size_t global[3] = {(static_cast<std::size_t>(a.n) + kTile - 1) / kTile * kTile,
-                                 (static_cast<std::size_t>(a.m) + kTile - 1) / kTile * kTile,
-                                 static_cast<std::size_t>(a.batch)};
-  const std::size_t local[3] = {kTile, kTile, 1};
-  q.launch(q.kernel(request))
-      .buffer(a.a.data)
-      .buffer(a.b.data)
-      .buffer(a.c.data)
-      .scalar(scalar_arg(a.alpha, request.accumulator()))
-      .scalar(scalar_arg(a.beta, request.accumulator()))
-      .arg(gemm_layout(a))
-      .run(3, global, local, "matmul");
+  constexpr std::int64_t kTile = 16, kMaxGroups = 65535;
+  for (std::int64_t b0 = 0; b0 < a.batch; b0 += kMaxGroups) {
+    for (std::int64_t r0 = 0; r0 < a.m; r0 += kMaxGroups * kTile) {
+      detail::GemmArgs piece = a;
+      piece.batch = std::min(kMaxGroups, a.batch - b0);
+      piece.m = std::min(kMaxGroups * kTile, a.m - r0);
+      piece.a.offset += b0 * a.a.batch_stride + r0 * (a.a.trans ? 1 : a.a.ld);
+      piece.b.offset += b0 * a.b.batch_stride;
+      piece.c.offset += b0 * a.c.batch_stride + r0 * a.c.ld;
+      const std::size_t global[3] = {static_cast<std::size_t>((piece.n + kTile - 1) / kTile * kTile),
+                                     static_cast<std::size_t>((piece.m + kTile - 1) / kTile * kTile),
+                                     static_cast<std::size_t>(piece.batch)};
+      const std::size_t local[3] = {kTile, kTile, 1};
+      q.launch(q.kernel(request))
+          .buffer(a.a.data)
+          .buffer(a.b.data)
+          .buffer(a.c.data)
+          .scalar(scalar_arg(a.alpha, request.accumulator()))
+          .scalar(scalar_arg(a.beta, request.accumulator()))
+          .arg(gemm_layout(piece))
+          .run(3, global, local, "matmul");
+    }
+  }
 }
 
 template <class Q>

@@ -179,10 +179,9 @@ KernelSpec WhereKernel::spec() const {
 }
 
 DType ReduceKernel::accumulator() const noexcept {
-  // f32 sums accumulate in double where the device has it: a million f32
-  // terms summed in f32 per work-item drift by 1e-5 relative.
+  // A million f32 terms summed in f32 by one work-item drift by 1e-5 relative.
   DType ta = (op == ReduceOp::Sum || op == ReduceOp::Prod) ? to : ti;
-  if (op == ReduceOp::Sum && ta == DType::F32 && fp64) ta = DType::F64;
+  if (op == ReduceOp::Sum && ta == DType::F32 && fp64 && wide_f32_sums) ta = DType::F64;
   return ta;
 }
 
@@ -250,7 +249,9 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     for (int op = 0; op < static_cast<int>(ReduceOp::Count); ++op) {
       const auto r = static_cast<ReduceOp>(op);
       const DType to = r == ReduceOp::ArgMax || r == ReduceOp::ArgMin ? DType::I64 : t;
-      for (int v = 0; v < 3; ++v) out.push_back(ReduceKernel{r, t, to, fp64, static_cast<ReduceVariant>(v)}.spec());
+      for (bool wide : {false, true})
+        for (int v = 0; v < 3; ++v)
+          out.push_back(ReduceKernel{r, t, to, fp64, wide, static_cast<ReduceVariant>(v)}.spec());
     }
     out.push_back(IndexKernel{t, DType::I64}.spec());
     out.push_back(GemmKernel{t}.spec());

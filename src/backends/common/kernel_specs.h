@@ -106,12 +106,16 @@ struct ReduceKernel {
   detail::ReduceOp op;
   DType ti, to;
   bool fp64;
+  // f32 sums accumulate in f64 (where the device has it): on CPU-type
+  // devices, whose few work-items each add up millions of terms. GPUs add
+  // few terms per thread and run f64 at 1/32..1/64 speed, so they do not.
+  bool wide_f32_sums;
   ReduceVariant variant;
-  DType accumulator() const noexcept;  // f32 sums accumulate in f64 where the device has it
+  DType accumulator() const noexcept;
   DType scale_type() const noexcept { return fp64 ? DType::F64 : DType::F32; }
   std::uint64_t key() const noexcept {
     return kernel_key(Family::Reduce, static_cast<int>(op), static_cast<int>(variant), static_cast<int>(ti),
-                      static_cast<int>(to), fp64);
+                      static_cast<int>(to), fp64, wide_f32_sums);
   }
   KernelSpec spec() const;
 };

@@ -232,7 +232,9 @@ cl_mem DeviceState::index_error_buffer_locked(const char* op, std::int64_t dim_s
                                                           sizeof zero, const_cast<std::int64_t*>(zero), &err),
                             err));
   }
-  index_uses_.push_back({op, dim_size});
+  // One entry per op name: a loop that never syncs must not grow this.
+  if (std::none_of(index_uses_.begin(), index_uses_.end(), [&](const IndexUse& u) { return u.op == op; }))
+    index_uses_.push_back({op, dim_size});
   return index_error_;
 }
 
