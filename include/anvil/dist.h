@@ -1,0 +1,124 @@
+// anvil/dist.h — collectives across processes, machines and devices (DESIGN §8).
+//
+//   auto& world = anvil::dist::init();           // mpirun's environment, or a world of one
+//   anvil::Device d = anvil::dist::device();     // try_gpu(local_rank)
+//   auto g = anvil::ones({1024}, d);
+//   world.allreduce(g, anvil::dist::ReduceOp::Avg).wait();   // in place, on d
+//
+//   anvil::dist::LocalGroup local({anvil::gpu(0), anvil::gpu(1)});   // one process, two devices
+//   std::vector<anvil::Tensor> parts = {a_on_gpu0, b_on_gpu1};
+//   local.allreduce(parts).wait();                // every part now holds a + b, on its device
+//
+// Every collective validates its arguments like an op (defined, one device for
+// all its tensors, dtype, shape) and throws the usual typed errors before
+// anything is sent. Tensors stay on their devices: staging through host
+// buffers, where the engine needs it, is the engine's business and shows in
+// the ledger. Collectives on one group are issued in the same order on every
+// rank; each has a sequence number, and a watchdog (ANVIL_DIST_TIMEOUT
+// seconds, default 300) turns a hang into DistTimeout naming the collective,
+// its sequence number and the ranks that did not arrive.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "anvil/device.h"
+#include "anvil/error.h"
+#include "anvil/tensor.h"
+
+namespace anvil::dist {
+
+enum class ReduceOp : std::uint8_t { Sum, Avg, Max, Min, Prod };
+const char* to_string(ReduceOp op) noexcept;  // "sum", …
+
+// A collective in flight. wait() blocks until it is done on this rank (the
+// result is then in the output tensors, or queued on their device's queue
+// ahead of anything enqueued later) and rethrows the collective's error.
+// A Work that is never waited for is waited for by its destructor, which
+// swallows the error (wait() to see it).
+class Work {
+ public:
+  Work() = default;  // already complete
+  explicit Work(std::shared_ptr<struct WorkState> state) : state_(std::move(state)) {}
+  void wait();
+  bool is_completed() const;
+
+ private:
+  std::shared_ptr<struct WorkState> state_;
+};
+
+// A group of processes (ranks). Each collective returns at once with a Work;
+// the collective runs in the group's background thread in the order issued.
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const noexcept = 0;
+  virtual int size() const noexcept = 0;
+  virtual std::string engine() const = 0;  // "mpi", "nccl", "single"
+
+  // In place on every rank: t = op over every rank's t.
+  virtual Work allreduce(Tensor& t, ReduceOp op = ReduceOp::Sum) = 0;
+  // In place: every rank's t = root's t.
+  virtual Work broadcast(Tensor& t, int root = 0) = 0;
+  // out[r] = rank r's `in`; `out` has size() tensors of in's shape, dtype and device.
+  virtual Work allgather(std::vector<Tensor>& out, const Tensor& in) = 0;
+  // out = op over every rank's in[rank()]; `in` has size() tensors of out's shape.
+  virtual Work reduce_scatter(Tensor& out, const std::vector<Tensor>& in, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual Work barrier() = 0;
+};
+
+// The same collectives in one process over a list of devices (the book's
+// allreduce across GPUs in one program): each call takes one tensor per
+// device, in the group's device order, and leaves each result on its own
+// device (device-to-device copies where the backend has them).
+class LocalGroup {
+ public:
+  explicit LocalGroup(std::vector<Device> devices);
+  const std::vector<Device>& devices() const noexcept { return devices_; }
+  int size() const noexcept { return static_cast<int>(devices_.size()); }
+
+  Work allreduce(std::vector<Tensor>& per_device, ReduceOp op = ReduceOp::Sum);
+  Work broadcast(std::vector<Tensor>& per_device, int root = 0);
+  // out[i][j] = per_device[j], on device i.
+  Work allgather(std::vector<std::vector<Tensor>>& out, const std::vector<Tensor>& per_device);
+  // out[i] = op over j of in[j][i], on device i.
+  Work reduce_scatter(std::vector<Tensor>& out, const std::vector<std::vector<Tensor>>& in,
+                      ReduceOp op = ReduceOp::Sum);
+
+ private:
+  std::vector<Device> devices_;
+};
+
+// ---- the world ----------------------------------------------------------------------
+
+// Reads the launcher's environment (Open MPI's OMPI_COMM_WORLD_RANK/SIZE/
+// LOCAL_RANK, or RANK/WORLD_SIZE/LOCAL_RANK) once and returns the world
+// group: Open MPI between processes (NCCL for cuda:N tensors where the
+// library loads), or a world of one when the program was not launched by a
+// launcher. Later calls return the same group.
+ProcessGroup& init();
+bool is_initialized() noexcept;
+ProcessGroup& world();  // init() must have been called: ValueError otherwise
+int rank();             // world().rank()
+int world_size();
+int local_rank();       // this process's index among the ranks of its machine
+// This process's device: try_gpu(local_rank()) unless ANVIL_DIST_DEVICE names one.
+Device device();
+
+// Raised on every surviving rank when a collective does not complete in
+// time (a rank died, hung, or skipped the collective).
+class DistTimeout : public Error {
+ public:
+  using Error::Error;
+};
+// ANVIL_DIST_DEBUG=1: the ranks disagree on a collective (op, sequence
+// number, dtype or shape); names both ranks and the field.
+class CollectiveMismatch : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace anvil::dist
