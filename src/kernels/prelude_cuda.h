@@ -34,6 +34,7 @@ typedef long long anvil_i64;
 typedef unsigned long long anvil_u64;
 typedef float anvil_f32;
 typedef double anvil_f64;
+#define ANVIL_HAS_FP64 1 /* every GPU NVRTC targets has fp64 */
 
 #define ANVIL_INF __int_as_float(0x7f800000)
 #define ANVIL_I64_MIN (-9223372036854775807LL - 1LL)
@@ -42,5 +43,7 @@ typedef double anvil_f64;
 
 #define ANVIL_CAT_(a, b) a##b
 #define ANVIL_CAT(a, b) ANVIL_CAT_(a, b)
+/* scalar.h's functions are named per type (no overloading in OpenCL C): anvil_f32_exp */
+#define ANVIL_SCALAR_NAME(T, op) ANVIL_CAT(ANVIL_CAT(T, _), op)
 
 #endif

@@ -6,7 +6,8 @@
  * vocabulary, so keep kernels to it:
  *   ANVIL_KERNEL, ANVIL_GLOBAL, ANVIL_SHARED, ANVIL_BARRIER(), ANVIL_FN,
  *   ANVIL_GID(d), ANVIL_LID(d), ANVIL_GROUP(d), ANVIL_LSIZE(d), ANVIL_GSIZE(d),
- *   ANVIL_NGROUPS(d), the anvil_* fixed-width types, ANVIL_INF, ANVIL_CAT().
+ *   ANVIL_NGROUPS(d), the anvil_* fixed-width types, ANVIL_INF, ANVIL_CAT(),
+ *   ANVIL_HAS_FP64 (where anvil_f64 exists), ANVIL_SCALAR_NAME(T, op) (scalar.h).
  * Math uses the overloaded names (exp, fabs, pow), never expf/fmaxf.
  * Kernel arguments: no size_t, no bool (use anvil_i64 and int).
  */
@@ -49,5 +50,7 @@ typedef double anvil_f64;
 
 #define ANVIL_CAT_(a, b) a##b
 #define ANVIL_CAT(a, b) ANVIL_CAT_(a, b)
+/* scalar.h's functions are named per type (no overloading in OpenCL C): anvil_f32_exp */
+#define ANVIL_SCALAR_NAME(T, op) ANVIL_CAT(ANVIL_CAT(T, _), op)
 
 #endif

@@ -1,14 +1,16 @@
 // Elementwise primitives of the CPU backend: copy (with conversion), unary,
 // binary, where. Each row is specialised for the common stride patterns
-// (all contiguous; one side broadcast) so the compiler vectorises them.
+// (all contiguous; one side broadcast) so the compiler vectorises them; the
+// per-element meaning of every op is src/kernels/scalar.h.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dispatch.h"
 #include "backends/cpu/loops.h"
-#include "backends/cpu/vec_math.h"
+#include "backends/cpu/scalar_ops.h"
 
 namespace anvil::cpu_backend {
 
@@ -82,57 +84,57 @@ void run_binary(const ElementwiseArgs& a, F f) {
   });
 }
 
-// Integer arithmetic wraps on overflow, as in PyTorch: computed in the
-// unsigned type (signed overflow is undefined behaviour in C++).
+// What each op computes per element is src/kernels/scalar.h (scalar_ops.h),
+// the definition the devices compile too; this file only maps a dtype to
+// its compute type and runs the loops. bool computes as u8 holding 0/1 and
+// is stored back as != 0, as on the devices.
 template <typename T>
-T wrap(T a, T b, char op) {
-  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    const U x = static_cast<U>(a), y = static_cast<U>(b);
-    return static_cast<T>(op == '+' ? x + y : op == '-' ? x - y : static_cast<U>(x * y));
+using compute_t = std::conditional_t<std::is_same_v<T, bool>, std::uint8_t, T>;
+
+// Clamp's bounds in the compute type, converted as the devices convert them
+// (kernels::scalar_arg: saturated to the type's range, NaN to 0 for integers).
+template <typename C>
+C clamp_bound(double v) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return static_cast<C>(v);
   } else {
-    return static_cast<T>(op == '+' ? a + b : op == '-' ? a - b : a * b);
+    if (v != v) return C{0};
+    if (v <= static_cast<double>(std::numeric_limits<C>::lowest())) return std::numeric_limits<C>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<C>::max())) return std::numeric_limits<C>::max();
+    return static_cast<C>(v);
   }
 }
 
-template <typename T>
-T int_pow(T base, T exp) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return exp ? base : true;
-  } else {
-    if (exp < 0) return base == 1 ? T(1) : (base == T(-1) ? (exp % 2 ? T(-1) : T(1)) : T(0));
-    T result = 1;
-    while (exp) {
-      if (exp & 1) result = wrap(result, base, '*');
-      base = wrap(base, base, '*');
-      exp >>= 1;
-    }
-    return result;
-  }
-}
+// One case per op: out = fn(x) (or fn(x, y)) through the compute type.
+#define ANVIL_CPU_UNARY(Op, fn)                                                                            \
+  case UnaryOp::Op:                                                                                        \
+    return run_unary<T, T>(a, [](T x) { return convert<T>(scalar::anvil_##fn(static_cast<C>(x))); })
+#define ANVIL_CPU_BINARY(Op, fn)                                                                           \
+  case BinaryOp::Op:                                                                                       \
+    return run_binary<T, T>(a, [](T x, T y) {                                                              \
+      return convert<T>(scalar::anvil_##fn(static_cast<C>(x), static_cast<C>(y)));                        \
+    })
+#define ANVIL_CPU_COMPARE(Op, fn)                                                                          \
+  case BinaryOp::Op:                                                                                       \
+    return run_binary<bool, T>(a, [](T x, T y) { return scalar::anvil_##fn(static_cast<C>(x), static_cast<C>(y)) != 0; })
 
 template <typename T>
 void binary_typed(BinaryOp op, const ElementwiseArgs& a) {
+  using C = compute_t<T>;
   switch (op) {
-    case BinaryOp::Add: return run_binary<T, T>(a, [](T x, T y) { return wrap(x, y, '+'); });
-    case BinaryOp::Sub: return run_binary<T, T>(a, [](T x, T y) { return wrap(x, y, '-'); });
-    case BinaryOp::Mul: return run_binary<T, T>(a, [](T x, T y) { return wrap(x, y, '*'); });
-    case BinaryOp::Div:
-      if constexpr (std::is_floating_point_v<T>) return run_binary<T, T>(a, [](T x, T y) { return x / y; });
-      else break;
-    case BinaryOp::Pow:
-      if constexpr (std::is_floating_point_v<T>) return run_binary<T, T>(a, [](T x, T y) { return std::pow(x, y); });
-      else return run_binary<T, T>(a, [](T x, T y) { return int_pow(x, y); });
-    case BinaryOp::Maximum:
-      return run_binary<T, T>(a, [](T x, T y) { return x != x ? x : (y != y ? y : (x > y ? x : y)); });
-    case BinaryOp::Minimum:
-      return run_binary<T, T>(a, [](T x, T y) { return x != x ? x : (y != y ? y : (x < y ? x : y)); });
-    case BinaryOp::Eq: return run_binary<bool, T>(a, [](T x, T y) { return x == y; });
-    case BinaryOp::Ne: return run_binary<bool, T>(a, [](T x, T y) { return x != y; });
-    case BinaryOp::Lt: return run_binary<bool, T>(a, [](T x, T y) { return x < y; });
-    case BinaryOp::Le: return run_binary<bool, T>(a, [](T x, T y) { return x <= y; });
-    case BinaryOp::Gt: return run_binary<bool, T>(a, [](T x, T y) { return x > y; });
-    case BinaryOp::Ge: return run_binary<bool, T>(a, [](T x, T y) { return x >= y; });
+    ANVIL_CPU_BINARY(Add, add);
+    ANVIL_CPU_BINARY(Sub, sub);
+    ANVIL_CPU_BINARY(Mul, mul);
+    ANVIL_CPU_BINARY(Div, div);
+    ANVIL_CPU_BINARY(Pow, pow);
+    ANVIL_CPU_BINARY(Maximum, maximum);
+    ANVIL_CPU_BINARY(Minimum, minimum);
+    ANVIL_CPU_COMPARE(Eq, eq);
+    ANVIL_CPU_COMPARE(Ne, ne);
+    ANVIL_CPU_COMPARE(Lt, lt);
+    ANVIL_CPU_COMPARE(Le, le);
+    ANVIL_CPU_COMPARE(Gt, gt);
+    ANVIL_CPU_COMPARE(Ge, ge);
     case BinaryOp::Count: break;
   }
   ANVIL_ASSERT(false, "binary op ", detail::name(op), " on ", to_string(dtype_v<T>));
@@ -140,45 +142,41 @@ void binary_typed(BinaryOp op, const ElementwiseArgs& a) {
 
 template <typename T>
 void unary_typed(UnaryOp op, const detail::UnaryParams& prm, const ElementwiseArgs& a) {
+  using C = compute_t<T>;
+  // The frontend computes these in a float dtype (integers become f32 first).
   if constexpr (std::is_floating_point_v<T>) {
     switch (op) {
-      case UnaryOp::Exp: return run_unary<T, T>(a, [](T x) { return fast_exp(x); });
-      case UnaryOp::Log: return run_unary<T, T>(a, [](T x) { return std::log(x); });
-      case UnaryOp::Sqrt: return run_unary<T, T>(a, [](T x) { return std::sqrt(x); });
-      case UnaryOp::Rsqrt: return run_unary<T, T>(a, [](T x) { return T(1) / std::sqrt(x); });
-      case UnaryOp::Sin: return run_unary<T, T>(a, [](T x) { return std::sin(x); });
-      case UnaryOp::Cos: return run_unary<T, T>(a, [](T x) { return std::cos(x); });
-      case UnaryOp::Tanh: return run_unary<T, T>(a, [](T x) { return std::tanh(x); });
-      case UnaryOp::Sigmoid: return run_unary<T, T>(a, [](T x) { return fast_sigmoid(x); });
-      case UnaryOp::Reciprocal: return run_unary<T, T>(a, [](T x) { return T(1) / x; });
+      ANVIL_CPU_UNARY(Exp, exp);
+      ANVIL_CPU_UNARY(Log, log);
+      ANVIL_CPU_UNARY(Sqrt, sqrt);
+      ANVIL_CPU_UNARY(Rsqrt, rsqrt);
+      ANVIL_CPU_UNARY(Sin, sin);
+      ANVIL_CPU_UNARY(Cos, cos);
+      ANVIL_CPU_UNARY(Tanh, tanh);
+      ANVIL_CPU_UNARY(Sigmoid, sigmoid);
+      ANVIL_CPU_UNARY(Reciprocal, reciprocal);
       default: break;
     }
   }
   switch (op) {
-    case UnaryOp::Neg:
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
-        return run_unary<T, T>(a, [](T x) { return wrap(T(0), x, '-'); });
-      else if constexpr (!std::is_same_v<T, bool>) return run_unary<T, T>(a, [](T x) { return static_cast<T>(-x); });
-      break;
-    case UnaryOp::Abs:
-      if constexpr (std::is_signed_v<T>) return run_unary<T, T>(a, [](T x) { return x < 0 ? wrap(T(0), x, '-') : x; });
-      else return run_unary<T, T>(a, [](T x) { return x; });
-    case UnaryOp::Relu: return run_unary<T, T>(a, [](T x) { return x < T(0) ? T(0) : x; });
-    case UnaryOp::Sign:
-      return run_unary<T, T>(a, [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); });
-    case UnaryOp::Square: return run_unary<T, T>(a, [](T x) { return wrap(x, x, '*'); });
-    case UnaryOp::LogicalNot: return run_unary<T, T>(a, [](T x) { return static_cast<T>(x == T(0)); });
+    ANVIL_CPU_UNARY(Neg, neg);
+    ANVIL_CPU_UNARY(Abs, abs);
+    ANVIL_CPU_UNARY(Relu, relu);
+    ANVIL_CPU_UNARY(Sign, sign);
+    ANVIL_CPU_UNARY(Square, square);
+    ANVIL_CPU_UNARY(LogicalNot, logical_not);
     case UnaryOp::Clamp: {
-      const double lo = prm.lo, hi = prm.hi;
-      return run_unary<T, T>(a, [lo, hi](T x) {
-        const double v = static_cast<double>(x);
-        return v < lo ? static_cast<T>(lo) : (v > hi ? static_cast<T>(hi) : x);
-      });
+      const C lo = clamp_bound<C>(prm.lo), hi = clamp_bound<C>(prm.hi);
+      return run_unary<T, T>(a, [lo, hi](T x) { return convert<T>(scalar::anvil_clamp(static_cast<C>(x), lo, hi)); });
     }
     default: break;
   }
   ANVIL_ASSERT(false, "unary op ", detail::name(op), " on ", to_string(dtype_v<T>));
 }
+
+#undef ANVIL_CPU_UNARY
+#undef ANVIL_CPU_BINARY
+#undef ANVIL_CPU_COMPARE
 
 }  // namespace
 

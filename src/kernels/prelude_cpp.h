@@ -1,0 +1,73 @@
+// The C++ prelude of scalar.h, for the CPU backend: the same vocabulary as
+// prelude_opencl.h and prelude_cuda.h (ANVIL_FN, the anvil_* fixed-width
+// types, ANVIL_HAS_FP64, ANVIL_SCALAR_NAME) plus the math names scalar.h
+// calls. Included only by src/backends/cpu/scalar_ops.h, inside its
+// namespace and after <cmath>, <cstdint>, <cstring> (so it includes nothing).
+//
+// Everything is inlined into the CPU's loops, which is what lets GCC
+// vectorise them: no call may stay out of line in a hot loop. Scalar libm
+// expf caps a loop at ~4 GB/s, so exp(float) is a branch-free polynomial
+// that vectorises; the rest is libm.
+
+// Inlined into every loop that calls them, or the loop cannot vectorise: GCC
+// otherwise keeps one out-of-line copy for the many kernel instantiations.
+#define ANVIL_FN inline __attribute__((always_inline))
+#define ANVIL_HAS_FP64 1
+// Overloads in C++: anvil_exp(float), anvil_exp(double), anvil_add(std::int32_t, …).
+#define ANVIL_SCALAR_NAME(T, op) anvil_##op
+
+typedef std::uint8_t anvil_u8;
+typedef std::int32_t anvil_i32;
+typedef std::uint32_t anvil_u32;
+typedef std::int64_t anvil_i64;
+typedef std::uint64_t anvil_u64;
+typedef float anvil_f32;
+typedef double anvil_f64;
+
+using std::cos;
+using std::fabs;
+using std::log;
+using std::pow;
+using std::sin;
+using std::sqrt;
+using std::tanh;
+
+ANVIL_FN float bits_to_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// exp(x) for float: Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2,
+// a degree-6 polynomial for exp(r), and 2^n from the exponent bits.
+// Max error ~2 ulp (tests/test_conformance.cpp); exp(+large) = inf,
+// exp(x < ln 2^-150) = 0 (exp(-inf) = 0 exactly), exp(nan) = nan.
+ANVIL_FN float exp(float x) {
+  const float hi = 88.7228391f, lo = -103.972076f;
+  const float xc = x > hi ? hi : (x < lo ? lo : x);
+  // Round to nearest with the 1.5*2^23 trick: vectorises, unlike nearbyint.
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  // 2^n split into two factors so n down to -150 stays representable.
+  const std::int32_t ni = static_cast<std::int32_t>(n);
+  const std::int32_t n1 = ni >> 1, n2 = ni - n1;
+  const float s1 = bits_to_float(static_cast<std::uint32_t>(n1 + 127) << 23);
+  const float s2 = bits_to_float(static_cast<std::uint32_t>(n2 + 127) << 23);
+  float result = p * s1 * s2;
+  result = x > hi ? std::numeric_limits<float>::infinity() : result;
+  // Below ln 2^-150 the true value rounds to 0; the clamped polynomial would
+  // give the smallest denormal (and logsumexp over -inf a finite -103).
+  result = x < lo ? 0.0f : result;
+  result = x != x ? x : result;
+  return result;
+}
+
+ANVIL_FN double exp(double x) { return std::exp(x); }

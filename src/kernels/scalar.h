@@ -1,0 +1,146 @@
+/* What every elementwise op (UnaryOp, BinaryOp in src/core/backend.h) means,
+ * per element: the ONE definition, for the CPU and every device.
+ *
+ * Compiled three ways, after a prelude that supplies the vocabulary:
+ *   OpenCL C and CUDA (NVRTC): prelude_opencl.h / prelude_cuda.h, then
+ *     scalar.kern binds the kernels' op names to these functions;
+ *   C++ (the CPU backend): prelude_cpp.h, through src/backends/cpu/scalar_ops.h.
+ * So it is written in what the three share: no templates, no headers, no
+ * overloading of its own names, the prelude's fixed-width types, and math
+ * through the overloaded names exp, log, sqrt, sin, cos, tanh, pow, fabs.
+ * The prelude also names the functions: ANVIL_SCALAR_NAME(anvil_f32, exp)
+ * is anvil_f32_exp on the devices and the overload anvil_exp(float) in C++.
+ *
+ * Compute types: anvil_f32, anvil_f64 (where the prelude defines
+ * ANVIL_HAS_FP64), anvil_i32, anvil_i64, anvil_u8 (also bool, held as 0/1).
+ * Comparisons and logical_not return int 0/1.
+ *
+ * The meaning, PyTorch 1.13's wherever it defines one (tests/test_conformance.cpp
+ * holds the CPU to PyTorch and every device to the CPU):
+ *  - floats follow IEEE 754: NaN in gives NaN out, except sign(NaN) = 0,
+ *    logical_not(NaN) = 0 and pow's C99 cases (pow(NaN, 0) = pow(1, NaN) = 1);
+ *    -0 and denormals are kept (relu(-0) = -0, abs(-0) = +0, sign(±0) = +0);
+ *  - maximum/minimum propagate NaN; on equal operands (+0 and -0) they return
+ *    b, as PyTorch's vectorised CPU loop does;
+ *  - clamp(x, lo, hi) = min(max(x, lo), hi): NaN x stays NaN, a NaN bound is
+ *    ignored, lo > hi gives hi (torch.clamp with scalar bounds);
+ *  - relu(x) = x < 0 ? 0 : x, so relu(NaN) = NaN;
+ *  - integer add, sub, mul, neg, abs, square and pow wrap around modulo 2^bits
+ *    (computed in the unsigned type: signed overflow is undefined in C, C++
+ *    and OpenCL C); abs(INT_MIN) = INT_MIN, as in PyTorch;
+ *  - integer pow: b >= 0 by squaring; b < 0 gives 1 for a = 1, ±1 for a = -1
+ *    (by b's parity) and 0 otherwise (PyTorch's tensor ** tensor);
+ *  - integer div truncates; x / 0 = 0 and INT_MIN / -1 = INT_MIN (PyTorch
+ *    raises ZeroDivisionError; a kernel cannot). The frontend never reaches
+ *    it: true division of integers computes in f32, as in PyTorch.
+ *  - transcendental functions are the platform's (prelude), within the ulp
+ *    bounds stated in tests/test_conformance.cpp; their special values
+ *    (exp(-inf) = 0, log(0) = -inf, sqrt(-0) = -0, …) are exact.
+ */
+#ifndef ANVIL_KERNELS_SCALAR_H
+#define ANVIL_KERNELS_SCALAR_H
+
+/* ANVIL_SCALAR_FN(T, op): the function for type T; T may itself be a macro (TC). */
+#define ANVIL_SCALAR_FN(T, op) ANVIL_SCALAR_NAME(T, op)
+
+/* ---- ops every type shares (T the type) ---- */
+#define ANVIL_SCALAR_COMMON(T)                                                                     \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, logical_not)(T x) { return x == (T)0; }                        \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, clamp)(T x, T lo, T hi) {                                        \
+    const T t = x < lo ? lo : x;                                                                   \
+    return t > hi ? hi : t;                                                                        \
+  }                                                                                                \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, eq)(T a, T b) { return a == b; }                               \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, ne)(T a, T b) { return a != b; }                               \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, lt)(T a, T b) { return a < b; }                                \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, le)(T a, T b) { return a <= b; }                               \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, gt)(T a, T b) { return a > b; }                                \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, ge)(T a, T b) { return a >= b; }
+
+/* relu of a signed type; unsigned types have relu(x) = x */
+#define ANVIL_SCALAR_RELU(T) ANVIL_FN T ANVIL_SCALAR_NAME(T, relu)(T x) { return x < (T)0 ? (T)0 : x; }
+
+/* ---- floating point ---- */
+#define ANVIL_SCALAR_FLOAT(T)                                                                      \
+  ANVIL_SCALAR_COMMON(T)                                                                           \
+  ANVIL_SCALAR_RELU(T)                                                                             \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, neg)(T x) { return -x; }                                         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, abs)(T x) { return fabs(x); }                                    \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, exp)(T x) { return exp(x); }                                     \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, log)(T x) { return log(x); }                                     \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sqrt)(T x) { return sqrt(x); }                                   \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, rsqrt)(T x) { return (T)1 / sqrt(x); }                           \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sin)(T x) { return sin(x); }                                     \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, cos)(T x) { return cos(x); }                                     \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, tanh)(T x) { return tanh(x); }                                   \
+  /* exp(-x) = inf for x < -88 (f32) gives 1 / inf = 0, PyTorch's value */                         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sigmoid)(T x) { return (T)1 / ((T)1 + exp(-x)); }                \
+  /* (x > 0) - (x < 0): 0 for NaN and +0 for both zeros, as torch.sign */                          \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)((x > (T)0) - (x < (T)0)); }              \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, square)(T x) { return x * x; }                                   \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, reciprocal)(T x) { return (T)1 / x; }                            \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, add)(T a, T b) { return a + b; }                                 \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sub)(T a, T b) { return a - b; }                                 \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, mul)(T a, T b) { return a * b; }                                 \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) { return a / b; }                                 \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) { return pow(a, b); }                             \
+  /* x != x is the NaN test of every dialect (no isnan overload needed) */                         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, maximum)(T a, T b) { return a != a ? a : b != b ? b : a > b ? a : b; } \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; }
+
+/* ---- integers: T the type, UT its unsigned twin (wrap-around arithmetic) ---- */
+#define ANVIL_SCALAR_INT(T, UT)                                                                    \
+  ANVIL_SCALAR_COMMON(T)                                                                           \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, add)(T a, T b) { return (T)((UT)a + (UT)b); }                    \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sub)(T a, T b) { return (T)((UT)a - (UT)b); }                    \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, mul)(T a, T b) { return (T)((UT)a * (UT)b); }                    \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, neg)(T x) { return (T)((UT)0 - (UT)x); }                         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, square)(T x) { return (T)((UT)x * (UT)x); }                      \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, maximum)(T a, T b) { return a > b ? a : b; }                     \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a < b ? a : b; }                     \
+  /* b >= 0: square and multiply, wrapping */                                                      \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, pow_nonneg)(T a, T b) {                                          \
+    UT r = (UT)1, x = (UT)a;                                                                       \
+    while (b != (T)0) {                                                                            \
+      if ((b & (T)1) != (T)0) r = (UT)(r * x);                                                     \
+      b = (T)(b >> 1);                                                                             \
+      x = (UT)(x * x);                                                                             \
+    }                                                                                              \
+    return (T)r;                                                                                   \
+  }
+
+/* signed integers: T, its unsigned twin UT */
+#define ANVIL_SCALAR_SIGNED(T, UT)                                                                 \
+  ANVIL_SCALAR_INT(T, UT)                                                                          \
+  ANVIL_SCALAR_RELU(T)                                                                             \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, abs)(T x) { return x < (T)0 ? ANVIL_SCALAR_NAME(T, neg)(x) : x; } \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)((x > (T)0) - (x < (T)0)); }              \
+  /* b == -1 negates: INT_MIN / -1 traps on x86 */                                                 \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) {                                                 \
+    return b == (T)0 ? (T)0 : b == (T)(-1) ? ANVIL_SCALAR_NAME(T, neg)(a) : (T)(a / b);            \
+  }                                                                                                \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) {                                                 \
+    if (b >= (T)0) return ANVIL_SCALAR_NAME(T, pow_nonneg)(a, b);                                  \
+    if (a == (T)1) return (T)1;                                                                    \
+    if (a == (T)(-1)) return (b & (T)1) != (T)0 ? (T)(-1) : (T)1;                                  \
+    return (T)0;                                                                                   \
+  }
+
+/* unsigned integers (u8, and bool held as u8 0/1) */
+#define ANVIL_SCALAR_UNSIGNED(T)                                                                   \
+  ANVIL_SCALAR_INT(T, T)                                                                           \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, abs)(T x) { return x; }                                          \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, relu)(T x) { return x; }                                         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)(x != (T)0); }                            \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) { return b == (T)0 ? (T)0 : (T)(a / b); }         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) { return ANVIL_SCALAR_NAME(T, pow_nonneg)(a, b); }
+
+ANVIL_SCALAR_FLOAT(anvil_f32)
+#ifdef ANVIL_HAS_FP64
+ANVIL_SCALAR_FLOAT(anvil_f64)
+#endif
+ANVIL_SCALAR_SIGNED(anvil_i32, anvil_u32)
+ANVIL_SCALAR_SIGNED(anvil_i64, anvil_u64)
+ANVIL_SCALAR_UNSIGNED(anvil_u8)
+
+#endif
