@@ -150,6 +150,19 @@ TEST_P(Autograd, FreedGraphNeedsRetainGraph) {
   EXPECT_THROW(y.backward(), ValueError);
 }
 
+// PyTorch: the gradient of norm at an all-zero input is 0 (the subgradient),
+// not the NaN of the chain rule through sqrt(0).
+TEST_P(Autograd, NormGradientAtZeroIsZero) {
+  const Device d = device();
+  Tensor z = zeros({2, 3}, d).requires_grad_();
+  (norm(z) + norm(z, {1}).sum()).backward();
+  EXPECT_TRUE(allclose(z.grad(), zeros({2, 3}, d))) << z.grad();
+  // Rows with a nonzero norm keep x / |x|; the zero row gets 0.
+  Tensor x = tensor({{0.0f, 0.0f}, {3.0f, 4.0f}}, d).requires_grad_();
+  norm(x, {1}, true).sum().backward();
+  EXPECT_TRUE(allclose(x.grad(), tensor({{0.0f, 0.0f}, {0.6f, 0.8f}}, d))) << x.grad();
+}
+
 TEST_P(Autograd, GradientCrossesDevices) {
   const Device d = device();
   Tensor w = ones({3}, cpu()).requires_grad_();

@@ -94,6 +94,7 @@ void record_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, const
 void record_unary(UnaryOp op, const Tensor& out, const Tensor& x, const UnaryParams& params);
 void record_where(const Tensor& out, const Tensor& cond, const Tensor* a, const Tensor* b);
 void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Shape& dims, bool keepdim, double scale);
+void record_norm(const Tensor& out, const Tensor& x, const Shape& dims);  // 0 gradient where the norm is 0
 void record_matmul(const Tensor& out, const Tensor& a, const Tensor& b);
 void record_addmm(const Tensor& out, const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha);
 void record_cast(const Tensor& out, const Tensor& x);

@@ -237,6 +237,18 @@ void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Shape&
   }
 }
 
+// d|x|/dx = x / |x|, and 0 where |x| = 0 (PyTorch's norm_backward), where
+// the chain sqrt'(0) * 2x would give inf * 0 = NaN.
+void record_norm(const Tensor& out, const Tensor& x, const Shape& dims) {
+  if (!floating_out(out) || !should_record({&x})) return;
+  const Tensor sx = saved(x), so = saved(out);
+  const Shape keep = keepdim_shape(x.shape(), dims);
+  record("NormBackward", out, {&x}, [sx, so, keep](const Tensor& g, const std::vector<bool>&) {
+    const Tensor n = so.reshape(keep);
+    return std::vector<Tensor>{sx * where(n == 0.0, 0.0, g.reshape(keep) / n)};
+  });
+}
+
 namespace {
 Tensor mT(const Tensor& t) { return t.transpose(-1, -2); }
 }  // namespace

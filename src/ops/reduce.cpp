@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "anvil/autograd.h"
 #include "autograd/graph.h"
 #include "ops/op_common.h"
 
@@ -179,7 +180,13 @@ Tensor std(const Tensor& x, const Shape& dims, bool keepdim, std::int64_t correc
 Tensor norm(const Tensor& x, const Shape& dims, bool keepdim) {
   detail::check_defined("norm", x);
   detail::check_floating("norm", x.dtype());
-  return sqrt(sum(x * x, dims, keepdim));
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // its own rule: the chain through sqrt is NaN at 0
+    out = sqrt(sum(x * x, dims, keepdim));
+  }
+  detail::record_norm(out, x, dims);
+  return out;
 }
 
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
