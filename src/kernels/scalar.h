@@ -22,8 +22,9 @@
  *    -0 and denormals are kept (relu(-0) = -0, abs(-0) = +0, sign(±0) = +0);
  *  - maximum/minimum propagate NaN; on equal operands (+0 and -0) they return
  *    b, as PyTorch's vectorised CPU loop does;
- *  - clamp(x, lo, hi) = min(max(x, lo), hi): NaN x stays NaN, a NaN bound is
- *    ignored, lo > hi gives hi (torch.clamp with scalar bounds);
+ *  - clamp(x, lo, hi) = minimum(maximum(x, lo), hi): a NaN x or bound gives
+ *    NaN, lo > hi gives hi (torch.clamp's vectorised CPU loop; its scalar
+ *    tail and clamp_min alone ignore a NaN bound);
  *  - relu(x) = x < 0 ? 0 : x, so relu(NaN) = NaN;
  *  - integer add, sub, mul, neg, abs, square and pow wrap around modulo 2^bits
  *    (computed in the unsigned type: signed overflow is undefined in C, C++
@@ -46,16 +47,18 @@
 /* ---- ops every type shares (T the type) ---- */
 #define ANVIL_SCALAR_COMMON(T)                                                                     \
   ANVIL_FN int ANVIL_SCALAR_NAME(T, logical_not)(T x) { return x == (T)0; }                        \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, clamp)(T x, T lo, T hi) {                                        \
-    const T t = x < lo ? lo : x;                                                                   \
-    return t > hi ? hi : t;                                                                        \
-  }                                                                                                \
   ANVIL_FN int ANVIL_SCALAR_NAME(T, eq)(T a, T b) { return a == b; }                               \
   ANVIL_FN int ANVIL_SCALAR_NAME(T, ne)(T a, T b) { return a != b; }                               \
   ANVIL_FN int ANVIL_SCALAR_NAME(T, lt)(T a, T b) { return a < b; }                                \
   ANVIL_FN int ANVIL_SCALAR_NAME(T, le)(T a, T b) { return a <= b; }                               \
   ANVIL_FN int ANVIL_SCALAR_NAME(T, gt)(T a, T b) { return a > b; }                                \
   ANVIL_FN int ANVIL_SCALAR_NAME(T, ge)(T a, T b) { return a >= b; }
+
+/* clamp(x, lo, hi) = minimum(maximum(x, lo), hi), after maximum/minimum */
+#define ANVIL_SCALAR_CLAMP(T)                                                                      \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, clamp)(T x, T lo, T hi) {                                        \
+    return ANVIL_SCALAR_NAME(T, minimum)(ANVIL_SCALAR_NAME(T, maximum)(x, lo), hi);                \
+  }
 
 /* relu of a signed type; unsigned types have relu(x) = x */
 #define ANVIL_SCALAR_RELU(T) ANVIL_FN T ANVIL_SCALAR_NAME(T, relu)(T x) { return x < (T)0 ? (T)0 : x; }
@@ -86,7 +89,8 @@
   ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) { return pow(a, b); }                             \
   /* x != x is the NaN test of every dialect (no isnan overload needed) */                         \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, maximum)(T a, T b) { return a != a ? a : b != b ? b : a > b ? a : b; } \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; }
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; } \
+  ANVIL_SCALAR_CLAMP(T)
 
 /* ---- integers: T the type, UT its unsigned twin (wrap-around arithmetic) ---- */
 #define ANVIL_SCALAR_INT(T, UT)                                                                    \
@@ -98,6 +102,7 @@
   ANVIL_FN T ANVIL_SCALAR_NAME(T, square)(T x) { return (T)((UT)x * (UT)x); }                      \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, maximum)(T a, T b) { return a > b ? a : b; }                     \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a < b ? a : b; }                     \
+  ANVIL_SCALAR_CLAMP(T)                                                                            \
   /* b >= 0: square and multiply, wrapping */                                                      \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, pow_nonneg)(T a, T b) {                                          \
     UT r = (UT)1, x = (UT)a;                                                                       \

@@ -25,6 +25,7 @@ namespace anvil::cpu_backend::scalar {
 #undef ANVIL_SCALAR_FN
 #undef ANVIL_SCALAR_COMMON
 #undef ANVIL_SCALAR_RELU
+#undef ANVIL_SCALAR_CLAMP
 #undef ANVIL_SCALAR_FLOAT
 #undef ANVIL_SCALAR_INT
 #undef ANVIL_SCALAR_SIGNED

@@ -1,0 +1,408 @@
+// Conformance of the per-element meaning (src/kernels/scalar.h) over special
+// values: NaN, ±inf, ±0, denormals, ±1, large and small, integer limits, zero
+// divisors; every unary and binary op, every dtype the op takes.
+//  - CpuMatchesPyTorch: the CPU against PyTorch 1.13's results
+//    (tests/conformance_reference.inc, written by tests/python/conformance_reference.py);
+//  - Conformance.AgreesWithTheCpu: every device against the CPU, tensor and
+//    scalar operands alike.
+// Exact ops must agree bit for bit (NaN matches any NaN; the sign of zero
+// counts). Ops that round through the platform's math library are held to
+// the ulp bound stated in their row (kUlp: f32, f64).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "device_test.h"
+#include "ops/op_common.h"
+
+namespace {
+
+using namespace anvil;
+
+struct RefInputs {
+  const char* dtype;
+  const char* bits;
+};
+struct RefResult {
+  const char* op;
+  const char* dtype;
+  const char* out_dtype;
+  const char* bits;
+};
+#include "conformance_reference.inc"
+
+using Bits = std::vector<std::uint64_t>;
+
+std::string tname(DType t) { return std::string(to_string(t)); }
+
+DType dtype_named(const std::string& s) {
+  for (DType t : {f32, f64, i32, i64, u8, boolean})
+    if (s == to_string(t)) return t;
+  throw std::invalid_argument("unknown dtype " + s);
+}
+
+Bits parse_bits(const char* text, DType t) {
+  Bits out;
+  if (t == boolean) {
+    for (const char* p = text; *p; ++p) out.push_back(*p == '1');
+    return out;
+  }
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) out.push_back(std::stoull(word, nullptr, 16));
+  return out;
+}
+
+const Bits& inputs(DType t) {
+  static const std::map<DType, Bits> table = [] {
+    std::map<DType, Bits> m;
+    for (const RefInputs& r : kRefInputs) m[dtype_named(r.dtype)] = parse_bits(r.bits, dtype_named(r.dtype));
+    return m;
+  }();
+  return table.at(t);
+}
+
+template <typename T>
+Tensor make_typed(const Bits& b, Device d, DType t) {
+  std::vector<T> v(b.size());
+  for (std::size_t i = 0; i < b.size(); ++i) std::memcpy(&v[i], &b[i], sizeof(T));  // little-endian low bytes
+  return from_host(v.data(), {static_cast<std::int64_t>(v.size())}, t, d);
+}
+
+Tensor make(const Bits& b, DType t, Device d) {
+  switch (t) {
+    case DType::Bool:
+    case DType::U8: return make_typed<std::uint8_t>(b, d, t);
+    case DType::I32: return make_typed<std::uint32_t>(b, d, t);
+    case DType::I64: return make_typed<std::uint64_t>(b, d, t);
+    case DType::F32: return make_typed<std::uint32_t>(b, d, t);
+    case DType::F64: return make_typed<std::uint64_t>(b, d, t);
+  }
+  return {};
+}
+
+Bits bits_of(const Tensor& t) {
+  const Tensor h = t.to(cpu()).contiguous();
+  const std::size_t n = static_cast<std::size_t>(h.numel()), es = element_size(h.dtype());
+  Bits out(n, 0);
+  const auto* p = static_cast<const unsigned char*>(h.raw_data_ptr());
+  for (std::size_t i = 0; i < n; ++i) std::memcpy(&out[i], p + i * es, es);
+  return out;
+}
+
+// Both operands of a binary op: every ordered pair of the special values.
+std::pair<Bits, Bits> pairs(const Bits& v) {
+  Bits a, b;
+  for (std::uint64_t x : v)
+    for (std::uint64_t y : v) a.push_back(x), b.push_back(y);
+  return {a, b};
+}
+
+// The integer Div primitive: the frontend's div promotes integers to f32 (as
+// PyTorch), so only the primitive reaches scalar.h's integer division.
+Tensor int_div_primitive(const Tensor& a, const Tensor& b) {
+  Tensor out = empty(a.shape(), a.dtype(), a.device());
+  const detail::ElementwiseArgs args = detail::elementwise_args(out, {&a, &b});
+  out.impl_ref().backend().binary(a.device().index(), detail::BinaryOp::Div, args);
+  return out;
+}
+
+// ---- the table -------------------------------------------------------------------------
+
+using Fn1 = std::function<Tensor(const Tensor&)>;
+using Fn2 = std::function<Tensor(const Tensor&, const Tensor&)>;
+using FnS = std::function<Tensor(const Tensor&, const Scalar&)>;
+
+struct Ulp {
+  int f32 = 0, f64 = 0;  // 0: exact
+};
+
+struct OpCase {
+  std::string name;  // the op's name(); a suffix tells variants apart: "clamp(-1,1)"
+  Fn1 unary;
+  Fn2 binary;
+  FnS with_scalar;  // binary ops: the tensor-scalar overload
+  std::vector<DType> dtypes;
+  Ulp ulp;
+};
+
+const std::vector<DType> kNumeric = {f32, f64, i32, i64, u8};
+const std::vector<DType> kEvery = {f32, f64, i32, i64, u8, boolean};
+const std::vector<DType> kSigned = {f32, f64, i32, i64};
+const std::vector<DType> kFloat = {f32, f64};
+
+// Ulp bounds (f32, f64): what the OpenCL 1.2 full profile allows a device's
+// math library (§7.4: exp, log 3; sin, cos 4; tanh 5; pow 16; sqrt 3 and
+// divide 2.5 in f32, correctly rounded in f64) plus the CPU's own error (its
+// f32 exp is a polynomial of ~2 ulp), rounded up; CUDA's documented bounds
+// are within them. "measured": the largest distance seen here (CPU against
+// PyTorch 1.13, PoCL against the CPU; ANVIL_CONFORMANCE_REPORT=1 prints it).
+std::vector<OpCase> cases() {
+  auto un = [](std::string n, Fn1 f, std::vector<DType> d, Ulp u = {}) {
+    return OpCase{std::move(n), std::move(f), nullptr, nullptr, std::move(d), u};
+  };
+  auto bin = [](std::string n, Fn2 f, FnS s, std::vector<DType> d, Ulp u = {}) {
+    return OpCase{std::move(n), nullptr, std::move(f), std::move(s), std::move(d), u};
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  return {
+      un("neg", [](const Tensor& x) { return neg(x); }, kNumeric),
+      un("abs", [](const Tensor& x) { return abs(x); }, kEvery),
+      un("exp", [](const Tensor& x) { return exp(x); }, kEvery, {5, 3}),              // measured 0, 1
+      un("log", [](const Tensor& x) { return log(x); }, kEvery, {3, 3}),              // measured 0, 0
+      un("sqrt", [](const Tensor& x) { return sqrt(x); }, kEvery, {3, 0}),            // measured 0, 0
+      un("rsqrt", [](const Tensor& x) { return rsqrt(x); }, kEvery, {4, 1}),          // measured 0, 0
+      un("sin", [](const Tensor& x) { return sin(x); }, kEvery, {4, 4}),              // measured 1, 1
+      un("cos", [](const Tensor& x) { return cos(x); }, kEvery, {4, 4}),              // measured 1, 1
+      un("tanh", [](const Tensor& x) { return tanh(x); }, kEvery, {5, 5}),            // measured 1, 0
+      un("sigmoid", [](const Tensor& x) { return sigmoid(x); }, kEvery, {6, 4}),      // measured 0, 0
+      un("relu", [](const Tensor& x) { return relu(x); }, kEvery),
+      un("sign", [](const Tensor& x) { return sign(x); }, kNumeric),
+      un("square", [](const Tensor& x) { return square(x); }, kEvery),
+      un("reciprocal", [](const Tensor& x) { return reciprocal(x); }, kEvery, {3, 0}),  // measured 0, 0
+      un("logical_not", [](const Tensor& x) { return logical_not(x); }, kEvery),
+      un("clamp(-1,1)", [](const Tensor& x) { return clamp(x, -1.0, 1.0); }, kFloat),
+      un("clamp(0.5,)", [](const Tensor& x) { return clamp(x, 0.5, std::nullopt); }, kFloat),
+      un("clamp(,-0.5)", [](const Tensor& x) { return clamp(x, std::nullopt, -0.5); }, kFloat),
+      un("clamp(2,1)", [](const Tensor& x) { return clamp(x, 2.0, 1.0); }, kFloat),
+      un("clamp(nan,1)", [nan](const Tensor& x) { return clamp(x, nan, 1.0); }, kFloat),
+      un("clamp(-5,5)", [](const Tensor& x) { return clamp(x, -5, 5); }, {i32, i64}),
+      un("clamp(0,)", [](const Tensor& x) { return clamp(x, 0, std::nullopt); }, {i32, i64}),
+      un("clamp(,0)", [](const Tensor& x) { return clamp(x, std::nullopt, 0); }, {i32, i64}),
+      un("clamp(5,-5)", [](const Tensor& x) { return clamp(x, 5, -5); }, {i32, i64}),
+      un("clamp(3,100)", [](const Tensor& x) { return clamp(x, 3, 100); }, {u8}),
+      un("clamp(100,3)", [](const Tensor& x) { return clamp(x, 100, 3); }, {u8}),
+      bin("add", [](const Tensor& a, const Tensor& b) { return add(a, b); },
+          [](const Tensor& a, const Scalar& s) { return add(a, s); }, kEvery),
+      bin("sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); },
+          [](const Tensor& a, const Scalar& s) { return sub(a, s); }, kNumeric),
+      bin("mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); },
+          [](const Tensor& a, const Scalar& s) { return mul(a, s); }, kEvery),
+      bin("div", [](const Tensor& a, const Tensor& b) { return div(a, b); },
+          [](const Tensor& a, const Scalar& s) { return div(a, s); }, kEvery, {3, 0}),  // measured 0, 0
+      bin("div_int", int_div_primitive, nullptr, {i32, i64, u8}),
+      bin("pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); },
+          [](const Tensor& a, const Scalar& s) { return pow(a, s); }, kEvery, {16, 16}),  // measured 1, 1
+      bin("maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
+          [](const Tensor& a, const Scalar& s) { return maximum(a, s); }, kEvery),
+      bin("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
+          [](const Tensor& a, const Scalar& s) { return minimum(a, s); }, kEvery),
+      bin("eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); },
+          [](const Tensor& a, const Scalar& s) { return eq(a, s); }, kEvery),
+      bin("ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); },
+          [](const Tensor& a, const Scalar& s) { return ne(a, s); }, kEvery),
+      bin("lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); },
+          [](const Tensor& a, const Scalar& s) { return lt(a, s); }, kEvery),
+      bin("le", [](const Tensor& a, const Tensor& b) { return le(a, b); },
+          [](const Tensor& a, const Scalar& s) { return le(a, s); }, kEvery),
+      bin("gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); },
+          [](const Tensor& a, const Scalar& s) { return gt(a, s); }, kEvery),
+      bin("ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); },
+          [](const Tensor& a, const Scalar& s) { return ge(a, s); }, kEvery),
+  };
+}
+
+std::string base_name(const std::string& n) { return n == "div_int" ? "div" : n.substr(0, n.find('(')); }
+
+// ---- comparing -----------------------------------------------------------------------
+
+// Position of a float on the line of representable values: adjacent floats
+// differ by 1, +0 and -0 are both 0.
+std::int64_t ordered(std::uint64_t bits, DType t) {
+  if (t == f32) {
+    const auto u = static_cast<std::uint32_t>(bits);
+    const std::int64_t mag = u & 0x7fffffffu;
+    return (u >> 31) ? -mag : mag;
+  }
+  const std::int64_t mag = static_cast<std::int64_t>(bits & 0x7fffffffffffffffull);
+  return (bits >> 63) ? -mag : mag;
+}
+
+bool is_nan(std::uint64_t bits, DType t) {
+  if (t == f32) return (bits & 0x7fffffffu) > 0x7f800000u;
+  return (bits & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+}
+bool is_inf_or_zero(std::uint64_t bits, DType t) {
+  const std::uint64_t mag = t == f32 ? (bits & 0x7fffffffu) : (bits & 0x7fffffffffffffffull);
+  return mag == 0 || mag == (t == f32 ? 0x7f800000u : 0x7ff0000000000000ull);
+}
+
+std::string show(std::uint64_t bits, DType t) {
+  std::ostringstream s;
+  if (t == f32) {
+    float f;
+    const auto u = static_cast<std::uint32_t>(bits);
+    std::memcpy(&f, &u, 4);
+    s.precision(9);
+    s << f;
+  } else if (t == f64) {
+    double f;
+    std::memcpy(&f, &bits, 8);
+    s.precision(17);
+    s << f;
+  } else if (t == i32) {
+    s << static_cast<std::int32_t>(static_cast<std::uint32_t>(bits));
+  } else if (t == i64) {
+    s << static_cast<std::int64_t>(bits);
+  } else {
+    s << bits;
+  }
+  return s.str();
+}
+
+// The ulp distance of got from want (0 when they agree); -1 when they differ
+// where no distance is allowed: NaN against a number, integers, the sign of a
+// zero, zero against infinity.
+std::int64_t distance(std::uint64_t want, std::uint64_t got, DType t) {
+  if (want == got) return 0;
+  if (t != f32 && t != f64) return -1;
+  const bool wn = is_nan(want, t), gn = is_nan(got, t);
+  if (wn || gn) return wn && gn ? 0 : -1;
+  if (is_inf_or_zero(want, t) && is_inf_or_zero(got, t)) return -1;  // -0 vs +0, inf vs 0, ±inf
+  // Otherwise the distance on the line of floats, where inf follows the
+  // largest finite value: PyTorch's pow(DBL_MAX, 1) = inf is 1 ulp off.
+  const std::int64_t d = ordered(want, t) - ordered(got, t);
+  return d < 0 ? -d : d;
+}
+
+// The largest distance seen per op and dtype (ANVIL_CONFORMANCE_REPORT=1 prints it).
+std::map<std::string, std::int64_t>& measured() {
+  static std::map<std::string, std::int64_t> m;
+  return m;
+}
+
+struct Operands {
+  Bits a, b;  // b empty for unary ops
+};
+
+std::string operands_str(const Operands& in, std::size_t i, DType t) {
+  return in.b.empty() ? "(" + show(in.a[i], t) + ")" : "(" + show(in.a[i], t) + ", " + show(in.b[i], t) + ")";
+}
+
+// Compares element by element; returns the number of mismatches (reported up to a few).
+int expect_agree(const std::string& what, const OpCase& c, DType in_t, DType out_t, const Operands& in,
+                 const Bits& want, const Bits& got) {
+  if (want.size() != got.size()) {
+    ADD_FAILURE() << what << ": " << got.size() << " results, expected " << want.size();
+    return 1;
+  }
+  const int bound = out_t == f32 ? c.ulp.f32 : out_t == f64 ? c.ulp.f64 : 0;
+  int bad = 0;
+  std::int64_t worst = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const std::int64_t d = distance(want[i], got[i], out_t);
+    if (d >= 0) worst = std::max(worst, d);
+    if (d < 0 || d > bound) {
+      if (++bad <= 5)
+        ADD_FAILURE() << what << " " << c.name << operands_str(in, i, in_t) << " " << to_string(in_t) << ": got "
+                      << show(got[i], out_t) << ", expected " << show(want[i], out_t)
+                      << (d < 0 ? " (must match exactly)" : " (" + std::to_string(d) + " ulp > " +
+                                                                 std::to_string(bound) + ")");
+    }
+  }
+  std::int64_t& m = measured()[c.name + " " + tname(out_t)];
+  m = std::max(m, worst);
+  if (bad > 5) ADD_FAILURE() << what << " " << c.name << " " << to_string(in_t) << ": " << bad - 5 << " more";
+  return bad;
+}
+
+Operands operands_for(const OpCase& c, DType t) {
+  if (c.unary) return {inputs(t), {}};
+  auto [a, b] = pairs(inputs(t));
+  return {a, b};
+}
+
+Tensor run(const OpCase& c, const Operands& in, DType t, Device d) {
+  if (c.unary) return c.unary(make(in.a, t, d));
+  return c.binary(make(in.a, t, d), make(in.b, t, d));
+}
+
+void report_measured() {
+  const char* r = std::getenv("ANVIL_CONFORMANCE_REPORT");
+  if (r == nullptr || *r == '\0') return;
+  for (const auto& [k, v] : measured())
+    if (v > 0) std::printf("measured %s: %lld ulp\n", k.c_str(), static_cast<long long>(v));
+}
+
+// ---- tests -----------------------------------------------------------------------------
+
+TEST(Conformance, TableCoversEveryOp) {
+  std::map<std::string, int> rows;
+  for (const OpCase& c : cases()) ++rows[base_name(c.name)];
+  for (int i = 0; i < static_cast<int>(detail::UnaryOp::Count); ++i)
+    EXPECT_TRUE(rows.count(detail::name(static_cast<detail::UnaryOp>(i))))
+        << "unary op " << detail::name(static_cast<detail::UnaryOp>(i)) << " has no conformance row";
+  for (int i = 0; i < static_cast<int>(detail::BinaryOp::Count); ++i)
+    EXPECT_TRUE(rows.count(detail::name(static_cast<detail::BinaryOp>(i))))
+        << "binary op " << detail::name(static_cast<detail::BinaryOp>(i)) << " has no conformance row";
+}
+
+// Where PyTorch defines the result, the CPU gives it. Every (op, dtype) of
+// the table that PyTorch accepts has a reference row; the rows PyTorch
+// rejects are listed at the end of conformance_reference.inc.
+TEST(Conformance, CpuMatchesPyTorch) {
+  std::map<std::pair<std::string, std::string>, const RefResult*> refs;
+  for (const RefResult& r : kRefResults) refs[{r.op, r.dtype}] = &r;
+  int checked = 0;
+  for (const OpCase& c : cases())
+    for (DType t : c.dtypes) {
+      const auto it = refs.find({c.name, tname(t)});
+      if (it == refs.end()) continue;
+      const DType out_t = dtype_named(it->second->out_dtype);
+      const Operands in = operands_for(c, t);
+      const Tensor got = run(c, in, t, cpu());
+      ASSERT_EQ(got.dtype(), out_t) << c.name << " " << to_string(t);
+      expect_agree("cpu vs PyTorch:", c, t, out_t, in, parse_bits(it->second->bits, out_t), bits_of(got));
+      ++checked;
+    }
+  EXPECT_GE(checked, 180) << "fewer (op, dtype) pairs matched a PyTorch row than the table has";
+  report_measured();
+}
+
+class Conformance : public anvil::testing::DeviceTest {};
+
+// Every device computes what the CPU computes: tensor operands, then the
+// tensor-scalar form with three of the special values as the scalar.
+TEST_P(Conformance, AgreesWithTheCpu) {
+  const Device d = device();
+  const bool fp64 = properties(d).fp64;
+  for (const OpCase& c : cases())
+    for (DType t : c.dtypes) {
+      if (t == f64 && !fp64) continue;  // the capability check is the frontend's (test_core_device)
+      const Operands in = operands_for(c, t);
+      const Tensor want = run(c, in, t, cpu());
+      const Tensor got = run(c, in, t, d);
+      ASSERT_EQ(got.dtype(), want.dtype()) << c.name << " " << to_string(t);
+      const std::string where = d.str() + " vs cpu:";
+      expect_agree(where, c, t, want.dtype(), in, bits_of(want), bits_of(got));
+      if (!c.with_scalar) continue;
+      const Bits& v = inputs(t);
+      for (std::size_t k : {std::size_t{0}, v.size() / 2, v.size() - 1}) {
+        const Tensor a = make(v, t, d);
+        const Tensor sv = make(Bits{v[k]}, t, cpu());
+        const Scalar s = is_floating(t) ? Scalar(sv.to(f64).item<double>())
+                         : t == boolean ? Scalar(sv.item<bool>())
+                                        : Scalar(sv.to(i64).item<std::int64_t>());
+        const Tensor ref = c.binary(make(v, t, cpu()), make(Bits(v.size(), v[k]), t, cpu()));
+        const Tensor res = c.with_scalar(a, s);
+        ASSERT_EQ(res.dtype(), ref.dtype()) << c.name << " " << to_string(t) << " scalar";
+        Operands sin{v, Bits(v.size(), v[k])};
+        expect_agree(where + " (scalar operand)", c, t, ref.dtype(), sin, bits_of(ref), bits_of(res));
+      }
+    }
+  report_measured();
+}
+
+ANVIL_INSTANTIATE_DEVICE_TEST(Conformance);
+
+}  // namespace
