@@ -176,6 +176,23 @@ struct Pool2dArgs {
   KernelOperand indices;
 };
 
+// ---- capabilities (DESIGN §2 "Capabilities are asked once") ---------------------
+// The op frontend asks supports() before every dispatch, with the primitive
+// and each dtype it touches; a backend answers from its device's properties
+// (fp64, …), and the frontend raises NotSupported naming the op, the dtype,
+// the device and the fix. A kernel compile error is never how a user learns
+// what a device lacks.
+enum class Primitive : std::uint8_t {
+  Fill, Arange, Copy, Unary, Binary, Where, Reduce, Gemm, Index, Random, Fused,
+  Transfer,  // data of this dtype moved onto the device (to(), from_host)
+  Count
+};
+struct Support {
+  bool ok = true;
+  const char* reason = "";     // why not: "the device has no fp64"
+  DType instead = DType::F32;  // what to use instead
+};
+
 // ---- the interface ----------------------------------------------------------------
 class Backend {
  public:
@@ -225,7 +242,7 @@ class Backend {
   virtual void release_timestamp(int /*index*/, void* /*stamp*/) noexcept {}
 
   // primitives
-  virtual bool supports(const char* op, DType t, int index) noexcept = 0;
+  virtual Support supports(int index, Primitive p, DType t) noexcept = 0;
   virtual void fill(int index, const KernelOperand& out, std::int64_t numel, const Scalar& value) = 0;
   // out[i] = start + i * step, contiguous.
   virtual void arange(int index, const KernelOperand& out, std::int64_t numel, double start,

@@ -41,7 +41,8 @@ Device check_same_device(const char* op, const std::vector<Tensor>& tensors) {
 
 void check_supported(const char* op, DType t, Device d) {
   Backend& b = backend_checked(d, op);
-  ANVIL_CHECK(b.supports(op, t, d.index()), NotSupported, op, ": dtype ", t, " is not supported on ", d,
+  const Support s = b.supports(d.index(), Primitive::Gemm, t);
+  ANVIL_CHECK(s.ok, NotSupported, op, ": dtype ", t, " is not supported on ", d,
               "; expected a dtype this device implements, got ", t, "; convert with .to(f32) or run it on another device");
 }
 

@@ -1,12 +1,12 @@
 // The primitives of core/backend.h for a device that runs the kernels of
-// src/kernels, written once for the OpenCL and CUDA backends (DESIGN §2):
-// which kernel, which variant, the argument block, the launch geometry.
-// Each backend supplies a queue type Q (its per-device state, lock held by
-// the caller) with:
+// src/kernels, written once for every device backend (DESIGN §2): which
+// kernel, which variant, the argument block, the launch geometry. They run
+// on a kernels::DeviceSlot (device_backend.h), with its lock held, which
+// gives them:
 //
-//   template <class Request> Q::Kernel kernel(const Request&);  // compiled on first use
-//   Launch launch(Q::Kernel);  // .buffer(handle) .arg(value) .scalar(ScalarArg)
-//                              // .run(n, op) .run(dims, global, local, op)
+//   template <class Request> Kernel kernel(const Request&);  // compiled on first use
+//   Launch launch(Kernel);  // .buffer(handle) .arg(value) .scalar(ScalarArg)
+//                           // .run(n, op) .run(dims, global, local, op)
 //   void copy_within(void* dst, size_t dst_byte, const void* src, size_t src_byte,
 //                    size_t bytes, const char* op);  // device-local copy
 //   detail::CachingAllocator allocator;  // scratch blocks
