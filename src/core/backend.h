@@ -184,7 +184,7 @@ struct Pool2dArgs {
 // what a device lacks.
 enum class Primitive : std::uint8_t {
   Fill, Arange, Copy, Unary, Binary, Where, Reduce, Gemm, Index, Random, Fused,
-  Transfer,  // data of this dtype moved onto the device (to(), from_host)
+  Storage,  // a tensor of this dtype on the device at all: empty(), to(), from_host
   Count
 };
 struct Support {

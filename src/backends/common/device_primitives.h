@@ -322,12 +322,12 @@ void random(Q& q, const detail::RandomArgs& a) {
   static constexpr const char* kNames[] = {"rand", "randn", "randint"};
   const char* opname = kNames[static_cast<int>(a.kind)];
   if (a.numel <= 0) return;
-  ANVIL_CHECK(q.fp64(), NotSupported, opname, ": not supported on ", q.label(),
-              "; expected a device with fp64 (Philox normals are computed in double), got one without");
-  auto l = q.launch(q.kernel(RandomKernel{a.kind, a.out.dtype}));
+  // Without fp64 the distributions compute in float (philox.h).
+  auto l = q.launch(q.kernel(RandomKernel{a.kind, a.out.dtype, q.fp64()}));
   l.buffer(a.out.data).arg(a.out.offset).arg(a.numel).arg(a.seed).arg(a.offset);
   if (a.kind == detail::RandomKind::Randint) l.arg(static_cast<std::int64_t>(a.a)).arg(static_cast<std::int64_t>(a.b));
-  else l.arg(a.a).arg(a.b);
+  else if (q.fp64()) l.arg(a.a).arg(a.b);
+  else l.arg(static_cast<float>(a.a)).arg(static_cast<float>(a.b));
   l.run(a.numel, opname);
 }
 

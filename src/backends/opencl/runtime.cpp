@@ -46,8 +46,11 @@ DeviceEntry describe(cl_platform_id platform, cl_device_id id, bool subdevice, i
   p.driver_version = device_string(id, CL_DRIVER_VERSION);
   p.runtime_version = device_string(id, CL_DEVICE_VERSION);
   const std::string extensions = device_string(id, CL_DEVICE_EXTENSIONS);
-  p.fp64 = device_value<cl_device_fp_config>(id, CL_DEVICE_DOUBLE_FP_CONFIG) != 0 ||
-           extensions.find("cl_khr_fp64") != std::string::npos;
+  // ANVIL_OPENCL_NO_FP64=1 hides fp64, so tests see what a user of a GPU
+  // without it sees (test_capabilities).
+  p.fp64 = (device_value<cl_device_fp_config>(id, CL_DEVICE_DOUBLE_FP_CONFIG) != 0 ||
+            extensions.find("cl_khr_fp64") != std::string::npos) &&
+           !env_flag("ANVIL_OPENCL_NO_FP64");
   p.fp16 = extensions.find("cl_khr_fp16") != std::string::npos;
   e.max_alloc = device_value<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
   e.max_work_group = std::max<std::size_t>(1, device_value<std::size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE, 1));
