@@ -6,9 +6,10 @@
 // primitive says so, shapes already broadcast.
 //
 // Optional members have a default that throws NotSupported (marked
-// "optional"). Adding a backend: a folder under src/backends/, a
-// `register_<name>_backend()` call in registry.cpp, and the device-generic
-// tests pass on it.
+// "optional"). A device backend that runs the shared kernels of src/kernels
+// implements none of this itself: it supplies a runtime to
+// kernels::DeviceBackend (backends/common/device_backend.h). Adding a
+// backend: docs/adding-a-backend.md.
 #pragma once
 
 #include <cstddef>

@@ -81,10 +81,10 @@ struct DeviceFault {
   explicit operator bool() const noexcept { return !status.empty(); }
 };
 
-// Whether a device with properties `p` runs primitive `prim` in dtype `t`,
-// and if not why (DESIGN §2 "Capabilities are asked once"). f16/bf16 compute
-// in f32 where a device has no 16-bit arithmetic, so only f64 depends on
-// the device.
+// Whether a device with properties `p` runs a primitive in dtype `t`, and if
+// not why (DESIGN §2 "Capabilities are asked once"). Every kernel family
+// exists for every other dtype on every device, so today only f64 depends
+// on the device; a capability that depends on the primitive goes here too.
 inline detail::Support support_from(const DeviceProperties& p, detail::Primitive, DType t) noexcept {
   if (t == DType::F64 && !p.fp64) return {false, "the device has no fp64", DType::F32};
   return {};
@@ -92,7 +92,9 @@ inline detail::Support support_from(const DeviceProperties& p, detail::Primitive
 
 // One device's state: its runtime queue, caching allocator, and what the
 // host knows about the work in flight. It is also the device type the
-// shared primitives of device_primitives.h run on.
+// shared primitives of device_primitives.h run on. Members are declared in
+// construction order (label_ before the queue, which keeps a reference to
+// it; raw_ before the allocator), hence the alternating sections.
 template <class R>
 class DeviceSlot {
  public:
