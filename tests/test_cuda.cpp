@@ -153,7 +153,7 @@ TEST(CudaKernels, CubinForTheNewestArchitecture) {
       kernels::ReduceKernel{ReduceOp::ArgMax, DType::F32, DType::I64, true, false, kernels::ReduceVariant::PerGroup}
           .spec(),
       kernels::GemmKernel{DType::F64}.spec(),
-      kernels::RandomKernel{detail::RandomKind::Normal, DType::F32}.spec(),
+      kernels::RandomKernel{detail::RandomKind::Normal, DType::F32, true}.spec(),
       kernels::BinaryKernel{detail::BinaryOp::Pow, DType::I32, DType::I32, DType::I32,
                             kernels::BinaryVariant::Strided}
           .spec(),

@@ -6,9 +6,10 @@
 // primitive says so, shapes already broadcast.
 //
 // Optional members have a default that throws NotSupported (marked
-// "optional"). Adding a backend: a folder under src/backends/, a
-// `register_<name>_backend()` call in registry.cpp, and the device-generic
-// tests pass on it.
+// "optional"). A device backend that runs the shared kernels of src/kernels
+// implements none of this itself: it supplies a runtime to
+// kernels::DeviceBackend (backends/common/device_backend.h). Adding a
+// backend: docs/adding-a-backend.md.
 #pragma once
 
 #include <cstddef>
@@ -176,6 +177,23 @@ struct Pool2dArgs {
   KernelOperand indices;
 };
 
+// ---- capabilities (DESIGN §2 "Capabilities are asked once") ---------------------
+// The op frontend asks supports() before every dispatch, with the primitive
+// and each dtype it touches; a backend answers from its device's properties
+// (fp64, …), and the frontend raises NotSupported naming the op, the dtype,
+// the device and the fix. A kernel compile error is never how a user learns
+// what a device lacks.
+enum class Primitive : std::uint8_t {
+  Fill, Arange, Copy, Unary, Binary, Where, Reduce, Gemm, Index, Random, Fused,
+  Storage,  // a tensor of this dtype on the device at all: empty(), to(), from_host
+  Count
+};
+struct Support {
+  bool ok = true;
+  const char* reason = "";     // why not: "the device has no fp64"
+  DType instead = DType::F32;  // what to use instead
+};
+
 // ---- the interface ----------------------------------------------------------------
 class Backend {
  public:
@@ -225,7 +243,7 @@ class Backend {
   virtual void release_timestamp(int /*index*/, void* /*stamp*/) noexcept {}
 
   // primitives
-  virtual bool supports(const char* op, DType t, int index) noexcept = 0;
+  virtual Support supports(int index, Primitive p, DType t) noexcept = 0;
   virtual void fill(int index, const KernelOperand& out, std::int64_t numel, const Scalar& value) = 0;
   // out[i] = start + i * step, contiguous.
   virtual void arange(int index, const KernelOperand& out, std::int64_t numel, double start,

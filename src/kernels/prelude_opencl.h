@@ -41,6 +41,10 @@ typedef ulong anvil_u64;
 typedef float anvil_f32;
 #ifdef ANVIL_HAS_FP64
 typedef double anvil_f64;
+#else
+/* Without fp64 any double is an error here, as it is on such a GPU, even on
+ * drivers that would accept it (PoCL with ANVIL_OPENCL_NO_FP64=1). */
+#define double anvil_this_device_has_no_fp64
 #endif
 
 #define ANVIL_INF INFINITY

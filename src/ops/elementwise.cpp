@@ -42,8 +42,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
   record_binary(op, out, a, b);
   if (out.numel() == 0) return out;
   const Tensor ca = cast(a, ct), cb = cast(b, ct);
-  ElementwiseArgs args = elementwise_args(out, {&ca, &cb});
-  out.impl_ref().backend().binary(d.index(), op, args);
+  dispatch::binary(d, op, elementwise_args(out, {&ca, &cb}));
   return out;
 }
 
@@ -60,7 +59,7 @@ Tensor binary_scalar_op(BinaryOp op, const Tensor& a, const Scalar& s, bool scal
   const Tensor ca = cast(a, ct);
   ElementwiseArgs args = scalar_first ? elementwise_args(out, {nullptr, &ca}, {s}, ct)
                                       : elementwise_args(out, {&ca, nullptr}, {s}, ct);
-  out.impl_ref().backend().binary(d.index(), op, args);
+  dispatch::binary(d, op, args);
   return out;
 }
 
@@ -87,11 +86,9 @@ void binary_inplace(BinaryOp op, const Tensor& self, const Tensor* other, const 
   const DType t = si.dtype();
   if (other) {
     const Tensor co = cast(*other, t);
-    ElementwiseArgs args = elementwise_args(self, {&self, &co});
-    si.backend().binary(si.device().index(), op, args);
+    dispatch::binary(si.device(), op, elementwise_args(self, {&self, &co}));
   } else {
-    ElementwiseArgs args = elementwise_args(self, {&self, nullptr}, {*s}, t);
-    si.backend().binary(si.device().index(), op, args);
+    dispatch::binary(si.device(), op, elementwise_args(self, {&self, nullptr}, {*s}, t));
   }
 }
 
@@ -116,8 +113,7 @@ Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
   record_unary(op, out, x, params);
   if (out.numel() == 0) return out;
   const Tensor cx = cast(x, t);
-  ElementwiseArgs args = elementwise_args(out, {&cx});
-  xi.backend().unary(xi.device().index(), op, params, args);
+  dispatch::unary(xi.device(), op, params, elementwise_args(out, {&cx}));
   return out;
 }
 
@@ -130,8 +126,7 @@ void unary_inplace(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) 
     ANVIL_CHECK(is_floating(xi.dtype()), DTypeError, opname, "_: result is floating point; expected a float tensor, got ",
                 xi.dtype());
   if (xi.numel() == 0) return;
-  ElementwiseArgs args = elementwise_args(x, {&x});
-  xi.backend().unary(xi.device().index(), op, params, args);
+  dispatch::unary(xi.device(), op, params, elementwise_args(x, {&x}));
 }
 
 UnaryParams clamp_params(const char* op, DType t, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi) {
@@ -226,7 +221,7 @@ Tensor where_impl(const Tensor& cond, const Tensor* a, const Tensor* b, const Sc
   if (a && b) args = detail::elementwise_args(out, {&cond, &ca, &cb});
   else if (a) args = detail::elementwise_args(out, {&cond, &ca, nullptr}, {*sb}, t);
   else args = detail::elementwise_args(out, {&cond, nullptr, &cb}, {*sa}, t);
-  out.impl_ref().backend().where(d.index(), args);
+  detail::dispatch::where(d, args);
   return out;
 }
 }  // namespace
@@ -282,8 +277,7 @@ void binary_out(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
   ANVIL_CHECK(promote(a.dtype(), b.dtype()) == t, DTypeError, opname, "_out: out has the wrong dtype; expected ",
               promote(a.dtype(), b.dtype()), ", got ", t);
   if (out.numel() == 0) return;
-  detail::ElementwiseArgs args = detail::elementwise_args(out, {&a, &b});
-  out.impl_ref().backend().binary(d.index(), op, args);
+  detail::dispatch::binary(d, op, detail::elementwise_args(out, {&a, &b}));
 }
 }  // namespace
 
@@ -330,10 +324,9 @@ Tensor& Tensor::fill_(const Scalar& v) {
   const detail::TensorImpl& si = impl_ref();
   if (si.numel() == 0) return *this;
   if (si.is_contiguous()) {
-    si.backend().fill(si.device().index(), detail::operand(*this), si.numel(), v);
+    detail::dispatch::fill("fill_", si.device(), detail::operand(*this), si.numel(), v);
   } else {
-    detail::ElementwiseArgs args = detail::elementwise_args(*this, {nullptr}, {v}, si.dtype());
-    si.backend().copy(si.device().index(), args);
+    detail::dispatch::copy("fill_", si.device(), detail::elementwise_args(*this, {nullptr}, {v}, si.dtype()));
   }
   return *this;
 }

@@ -11,14 +11,20 @@ namespace anvil {
 
 using detail::make_empty;
 
-Tensor empty(const Shape& shape, Device d, DType t) { return make_empty(shape, t, d); }
-Tensor empty(const Shape& shape, DType t, Device d) { return make_empty(shape, t, d); }
-Tensor zeros(const Shape& shape, Device d, DType t) { return full(shape, 0, d, t); }
-Tensor zeros(const Shape& shape, DType t, Device d) { return full(shape, 0, d, t); }
-Tensor ones(const Shape& shape, Device d, DType t) { return full(shape, 1, d, t); }
-Tensor ones(const Shape& shape, DType t, Device d) { return full(shape, 1, d, t); }
-
 namespace {
+// A new tensor of dtype `t` on `d`, once the device can hold one at all
+// (see Note [Capabilities are asked once] in ops/dispatch.h).
+Tensor make_on(const char* op, const Shape& shape, DType t, Device d) {
+  detail::check_supported(op, detail::Primitive::Storage, t, d);
+  return make_empty(shape, t, d);
+}
+
+Tensor filled(const char* op, const Shape& shape, const Scalar& value, Device d, DType t) {
+  Tensor out = make_on(op, shape, t, d);
+  out.fill_(value);
+  return out;
+}
+
 DType scalar_dtype(const Scalar& v) {
   switch (v.kind()) {
     case Scalar::Kind::Bool: return DType::Bool;
@@ -29,10 +35,15 @@ DType scalar_dtype(const Scalar& v) {
 }
 }  // namespace
 
+Tensor empty(const Shape& shape, Device d, DType t) { return make_on("empty", shape, t, d); }
+Tensor empty(const Shape& shape, DType t, Device d) { return make_on("empty", shape, t, d); }
+Tensor zeros(const Shape& shape, Device d, DType t) { return filled("zeros", shape, 0, d, t); }
+Tensor zeros(const Shape& shape, DType t, Device d) { return filled("zeros", shape, 0, d, t); }
+Tensor ones(const Shape& shape, Device d, DType t) { return filled("ones", shape, 1, d, t); }
+Tensor ones(const Shape& shape, DType t, Device d) { return filled("ones", shape, 1, d, t); }
+
 Tensor full(const Shape& shape, const Scalar& value, Device d, std::optional<DType> t) {
-  Tensor out = make_empty(shape, t.value_or(scalar_dtype(value)), d);
-  out.fill_(value);
-  return out;
+  return filled("full", shape, value, d, t.value_or(scalar_dtype(value)));
 }
 
 Tensor arange(const Scalar& end, Device d, std::optional<DType> t) { return arange(0, end, 1, d, t); }
@@ -50,17 +61,17 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Device
   const double count = std::ceil((e - s) / st);
   ANVIL_CHECK(count < 9.0e18, ShapeError, "arange: too many elements; expected fewer than 2^63, got ", count);
   const auto n = static_cast<std::int64_t>(count);
-  Tensor out = make_empty({n}, dt, d);
-  if (n > 0) out.impl_ref().backend().arange(d.index(), detail::operand(out), n, s, st);
+  Tensor out = make_on("arange", {n}, dt, d);
+  if (n > 0) detail::dispatch::arange("arange", d, detail::operand(out), n, s, st);
   return out;
 }
 
 Tensor linspace(double start, double end, std::int64_t steps, Device d, DType t) {
   ANVIL_CHECK(steps >= 0, ValueError, "linspace: number of steps must be non-negative; expected >= 0, got ", steps);
-  Tensor out = make_empty({steps}, t, d);
+  Tensor out = make_on("linspace", {steps}, t, d);
   if (steps == 0) return out;
   const double step = steps == 1 ? 0.0 : (end - start) / static_cast<double>(steps - 1);
-  out.impl_ref().backend().arange(d.index(), detail::operand(out), steps, start, step);
+  detail::dispatch::arange("linspace", d, detail::operand(out), steps, start, step);
   return out;
 }
 
@@ -90,7 +101,9 @@ std::uint64_t reserve(std::uint64_t counters, std::uint64_t& seed) {
 }
 
 Tensor random_fill(detail::RandomKind kind, const Shape& shape, Device d, DType t, double a, double b) {
-  Tensor out = make_empty(shape, t, d);
+  static constexpr const char* kNames[] = {"rand", "randn", "randint"};
+  const char* op = kNames[static_cast<int>(kind)];
+  Tensor out = make_on(op, shape, t, d);
   const std::int64_t n = out.numel();
   if (n == 0) return out;
   detail::RandomArgs r;
@@ -101,7 +114,7 @@ Tensor random_fill(detail::RandomKind kind, const Shape& shape, Device d, DType 
   r.b = b;
   const auto un = static_cast<std::uint64_t>(n);
   r.offset = reserve(kind == detail::RandomKind::Normal ? (un + 1) / 2 : (un + 3) / 4, r.seed);
-  out.impl_ref().backend().random(d.index(), r);
+  detail::dispatch::random(op, d, r);
   return out;
 }
 }  // namespace
@@ -138,7 +151,7 @@ Tensor randint_like(const Tensor& t, std::int64_t low, std::int64_t high) {
 
 // --- from host data ------------------------------------------------------------------
 Tensor from_host(const void* data, const Shape& shape, DType t, Device d) {
-  Tensor out = make_empty(shape, t, d);
+  Tensor out = make_on("from_host", shape, t, d);
   const std::size_t bytes = out.nbytes();
   if (bytes == 0) return out;
   ANVIL_CHECK(data != nullptr, ValueError, "from_host: data is null; expected a pointer to ", bytes, " bytes");

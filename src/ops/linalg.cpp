@@ -88,8 +88,7 @@ void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta) {
     g.m *= g.batch;
     g.batch = 1;
   }
-  const TensorImpl& oi = out.impl_ref();
-  oi.backend().gemm(oi.device().index(), g);
+  dispatch::gemm("matmul", out.impl_ref().device(), g);
 }
 
 }  // namespace detail
@@ -103,7 +102,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
               " and ", a.dtype(), ", got ", a.dtype(), " and ", b.dtype(), "; convert one with .to(", a.dtype(), ")");
   const DType t = a.dtype();
   ANVIL_CHECK(t != DType::Bool, DTypeError, "matmul: not defined for bool tensors; expected a numeric dtype, got bool");
-  detail::check_supported("matmul", t, d);
   // 1-D operands become matrices and their dim is dropped from the result.
   const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
   const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
@@ -177,7 +175,7 @@ Tensor outer(const Tensor& a, const Tensor& b) {
 }
 
 void mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
-  const Device d = detail::check_same_device("mm_out", {&out, &a, &b});
+  detail::check_same_device("mm_out", {&out, &a, &b});
   detail::check_inplace("mm_out", out, &a);
   detail::check_inplace("mm_out", out, &b);
   ANVIL_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "mm_out: both arguments must be 2-D; expected matrices, got ",
@@ -190,7 +188,6 @@ void mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
               " tensor; expected ", expect, ", got ", out.shape());
   ANVIL_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), DTypeError,
               "mm_out: dtypes must match out; expected ", out.dtype(), ", got ", a.dtype(), " and ", b.dtype());
-  detail::check_supported("mm_out", out.dtype(), d);
   if (out.numel() == 0) return;
   if (a.shape()[1] == 0) {
     out.zero_();
@@ -212,7 +209,6 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
               bias.shape());
   const DType t = promote(promote(a.dtype(), b.dtype()), bias.dtype());
   ANVIL_CHECK(is_floating(t), DTypeError, "addmm: needs floating-point tensors; expected f32 or f64, got ", t);
-  detail::check_supported("addmm", t, d);
   Tensor out = detail::make_empty(out_shape, t, d);
   if (out.numel() > 0) {
     detail::copy_into(out, bias);

@@ -39,12 +39,6 @@ Device check_same_device(const char* op, const std::vector<Tensor>& tensors) {
   return first;
 }
 
-void check_supported(const char* op, DType t, Device d) {
-  Backend& b = backend_checked(d, op);
-  ANVIL_CHECK(b.supports(op, t, d.index()), NotSupported, op, ": dtype ", t, " is not supported on ", d,
-              "; expected a dtype this device implements, got ", t, "; convert with .to(f32) or run it on another device");
-}
-
 int wrap_dim(int dim, int ndim, const char* op) {
   const int lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
   ANVIL_CHECK(dim >= lo && dim <= hi, IndexError, op, ": dimension out of range; expected a dim in [", lo, ", ", hi,
@@ -119,15 +113,13 @@ ElementwiseArgs elementwise_args(const Tensor& out, std::initializer_list<const 
 Tensor cast(const Tensor& t, DType dtype) {
   if (t.impl_ref().dtype() == dtype) return t;
   Tensor out = make_empty(t.shape(), dtype, t.device());
-  copy_into(out, t);
+  copy_into(out, t, "to");
   return out;
 }
 
-void copy_into(const Tensor& dst, const Tensor& src) {
+void copy_into(const Tensor& dst, const Tensor& src, const char* op) {
   if (dst.numel() == 0) return;
-  const TensorImpl& d = dst.impl_ref();
-  ElementwiseArgs args = elementwise_args(dst, {&src});
-  d.backend().copy(d.device().index(), args);
+  dispatch::copy(op, dst.impl_ref().device(), elementwise_args(dst, {&src}));
 }
 
 bool ElementwiseArgs::contiguous() const noexcept {

@@ -8,6 +8,7 @@
 #include "anvil/ops.h"
 #include "core/backend.h"
 #include "core/tensor_impl.h"
+#include "ops/dispatch.h"
 
 namespace anvil::detail {
 
@@ -23,9 +24,6 @@ Device check_same_device(const char* op, std::initializer_list<const Tensor*> te
 // The same check over a list (cat, stack): "argument i" is the list index.
 Device check_same_device(const char* op, const std::vector<Tensor>& tensors);
 
-// NotSupported unless the backend of `d` implements `op` for `t`.
-void check_supported(const char* op, DType t, Device d);
-
 // A dim in [-ndim, ndim) made non-negative; IndexError otherwise.
 int wrap_dim(int dim, int ndim, const char* op);
 
@@ -37,11 +35,11 @@ void broadcast_strides(const Tensor& t, const Shape& shape, std::int64_t* out_st
 ElementwiseArgs elementwise_args(const Tensor& out, std::initializer_list<const Tensor*> inputs,
                                  std::initializer_list<Scalar> scalars = {}, DType scalar_dtype = DType::F32);
 
-// `t` converted to `dtype` (itself when it already is).
+// `t` converted to `dtype` (itself when it already is); errors name op "to".
 Tensor cast(const Tensor& t, DType dtype);
 
 // Runs the copy primitive: dst = src (broadcast, converted); same device.
-void copy_into(const Tensor& dst, const Tensor& src);
+void copy_into(const Tensor& dst, const Tensor& src, const char* op = "copy");
 
 inline Backend& backend_of(const Tensor& t) { return t.impl_ref().backend(); }
 

@@ -93,7 +93,7 @@ Tensor reduce_op(ReduceOp op, const char* opname, const Tensor& x, const Shape& 
     a.in.strides[i] = in_st[i];
     a.out.strides[i] = out_st[i];
   }
-  ii.backend().reduce(ii.device().index(), op, a);
+  dispatch::reduce(opname, ii.device(), op, a);
   return out;
 }
 

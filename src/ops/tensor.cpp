@@ -36,6 +36,7 @@ namespace detail {
 // A contiguous copy of `src` on `dst`, always new storage.
 Tensor transfer(const Tensor& src, Device dst) {
   Backend& dst_backend = backend_checked(dst, "to");
+  check_supported("to", Primitive::Storage, src.impl_ref().dtype(), dst);
   const Tensor s = contiguous(src);
   const TensorImpl& si = s.impl_ref();
   const Device from = si.device();
@@ -108,7 +109,11 @@ T Tensor::item() const {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  const Tensor h = detail::host_contiguous(to(dtype_v<T>));
+  // Converted where the data is, unless the device cannot hold T's dtype
+  // (to_vector<double>() of a GPU without fp64): then on the host.
+  const Device d = impl_ref().device();
+  const bool here = detail::backend_checked(d, "to_vector").supports(d.index(), detail::Primitive::Storage, dtype_v<T>).ok;
+  const Tensor h = here ? detail::host_contiguous(to(dtype_v<T>)) : detail::host_contiguous(*this).to(dtype_v<T>);
   std::vector<T> out(static_cast<std::size_t>(h.numel()));
   if (out.empty()) return out;
   const T* p = static_cast<const T*>(h.impl_ref().storage()->data()) + h.offset();

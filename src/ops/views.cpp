@@ -396,7 +396,7 @@ Tensor index_select(const Tensor& x, int dim, const Tensor& index) {
     ANVIL_CHECK(xx.shape()[dim] > 0 || idx.numel() == 0, IndexError, "index_select: cannot select from an empty dim; ",
                 "expected a dim of size > 0, got ", xx.shape());
     if (out.numel() > 0)
-      out.impl_ref().backend().index(d.index(), index_args(detail::IndexOp::IndexSelect, out, xx, idx, dim));
+      detail::dispatch::index("index_select", d, index_args(detail::IndexOp::IndexSelect, out, xx, idx, dim));
   }
   detail::record_index_select(out, xx, dim, idx);
   return x.dim() == 0 ? out.reshape(index.dim() == 0 ? Shape{} : Shape{idx.numel()}) : out;
@@ -415,7 +415,7 @@ Tensor gather(const Tensor& x, int dim, const Tensor& index) {
   const Tensor idx = detail::cast(index, DType::I64);
   Tensor out = detail::make_empty(index.shape(), x.dtype(), d);
   if (out.numel() > 0)
-    out.impl_ref().backend().index(d.index(), index_args(detail::IndexOp::Gather, out, x, idx, dim));
+    detail::dispatch::index("gather", d, index_args(detail::IndexOp::Gather, out, x, idx, dim));
   detail::record_gather(out, x, dim, idx);
   return out;
 }

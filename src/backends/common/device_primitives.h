@@ -1,12 +1,12 @@
 // The primitives of core/backend.h for a device that runs the kernels of
-// src/kernels, written once for the OpenCL and CUDA backends (DESIGN §2):
-// which kernel, which variant, the argument block, the launch geometry.
-// Each backend supplies a queue type Q (its per-device state, lock held by
-// the caller) with:
+// src/kernels, written once for every device backend (DESIGN §2): which
+// kernel, which variant, the argument block, the launch geometry. They run
+// on a kernels::DeviceSlot (device_backend.h), with its lock held, which
+// gives them:
 //
-//   template <class Request> Q::Kernel kernel(const Request&);  // compiled on first use
-//   Launch launch(Q::Kernel);  // .buffer(handle) .arg(value) .scalar(ScalarArg)
-//                              // .run(n, op) .run(dims, global, local, op)
+//   template <class Request> Kernel kernel(const Request&);  // compiled on first use
+//   Launch launch(Kernel);  // .buffer(handle) .arg(value) .scalar(ScalarArg)
+//                           // .run(n, op) .run(dims, global, local, op)
 //   void copy_within(void* dst, size_t dst_byte, const void* src, size_t src_byte,
 //                    size_t bytes, const char* op);  // device-local copy
 //   detail::CachingAllocator allocator;  // scratch blocks
@@ -322,12 +322,12 @@ void random(Q& q, const detail::RandomArgs& a) {
   static constexpr const char* kNames[] = {"rand", "randn", "randint"};
   const char* opname = kNames[static_cast<int>(a.kind)];
   if (a.numel <= 0) return;
-  ANVIL_CHECK(q.fp64(), NotSupported, opname, ": not supported on ", q.label(),
-              "; expected a device with fp64 (Philox normals are computed in double), got one without");
-  auto l = q.launch(q.kernel(RandomKernel{a.kind, a.out.dtype}));
+  // Without fp64 the distributions compute in float (philox.h).
+  auto l = q.launch(q.kernel(RandomKernel{a.kind, a.out.dtype, q.fp64()}));
   l.buffer(a.out.data).arg(a.out.offset).arg(a.numel).arg(a.seed).arg(a.offset);
   if (a.kind == detail::RandomKind::Randint) l.arg(static_cast<std::int64_t>(a.a)).arg(static_cast<std::int64_t>(a.b));
-  else l.arg(a.a).arg(a.b);
+  else if (q.fp64()) l.arg(a.a).arg(a.b);
+  else l.arg(static_cast<float>(a.a)).arg(static_cast<float>(a.b));
   l.run(a.numel, opname);
 }
 

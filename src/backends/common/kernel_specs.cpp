@@ -213,9 +213,9 @@ KernelSpec GemmKernel::spec() const {
 KernelSpec RandomKernel::spec() const {
   static constexpr const char* kSuffix[] = {"_uniform", "_normal", "_randint"};
   const std::string prefix = std::string("random_") + dtype_name(t);
-  return {"random.kern",
-          {def("KPREFIX", prefix), type_def("TO", t), flag_def("TO_BOOL", t == DType::Bool)},
-          prefix + kSuffix[static_cast<int>(kind)]};
+  std::vector<std::string> defines = {def("KPREFIX", prefix), type_def("TO", t), flag_def("TO_BOOL", t == DType::Bool)};
+  if (!fp64) defines.push_back(def("ANVIL_RNG_F32", "1"));
+  return {"random.kern", std::move(defines), prefix + kSuffix[static_cast<int>(kind)]};
 }
 
 KernelSpec WindowKernel::spec() const {
@@ -255,8 +255,7 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     }
     out.push_back(IndexKernel{t, DType::I64}.spec());
     out.push_back(GemmKernel{t}.spec());
-    if (fp64)  // Philox normals are computed in double (philox.h)
-      for (int k = 0; k < 3; ++k) out.push_back(RandomKernel{static_cast<RandomKind>(k), t}.spec());
+    for (int k = 0; k < 3; ++k) out.push_back(RandomKernel{static_cast<RandomKind>(k), t, fp64}.spec());
     if (t == DType::F32 || t == DType::F64)
       for (int op = 0; op < static_cast<int>(FusedOp::Count); ++op)
         out.push_back(WindowKernel{static_cast<FusedOp>(op), t}.spec());

@@ -140,8 +140,11 @@ struct GemmKernel {
 struct RandomKernel {
   detail::RandomKind kind;
   DType t;
+  // Without fp64 the distributions compute in float (Note [Random numbers
+  // without fp64], philox.h), and so do the kernel's real arguments.
+  bool fp64;
   std::uint64_t key() const noexcept {
-    return kernel_key(Family::Random, static_cast<int>(kind), 0, static_cast<int>(t));
+    return kernel_key(Family::Random, static_cast<int>(kind), 0, static_cast<int>(t), fp64);
   }
   KernelSpec spec() const;
 };

@@ -101,8 +101,6 @@ void CpuBackend::copy_device(int, void* dst, std::size_t dst_offset, int, const 
   parallel_memcpy(static_cast<char*>(dst) + dst_offset, static_cast<const char*>(src) + src_offset, bytes);
 }
 
-bool CpuBackend::supports(const char*, DType, int) noexcept { return true; }
-
 void CpuBackend::fill(int, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) {
   ANVIL_DISPATCH(out.dtype, T, {
     T* p = static_cast<T*>(out.data) + out.offset;

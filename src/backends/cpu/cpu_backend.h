@@ -33,7 +33,7 @@ class CpuBackend final : public detail::Backend {
   // No device clock (Note [Device clocks]): ops run synchronously on the
   // calling thread, so anvil::Event's host clock is exact here.
 
-  bool supports(const char* op, DType t, int index) noexcept override;
+  detail::Support supports(int, detail::Primitive, DType) noexcept override { return {}; }  // every dtype
   void fill(int index, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) override;
   void arange(int index, const detail::KernelOperand& out, std::int64_t numel, double start, double step) override;
   void copy(int index, const detail::ElementwiseArgs& args) override;

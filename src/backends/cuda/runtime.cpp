@@ -37,8 +37,8 @@ std::string no_device_reason(cudaError_t e) {
 
 }  // namespace
 
-Discovery discover() noexcept {
-  Discovery out;
+kernels::DeviceList<DeviceEntry> Runtime::discover() noexcept {
+  kernels::DeviceList<DeviceEntry> out;
   try {
     int count = 0;  // stays 0 when the call fails (it may not write it)
     const cudaError_t e = cudaGetDeviceCount(&count);
@@ -90,11 +90,36 @@ Discovery discover() noexcept {
       out.devices.push_back(std::move(d));
     }
     if (out.devices.empty()) out.reason = skipped;
+    peer_.assign(out.devices.size() * out.devices.size(), -1);
   } catch (const std::exception& e) {
     out.devices.clear();
     out.reason = std::string("CUDA discovery failed: ") + e.what();
   }
   return out;
+}
+
+bool Runtime::can_copy_direct(const std::vector<DeviceEntry>& devices, int dst_index, int src_index) noexcept {
+  const int n = static_cast<int>(devices.size());
+  std::lock_guard lock(peer_mutex_);
+  signed char& p = peer_[static_cast<std::size_t>(dst_index * n + src_index)];
+  if (p < 0) {
+    const int dst = devices[dst_index].ordinal, src = devices[src_index].ordinal;
+    int a = 0, b = 0;
+    p = cudaDeviceCanAccessPeer(&a, dst, src) == cudaSuccess && cudaDeviceCanAccessPeer(&b, src, dst) == cudaSuccess &&
+                a && b
+            ? 1
+            : 0;
+    if (p == 1) {
+      // Both directions, so either stream may run the copy.
+      for (auto [from, to] : {std::pair{dst, src}, std::pair{src, dst}}) {
+        if (cudaSetDevice(from) != cudaSuccess) p = 0;
+        const cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) p = 0;
+      }
+    }
+    cudaGetLastError();
+  }
+  return p == 1;
 }
 
 // ---- ProgramCache -----------------------------------------------------------------
@@ -126,10 +151,44 @@ cudaKernel_t ProgramCache::build(std::uint64_t key, const kernels::KernelSpec& s
   return k;
 }
 
-// ---- DeviceState ------------------------------------------------------------------
+// ---- Queue ------------------------------------------------------------------------
 
 namespace {
-detail::CachingAllocator::Raw raw_allocator(int ordinal) {
+const std::byte* at(const void* p, std::size_t offset) { return static_cast<const std::byte*>(p) + offset; }
+std::byte* at(void* p, std::size_t offset) { return static_cast<std::byte*>(p) + offset; }
+
+// Pinned staging kept per device for host->device copies.
+constexpr std::size_t kMaxStagingBytes = std::size_t{256} << 20;
+constexpr std::size_t kMinStagingBlock = std::size_t{1} << 20;
+}  // namespace
+
+Queue::Queue(Runtime&, int, const DeviceEntry& entry, const std::string& label)
+    : programs(label, entry.major, entry.minor), label_(label), entry_(entry) {
+  make_current();
+  ANVIL_CUDA_CHECK(label_, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+}
+
+Queue::~Queue() {
+  // Runs at most at exit (the backend is leaked on purpose); the driver may
+  // be shutting down, so errors are ignored.
+  cudaSetDevice(entry_.ordinal);
+  if (stream != nullptr) cudaStreamSynchronize(stream);
+  for (Staging& s : staging_) {
+    cudaEventDestroy(s.done);
+    cudaFreeHost(s.data);
+  }
+  if (blas_ != nullptr) cublasDestroy(blas_);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+void Queue::update_properties(DeviceProperties& p) const noexcept {
+  std::size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) == cudaSuccess) p.memory_free = free;
+  else cudaGetLastError();
+}
+
+detail::CachingAllocator::Raw Queue::raw_allocator() const {
+  const int ordinal = entry_.ordinal;
   return {[ordinal](std::size_t bytes) -> void* {
             void* p = nullptr;
             if (cudaSetDevice(ordinal) != cudaSuccess || cudaMalloc(&p, bytes) != cudaSuccess) {
@@ -150,40 +209,59 @@ detail::CachingAllocator::Raw raw_allocator(int ordinal) {
           }};
 }
 
-// Pinned staging kept per device for host->device copies.
-constexpr std::size_t kMaxStagingBytes = std::size_t{256} << 20;
-constexpr std::size_t kMinStagingBlock = std::size_t{1} << 20;
-}  // namespace
-
-DeviceState::DeviceState(int index, const DeviceEntry& entry)
-    : programs(Device(DeviceType::CUDA, index).str(), entry.major, entry.minor),
-      allocator(Device(DeviceType::CUDA, index).str(), raw_allocator(entry.ordinal), entry.props.memory_total),
-      index_(index),
-      label_(Device(DeviceType::CUDA, index).str()),
-      entry_(entry) {
-  make_current();
-  ANVIL_CUDA_CHECK(label_, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  sync_every_op_ = env_flag("ANVIL_SYNC");
-  allocator.set_limit(detail::memory_limit_from_env(Device(DeviceType::CUDA, index)));
-}
-
-DeviceState::~DeviceState() {
-  // Runs at most at exit (the backend is leaked on purpose); the driver may
-  // be shutting down, so errors are ignored.
-  cudaSetDevice(entry_.ordinal);
-  if (stream != nullptr) cudaStreamSynchronize(stream);
-  for (Staging& s : staging_) {
-    cudaEventDestroy(s.done);
-    cudaFreeHost(s.data);
+bool Queue::copy_from_host(void* dst, std::size_t dst_offset, const void* src, std::size_t bytes) {
+  if (void* staging = acquire_staging(bytes)) {
+    std::memcpy(staging, src, bytes);
+    ANVIL_CUDA_CHECK(label_, cudaMemcpyAsync(at(dst, dst_offset), staging, bytes, cudaMemcpyHostToDevice, stream));
+    release_staging(staging);
+    return false;
   }
-  if (blas_ != nullptr) cublasDestroy(blas_);
-  if (index_error_ != nullptr) cudaFree(index_error_);
-  if (stream != nullptr) cudaStreamDestroy(stream);
+  ANVIL_CUDA_CHECK(label_, cudaMemcpyAsync(at(dst, dst_offset), src, bytes, cudaMemcpyHostToDevice, stream));
+  return true;
 }
 
-cublasHandle_t DeviceState::blas_locked() {
+void Queue::copy_to_host(void* dst, const void* src, std::size_t src_offset, std::size_t bytes) {
+  ANVIL_CUDA_CHECK(label_, cudaMemcpyAsync(dst, at(src, src_offset), bytes, cudaMemcpyDeviceToHost, stream));
+  ANVIL_CUDA_CHECK(label_, cudaStreamSynchronize(stream));
+}
+
+void Queue::copy_within(void* dst, std::size_t dst_byte, const void* src, std::size_t src_byte, std::size_t bytes,
+                        const char*) {
+  ANVIL_CUDA_CHECK(label_,
+                   cudaMemcpyAsync(at(dst, dst_byte), at(src, src_byte), bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
+// The copy runs on the destination's stream after everything queued on the
+// source so far, and the source stream waits for the copy before it runs
+// anything else (which may reuse the block).
+void Queue::copy_between(Queue& d, void* dst, std::size_t dst_offset, Queue& s, const void* src,
+                         std::size_t src_offset, std::size_t bytes) {
+  cudaEvent_t ready = nullptr, copied = nullptr;
+  s.make_current();
+  ANVIL_CUDA_CHECK(s.label_, cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  ANVIL_CUDA_CHECK(s.label_, cudaEventRecord(ready, s.stream));
+  d.make_current();
+  ANVIL_CUDA_CHECK(d.label_, cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+  ANVIL_CUDA_CHECK(d.label_, cudaStreamWaitEvent(d.stream, ready, 0));
+  ANVIL_CUDA_CHECK(d.label_, cudaMemcpyPeerAsync(at(dst, dst_offset), d.entry_.ordinal, at(src, src_offset),
+                                                 s.entry_.ordinal, bytes, d.stream));
+  ANVIL_CUDA_CHECK(d.label_, cudaEventRecord(copied, d.stream));
+  s.make_current();
+  ANVIL_CUDA_CHECK(s.label_, cudaStreamWaitEvent(s.stream, copied, 0));
+  // Destroying an event that is still pending is allowed: the resources go
+  // once it completes.
+  cudaEventDestroy(ready);
+  cudaEventDestroy(copied);
+}
+
+// On this stream: it is non-blocking, so the legacy-stream cudaMemset
+// would not be ordered with the kernels that follow.
+void Queue::zero(void* block, std::size_t bytes) {
+  ANVIL_CUDA_CHECK(label_, cudaMemsetAsync(block, 0, bytes, stream));
+}
+
+cublasHandle_t Queue::blas(detail::CachingAllocator& allocator) {
   if (blas_ != nullptr) return blas_;
-  make_current();
   cublasHandle_t h = nullptr;
   cublasStatus_t st = cublasCreate(&h);
   if (st == CUBLAS_STATUS_ALLOC_FAILED) {  // our cache may hold the memory cuBLAS needs
@@ -198,61 +276,19 @@ cublasHandle_t DeviceState::blas_locked() {
   return blas_;
 }
 
-void DeviceState::track_locked(const char* op) {
-  ++ops_since_wait_;
-  if (recent_ops_.size() < 8 && std::find(recent_ops_.begin(), recent_ops_.end(), op) == recent_ops_.end())
-    recent_ops_.emplace_back(op);
-  if (sync_every_op_) finish_locked();
-}
-
-void DeviceState::finish_locked() {
+kernels::DeviceFault Queue::wait() {
   make_current();
   const cudaError_t e = cudaStreamSynchronize(stream);
-  std::string ops;
-  for (const std::string& op : recent_ops_) ops += (ops.empty() ? "" : ", ") + op;
-  const std::uint64_t count = ops_since_wait_;
-  recent_ops_.clear();
-  ops_since_wait_ = 0;
   for (Staging& s : staging_) s.busy = false;
+  kernels::DeviceFault fault;
   if (e != cudaSuccess) {
     cudaGetLastError();
-    throw BackendError(detail::cat(count == 1 ? ops : current_op(), ": the device reported ", error_text(e), " on ",
-                                   label_, "; it surfaced at the next sync, after ", count, " op(s) [", ops,
-                                   "]; run with ANVIL_SYNC=1 to stop at the failing op"));
+    fault.status = error_text(e);
   }
-  if (!index_uses_.empty()) {
-    // On this stream: it is non-blocking, so the legacy-stream cudaMemcpy
-    // and cudaMemset would not be ordered with the kernels that follow.
-    std::int64_t flag[2] = {0, 0};
-    ANVIL_CUDA_CHECK(label_, cudaMemcpyAsync(flag, index_error_, sizeof flag, cudaMemcpyDeviceToHost, stream));
-    ANVIL_CUDA_CHECK(label_, cudaStreamSynchronize(stream));
-    const std::vector<IndexUse> uses = std::move(index_uses_);
-    index_uses_.clear();
-    if (flag[0] != 0) {
-      ANVIL_CUDA_CHECK(label_, cudaMemsetAsync(index_error_, 0, sizeof flag, stream));
-      std::string names;
-      for (const IndexUse& x : uses)
-        if (names.find(x.op) == std::string::npos) names += (names.empty() ? "" : " or ") + std::string(x.op);
-      throw IndexError(detail::cat(names, ": index out of range on ", label_, "; expected 0 <= index < ",
-                                   uses.front().dim_size, ", got ", flag[1],
-                                   " (found by the device, reported at the next sync; the output holds 0 there)"));
-    }
-  }
+  return fault;
 }
 
-void* DeviceState::index_error_buffer_locked(const char* op, std::int64_t dim_size) {
-  if (index_error_ == nullptr) {
-    make_current();
-    ANVIL_CUDA_CHECK(label_, cudaMalloc(&index_error_, 2 * sizeof(std::int64_t)));
-    ANVIL_CUDA_CHECK(label_, cudaMemsetAsync(index_error_, 0, 2 * sizeof(std::int64_t), stream));
-  }
-  // One entry per op name: a loop that never syncs must not grow this.
-  if (std::none_of(index_uses_.begin(), index_uses_.end(), [&](const IndexUse& u) { return u.op == op; }))
-    index_uses_.push_back({op, dim_size});
-  return index_error_;
-}
-
-void* DeviceState::acquire_staging_locked(std::size_t bytes) {
+void* Queue::acquire_staging(std::size_t bytes) {
   for (Staging& s : staging_) {
     if (s.busy && cudaEventQuery(s.done) == cudaSuccess) s.busy = false;
     if (!s.busy && s.bytes >= bytes) {
@@ -264,7 +300,6 @@ void* DeviceState::acquire_staging_locked(std::size_t bytes) {
   while (block < bytes) block *= 2;
   if (staging_bytes_ + block > kMaxStagingBytes) return nullptr;
   Staging s{nullptr, block, nullptr, true};
-  make_current();
   if (cudaHostAlloc(&s.data, block, cudaHostAllocDefault) != cudaSuccess) {
     cudaGetLastError();
     return nullptr;
@@ -279,9 +314,43 @@ void* DeviceState::acquire_staging_locked(std::size_t bytes) {
   return s.data;
 }
 
-void DeviceState::release_staging_locked(void* p) {
+void Queue::release_staging(void* p) {
   for (Staging& s : staging_)
     if (s.data == p) ANVIL_CUDA_CHECK(label_, cudaEventRecord(s.done, stream));
+}
+
+// ---- timestamps on the GPU's clock (cudaEventElapsedTime) ---------------------------
+
+void* Queue::record_timestamp() {
+  cudaEvent_t e = nullptr;
+  ANVIL_CUDA_CHECK(label_, cudaEventCreate(&e));
+  const cudaError_t st = cudaEventRecord(e, stream);
+  if (st != cudaSuccess) {
+    cudaEventDestroy(e);
+    throw_cuda_error(st, "cudaEventRecord(e, stream)", __FILE__, __LINE__, label_);
+  }
+  return e;
+}
+
+// Either event may have been recorded first (the result is then negative).
+double Queue::elapsed_seconds(void* start, void* end, const std::function<void()>& report_device_fault) {
+  make_current();
+  const auto a = static_cast<cudaEvent_t>(start), b = static_cast<cudaEvent_t>(end);
+  cudaError_t e = cudaEventSynchronize(a);
+  if (e == cudaSuccess) e = cudaEventSynchronize(b);
+  float ms = 0;
+  if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    report_device_fault();  // throws when the device failed
+    throw_cuda_error(e, "cudaEventElapsedTime(&ms, start, end)", __FILE__, __LINE__, label_);
+  }
+  return static_cast<double>(ms) / 1e3;
+}
+
+void Queue::release_timestamp(const DeviceEntry& e, void* stamp) noexcept {
+  cudaSetDevice(e.ordinal);
+  cudaEventDestroy(static_cast<cudaEvent_t>(stamp));
 }
 
 }  // namespace anvil::cuda

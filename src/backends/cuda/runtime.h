@@ -1,6 +1,7 @@
-// Discovery of CUDA devices and the state anvil keeps per device: its
-// in-order stream, caching allocator, kernels compiled by NVRTC, cuBLAS
-// handle and pinned staging buffers.
+// The CUDA runtime under the shared device backend (DESIGN §2, see
+// backends/common/device_backend.h): discovery, peer access, and per device
+// an in-order stream with its kernels compiled by NVRTC, cuBLAS handle and
+// pinned staging buffers.
 //
 // Note [Asynchronous CUDA execution]
 // Each cuda:N has one stream, created non-blocking so it never waits on the
@@ -13,13 +14,14 @@
 // a queued kernel still uses it is safe: a block is only handed out again on
 // the same device, so its next user is queued behind every earlier user on
 // the same stream; cross-device copies make the source stream wait for the
-// copy (CudaBackend::copy_device).
+// copy (Queue::copy_between).
 #pragma once
 
 #include <cublas_v2.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "anvil/device.h"
+#include "backends/common/device_backend.h"
 #include "backends/common/env_flags.h"
 #include "backends/common/kernel_specs.h"
 #include "backends/cuda/cuda_api.h"
@@ -40,17 +43,6 @@ struct DeviceEntry {
   int major = 0, minor = 0;  // compute capability
   int max_threads_per_block = 1024;
 };
-
-struct Discovery {
-  std::vector<DeviceEntry> devices;
-  std::string reason;  // why `devices` is empty
-};
-
-// cudaGetDeviceCount and the properties of each device (the runtime honours
-// CUDA_VISIBLE_DEVICES). A GPU older than this NVRTC can compile for is
-// left out (named in `reason`), so try_gpu() does not pick a device whose
-// first kernel would fail. Never throws: no driver is a reason, not a crash.
-Discovery discover() noexcept;
 
 using kernels::env_flag;
 
@@ -85,45 +77,84 @@ class ProgramCache {
   std::unordered_map<std::uint64_t, cudaKernel_t> kernels_;
 };
 
-class DeviceState {
- public:
-  DeviceState(int index, const DeviceEntry& entry);
-  ~DeviceState();
-  DeviceState(const DeviceState&) = delete;
-  DeviceState& operator=(const DeviceState&) = delete;
+class Launch;
+class Queue;
 
-  int index() const noexcept { return index_; }
+// What the shared backend needs of CUDA as a whole.
+class Runtime {
+ public:
+  static constexpr DeviceType kType = DeviceType::CUDA;
+  static constexpr const char* kName = "cuda";
+  using Entry = DeviceEntry;
+  using Queue = cuda::Queue;
+  using Kernel = cudaKernel_t;
+  using Launch = cuda::Launch;  // launch.h
+
+  // cudaGetDeviceCount and the properties of each device (the runtime
+  // honours CUDA_VISIBLE_DEVICES). A GPU older than this NVRTC can compile
+  // for is left out (named in `reason`), so try_gpu() does not pick a device
+  // whose first kernel would fail. Never throws: no driver is a reason, not
+  // a crash.
+  kernels::DeviceList<DeviceEntry> discover() noexcept;
+  static bool is_accelerator(const DeviceEntry&) noexcept { return true; }
+  // Peer access where the driver allows it (NVLink or PCIe P2P), enabled in
+  // both directions on first ask; the frontend goes through the host otherwise.
+  bool can_copy_direct(const std::vector<DeviceEntry>& devices, int dst, int src) noexcept;
+
+ private:
+  std::mutex peer_mutex_;
+  std::vector<signed char> peer_;  // [dst * n + src]: -1 unknown, 0 no, 1 enabled
+};
+
+// One device's stream. Every member is called with the device's lock held
+// (kernels::DeviceSlot::mutex) after make_current().
+class Queue {
+ public:
+  Queue(Runtime& runtime, int index, const DeviceEntry& entry, const std::string& label);
+  ~Queue();
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+
   const std::string& label() const noexcept { return label_; }  // "cuda:0"
   const DeviceEntry& entry() const noexcept { return entry_; }
   // Makes this the calling thread's current device (every runtime call
   // below needs it).
   void make_current() const { set_device(entry_.ordinal, label_); }
+  bool fp64() const noexcept { return true; }
+  bool is_cpu() const noexcept { return false; }
+  int compute_units() const noexcept { return entry_.props.compute_units; }
+  std::size_t local_size() const noexcept { return 256; }
+  std::size_t max_work_group() const noexcept { return static_cast<std::size_t>(entry_.max_threads_per_block); }
+  // Free memory (cudaMemGetInfo).
+  void update_properties(DeviceProperties& p) const noexcept;
 
-  // Held while enqueueing and while touching the bookkeeping below.
-  std::mutex mutex;
+  // cudaMalloc/cudaFree; a cached block is freed only after the device is idle.
+  detail::CachingAllocator::Raw raw_allocator() const;
+  // Through a pinned staging block, so the copy is truly asynchronous and the
+  // caller's buffer may die on return; when the staging pool is full (a very
+  // large copy) it returns true: the copy still reads `src`, wait for it.
+  bool copy_from_host(void* dst, std::size_t dst_offset, const void* src, std::size_t bytes);
+  void copy_to_host(void* dst, const void* src, std::size_t src_offset, std::size_t bytes);
+  void copy_within(void* dst, std::size_t dst_byte, const void* src, std::size_t src_byte, std::size_t bytes,
+                   const char* op);
+  static void copy_between(Queue& dst_q, void* dst, std::size_t dst_offset, Queue& src_q, const void* src,
+                           std::size_t src_offset, std::size_t bytes);
+  void zero(void* block, std::size_t bytes);
+
+  // cuBLAS for f32/f64 when the operands are BLAS-shaped (cublas.cpp).
+  bool gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator& allocator);
+
+  // Waits for the stream; the error it reports, if any.
+  kernels::DeviceFault wait();
+
+  // Timestamps on the GPU's clock (cudaEventElapsedTime).
+  static bool has_device_clock(const DeviceEntry&) noexcept { return true; }
+  void* record_timestamp();
+  double elapsed_seconds(void* start, void* end, const std::function<void()>& report_device_fault);
+  static void release_timestamp(const DeviceEntry& e, void* stamp) noexcept;
+
   cudaStream_t stream = nullptr;
   ProgramCache programs;
-  detail::CachingAllocator allocator;
-
-  // cuBLAS on this device's stream, created on first use. Lock held.
-  cublasHandle_t blas_locked();
-
-  // Notes that `op` was enqueued (lock held); with ANVIL_SYNC=1 waits for it.
-  void track_locked(const char* op);
-  // Waits for the stream, then reports a device error (BackendError naming
-  // the ops since the last wait) or an out-of-range index seen by an index
-  // kernel (IndexError). Lock held.
-  void finish_locked();
-  // The device buffer index kernels flag out-of-range indices in ({flag,
-  // index} as two i64), and a note that op `op` used it. Lock held.
-  void* index_error_buffer_locked(const char* op, std::int64_t dim_size);
-
-  // Pinned host memory for a host->device copy of `bytes`, reusable once the
-  // copy enqueued after it has completed (see release_staging_locked). Null
-  // when the pool is full: the caller copies synchronously.
-  void* acquire_staging_locked(std::size_t bytes);
-  // Marks `p` busy until the work enqueued so far on the stream completes.
-  void release_staging_locked(void* p);
 
  private:
   struct Staging {
@@ -132,22 +163,30 @@ class DeviceState {
     cudaEvent_t done;  // recorded after the copy that reads it
     bool busy;
   };
+  // Pinned host memory for a host->device copy of `bytes`, reusable once the
+  // copy enqueued after it has completed (see release_staging). Null when
+  // the pool is full.
+  void* acquire_staging(std::size_t bytes);
+  // Marks `p` busy until the work enqueued so far on the stream completes.
+  void release_staging(void* p);
+  // cuBLAS on this device's stream, created on first use (after emptying
+  // `allocator`'s cache if cuBLAS finds no memory).
+  cublasHandle_t blas(detail::CachingAllocator& allocator);
 
-  int index_;
-  std::string label_;
+  const std::string& label_;
   DeviceEntry entry_;
-  bool sync_every_op_ = false;
   cublasHandle_t blas_ = nullptr;
-  std::vector<std::string> recent_ops_;  // since the last wait, for error messages
-  std::uint64_t ops_since_wait_ = 0;
-  void* index_error_ = nullptr;
-  struct IndexUse {
-    const char* op;
-    std::int64_t dim_size;
-  };
-  std::vector<IndexUse> index_uses_;
   std::vector<Staging> staging_;
   std::size_t staging_bytes_ = 0;
 };
 
+}  // namespace anvil::cuda
+
+namespace anvil {
+extern template class kernels::DeviceBackend<cuda::Runtime>;  // cuda_backend.cpp
+}  // namespace anvil
+
+namespace anvil::cuda {
+// The CUDA backend: the shared device backend over this runtime.
+inline kernels::DeviceBackend<Runtime>& backend() { return kernels::backend_instance<Runtime>(); }
 }  // namespace anvil::cuda

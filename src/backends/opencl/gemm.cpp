@@ -1,14 +1,14 @@
-// Batched GEMM: CLBlast for f32/f64 when it is built in and the operands are
-// BLAS-shaped; our tiled kernel (src/kernels/gemm.kern) for integer dtypes,
-// for tiny products where CLBlast's launch overhead dominates, and when
-// CLBlast is missing or disabled (ANVIL_OPENCL_CLBLAST=0).
+// The OpenCL BLAS hook: CLBlast for f32/f64 GEMM when it is built in and
+// the operands are BLAS-shaped. The shared backend runs our tiled kernel
+// (src/kernels/gemm.kern) when this returns false: for integer dtypes, for
+// tiny products where CLBlast's launch overhead dominates, and when CLBlast
+// is missing or disabled (ANVIL_OPENCL_CLBLAST=0).
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
 #include "anvil/error.h"
-#include "backends/common/device_primitives.h"
-#include "backends/opencl/opencl_backend.h"
+#include "backends/opencl/runtime.h"
 
 #ifdef ANVIL_HAVE_CLBLAST
 #include <clblast.h>
@@ -25,17 +25,9 @@ bool clblast_enabled() {
 
 }  // namespace
 
-void OpenCLBackend::gemm(int index, const detail::GemmArgs& a) {
-  OpScope scope("matmul");
-  if (a.m <= 0 || a.n <= 0 || a.batch <= 0) return;
-  DeviceState& s = state(index);
-  std::lock_guard lock(s.mutex);
+bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator&) {
   const bool tiny = a.m * a.n * std::max<std::int64_t>(a.k, 1) < 16 * 16 * 16;
-  if (is_floating(a.dtype) && a.k > 0 && !tiny && clblast_enabled() && gemm_clblast(s, a)) return;
-  gemm_tiled(s, a);
-}
-
-bool OpenCLBackend::gemm_clblast(DeviceState& s, const detail::GemmArgs& a) {
+  if (tiny || !clblast_enabled()) return false;
 #ifdef ANVIL_HAVE_CLBLAST
   std::int64_t ld[3] = {};
   if (!kernels::blas_ld(a.a, a.m, a.k, ld[0]) || !kernels::blas_ld(a.b, a.k, a.n, ld[1]) ||
@@ -55,12 +47,12 @@ bool OpenCLBackend::gemm_clblast(DeviceState& s, const detail::GemmArgs& a) {
   auto run = [&](auto alpha, auto beta) {
     if (a.batch == 1)
       return clblast::Gemm(clblast::Layout::kRowMajor, ta, tb, m, n, k, alpha, A, ao, lda, B, bo, ldb, beta, C, co,
-                           ldc, &s.queue, &ev);
+                           ldc, &handle, &ev);
     return clblast::GemmStridedBatched(clblast::Layout::kRowMajor, ta, tb, m, n, k, alpha, A, ao, lda,
                                        static_cast<std::size_t>(a.a.batch_stride), B, bo, ldb,
                                        static_cast<std::size_t>(a.b.batch_stride), beta, C, co, ldc,
                                        static_cast<std::size_t>(a.c.batch_stride), static_cast<std::size_t>(a.batch),
-                                       &s.queue, &ev);
+                                       &handle, &ev);
   };
   if (a.dtype == DType::F32) st = run(static_cast<float>(a.alpha), static_cast<float>(a.beta));
   else st = run(a.alpha, a.beta);
@@ -75,23 +67,21 @@ bool OpenCLBackend::gemm_clblast(DeviceState& s, const detail::GemmArgs& a) {
     case clblast::StatusCode::kInvalidLeadDimC: return false;
     default:
       throw BackendError(detail::cat("matmul: CLBlast gemm failed with status ", static_cast<int>(st), " (",
-                                     status_name(static_cast<cl_int>(st)), ") on ", s.label(), " for [", a.batch,
+                                     status_name(static_cast<cl_int>(st)), ") on ", label_, " for [", a.batch,
                                      ", ", a.m, ", ", a.k, "] @ [", a.k, ", ", a.n, "] ", kernels::dtype_name(a.dtype)));
   }
   if (ev != nullptr) {
     // Note [A kernel's first run waits on CPU devices] (launch.h), for the
     // kernels CLBlast launches: they too compile at their first run.
-    if (s.programs.first_runs_wait()) {
+    if (programs.first_runs_wait()) {
       const std::string call = detail::cat(kernels::dtype_name(a.dtype), a.a.trans, a.b.trans, ' ', a.batch > 1, ' ',
                                            m, 'x', n, 'x', k, ' ', lda, ' ', ldb, ' ', ldc);
-      if (!s.programs.has_run_gemm(call) && clWaitForEvents(1, &ev) == CL_SUCCESS) s.programs.note_run_gemm(call);
+      if (!programs.has_run_gemm(call) && clWaitForEvents(1, &ev) == CL_SUCCESS) programs.note_run_gemm(call);
     }
-    s.track_locked(ev, "matmul");
+    track(ev, "matmul");
   }
   return true;
 #else
-  (void)s;
-  (void)a;
   return false;
 #endif
 }

@@ -3,7 +3,7 @@
 namespace anvil::opencl {
 
 Launch& Launch::bytes(const void* p, std::size_t n) {
-  ANVIL_CL_CHECK(s_.label(), clSetKernelArg(k_, next_++, n, p));
+  ANVIL_CL_CHECK(q_.label(), clSetKernelArg(k_, next_++, n, p));
   return *this;
 }
 
@@ -14,7 +14,7 @@ Launch& Launch::buffer(const void* handle) {
 
 void Launch::run(std::int64_t n, const char* op) {
   if (n <= 0) return;
-  const std::size_t local = s_.local_size();
+  const std::size_t local = q_.local_size();
   // Small launches: one group sized to the work, so PoCL does not run 1000
   // idle work-items for a 3-element op.
   std::size_t group = local;
@@ -47,21 +47,21 @@ ProgramCache::RunShape run_shape(cl_kernel k, cl_uint dims, const std::size_t* g
 
 void Launch::run(cl_uint dims, const std::size_t* global, const std::size_t* local, const char* op) {
   cl_event ev = nullptr;
-  if (s_.programs.first_runs_wait()) {
+  if (q_.programs.first_runs_wait()) {
     // See Note [A kernel's first run waits on CPU devices] in launch.h.
     const ProgramCache::RunShape shape = run_shape(k_, dims, global, local);
-    if (!s_.programs.has_run(shape)) [[unlikely]] {
-      ANVIL_CL_CHECK(s_.label(), clEnqueueNDRangeKernel(s_.queue, k_, dims, nullptr, global, local, 0, nullptr, &ev));
-      // A failure raises nothing here: finish_locked reports it at the next
+    if (!q_.programs.has_run(shape)) [[unlikely]] {
+      ANVIL_CL_CHECK(q_.label(), clEnqueueNDRangeKernel(q_.handle, k_, dims, nullptr, global, local, 0, nullptr, &ev));
+      // A failure raises nothing here: the next wait reports it at the next
       // sync, naming the op, as for every command. A command that did not
       // run compiled nothing, so the next launch of this shape waits again.
-      if (clWaitForEvents(1, &ev) == CL_SUCCESS) s_.programs.note_run(shape);
-      s_.track_locked(ev, op);
+      if (clWaitForEvents(1, &ev) == CL_SUCCESS) q_.programs.note_run(shape);
+      q_.track(ev, op);
       return;
     }
   }
-  ANVIL_CL_CHECK(s_.label(), clEnqueueNDRangeKernel(s_.queue, k_, dims, nullptr, global, local, 0, nullptr, &ev));
-  s_.track_locked(ev, op);
+  ANVIL_CL_CHECK(q_.label(), clEnqueueNDRangeKernel(q_.handle, k_, dims, nullptr, global, local, 0, nullptr, &ev));
+  q_.track(ev, op);
 }
 
 }  // namespace anvil::opencl

@@ -1,5 +1,5 @@
 // Setting a kernel's arguments and enqueueing it (the caller holds the
-// device's lock; see DeviceState::mutex).
+// device's lock; see kernels::DeviceSlot::mutex).
 //
 // Rule: a kernel's first launch on a CPU device waits for it. Launch::run
 // returns only once that command has completed, so a test that holds a
@@ -22,7 +22,7 @@
 // (kernel, work dims, local size, grid class) waits until its command has
 // completed: every compile then happens inside a call of ours, never at
 // exit. The wait raises nothing; a failure is reported at the next sync by
-// DeviceState::finish_locked as for any command. Two devices may compile at
+// kernels::DeviceSlot::finish_locked as for any command. Two devices may compile at
 // once: PoCL serialises its compiles with a lock of its own (its dlhandle
 // cache lock), so no lock of ours is needed, and none is taken while
 // waiting except the device's own. A CLBlast GEMM waits the same way the
@@ -40,7 +40,7 @@ namespace anvil::opencl {
 
 class Launch {
  public:
-  Launch(DeviceState& s, cl_kernel k) noexcept : s_(s), k_(k) {}
+  Launch(Queue& q, cl_kernel k) noexcept : q_(q), k_(k) {}
   template <typename T>
   Launch& arg(const T& value) {
     return bytes(&value, sizeof(T));
@@ -53,7 +53,7 @@ class Launch {
   void run(cl_uint dims, const std::size_t* global, const std::size_t* local, const char* op);
 
  private:
-  DeviceState& s_;
+  Queue& q_;
   cl_kernel k_;
   cl_uint next_ = 0;
 };

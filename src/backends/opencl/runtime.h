@@ -1,6 +1,17 @@
-// Discovery of OpenCL devices and the state anvil keeps per device: its
-// in-order queue, caching allocator, program cache and the commands still
-// in flight.
+// The OpenCL runtime under the shared device backend (DESIGN §2, see
+// backends/common/device_backend.h): discovery, and per device an in-order
+// queue with its program cache and the commands still in flight.
+//
+// Note [Asynchronous OpenCL execution]
+// Each opencl:N has one in-order queue. Every primitive and copy is enqueued
+// without waiting and returns; the host waits only in copy_to_host,
+// synchronize and (with ANVIL_SYNC=1) after every op. Errors the device
+// raises surface at the next of those waits, naming the op: every command's
+// event is kept with its op until it completes (Queue::wait). Memory freed
+// while a queued command still uses it is safe: a block is only handed out
+// again on the same device, so its next user is queued behind every earlier
+// user; and cross-device copies make the source queue wait for the copy
+// (Queue::copy_between).
 //
 // Note [OpenCL device numbering]
 // opencl:N counts the devices of every platform the ICD loader reports, in
@@ -14,12 +25,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "anvil/device.h"
+#include "backends/common/device_backend.h"
 #include "backends/common/env_flags.h"
 #include "backends/opencl/cl_api.h"
 #include "backends/opencl/program_cache.h"
@@ -32,7 +45,7 @@ struct DeviceEntry {
   cl_device_id id = nullptr;
   cl_device_type type = 0;
   bool subdevice = false;
-  int platform_slot = 0;  // index into Discovery::platform_devices
+  int platform_slot = 0;  // which platform's context it shares
   DeviceProperties props;
   std::uint64_t max_alloc = 0;
   std::size_t max_work_group = 1;
@@ -42,57 +55,95 @@ struct DeviceEntry {
   bool profiling = false;
 };
 
-struct Discovery {
-  std::vector<DeviceEntry> devices;
-  std::vector<std::vector<int>> platform_devices;  // slot -> opencl:N indices
-  std::string reason;  // why `devices` is empty
-};
-
-// Enumerates platforms and devices; never throws (a broken or missing ICD is
-// a reason, not a crash).
-Discovery discover() noexcept;
-
 using kernels::env_flag;
 using kernels::env_flag_off;
 
-class DeviceState {
+class Launch;
+class Queue;
+
+// What the shared backend needs of OpenCL as a whole.
+class Runtime {
  public:
-  DeviceState(int index, const DeviceEntry& entry, cl_context context);
-  ~DeviceState();
-  DeviceState(const DeviceState&) = delete;
-  DeviceState& operator=(const DeviceState&) = delete;
+  static constexpr DeviceType kType = DeviceType::OpenCL;
+  static constexpr const char* kName = "opencl";
+  using Entry = DeviceEntry;
+  using Queue = opencl::Queue;
+  using Kernel = cl_kernel;
+  using Launch = opencl::Launch;  // launch.h
+
+  // Enumerates platforms and devices; never throws (a broken or missing ICD
+  // is a reason, not a crash). ANVIL_OPENCL_NO_FP64=1 makes every device
+  // report no fp64, to test what a user of such a device sees.
+  kernels::DeviceList<DeviceEntry> discover() noexcept;
+  // GPUs and accelerators; CPU devices only with ANVIL_OPENCL_CPU=1.
+  static bool is_accelerator(const DeviceEntry& e) noexcept;
+  // Devices of one platform share a context, so copies stay on the device side.
+  bool can_copy_direct(const std::vector<DeviceEntry>& devices, int dst, int src) noexcept {
+    return devices[dst].platform_slot == devices[src].platform_slot;
+  }
+  // The context of `e`'s platform, created on first use.
+  cl_context context_for(const DeviceEntry& e, const std::string& label);
+
+ private:
+  std::mutex contexts_mutex_;
+  std::vector<std::vector<cl_device_id>> platform_ids_;  // slot -> its devices
+  std::vector<cl_context> contexts_;                     // per slot, null until used
+};
+
+// One device's in-order queue. Every member is called with the device's
+// lock held (kernels::DeviceSlot::mutex).
+class Queue {
+ public:
+  Queue(Runtime& runtime, int index, const DeviceEntry& entry, const std::string& label);
+  ~Queue();
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
 
   const std::string& label() const noexcept { return label_; }  // "opencl:0"
   const DeviceEntry& entry() const noexcept { return entry_; }
   cl_context context() const noexcept { return context_; }
   bool fp64() const noexcept { return entry_.props.fp64; }
   bool is_cpu() const noexcept { return (entry_.type & CL_DEVICE_TYPE_CPU) != 0; }
+  int compute_units() const noexcept { return entry_.props.compute_units; }
   // Work-group size for 1-D elementwise launches.
   std::size_t local_size() const noexcept { return local_size_; }
+  std::size_t max_work_group() const noexcept { return entry_.max_work_group; }
+  void make_current() const noexcept {}  // OpenCL calls name their queue
+  void update_properties(DeviceProperties&) const noexcept {}  // no portable free-memory query
 
-  // Held while setting kernel arguments and enqueueing (a cl_kernel's
-  // arguments are shared state) and while touching the in-flight list.
-  std::mutex mutex;
-  cl_command_queue queue = nullptr;
-  ProgramCache programs;
-  detail::CachingAllocator allocator;
+  detail::CachingAllocator::Raw raw_allocator() const;
+  // Small writes are staged and return at once; large ones wait (returns false either way).
+  bool copy_from_host(void* dst, std::size_t dst_offset, const void* src, std::size_t bytes);
+  void copy_to_host(void* dst, const void* src, std::size_t src_offset, std::size_t bytes);
+  void copy_within(void* dst, std::size_t dst_byte, const void* src, std::size_t src_byte, std::size_t bytes,
+                   const char* op);
+  static void copy_between(Queue& dst_q, void* dst, std::size_t dst_offset, Queue& src_q, const void* src,
+                           std::size_t src_offset, std::size_t bytes);
+  void zero(void* block, std::size_t bytes);
 
-  // Records an enqueued command (lock held): its event lets a later sync
-  // name the op that failed; `staging` is host memory the command reads,
-  // freed once it completed. With ANVIL_SYNC=1 this waits for it.
-  void track_locked(cl_event event, const char* op, std::unique_ptr<std::byte[]> staging = nullptr);
-  // clFinish, then report the first device error since the last sync
-  // (BackendError naming the op) or an out-of-range index seen by an index
-  // kernel (IndexError). Lock held.
-  void finish_locked();
-  // The device buffer index kernels flag out-of-range indices in ({flag,
-  // index} as two i64), and a note that op `op` used it. Lock held.
-  cl_mem index_error_buffer_locked(const char* op, std::int64_t dim_size);
+  // CLBlast (gemm.cpp); false when it does not take these operands.
+  bool gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator& allocator);
 
+  // clFinish, then the first command that failed since the last wait.
+  kernels::DeviceFault wait();
+
+  // Timestamps on the device's clock (Note [Device clocks]).
+  static bool has_device_clock(const DeviceEntry& e) noexcept { return e.profiling; }
+  void* record_timestamp();
+  double elapsed_seconds(void* start, void* end, const std::function<void()>& report_device_fault);
+  static void release_timestamp(const DeviceEntry&, void* stamp) noexcept;
+
+  // Records an enqueued command: its event lets a later wait name the op
+  // that failed; `staging` is host memory the command reads, freed once it
+  // completed.
+  void track(cl_event event, const char* op, std::unique_ptr<std::byte[]> staging = nullptr);
   // The last enqueued command's event (retained; caller releases), or null.
-  cl_event last_event_locked();
+  cl_event last_event();
   // Commands enqueued on this device so far.
-  std::uint64_t enqueued_locked() const noexcept { return enqueued_; }
+  std::uint64_t enqueued() const noexcept { return enqueued_; }
+
+  cl_command_queue handle = nullptr;
+  ProgramCache programs;
 
  private:
   struct InFlight {
@@ -100,23 +151,25 @@ class DeviceState {
     const char* op;
     std::unique_ptr<std::byte[]> staging;
   };
-  void retire_completed_locked(bool all);
+  void retire_completed(bool all);
 
-  std::string label_;
+  const std::string& label_;
   DeviceEntry entry_;
   cl_context context_;
   std::size_t local_size_ = 64;
-  bool sync_every_op_ = false;
   std::deque<InFlight> in_flight_;
   std::uint64_t enqueued_ = 0;
   const char* failed_op_ = nullptr;
   cl_int failed_status_ = CL_SUCCESS;
-  cl_mem index_error_ = nullptr;
-  struct IndexUse {
-    const char* op;
-    std::int64_t dim_size;
-  };
-  std::vector<IndexUse> index_uses_;
 };
 
+}  // namespace anvil::opencl
+
+namespace anvil {
+extern template class kernels::DeviceBackend<opencl::Runtime>;  // opencl_backend.cpp
+}  // namespace anvil
+
+namespace anvil::opencl {
+// The OpenCL backend: the shared device backend over this runtime.
+inline kernels::DeviceBackend<Runtime>& backend() { return kernels::backend_instance<Runtime>(); }
 }  // namespace anvil::opencl

@@ -1,6 +1,6 @@
 #include "backends/opencl/testing.h"
 
-#include "backends/opencl/opencl_backend.h"
+#include "backends/opencl/runtime.h"
 
 namespace anvil::opencl::testing {
 
@@ -17,9 +17,9 @@ const char* to_string(CommandStatus s) noexcept {
 }
 
 CommandStatus last_command_status(int index) {
-  DeviceState& s = backend().state(index);
+  auto& s = backend().slot(index);
   std::lock_guard lock(s.mutex);
-  cl_event ev = s.last_event_locked();
+  cl_event ev = s.queue.last_event();
   if (ev == nullptr) return CommandStatus::None;
   cl_int status = CL_COMPLETE;
   const cl_int err = clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
@@ -35,16 +35,16 @@ CommandStatus last_command_status(int index) {
 }
 
 QueueGate::QueueGate(int index) {
-  DeviceState& s = backend().state(index);
+  auto& s = backend().slot(index);
   std::lock_guard lock(s.mutex);
   cl_int err = CL_SUCCESS;
   cl_event user = nullptr;
-  ANVIL_CL_CHECK(s.label(), (user = clCreateUserEvent(s.context(), &err), err));
+  ANVIL_CL_CHECK(s.label(), (user = clCreateUserEvent(s.queue.context(), &err), err));
   cl_event barrier = nullptr;
-  const cl_int st = clEnqueueBarrierWithWaitList(s.queue, 1, &user, &barrier);
+  const cl_int st = clEnqueueBarrierWithWaitList(s.queue.handle, 1, &user, &barrier);
   if (st != CL_SUCCESS) clReleaseEvent(user);
   ANVIL_CL_CHECK(s.label(), st);
-  s.track_locked(barrier, "queue_gate");
+  s.queue.track(barrier, "queue_gate");
   event_ = user;
 }
 
@@ -59,21 +59,21 @@ void QueueGate::open() {
 QueueGate::~QueueGate() { open(); }
 
 unsigned long long commands_enqueued(int index) {
-  DeviceState& s = backend().state(index);
+  auto& s = backend().slot(index);
   std::lock_guard lock(s.mutex);
-  return s.enqueued_locked();
+  return s.queue.enqueued();
 }
 
 std::size_t program_count(int index) {
-  DeviceState& s = backend().state(index);
+  auto& s = backend().slot(index);
   std::lock_guard lock(s.mutex);
-  return s.programs.program_count();
+  return s.queue.programs.program_count();
 }
 
 std::vector<std::string> kernels_built(int index) {
-  DeviceState& s = backend().state(index);
+  auto& s = backend().slot(index);
   std::lock_guard lock(s.mutex);
-  return s.programs.kernel_names();
+  return s.queue.programs.kernel_names();
 }
 
 }  // namespace anvil::opencl::testing

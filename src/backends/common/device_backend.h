@@ -1,0 +1,496 @@
+// One host side for every device backend (DESIGN §2 "One host side for
+// device backends"). OpenCL and CUDA (and a later HIP or Level Zero) supply
+// only a runtime R; DeviceBackend<R> implements the rest of detail::Backend
+// once: discovery once, per-device state created on first use, the caching
+// allocator, copies, synchronise-and-report, the index-error check,
+// timestamps, capabilities and the forwarding of every primitive to the
+// shared kernels of device_primitives.h.
+//
+//   class MyRuntime { ... };                      // see "What a runtime supplies"
+//   template class kernels::DeviceBackend<MyRuntime>;  // in the backend's one .cpp
+//   Backend* make_my_backend() { return &kernels::backend_instance<MyRuntime>(); }
+//
+// Note [A template, not a virtual runtime]
+// The runtime is a template argument, not an object behind virtual calls:
+// device_primitives.h sets a kernel's arguments one call each, and through
+// a virtual interface every argument of every launch would pay an indirect
+// call. As a template the per-launch path is what each backend wrote by hand
+// before (anvil-opencl-bench launch: the same microseconds per small op),
+// and the code still exists once: each backend instantiates it in one .cpp.
+//
+// What a runtime supplies (R):
+//   static constexpr DeviceType kType; static constexpr const char* kName;  // "opencl"
+//   using Entry = ...;   // one discovered device; has `DeviceProperties props`
+//   using Kernel = ...;  // a compiled kernel handle
+//   class Queue;         // one device's in-order queue (below)
+//   class Launch;        // Launch(Queue&, Kernel): .buffer .arg .scalar .run (device_primitives.h)
+//   kernels::DeviceList<Entry> discover() noexcept;  // once; a reason when empty
+//   static bool is_accelerator(const Entry&) noexcept;  // counts for gpu(i)
+//   bool can_copy_direct(const std::vector<Entry>&, int dst, int src) noexcept;  // dst != src
+// R::Queue, created on a device's first use as Queue(R&, index, entry, label),
+// called with the device's lock held (see DeviceSlot::mutex):
+//   void make_current();                        // before any other call (CUDA: cudaSetDevice)
+//   detail::CachingAllocator::Raw raw_allocator();  // raw blocks for the caching allocator
+//   bool copy_from_host(dst, dst_offset, src, bytes);  // true: still reads src, wait
+//   void copy_to_host(dst, src, src_offset, bytes);     // waits
+//   void copy_within(dst, dst_byte, src, src_byte, bytes, op);
+//   static void copy_between(Queue& dst_q, dst, dst_offset, Queue& src_q, src, src_offset, bytes);
+//   void zero(void* block, std::size_t bytes);
+//   programs.kernel(request) -> Kernel;  // its program cache: compiled on first use
+//   DeviceFault wait();     // wait for everything enqueued; the first failure
+//   bool gemm_blas(const detail::GemmArgs&, CachingAllocator&);  // vendor BLAS (may empty
+//                                       // the cache to make room); false: the tiled kernel runs
+//   void* record_timestamp(); double elapsed_seconds(start, end, report);
+//   static void release_timestamp(const Entry&, void*) noexcept;
+//   static bool has_device_clock(const Entry&) noexcept;
+//   void update_properties(DeviceProperties&);  // live values (free memory)
+//   bool fp64(), is_cpu(); int compute_units(); size_t local_size(), max_work_group();
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "anvil/error.h"
+#include "backends/common/device_primitives.h"
+#include "backends/common/env_flags.h"
+#include "backends/common/op_scope.h"
+#include "core/backend.h"
+#include "core/caching_allocator.h"
+
+namespace anvil::kernels {
+
+// What a runtime's discovery found: devices in the order of their index, or
+// why there are none.
+template <class Entry>
+struct DeviceList {
+  std::vector<Entry> devices;
+  std::string reason;  // why `devices` is empty
+};
+
+// What a runtime's wait found: the first failure since the last wait.
+struct DeviceFault {
+  std::string status;        // "CL_OUT_OF_RESOURCES (-5)"; empty when nothing failed
+  const char* op = nullptr;  // the op that failed, when the runtime can tell
+  explicit operator bool() const noexcept { return !status.empty(); }
+};
+
+// Whether a device with properties `p` runs a primitive in dtype `t`, and if
+// not why (DESIGN §2 "Capabilities are asked once"). Every kernel family
+// exists for every other dtype on every device, so today only f64 depends
+// on the device; a capability that depends on the primitive goes here too.
+inline detail::Support support_from(const DeviceProperties& p, detail::Primitive, DType t) noexcept {
+  if (t == DType::F64 && !p.fp64) return {false, "the device has no fp64", DType::F32};
+  return {};
+}
+
+// One device's state: its runtime queue, caching allocator, and what the
+// host knows about the work in flight. It is also the device type the
+// shared primitives of device_primitives.h run on. Members are declared in
+// construction order (label_ before the queue, which keeps a reference to
+// it; raw_ before the allocator), hence the alternating sections.
+template <class R>
+class DeviceSlot {
+ public:
+  using Queue = typename R::Queue;
+
+  DeviceSlot(R& runtime, int index, const typename R::Entry& entry)
+      : label_(Device(R::kType, index).str()),
+        queue(runtime, index, entry, label_),
+        raw_(queue.raw_allocator()),
+        allocator(label_, raw_, entry.props.memory_total),
+        sync_every_op_(env_flag("ANVIL_SYNC")) {
+    allocator.set_limit(detail::memory_limit_from_env(Device(R::kType, index)));
+  }
+  ~DeviceSlot() {
+    // Runs at most at exit (backends are leaked on purpose); the driver may
+    // be going away, so nothing here reports.
+    try {
+      queue.make_current();
+      (void)queue.wait();
+    } catch (...) {
+    }
+    if (index_error_ != nullptr) raw_.release(index_error_, kIndexErrorBytes);
+  }
+  DeviceSlot(const DeviceSlot&) = delete;
+  DeviceSlot& operator=(const DeviceSlot&) = delete;
+
+  const std::string& label() const noexcept { return label_; }  // "opencl:0"
+
+ private:
+  std::string label_;  // before queue: the queue keeps a reference
+
+ public:
+  // Held while enqueueing (a kernel's arguments are shared state) and while
+  // touching the bookkeeping below.
+  std::mutex mutex;
+  Queue queue;
+
+ private:
+  detail::CachingAllocator::Raw raw_;
+
+ public:
+  detail::CachingAllocator allocator;
+
+  // Notes that primitive `op` was enqueued (lock held); with ANVIL_SYNC=1
+  // waits for it, so an error names the op that caused it.
+  void enqueued_locked(const char* op) {
+    ++ops_since_wait_;
+    if (nrecent_ < kRecent &&
+        std::none_of(recent_, recent_ + nrecent_, [op](const char* r) { return r == op || std::strcmp(r, op) == 0; }))
+      recent_[nrecent_++] = op;
+    if (sync_every_op_) finish_locked();
+  }
+
+  // Waits for everything enqueued, then reports the first device error since
+  // the last wait (BackendError naming the op, or the ops since the last
+  // wait when the runtime cannot tell which) or an out-of-range index seen
+  // by an index kernel (IndexError). Lock held.
+  void finish_locked() {
+    const DeviceFault fault = queue.wait();
+    const std::uint64_t count = ops_since_wait_;
+    const int nrecent = nrecent_;
+    ops_since_wait_ = 0;
+    nrecent_ = 0;
+    if (fault) {
+      std::string ops;
+      for (int i = 0; i < nrecent; ++i) ops += (i == 0 ? "" : ", ") + std::string(recent_[i]);
+      const char* op = fault.op != nullptr ? fault.op : count == 1 && nrecent == 1 ? recent_[0] : current_op();
+      throw BackendError(detail::cat(op, ": the device reported ", fault.status, " on ", label_,
+                                     "; it surfaced at the next sync, after ", count, " op(s) [", ops,
+                                     "]; run with ANVIL_SYNC=1 to stop at the failing op"));
+    }
+    if (index_uses_.empty()) return;
+    std::int64_t flag[2] = {0, 0};
+    queue.copy_to_host(flag, index_error_, 0, sizeof flag);
+    const std::vector<IndexUse> uses = std::move(index_uses_);
+    index_uses_.clear();
+    if (flag[0] == 0) return;
+    queue.zero(index_error_, sizeof flag);
+    std::string ops;
+    for (const IndexUse& x : uses)
+      if (ops.find(x.op) == std::string::npos) ops += (ops.empty() ? "" : " or ") + std::string(x.op);
+    throw IndexError(detail::cat(ops, ": index out of range on ", label_, "; expected 0 <= index < ",
+                                 uses.front().dim_size, ", got ", flag[1],
+                                 " (found by the device, reported at the next sync; the output holds 0 there)"));
+  }
+
+  const char* current_op() const noexcept { return current_op_or(R::kName); }
+
+  // ---- what device_primitives.h needs of a device (lock held) ----------------
+  template <class Request>
+  typename R::Kernel kernel(const Request& r) {
+    return queue.programs.kernel(r);
+  }
+  typename R::Launch launch(typename R::Kernel k) { return typename R::Launch(queue, k); }
+  void copy_within(void* dst, std::size_t dst_byte, const void* src, std::size_t src_byte, std::size_t bytes,
+                   const char* op) {
+    queue.copy_within(dst, dst_byte, src, src_byte, bytes, op);
+  }
+  // The device block index kernels flag out-of-range indices in ({flag,
+  // index} as two i64), and a note that op `op` used it.
+  void* index_error_buffer_locked(const char* op, std::int64_t dim_size) {
+    if (index_error_ == nullptr) {
+      void* p = raw_.allocate(kIndexErrorBytes);
+      ANVIL_CHECK(p != nullptr, BackendError, op, ": could not allocate ", kIndexErrorBytes, " bytes on ", label_,
+                  " for the index check; expected free device memory, got none");
+      try {
+        queue.zero(p, kIndexErrorBytes);
+      } catch (...) {
+        raw_.release(p, kIndexErrorBytes);
+        throw;
+      }
+      index_error_ = p;
+    }
+    // One entry per op name: a loop that never syncs must not grow this.
+    if (std::none_of(index_uses_.begin(), index_uses_.end(), [&](const IndexUse& u) { return u.op == op; }))
+      index_uses_.push_back({op, dim_size});
+    return index_error_;
+  }
+  bool fp64() const noexcept { return queue.fp64(); }
+  bool is_cpu() const noexcept { return queue.is_cpu(); }
+  int compute_units() const noexcept { return queue.compute_units(); }
+  std::size_t local_size() const noexcept { return queue.local_size(); }
+  std::size_t max_work_group() const noexcept { return queue.max_work_group(); }
+
+ private:
+  static constexpr std::size_t kIndexErrorBytes = 2 * sizeof(std::int64_t);
+  static constexpr int kRecent = 8;
+  struct IndexUse {
+    const char* op;
+    std::int64_t dim_size;
+  };
+
+  bool sync_every_op_ = false;
+  std::uint64_t ops_since_wait_ = 0;
+  const char* recent_[kRecent] = {};  // distinct ops since the last wait, for error messages
+  int nrecent_ = 0;
+  void* index_error_ = nullptr;
+  std::vector<IndexUse> index_uses_;
+};
+
+template <class R>
+class DeviceBackend final : public detail::Backend {
+ public:
+  using Entry = typename R::Entry;
+  using Slot = DeviceSlot<R>;
+
+  DeviceBackend() noexcept = default;
+
+  DeviceType type() const noexcept override { return R::kType; }
+  int device_count() noexcept override { return static_cast<int>(discovery().devices.size()); }
+  std::string unavailable_reason() noexcept override {
+    try {
+      return discovery().reason;
+    } catch (...) {
+      return "out of memory";
+    }
+  }
+  bool is_accelerator(int index) noexcept override { return exists(index) && R::is_accelerator(list_.devices[index]); }
+  DeviceProperties properties(int index) override {
+    if (!exists(index)) throw_no_device("properties", index);
+    DeviceProperties p = list_.devices[index].props;
+    // Live values need the device's state: only once anvil uses the device.
+    if (slot_ready_[index].load(std::memory_order_acquire)) {
+      Slot& s = *slots_[index];
+      std::lock_guard lock(s.mutex);
+      s.queue.make_current();
+      s.queue.update_properties(p);
+    }
+    return p;
+  }
+
+  // ---- memory -----------------------------------------------------------------
+  // A zero-byte tensor still gets a real (one-byte) block, so every storage
+  // has a valid handle to pass to kernels.
+  void* allocate(int index, std::size_t bytes) override {
+    OpScope scope("allocate");
+    return slot(index).allocator.allocate(bytes == 0 ? 1 : bytes);
+  }
+  void deallocate(int index, void* data, std::size_t bytes) noexcept override {
+    if (data == nullptr || index < 0 || index >= static_cast<int>(slots_.size()) ||
+        !slot_ready_[index].load(std::memory_order_acquire))
+      return;
+    slots_[index]->allocator.deallocate(data, bytes == 0 ? 1 : bytes);
+  }
+  MemoryStats memory_stats(int index) override { return slot(index).allocator.stats(); }
+  void reset_peak_memory_stats(int index) override { slot(index).allocator.reset_peak(); }
+  void empty_cache(int index) override {
+    Slot& s = slot(index);
+    std::lock_guard lock(s.mutex);
+    s.queue.make_current();
+    s.allocator.empty_cache();
+  }
+  void set_memory_limit(int index, std::uint64_t bytes) override { slot(index).allocator.set_limit(bytes); }
+
+  // ---- movement ---------------------------------------------------------------
+  void copy_from_host(int index, void* dst, std::size_t dst_offset, const void* src, std::size_t bytes) override {
+    OpScope scope("copy_from_host");
+    if (bytes == 0) return;
+    Slot& s = slot(index);
+    std::lock_guard lock(s.mutex);
+    s.queue.make_current();
+    const bool reads_src_later = s.queue.copy_from_host(dst, dst_offset, src, bytes);
+    s.enqueued_locked("copy_from_host");
+    if (reads_src_later) s.finish_locked();  // the caller's buffer may die on return
+  }
+  void copy_to_host(int index, void* dst, const void* src, std::size_t src_offset, std::size_t bytes) override {
+    OpScope scope("copy_to_host");
+    Slot& s = slot(index);
+    std::lock_guard lock(s.mutex);
+    s.queue.make_current();
+    s.finish_locked();  // report earlier failures before reading what they wrote
+    if (bytes == 0) return;
+    s.queue.copy_to_host(dst, src, src_offset, bytes);
+  }
+  bool can_copy_direct(int dst_index, int src_index) noexcept override {
+    if (!exists(dst_index) || !exists(src_index)) return false;
+    return dst_index == src_index || runtime_.can_copy_direct(list_.devices, dst_index, src_index);
+  }
+  void copy_device(int dst_index, void* dst, std::size_t dst_offset, int src_index, const void* src,
+                   std::size_t src_offset, std::size_t bytes) override {
+    OpScope scope("copy_device");
+    if (bytes == 0) return;
+    ANVIL_ASSERT(can_copy_direct(dst_index, src_index), "copy_device from ", R::kName, ":", src_index, " to ",
+                 R::kName, ":", dst_index, ", which cannot copy directly");
+    Slot& d = slot(dst_index);
+    if (dst_index == src_index) {
+      std::lock_guard lock(d.mutex);
+      d.queue.make_current();
+      d.queue.copy_within(dst, dst_offset, src, src_offset, bytes, "copy_device");
+      d.enqueued_locked("copy_device");
+      return;
+    }
+    // The copy runs after everything queued on the source so far, and the
+    // source waits for it before it runs anything else (which may reuse the
+    // block): the runtime orders the two queues.
+    Slot& s = slot(src_index);
+    std::scoped_lock lock(d.mutex, s.mutex);
+    R::Queue::copy_between(d.queue, dst, dst_offset, s.queue, src, src_offset, bytes);
+    d.enqueued_locked("copy_device");
+    s.enqueued_locked("copy_device");
+  }
+
+  // ---- execution and timestamps (Note [Device clocks], core/timer.cpp) -------
+  void synchronize(int index) override {
+    OpScope scope("synchronize");
+    Slot& s = slot(index);
+    std::lock_guard lock(s.mutex);
+    s.queue.make_current();
+    s.finish_locked();
+  }
+  bool has_device_clock(int index) noexcept override {
+    return exists(index) && R::Queue::has_device_clock(list_.devices[index]);
+  }
+  void* record_timestamp(int index) override {
+    OpScope scope("record_timestamp");
+    Slot& s = slot(index);
+    std::lock_guard lock(s.mutex);
+    s.queue.make_current();
+    return s.queue.record_timestamp();
+  }
+  // Waits without the device's lock (other threads keep enqueueing); a
+  // device fault before a stamp is reported as a sync reports it.
+  double timestamp_elapsed(int index, void* start, void* end) override {
+    OpScope scope("timestamp_elapsed");
+    Slot& s = slot(index);
+    return s.queue.elapsed_seconds(start, end, [&s] {
+      std::lock_guard lock(s.mutex);
+      s.queue.make_current();
+      s.finish_locked();
+    });
+  }
+  void release_timestamp(int index, void* stamp) noexcept override {
+    if (stamp != nullptr && exists(index)) R::Queue::release_timestamp(list_.devices[index], stamp);
+  }
+
+  // ---- capabilities and primitives ---------------------------------------------
+  detail::Support supports(int index, detail::Primitive p, DType t) noexcept override {
+    if (!exists(index)) return {false, "the device does not exist", t};
+    return support_from(list_.devices[index].props, p, t);
+  }
+  void fill(int index, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) override {
+    run(index, "fill", [&](Slot& s) { kernels::fill(s, out, numel, value); });
+  }
+  void arange(int index, const detail::KernelOperand& out, std::int64_t numel, double start, double step) override {
+    run(index, "arange", [&](Slot& s) { kernels::arange(s, out, numel, start, step); });
+  }
+  void copy(int index, const detail::ElementwiseArgs& a) override {
+    run(index, "copy", [&](Slot& s) { kernels::copy(s, a); });
+  }
+  void unary(int index, detail::UnaryOp op, const detail::UnaryParams& params,
+             const detail::ElementwiseArgs& a) override {
+    run(index, detail::name(op), [&](Slot& s) { kernels::unary(s, op, params, a); });
+  }
+  void binary(int index, detail::BinaryOp op, const detail::ElementwiseArgs& a) override {
+    run(index, detail::name(op), [&](Slot& s) { kernels::binary(s, op, a); });
+  }
+  void where(int index, const detail::ElementwiseArgs& a) override {
+    run(index, "where", [&](Slot& s) { kernels::where(s, a); });
+  }
+  void reduce(int index, detail::ReduceOp op, const detail::ReduceArgs& a) override {
+    run(index, detail::name(op), [&](Slot& s) { kernels::reduce(s, op, a); });
+  }
+  // The runtime's BLAS for f32/f64 where it takes the operands; the tiled
+  // kernel (src/kernels/gemm.kern) for the rest.
+  void gemm(int index, const detail::GemmArgs& a) override {
+    run(index, "matmul", [&](Slot& s) {
+      if (a.m <= 0 || a.n <= 0 || a.batch <= 0) return;
+      if (is_floating(a.dtype) && a.k > 0 && s.queue.gemm_blas(a, s.allocator)) return;
+      kernels::gemm_tiled(s, a);
+    });
+  }
+  void index(int index, const detail::IndexArgs& a) override {
+    run(index, a.op == detail::IndexOp::IndexSelect ? "index_select" : "gather",
+        [&](Slot& s) { kernels::index(s, a); });
+  }
+  void random(int index, const detail::RandomArgs& a) override {
+    run(index, random_name(a.kind), [&](Slot& s) { kernels::random(s, a); });
+  }
+
+  // The fused window kernels, f32 and f64 (where the device has it).
+  bool supports_fused(detail::FusedOp, DType t, int index) noexcept override {
+    return (t == DType::F32 || t == DType::F64) && supports(index, detail::Primitive::Fused, t).ok;
+  }
+  void im2col(int index, const detail::Im2colArgs& a) override {
+    run(index, "im2col", [&](Slot& s) { kernels::im2col(s, a); });
+  }
+  void col2im(int index, const detail::Im2colArgs& a) override {
+    run(index, "col2im", [&](Slot& s) { kernels::col2im(s, a); });
+  }
+  void max_pool2d(int index, const detail::Pool2dArgs& a) override {
+    run(index, "max_pool2d", [&](Slot& s) { kernels::max_pool2d(s, a); });
+  }
+  void max_pool2d_backward(int index, const detail::Pool2dArgs& a) override {
+    run(index, "max_pool2d_backward", [&](Slot& s) { kernels::max_pool2d_backward(s, a); });
+  }
+
+  // The device's state, created on first use. Throws DeviceError naming the
+  // running op when the device does not exist.
+  Slot& slot(int index) {
+    if (!exists(index)) [[unlikely]] throw_no_device(current_op_or(R::kName), index);
+    std::call_once(slot_once_[index], [&] {
+      slots_[index] = std::make_unique<Slot>(runtime_, index, list_.devices[index]);
+      slot_ready_[index].store(true, std::memory_order_release);
+    });
+    return *slots_[index];
+  }
+
+ private:
+  const DeviceList<Entry>& discovery() noexcept {
+    std::call_once(discovered_, [this] {
+      list_ = runtime_.discover();
+      const std::size_t n = list_.devices.size();
+      slot_once_ = std::make_unique<std::once_flag[]>(n);
+      slot_ready_ = std::make_unique<std::atomic<bool>[]>(n);
+      slots_.resize(n);
+    });
+    return list_;
+  }
+  bool exists(int index) noexcept { return index >= 0 && index < static_cast<int>(discovery().devices.size()); }
+  [[noreturn]] void throw_no_device(const char* op, int index) {
+    const DeviceList<Entry>& d = discovery();
+    throw DeviceError(detail::cat(op, ": device ", R::kName, ":", index, " does not exist; expected an index below ",
+                                  d.devices.size(), ", got ", index,
+                                  d.devices.empty() ? " (" + d.reason + ")" : std::string()));
+  }
+  static const char* random_name(detail::RandomKind k) noexcept {
+    static constexpr const char* kNames[] = {"rand", "randn", "randint"};
+    return kNames[static_cast<int>(k)];
+  }
+  // Runs `body(slot)` as primitive `op` on device `index` with its lock held.
+  template <class Body>
+  void run(int index, const char* op, Body&& body) {
+    OpScope scope(op);
+    Slot& s = slot(index);
+    std::lock_guard lock(s.mutex);
+    s.queue.make_current();
+    body(s);
+    s.enqueued_locked(op);
+  }
+
+  R runtime_;
+  std::once_flag discovered_;
+  DeviceList<Entry> list_;
+  std::unique_ptr<std::once_flag[]> slot_once_;
+  std::unique_ptr<std::atomic<bool>[]> slot_ready_;  // slots_[i] may be read without the once_flag
+  std::vector<std::unique_ptr<Slot>> slots_;
+};
+
+// The backend over runtime R: a process-lifetime singleton whose construction
+// never throws. Leaked on purpose: tensors with static storage duration may
+// be freed after any destructor of ours would run, and the driver may
+// already be unloaded at exit.
+template <class R>
+DeviceBackend<R>& backend_instance() {
+  static DeviceBackend<R>* instance = new DeviceBackend<R>();
+  return *instance;
+}
+
+}  // namespace anvil::kernels

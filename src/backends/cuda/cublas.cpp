@@ -1,0 +1,51 @@
+// The CUDA BLAS hook: cuBLAS GEMM for f32/f64 when the operands are
+// BLAS-shaped. The shared backend runs our tiled kernel
+// (src/kernels/gemm.kern) when this returns false: integer dtypes and odd
+// strides.
+#include <climits>
+
+#include "anvil/error.h"
+#include "backends/cuda/runtime.h"
+
+namespace anvil::cuda {
+
+// Row-major C = op(A) @ op(B) is column-major C^T = op(B)^T @ op(A)^T, and a
+// row-major matrix with leading dimension ld is its transpose in column-major
+// order with the same ld: so cuBLAS gets B first, with the same transposes.
+bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator& allocator) {
+  std::int64_t lda = 0, ldb = 0, ldc = 0;
+  if (!kernels::blas_ld(a.a, a.m, a.k, lda) || !kernels::blas_ld(a.b, a.k, a.n, ldb) ||
+      !kernels::blas_ld(a.c, a.m, a.n, ldc))
+    return false;
+  if (a.a.batch_stride < 0 || a.b.batch_stride < 0 || a.c.batch_stride < 0) return false;
+  for (std::int64_t v : {a.m, a.n, a.k, lda, ldb, ldc, a.batch})
+    if (v > INT_MAX) return false;
+  cublasHandle_t h = blas(allocator);
+  const cublasOperation_t ta = a.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = a.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
+  auto call = [&](auto alpha, auto beta, auto* A, auto* B, auto* C, auto gemm, auto gemm_batched) {
+    A += a.a.offset;
+    B += a.b.offset;
+    C += a.c.offset;
+    if (a.batch == 1)
+      return gemm(h, tb, ta, n, m, k, &alpha, B, static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C,
+                  static_cast<int>(ldc));
+    return gemm_batched(h, tb, ta, n, m, k, &alpha, B, static_cast<int>(ldb), a.b.batch_stride, A,
+                        static_cast<int>(lda), a.a.batch_stride, &beta, C, static_cast<int>(ldc), a.c.batch_stride,
+                        static_cast<int>(a.batch));
+  };
+  cublasStatus_t st;
+  if (a.dtype == DType::F32)
+    st = call(static_cast<float>(a.alpha), static_cast<float>(a.beta), static_cast<const float*>(a.a.data),
+              static_cast<const float*>(a.b.data), static_cast<float*>(a.c.data), cublasSgemm, cublasSgemmStridedBatched);
+  else
+    st = call(a.alpha, a.beta, static_cast<const double*>(a.a.data), static_cast<const double*>(a.b.data),
+              static_cast<double*>(a.c.data), cublasDgemm, cublasDgemmStridedBatched);
+  ANVIL_CHECK(st == CUBLAS_STATUS_SUCCESS, BackendError, "matmul: cuBLAS gemm failed with ", cublasGetStatusName(st),
+              " on ", label_, " for [", a.batch, ", ", a.m, ", ", a.k, "] @ [", a.k, ", ", a.n, "] ",
+              kernels::dtype_name(a.dtype));
+  return true;
+}
+
+}  // namespace anvil::cuda
