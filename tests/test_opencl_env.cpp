@@ -1,0 +1,51 @@
+// The OpenCL backend's environment switches, read through the one env_flag
+// helper (src/core/env_flag.h): every spelling of "off" turns a default off.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "anvil/anvil.h"
+#include "opencl_test_support.h"
+#ifdef ANVIL_WITH_OPENCL
+#include "backends/opencl/testing.h"
+#endif
+
+namespace {
+
+using namespace anvil;
+
+#ifdef ANVIL_WITH_OPENCL
+
+bool built_a_gemm_kernel(int index, const std::string& dtype) {
+  const std::vector<std::string> built = opencl::testing::kernels_built(index);
+  return std::any_of(built.begin(), built.end(),
+                     [&](const std::string& k) { return k.rfind("gemm_" + dtype, 0) == 0; });
+}
+
+// ANVIL_OPENCL_CLBLAST=off was ignored (only "0" was read): matmul kept
+// using CLBlast.
+TEST(OpenCLEnvironment, ClblastOffUsesTheTiledKernel) {
+  ANVIL_REQUIRE_OPENCL(1);
+  const Device d(DeviceType::OpenCL, 0);
+  manual_seed(5);
+  const Tensor a = rand({64, 48}), b = rand({48, 32});
+  const Tensor want = matmul(a, b);
+
+  unsetenv("ANVIL_OPENCL_CLBLAST");
+  EXPECT_TRUE(allclose(matmul(a.to(d), b.to(d)).cpu(), want, 1e-4, 1e-5));
+#ifdef ANVIL_WITH_CLBLAST
+  EXPECT_FALSE(built_a_gemm_kernel(0, "f32")) << "CLBlast is built in and on by default";
+#endif
+
+  setenv("ANVIL_OPENCL_CLBLAST", "off", 1);
+  EXPECT_TRUE(allclose(matmul(a.to(d), b.to(d)).cpu(), want, 1e-4, 1e-5));
+  unsetenv("ANVIL_OPENCL_CLBLAST");
+  EXPECT_TRUE(built_a_gemm_kernel(0, "f32")) << "ANVIL_OPENCL_CLBLAST=off must use anvil's tiled GEMM";
+}
+
+#endif
+
+}  // namespace
