@@ -120,14 +120,7 @@ bool has_fused(const Tensor& x, std::initializer_list<detail::FusedOp> ops) {
   return true;
 }
 
-detail::KernelOperand operand(const Tensor& t) {
-  detail::KernelOperand op;
-  op.data = t.impl_ref().storage()->data();
-  op.offset = t.offset();
-  op.dtype = t.dtype();
-  for (int i = 0; i < t.dim(); ++i) op.strides[i] = t.strides()[i];
-  return op;
-}
+using detail::operand;
 
 // [N, C*KH*KW, OH*OW]: the window matrix of x, one column per output pixel.
 Tensor im2col(const Tensor& x, const detail::Window2d& w) {

@@ -8,6 +8,7 @@
 #include "anvil/ops.h"
 #include "core/backend.h"
 #include "core/tensor_impl.h"
+#include "ops/tensor_make.h"
 
 namespace anvil::detail {
 
