@@ -16,6 +16,7 @@
 namespace {
 
 using namespace anvil;
+using anvil::testing::opencl_count;
 
 #ifdef ANVIL_WITH_OPENCL
 
@@ -44,6 +45,30 @@ TEST(OpenCLEnvironment, ClblastOffUsesTheTiledKernel) {
   EXPECT_TRUE(allclose(matmul(a.to(d), b.to(d)).cpu(), want, 1e-4, 1e-5));
   unsetenv("ANVIL_OPENCL_CLBLAST");
   EXPECT_TRUE(built_a_gemm_kernel(0, "f32")) << "ANVIL_OPENCL_CLBLAST=off must use anvil's tiled GEMM";
+}
+
+// ANVIL_NO_FUSED=1 (what the test_nn_unfused and test_autograd_unfused
+// ctest entries set) makes conv2d and max_pool2d take the composite path:
+// no window kernel is built, and the results are the fused path's.
+TEST(OpenCLEnvironment, NoFusedBuildsTheOpsFromPrimitives) {
+  ANVIL_REQUIRE_OPENCL(1);
+  const int index = opencl_count() - 1;  // the other tests here use opencl:0
+  const Device d(DeviceType::OpenCL, index);
+  auto window_kernels = [&] {
+    const std::vector<std::string> built = opencl::testing::kernels_built(index);
+    return std::count_if(built.begin(), built.end(), [](const std::string& k) { return k.rfind("window_", 0) == 0; });
+  };
+  manual_seed(9);
+  const Tensor x = rand({2, 3, 9, 9}), w = rand({4, 3, 3, 3});
+  auto run = [&] { return max_pool2d(conv2d(x.to(d), w.to(d)), {2, 2}, {2, 2}).cpu(); };
+
+  setenv("ANVIL_NO_FUSED", "1", 1);
+  const Tensor composite = run();
+  unsetenv("ANVIL_NO_FUSED");
+  EXPECT_EQ(window_kernels(), 0) << "ANVIL_NO_FUSED=1 must not use the fused window kernels";
+  const Tensor fused = run();
+  EXPECT_GT(window_kernels(), 0) << "without ANVIL_NO_FUSED, opencl uses its fused kernels";
+  EXPECT_TRUE(allclose(composite, fused, 1e-4, 1e-5));
 }
 
 #endif
