@@ -123,7 +123,8 @@ inline Bytes tensor_bytes(const Tensor& t) {
 
 // --- running tests/python/interop.py -----------------------------------------------
 
-inline std::filesystem::path python_dir() { return std::filesystem::path(__FILE__).parent_path() / "python"; }
+// From CMake, not __FILE__: ccache's base_dir makes __FILE__ relative.
+inline std::filesystem::path python_dir() { return std::filesystem::path(ANVIL_SOURCE_DIR) / "tests" / "python"; }
 
 // Runs `run_interop.sh <venv> <args>` (it creates the venv with numpy and
 // safetensors on first use); returns the exit status and fills `output`.

@@ -79,21 +79,40 @@ TEST(CudaBackend, NoDeviceMeansAReasonAndAFallback) {
   EXPECT_EQ((ones({2}) + 1).sum().item<float>(), 4.0f);
 }
 
-// Note [CUDA without a driver]: libanvil must not need libcuda.so.1, or no
-// anvil program starts on a machine without the NVIDIA driver.
-TEST(CudaBackend, TheLibraryDoesNotNeedTheDriver) {
+// The dynamic section of the shared object that holds `symbol` ("" when
+// readelf, from binutils, is not installed), and that object's path.
+std::string dynamic_section_of(const void* symbol, std::string& path) {
   Dl_info info{};
-  ASSERT_NE(dladdr(reinterpret_cast<void*>(&anvil::device_count), &info), 0);
-  ASSERT_NE(info.dli_fname, nullptr);
-  FILE* p = popen(("readelf -d '" + std::string(info.dli_fname) + "' 2>/dev/null").c_str(), "r");
-  ASSERT_NE(p, nullptr);
+  if (dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return "";
+  path = info.dli_fname;
+  FILE* p = popen(("readelf -d '" + path + "' 2>/dev/null").c_str(), "r");
+  if (p == nullptr) return "";
   std::string out;
   char buf[512];
   while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
   pclose(p);
-  if (out.find("NEEDED") == std::string::npos) GTEST_SKIP() << "readelf (binutils) is not installed";
-  EXPECT_EQ(out.find("libcuda.so"), std::string::npos) << info.dli_fname << " needs the driver:\n" << out;
-  EXPECT_NE(out.find("libnvrtc"), std::string::npos) << out;
+  return out.find("NEEDED") == std::string::npos ? "" : out;
+}
+
+// Note [CUDA without a driver] and Note [Backend modules]: no anvil library
+// needs libcuda.so.1, or no anvil program starts on a machine without the
+// NVIDIA driver; and libanvil needs no GPU runtime at all, the CUDA module
+// carries cuBLAS and NVRTC.
+TEST(CudaBackend, TheLibrariesDoNotNeedTheDriverAndTheCoreNoToolkit) {
+  std::string core_path;
+  const std::string core = dynamic_section_of(reinterpret_cast<const void*>(&anvil::device_count), core_path);
+  if (core.empty()) GTEST_SKIP() << "readelf (binutils) is not installed";
+  for (const char* lib : {"libcuda.so", "libcublas", "libnvrtc", "libcudart", "libOpenCL", "libclblast"})
+    EXPECT_EQ(core.find(lib), std::string::npos) << core_path << " needs " << lib << ":\n" << core;
+
+  std::string module_path;
+  const std::string module = dynamic_section_of(reinterpret_cast<const void*>(&cuda::nvrtc_architectures), module_path);
+  ASSERT_FALSE(module.empty()) << module_path;
+  EXPECT_NE(module_path, core_path);
+  EXPECT_NE(module_path.find("libanvil_backend_cuda.so"), std::string::npos) << module_path;
+  EXPECT_EQ(module.find("libcuda.so"), std::string::npos) << module_path << " needs the driver:\n" << module;
+  EXPECT_NE(module.find("libnvrtc"), std::string::npos) << module;
+  EXPECT_NE(module.find("libcublas"), std::string::npos) << module;
 }
 
 // Every kernel either device backend can ask for, compiled for CUDA: each

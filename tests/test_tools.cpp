@@ -35,7 +35,8 @@ constexpr bool kCudaCompiled = false;
 const std::string kCudaReason = anvil::device_unavailable_reason(anvil::DeviceType::CUDA);
 
 fs::path build_dir() { return fs::read_symlink("/proc/self/exe").parent_path().parent_path(); }
-fs::path source_dir() { return fs::path(__FILE__).parent_path().parent_path(); }
+// From CMake, not __FILE__: ccache's base_dir makes __FILE__ relative.
+fs::path source_dir() { return ANVIL_SOURCE_DIR; }
 
 struct Output {
   int status = -1;

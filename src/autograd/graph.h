@@ -23,6 +23,7 @@
 
 #include "anvil/ops.h"
 #include "core/tensor_impl.h"
+#include "ops/tensor_make.h"
 
 namespace anvil::detail {
 

@@ -6,6 +6,7 @@
 #include "anvil/error.h"
 #include "anvil/ledger.h"
 #include "core/backend.h"
+#include "core/backend_module.h"
 #include "core/ledger_counters.h"
 
 namespace anvil {
@@ -71,7 +72,7 @@ int device_count(DeviceType type) noexcept {
 
 std::string device_unavailable_reason(DeviceType type) {
   detail::Backend* b = detail::backend_for(type);
-  if (b == nullptr) return std::string(to_string(type)) + " is not compiled into this build of anvil";
+  if (b == nullptr) return detail::backend_missing_reason(type);
   return b->unavailable_reason();
 }
 
@@ -123,7 +124,7 @@ std::string try_gpu_reason(int i) {
     detail::Backend* b = detail::backend_for(type);
     const std::string name(to_string(type));
     if (b == nullptr) {
-      add(name + ": not compiled in");
+      add(name + ": " + (detail::backend_built(type) ? detail::backend_missing_reason(type) : "not compiled in"));
       continue;
     }
     const int n = b->device_count();

@@ -14,7 +14,6 @@
 #include "anvil/device.h"
 #include "anvil/dtype.h"
 #include "anvil/shape.h"
-#include "anvil/tensor.h"
 #include "core/backend.h"
 
 namespace anvil::detail {
@@ -81,13 +80,10 @@ class TensorImpl {
   bool contiguous_;
 };
 
-// A fresh contiguous tensor (uninitialised memory) on `d`.
-Tensor make_empty(const Shape& shape, DType dtype, Device d);
-// A view of `base`'s storage with another shape/strides/offset/dtype.
-Tensor make_view(const Tensor& base, const Shape& shape, const Strides& strides, std::int64_t offset);
-
-// The operand a kernel sees for `t` (strides as stored).
-KernelOperand operand(const Tensor& t);
+// The operand a kernel sees for `t` (strides as stored). The Tensor
+// handle's overload, with make_empty and make_view, is in ops/tensor_make.h:
+// the core knows TensorImpl only.
+KernelOperand operand(const TensorImpl& t) noexcept;
 
 bool is_contiguous(const Shape& shape, const Strides& strides) noexcept;
 

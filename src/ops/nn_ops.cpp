@@ -9,6 +9,7 @@
 
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
+#include "core/env_flag.h"
 #include "ops/op_common.h"
 
 namespace anvil {
@@ -113,21 +114,18 @@ Tensor windows_nc(const Tensor& xp, const detail::Window2d& w) {
 
 // Whether x's backend has every fused kernel of a path (backend.h, FusedOp):
 // then conv2d and max_pool2d use them, otherwise the composites above.
+// ANVIL_NO_FUSED=1 hides every fused kernel, so the composites run on every
+// backend: ctest runs test_nn and test_autograd a second time with it set
+// (tests/CMakeLists.txt), which keeps the composite path tested.
 bool has_fused(const Tensor& x, std::initializer_list<detail::FusedOp> ops) {
+  if (detail::env_flag("ANVIL_NO_FUSED")) return false;
   detail::Backend& b = detail::backend_of(x);
   for (detail::FusedOp op : ops)
     if (!b.supports_fused(op, x.dtype(), x.device().index())) return false;
   return true;
 }
 
-detail::KernelOperand operand(const Tensor& t) {
-  detail::KernelOperand op;
-  op.data = t.impl_ref().storage()->data();
-  op.offset = t.offset();
-  op.dtype = t.dtype();
-  for (int i = 0; i < t.dim(); ++i) op.strides[i] = t.strides()[i];
-  return op;
-}
+using detail::operand;
 
 // [N, C*KH*KW, OH*OW]: the window matrix of x, one column per output pixel.
 Tensor im2col(const Tensor& x, const detail::Window2d& w) {

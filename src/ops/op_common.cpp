@@ -122,43 +122,4 @@ void copy_into(const Tensor& dst, const Tensor& src, const char* op) {
   dispatch::copy(op, dst.impl_ref().device(), elementwise_args(dst, {&src}));
 }
 
-bool ElementwiseArgs::contiguous() const noexcept {
-  if (ndim != 1) return false;
-  if (out.strides[0] != 1) return false;
-  for (int k = 0; k < nin; ++k)
-    if (!in[k].is_scalar && in[k].strides[0] != 1) return false;
-  return true;
-}
-
-const char* name(UnaryOp op) noexcept {
-  static const char* names[] = {"neg",     "abs",  "exp",  "log",    "sqrt",   "rsqrt",      "sin",         "cos",
-                                "tanh",    "sigmoid", "relu", "sign", "square", "reciprocal", "logical_not", "clamp"};
-  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(UnaryOp::Count), "one name per UnaryOp");
-  return names[static_cast<int>(op)];
-}
-
-const char* name(BinaryOp op) noexcept {
-  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
-  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(BinaryOp::Count), "one name per BinaryOp");
-  return names[static_cast<int>(op)];
-}
-
-const char* name(ReduceOp op) noexcept {
-  static const char* names[] = {"sum", "prod", "max", "min", "argmax", "argmin"};
-  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(ReduceOp::Count), "one name per ReduceOp");
-  return names[static_cast<int>(op)];
-}
-
-const char* name(FusedOp op) noexcept {
-  static const char* names[] = {"im2col", "col2im", "max_pool2d", "max_pool2d_backward"};
-  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(FusedOp::Count), "one name per FusedOp");
-  return names[static_cast<int>(op)];
-}
-
-void Backend::not_fused(FusedOp op) const {
-  throw NotSupported(cat(name(op), ": no fused kernel on ", to_string(type()),
-                         "; expected a backend whose supports_fused() says yes; build the op from primitives instead"));
-}
-
 }  // namespace anvil::detail

@@ -9,6 +9,7 @@
 #include "core/backend.h"
 #include "core/tensor_impl.h"
 #include "ops/dispatch.h"
+#include "ops/tensor_make.h"
 
 namespace anvil::detail {
 

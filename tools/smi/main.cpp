@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "nvml.h"
+#include "pci.h"
 
 namespace {
 
@@ -68,6 +69,7 @@ json nvml_json(const anvil::smi::NvmlReport& r) {
     gpus.push_back({{"index", g.index},
                     {"name", g.name},
                     {"uuid", g.uuid},
+                    {"pci_bus_id", g.pci_bus_id},
                     {"utilization_gpu_percent", opt(g.utilization_gpu)},
                     {"utilization_memory_percent", opt(g.utilization_memory)},
                     {"temperature_c", opt(g.temperature_c)},
@@ -104,6 +106,9 @@ json snapshot() {
   std::vector<Device> accelerators;
   if (anvil::gpu_count() > 0) accelerators = anvil::try_all_gpus();
 
+  std::vector<std::string> nvml_bus_ids;
+  for (const auto& g : nvml.gpus) nvml_bus_ids.push_back(g.pci_bus_id);
+
   json devices = json::array();
   for (Device d : anvil::all_devices()) {
     json row = {{"device", d.str()}, {"type", std::string(anvil::to_string(d.type()))}, {"index", d.index()}};
@@ -112,8 +117,10 @@ json snapshot() {
       if (accelerators[i] == d) gpu_index = static_cast<int>(i);
     row["gpu_index"] = gpu_index;
     std::string error;
+    std::string bus_id;
     try {
       const anvil::DeviceProperties p = anvil::properties(d);
+      bus_id = p.pci_bus_id;
       const bool free_known = p.memory_free > 0;
       row.update({{"name", p.name},
                   {"vendor", p.vendor},
@@ -129,7 +136,8 @@ json snapshot() {
                   {"fp64", p.fp64},
                   {"fp16", p.fp16},
                   {"compute_capability", p.compute_capability.empty() ? json(nullptr) : json(p.compute_capability)},
-                  {"l2_cache_bytes", p.l2_cache_bytes == 0 ? json(nullptr) : json(p.l2_cache_bytes)}});
+                  {"l2_cache_bytes", p.l2_cache_bytes == 0 ? json(nullptr) : json(p.l2_cache_bytes)},
+                  {"pci_bus_id", p.pci_bus_id.empty() ? json(nullptr) : json(p.pci_bus_id)}});
       const anvil::MemoryStats s = anvil::memory_stats(d);
       row["anvil_memory"] = {{"allocated_bytes", s.allocated},
                              {"reserved_bytes", s.reserved},
@@ -139,11 +147,11 @@ json snapshot() {
       error = e.what();
     }
     row["error"] = error.empty() ? json(nullptr) : json(error);
-    // NVML numbers its GPUs like CUDA does with CUDA_DEVICE_ORDER=PCI_BUS_ID.
+    // NVML's row for cuda:N is the one on the same PCI bus: the indices
+    // differ under CUDA_VISIBLE_DEVICES and CUDA's default (fastest first) order.
     json gpu_nvml = nullptr;
     if (d.type() == DeviceType::CUDA)
-      for (const json& g : nvml_doc["gpus"])
-        if (g["index"] == d.index()) gpu_nvml = g;
+      if (const int r = anvil::smi::nvml_row_for({bus_id}, nvml_bus_ids).front(); r >= 0) gpu_nvml = nvml_doc["gpus"][r];
     row["nvml"] = gpu_nvml;
     devices.push_back(row);
   }

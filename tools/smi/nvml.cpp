@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <exception>
 
 namespace anvil::smi {
@@ -20,6 +21,12 @@ struct nvmlUtilization_t {
 };
 struct nvmlMemory_t {
   unsigned long long total, free, used;
+};
+// nvmlPciInfo_t (NVML 11+: nvmlDeviceGetPciInfo_v3).
+struct nvmlPciInfo_t {
+  char busIdLegacy[16];
+  unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
 };
 // nvmlProcessInfo_t as the _v2/_v3 process queries fill it.
 struct nvmlProcessInfo_t {
@@ -81,6 +88,7 @@ NvmlReport query(void* lib) {
 
   auto name = sym<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>(lib, {"nvmlDeviceGetName"});
   auto uuid = sym<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>(lib, {"nvmlDeviceGetUUID"});
+  auto pci = sym<nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*)>(lib, {"nvmlDeviceGetPciInfo_v3"});
   auto util = sym<nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*)>(lib, {"nvmlDeviceGetUtilizationRates"});
   auto temp = sym<nvmlReturn_t (*)(nvmlDevice_t, int, unsigned*)>(lib, {"nvmlDeviceGetTemperature"});
   auto power = sym<nvmlReturn_t (*)(nvmlDevice_t, unsigned*)>(lib, {"nvmlDeviceGetPowerUsage"});
@@ -103,6 +111,11 @@ NvmlReport query(void* lib) {
     g.index = static_cast<int>(i);
     g.name = text(name, dev);
     g.uuid = text(uuid, dev);
+    if (nvmlPciInfo_t info{}; pci != nullptr && pci(dev, &info) == kNvmlSuccess) {
+      char id[32];  // NVML's own format, from the fields every version fills
+      std::snprintf(id, sizeof id, "%08X:%02X:%02X.0", info.domain, info.bus, info.device);
+      g.pci_bus_id = id;
+    }
     if (nvmlUtilization_t u{}; util != nullptr && util(dev, &u) == kNvmlSuccess) {
       g.utilization_gpu = u.gpu;
       g.utilization_memory = u.memory;

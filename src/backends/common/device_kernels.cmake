@@ -1,8 +1,10 @@
 # The parts of the device backends that are written once (DESIGN §2): the
 # kernel sources of src/kernels, embedded as string literals and compiled
 # per device at run time, the kernel requests (kernel_specs.cpp) and the
-# primitives over them (device_primitives.*). Included by every device
-# backend's CMakeLists; added to the anvil target once.
+# primitives over them (device_primitives.*). Built once, as
+# libanvil_device_common, which every device backend module links: one copy
+# of the shared code and its state however many modules a program loads.
+# It needs no GPU runtime. Included by every device backend's CMakeLists.
 include_guard(GLOBAL)
 
 set(_common ${PROJECT_SOURCE_DIR}/src/backends/common)
@@ -15,10 +17,10 @@ add_custom_command(
   DEPENDS ${ANVIL_KERNEL_SOURCES} ${_common}/embed_kernels.cmake
   COMMENT "Embedding the kernel sources of src/kernels"
   VERBATIM)
-# The rule lives in the including directory, the anvil target in the top
-# one: a target here runs it, and anvil depends on that target.
-add_custom_target(anvil_device_kernels DEPENDS ${_embedded})
-set_source_files_properties(${_embedded} PROPERTIES GENERATED TRUE)
-add_dependencies(anvil anvil_device_kernels)
-target_sources(anvil PRIVATE ${_common}/kernel_sources.cpp ${_common}/kernel_specs.cpp
-                             ${_common}/device_primitives.cpp ${_common}/op_scope.cpp ${_embedded})
+file(GLOB _common_sources CONFIGURE_DEPENDS ${_common}/*.cpp)
+add_library(anvil_device_common SHARED ${_common_sources} ${_embedded})
+target_link_libraries(anvil_device_common PUBLIC anvil PRIVATE anvil_warnings)
+target_include_directories(anvil_device_common PUBLIC ${PROJECT_SOURCE_DIR}/src)
+target_compile_options(anvil_device_common PRIVATE -O3)
+anvil_library_layout(anvil_device_common)
+install(TARGETS anvil_device_common LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

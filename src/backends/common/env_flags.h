@@ -1,26 +1,9 @@
-// Boolean settings from the environment (ANVIL_SYNC, ANVIL_OPENCL_CPU, …),
-// read the same way by every device backend.
+// The backends' names for the one env_flag helper (src/core/env_flag.h).
 #pragma once
 
-#include <cstdlib>
-#include <string_view>
+#include "core/env_flag.h"
 
 namespace anvil::kernels {
-
-// True when the variable is set to 1 (or true/yes/on).
-inline bool env_flag(const char* name) noexcept {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return false;
-  const std::string_view s(v);
-  return s == "1" || s == "true" || s == "yes" || s == "on";
-}
-
-// True when it is set to 0 (or false/no/off): a default that is on, turned off.
-inline bool env_flag_off(const char* name) noexcept {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return false;
-  const std::string_view s(v);
-  return s == "0" || s == "false" || s == "no" || s == "off";
-}
-
+using detail::env_flag;
+using detail::env_flag_off;
 }  // namespace anvil::kernels

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "anvil/error.h"
+#include "backends/common/layouts.h"
 
 namespace anvil::kernels {
 
@@ -35,7 +36,9 @@ const char* embedded_source(const std::string& name) noexcept {
 
 std::string assemble_source(const char* prelude, const std::string& file) {
   std::set<std::string> seen;
-  std::string out;
+  // The kernels' dimension limit is the host's (layout.kern requires it).
+  static_assert(kLayoutDims == kMaxDims, "the kernels' argument blocks hold kMaxDims dims");
+  std::string out = detail::cat("#define ANVIL_MAX_DIMS ", kLayoutDims, "\n");
   append_resolved(prelude, seen, out);
   append_resolved(file, seen, out);
   return out;

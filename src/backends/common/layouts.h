@@ -5,9 +5,14 @@
 
 #include <cstdint>
 
+#include "anvil/shape.h"
+
 namespace anvil::kernels {
 
-inline constexpr int kLayoutDims = 8;
+// The kernels' ANVIL_MAX_DIMS is defined from this by assemble_source
+// (kernel_sources.cpp): one limit, anvil::kMaxDims, for tensors, the
+// primitives' argument blocks and the kernels.
+inline constexpr int kLayoutDims = kMaxDims;
 
 struct EwLayout {
   std::int64_t shape[kLayoutDims];
@@ -17,7 +22,7 @@ struct EwLayout {
   std::int64_t numel;
   std::int64_t scalar_mask;
 };
-static_assert(sizeof(EwLayout) == 8 * (8 + 32 + 4 + 3));
+static_assert(sizeof(EwLayout) == 8 * (kLayoutDims + 4 * kLayoutDims + 4 + 3));
 
 struct ReduceLayout {
   std::int64_t kshape[kLayoutDims];
@@ -31,7 +36,7 @@ struct ReduceLayout {
   std::int64_t parts;
   std::int64_t has_scale;
 };
-static_assert(sizeof(ReduceLayout) == 8 * (5 * 8 + 8));
+static_assert(sizeof(ReduceLayout) == 8 * (5 * kLayoutDims + 8));
 
 struct IndexLayout {
   std::int64_t shape[kLayoutDims];
@@ -41,7 +46,7 @@ struct IndexLayout {
   std::int64_t out_offset, src_offset, idx_offset;
   std::int64_t ndim, dim, numel, src_dim_size;
 };
-static_assert(sizeof(IndexLayout) == 8 * (4 * 8 + 7));
+static_assert(sizeof(IndexLayout) == 8 * (4 * kLayoutDims + 7));
 
 struct GemmLayout {
   std::int64_t m, n, k, batch;

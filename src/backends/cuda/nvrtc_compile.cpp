@@ -17,6 +17,7 @@
 
 #include "anvil/error.h"
 #include "backends/common/kernel_sources.h"
+#include "core/env_flag.h"
 
 namespace anvil::cuda {
 
@@ -128,9 +129,8 @@ std::filesystem::path cache_dir() {
 }  // namespace
 
 CompiledProgram compile_program_cached(const kernels::KernelSpec& spec, int major, int minor) {
-  const char* off = std::getenv("ANVIL_CUDA_CACHE");
   const std::filesystem::path dir = cache_dir();
-  if ((off != nullptr && std::string(off) == "0") || dir.empty()) return compile_program(spec, major, minor);
+  if (detail::env_flag_off("ANVIL_CUDA_CACHE") || dir.empty()) return compile_program(spec, major, minor);
   // The key covers everything the image depends on: the assembled source,
   // the defines, the device's architecture and the compiler.
   std::uint64_t key = fnv1a(kernels::assemble_source("prelude_cuda.h", spec.file));

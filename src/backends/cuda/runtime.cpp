@@ -85,6 +85,9 @@ kernels::DeviceList<DeviceEntry> Runtime::discover() noexcept {
       d.props.runtime_version = "CUDA " + version_text(runtime) + ", NVRTC " + nvrtc_version();
       d.props.compute_capability = std::to_string(p.major) + "." + std::to_string(p.minor);
       d.props.l2_cache_bytes = static_cast<std::uint64_t>(p.l2CacheSize);
+      char bus_id[32];
+      std::snprintf(bus_id, sizeof bus_id, "%04x:%02x:%02x.0", p.pciDomainID, p.pciBusID, p.pciDeviceID);
+      d.props.pci_bus_id = bus_id;
       d.props.fp64 = true;
       d.props.fp16 = p.major >= 6;
       out.devices.push_back(std::move(d));

@@ -4,11 +4,10 @@
 // tiny products where CLBlast's launch overhead dominates, and when CLBlast
 // is missing or disabled (ANVIL_OPENCL_CLBLAST=0).
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "anvil/error.h"
 #include "backends/opencl/runtime.h"
+#include "core/env_flag.h"
 
 #ifdef ANVIL_HAVE_CLBLAST
 #include <clblast.h>
@@ -18,10 +17,8 @@ namespace anvil::opencl {
 
 namespace {
 
-bool clblast_enabled() {
-  const char* v = std::getenv("ANVIL_OPENCL_CLBLAST");
-  return v == nullptr || std::string_view(v) != "0";
-}
+// Read at each call so that a test can switch it.
+bool clblast_enabled() { return !detail::env_flag_off("ANVIL_OPENCL_CLBLAST"); }
 
 }  // namespace
 

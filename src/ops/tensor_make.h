@@ -1,0 +1,18 @@
+// Tensor handles over the core's TensorImpl, for the op frontend and
+// autograd: fresh tensors, views, and the operand a kernel sees.
+#pragma once
+
+#include "anvil/tensor.h"
+#include "core/tensor_impl.h"
+
+namespace anvil::detail {
+
+// A fresh contiguous tensor (uninitialised memory) on `d`.
+Tensor make_empty(const Shape& shape, DType dtype, Device d);
+// A view of `base`'s storage with another shape/strides/offset/dtype.
+Tensor make_view(const Tensor& base, const Shape& shape, const Strides& strides, std::int64_t offset);
+
+// The operand a kernel sees for `t` (strides as stored).
+inline KernelOperand operand(const Tensor& t) { return operand(t.impl_ref()); }
+
+}  // namespace anvil::detail
