@@ -6,6 +6,7 @@
 // ProcessGroup suites (rank r works on cpu, or on opencl:r). Rank r's input
 // is a known function of (r, i), so every rank computes the expected result
 // for any world size.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,16 +76,20 @@ class ProcessGroupTest : public ::testing::TestWithParam<WorldCase> {
  protected:
   void SetUp() override {
     dist::ProcessGroup& w = dist::init();
-    if (GetParam().device_kind == "opencl") {
-      const bool required = anvil::testing::required_device_types().count(DeviceType::OpenCL) > 0;
-      if (device_count(DeviceType::OpenCL) < w.size()) {
-        const std::string why = "needs " + std::to_string(w.size()) + " OpenCL devices (rank r uses opencl:r), have " +
-                                std::to_string(device_count(DeviceType::OpenCL)) + ": " +
-                                device_unavailable_reason(DeviceType::OpenCL);
+    if (GetParam().device_kind != "cpu") {
+      // Rank r works on <kind>:r: opencl through the host staging, cuda
+      // through NCCL where it loads (else staged too).
+      const Device first(GetParam().device_kind + ":0");
+      const bool required = anvil::testing::required_device_types().count(first.type()) > 0;
+      if (device_count(first.type()) < w.size()) {
+        const std::string why = "needs " + std::to_string(w.size()) + " " + GetParam().device_kind +
+                                " devices (rank r uses " + GetParam().device_kind + ":r), have " +
+                                std::to_string(device_count(first.type())) + ": " +
+                                device_unavailable_reason(first.type());
         if (required) FAIL() << why;
         GTEST_SKIP() << why;
       }
-      device_ = Device("opencl:" + std::to_string(w.rank()));
+      device_ = Device(GetParam().device_kind + ":" + std::to_string(w.rank()));
     }
     g_dtype = GetParam().dtype;
   }
@@ -194,8 +199,9 @@ TEST_P(ProcessGroupTest, LedgerCountsCollectiveAndStaging) {
   const auto r = scope.report();
   EXPECT_EQ(r.collective_count(device()), 1u);
   EXPECT_EQ(r.collective_bytes(device()), t.nbytes());
-  if (device().is_cpu() || w.size() == 1) {
-    EXPECT_EQ(r.total_copies(), 0u) << r;  // CPU tensors go straight in; alone, nothing moves
+  const bool nccl = device().type() == DeviceType::CUDA && dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL) != nullptr;
+  if (device().is_cpu() || w.size() == 1 || nccl) {
+    EXPECT_EQ(r.total_copies(), 0u) << r;  // CPU tensors (and NCCL) go straight in; alone, nothing moves
   } else {
     EXPECT_EQ(r.copies(device(), cpu()), 1u) << r;  // staged out and back in, through the ledger
     EXPECT_EQ(r.copies(cpu(), device()), 1u) << r;
@@ -248,7 +254,8 @@ INSTANTIATE_TEST_SUITE_P(World, ProcessGroupTest,
                          ::testing::Values(WorldCase{"cpu", f32}, WorldCase{"cpu", f64}, WorldCase{"cpu", i64},
                                            WorldCase{"cpu", i32}, WorldCase{"cpu", u8},
                                            WorldCase{"opencl", f32}, WorldCase{"opencl", f64},
-                                           WorldCase{"opencl", i64}),
+                                           WorldCase{"opencl", i64}, WorldCase{"cuda", f32},
+                                           WorldCase{"cuda", f64}, WorldCase{"cuda", i64}),
                          case_name);
 
 TEST(ProcessGroupWorld, InitReadsTheLauncher) {
