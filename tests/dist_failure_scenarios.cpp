@@ -7,6 +7,8 @@
 //   dist_failure_scenarios skip      rank 1 skips allreduce #2 (sleeps instead)
 //   dist_failure_scenarios kill      rank 1 dies with SIGKILL before allreduce #2
 //   dist_failure_scenarios mismatch  ANVIL_DIST_DEBUG=1; rank 1 allreduces another shape
+//   dist_failure_scenarios ignore    as skip, but rank 0 swallows the DistTimeout and goes
+//                                    on: the library must end the process (status 1)
 #include <signal.h>
 #include <unistd.h>
 
@@ -39,7 +41,7 @@ int main(int argc, char** argv) {
     Tensor t = ones({16}, cpu());
     w.allreduce(t).wait();  // #1: everyone is here
     if (w.rank() == 1) {
-      if (scenario == "skip") {
+      if (scenario == "skip" || scenario == "ignore") {
         std::this_thread::sleep_for(std::chrono::seconds(60));
         return 0;
       }
@@ -54,6 +56,12 @@ int main(int argc, char** argv) {
     return 3;
   } catch (const dist::DistTimeout& e) {
     std::printf("rank %d caught DistTimeout after %.1f s: %s\n", w.rank(), seconds(), e.what());
+    if (scenario == "ignore") {
+      std::fflush(nullptr);
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+      std::printf("UNEXPECTED: rank %d was not ended after ignoring a DistTimeout\n", w.rank());
+      return 0;
+    }
   } catch (const dist::CollectiveMismatch& e) {
     std::printf("rank %d caught CollectiveMismatch after %.1f s: %s\n", w.rank(), seconds(), e.what());
   } catch (const std::exception& e) {

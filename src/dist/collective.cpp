@@ -3,7 +3,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "ops/host_dispatch.h"
 
 namespace anvil::dist {
 
@@ -113,7 +112,7 @@ void check_dtype(const char* op, DType t, bool reduces, ReduceOp rop) {
 void check_like(const char* op, const std::vector<Tensor>& ts, const char* what, DType dtype, const Shape& shape,
                 Device device, std::size_t expected_count) {
   ANVIL_CHECK(ts.size() == expected_count, ValueError, op, ": wrong number of ", what, " tensors; expected ",
-              expected_count, " (one per rank), got ", ts.size());
+              expected_count, " (one per member of the group), got ", ts.size());
   for (std::size_t i = 0; i < ts.size(); ++i) {
     const std::string arg = anvil::detail::cat(what, "[", i, "]");
     check_tensor(op, ts[i], arg.c_str());
