@@ -174,6 +174,18 @@ TEST_P(ProcessGroupTest, ReduceScatterEveryOp) {
   }
 }
 
+TEST_P(ProcessGroupTest, ZeroSizeAndScalarTensors) {
+  auto& w = world();
+  Tensor empty_t = zeros({0, 3}, dtype(), device());
+  w.allreduce(empty_t, ReduceOp::Sum).wait();
+  EXPECT_EQ(empty_t.numel(), 0);
+  std::vector<Tensor> out(static_cast<std::size_t>(w.size()), zeros({0, 3}, dtype(), device()));
+  w.allgather(out, empty_t).wait();
+  Tensor s = rank_tensor(w.rank(), {}, dtype(), device());  // 0-d
+  w.allreduce(s, ReduceOp::Max).wait();
+  EXPECT_EQ(values_of(s)[0], reduced(ReduceOp::Max, w.size(), 0, dtype()));
+}
+
 TEST_P(ProcessGroupTest, ManyInFlightCompleteInOrder) {
   auto& w = world();
   std::vector<Tensor> ts;
