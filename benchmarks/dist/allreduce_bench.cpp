@@ -3,6 +3,11 @@
 //
 //   mpirun -np 2 --bind-to none allreduce_bench [--min-ms 100] [--samples 7]
 //
+// On a machine with fewer cores than ranks x 2 (each rank has its main thread
+// and anvil's worker) add `--mca mpi_yield_when_idle 1`: raw MPI then waits
+// the way anvil's worker does (it yields the core after a millisecond), and
+// a spinning rank does not starve the other.
+//
 // For each size the two are timed alternately, sample by sample (a sample is
 // as many calls as fill --min-ms), after a barrier, and the median sample of
 // each is reported. Rank 0 prints one row per size: bytes, the time per call
