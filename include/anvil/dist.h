@@ -10,13 +10,33 @@
 //   local.allreduce(parts).wait();                // every part now holds a + b, on its device
 //
 // Every collective validates its arguments like an op (defined, one device for
-// all its tensors, dtype, shape) and throws the usual typed errors before
-// anything is sent. Tensors stay on their devices: staging through host
+// all its tensors, dtype — f32, f64, i32, i64, u8, and bool for max/min,
+// broadcast and allgather — and shape) and throws the usual typed errors
+// before anything is sent. Non-contiguous tensors are made contiguous and the
+// result written back. Tensors stay on their devices: staging through host
 // buffers, where the engine needs it, is the engine's business and shows in
-// the ledger. Collectives on one group are issued in the same order on every
-// rank; each has a sequence number, and a watchdog (ANVIL_DIST_TIMEOUT
-// seconds, default 300) turns a hang into DistTimeout naming the collective,
-// its sequence number and the ranks that did not arrive.
+// the ledger (copies, and per device the collectives and their bytes).
+// ReduceOp::Avg is the sum divided by the group's size; integers truncate
+// towards zero.
+//
+// Collectives on one group are issued in the same order on every rank; each
+// has a sequence number (#1, #2, …). A watchdog (ANVIL_DIST_TIMEOUT seconds,
+// default 300) turns a hang into DistTimeout naming the collective, its
+// sequence number, size, dtype and device, and the ranks that did not arrive.
+// MPI cannot recover from that: the group is then unusable (later
+// collectives fail at once with DistTimeout) and the process ends with
+// status 1 — when it exits, or 10 s after the error if it is still running
+// then (the error is printed to stderr first). ANVIL_DIST_DEBUG=1 first
+// compares every collective's op, sequence number, dtype and shape across
+// ranks and raises CollectiveMismatch naming both ranks and the field.
+//
+// Engines: Open MPI between processes ("mpi"; one background thread per
+// group runs the collectives in issue order and is the only thread that
+// calls MPI), NCCL for cuda:N tensors when libnccl.so.2 loads (at run time;
+// ANVIL_DIST_NCCL=0 turns it off; an NCCL collective's Work completes once
+// it is enqueued on the device's stream, and the watchdog does not cover its
+// kernels), a world of one without a launcher ("single"), and LocalGroup in
+// one process.
 #pragma once
 
 #include <cstdint>
@@ -34,20 +54,29 @@ namespace anvil::dist {
 enum class ReduceOp : std::uint8_t { Sum, Avg, Max, Min, Prod };
 const char* to_string(ReduceOp op) noexcept;  // "sum", …
 
+struct WorkState;  // src/dist
+
 // A collective in flight. wait() blocks until it is done on this rank (the
 // result is then in the output tensors, or queued on their device's queue
 // ahead of anything enqueued later) and rethrows the collective's error.
 // A Work that is never waited for is waited for by its destructor, which
-// swallows the error (wait() to see it).
+// swallows the error (wait() to see it). The tensors of a collective must
+// not be used until its wait() returns.
 class Work {
  public:
   Work() = default;  // already complete
-  explicit Work(std::shared_ptr<struct WorkState> state) : state_(std::move(state)) {}
+  explicit Work(std::shared_ptr<WorkState> state) : state_(std::move(state)) {}
+  Work(const Work&) = default;
+  Work(Work&&) noexcept = default;
+  Work& operator=(const Work& other);
+  Work& operator=(Work&& other) noexcept;
+  ~Work();
   void wait();
   bool is_completed() const;
 
  private:
-  std::shared_ptr<struct WorkState> state_;
+  void wait_quietly() noexcept;
+  std::shared_ptr<WorkState> state_;
 };
 
 // A group of processes (ranks). Each collective returns at once with a Work;
@@ -70,10 +99,12 @@ class ProcessGroup {
   virtual Work barrier() = 0;
 };
 
-// The same collectives in one process over a list of devices (the book's
-// allreduce across GPUs in one program): each call takes one tensor per
-// device, in the group's device order, and leaves each result on its own
-// device (device-to-device copies where the backend has them).
+// The same collectives in one process over a list of distinct devices (the
+// book's allreduce across GPUs in one program): each call takes one tensor
+// per device, in the group's device order, and leaves each result on its own
+// device (device-to-device copies where the backend has them, through the
+// host otherwise). The work is enqueued on the devices' queues by the call
+// itself, so the returned Work is already complete.
 class LocalGroup {
  public:
   explicit LocalGroup(std::vector<Device> devices);
@@ -98,14 +129,19 @@ class LocalGroup {
 // LOCAL_RANK, or RANK/WORLD_SIZE/LOCAL_RANK) once and returns the world
 // group: Open MPI between processes (NCCL for cuda:N tensors where the
 // library loads), or a world of one when the program was not launched by a
-// launcher. Later calls return the same group.
+// launcher. Later calls return the same group, which lives until the
+// process exits; MPI is finalised at exit (bounded by the timeout).
+// Under mpirun as root or in a container Open MPI needs
+// OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 and
+// OMPI_MCA_btl_vader_single_copy_mechanism=none (see tests/CMakeLists.txt).
 ProcessGroup& init();
 bool is_initialized() noexcept;
 ProcessGroup& world();  // init() must have been called: ValueError otherwise
 int rank();             // world().rank()
 int world_size();
 int local_rank();       // this process's index among the ranks of its machine
-// This process's device: try_gpu(local_rank()) unless ANVIL_DIST_DEVICE names one.
+// This process's device: try_gpu(local_rank()) unless ANVIL_DIST_DEVICE
+// names one ("opencl:1").
 Device device();
 
 // Raised on every surviving rank when a collective does not complete in

@@ -345,6 +345,24 @@ class DeviceBackend final : public detail::Backend {
     s.queue.make_current();
     s.finish_locked();
   }
+  // For a library that enqueues on the device's own queue (NCCL in src/dist):
+  // a runtime whose Queue has native_stream() gives it, with the device made
+  // the calling thread's current one.
+  void* native_stream(int index) noexcept override {
+    if constexpr (requires(typename R::Queue& q) { q.native_stream(); }) {
+      try {
+        Slot& s = slot(index);
+        std::lock_guard lock(s.mutex);
+        s.queue.make_current();
+        return s.queue.native_stream();
+      } catch (...) {
+        return nullptr;
+      }
+    } else {
+      (void)index;
+      return nullptr;
+    }
+  }
   bool has_device_clock(int index) noexcept override {
     return exists(index) && R::Queue::has_device_clock(list_.devices[index]);
   }

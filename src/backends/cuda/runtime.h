@@ -153,6 +153,8 @@ class Queue {
   double elapsed_seconds(void* start, void* end, const std::function<void()>& report_device_fault);
   static void release_timestamp(const DeviceEntry& e, void* stamp) noexcept;
 
+  // The stream, for NCCL (DeviceBackend::native_stream).
+  void* native_stream() const noexcept { return stream; }
   cudaStream_t stream = nullptr;
   ProgramCache programs;
 
