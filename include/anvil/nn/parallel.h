@@ -152,6 +152,8 @@ class DistributedDataParallel : public Module {
 
  private:
   struct State;
+  void launch(std::size_t bucket);
+  void finish_pass();
   std::shared_ptr<Module> module_;
   dist::ProcessGroup* group_;
   DDPOptions options_;
