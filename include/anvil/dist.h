@@ -34,20 +34,29 @@ namespace anvil::dist {
 enum class ReduceOp : std::uint8_t { Sum, Avg, Max, Min, Prod };
 const char* to_string(ReduceOp op) noexcept;  // "sum", …
 
+struct WorkState;  // src/dist
+
 // A collective in flight. wait() blocks until it is done on this rank (the
 // result is then in the output tensors, or queued on their device's queue
 // ahead of anything enqueued later) and rethrows the collective's error.
 // A Work that is never waited for is waited for by its destructor, which
-// swallows the error (wait() to see it).
+// swallows the error (wait() to see it). The tensors of a collective must
+// not be used until its wait() returns.
 class Work {
  public:
   Work() = default;  // already complete
-  explicit Work(std::shared_ptr<struct WorkState> state) : state_(std::move(state)) {}
+  explicit Work(std::shared_ptr<WorkState> state) : state_(std::move(state)) {}
+  Work(const Work&) = default;
+  Work(Work&&) noexcept = default;
+  Work& operator=(const Work& other);
+  Work& operator=(Work&& other) noexcept;
+  ~Work();
   void wait();
   bool is_completed() const;
 
  private:
-  std::shared_ptr<struct WorkState> state_;
+  void wait_quietly() noexcept;
+  std::shared_ptr<WorkState> state_;
 };
 
 // A group of processes (ranks). Each collective returns at once with a Work;

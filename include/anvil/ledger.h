@@ -33,12 +33,19 @@ struct LedgerReport {
   // device → times the host waited for it (synchronize, host reads).
   std::map<Device, std::uint64_t, bool (*)(const Device&, const Device&)> syncs{&less_device};
 
+  // device → collectives (anvil::dist) run on its tensors and their bytes
+  // (this rank's buffer: the tensor reduced or broadcast, all gathered parts).
+  // Host staging copies of device tensors show up in `transfers`.
+  std::map<Device, Transfer, bool (*)(const Device&, const Device&)> collectives{&less_device};
+
   std::uint64_t copies(Device from, Device to) const;
   std::uint64_t bytes(Device from, Device to) const;
   std::uint64_t host_syncs(Device d) const;
   std::uint64_t total_copies() const;
   std::uint64_t total_bytes() const;
   std::uint64_t total_syncs() const;
+  std::uint64_t collective_count(Device d) const;
+  std::uint64_t collective_bytes(Device d) const;
 
   static bool less(const std::pair<Device, Device>& a, const std::pair<Device, Device>& b);
   static bool less_device(const Device& a, const Device& b);

@@ -29,6 +29,12 @@ void record_sync(Device d) {
   std::lock_guard lock(g_mutex);
   ++totals().syncs[d];
 }
+void record_collective(Device d, std::uint64_t bytes) {
+  std::lock_guard lock(g_mutex);
+  Transfer& t = totals().collectives[d];
+  ++t.copies;
+  t.bytes += bytes;
+}
 }  // namespace detail
 
 bool LedgerReport::less(const std::pair<Device, Device>& a, const std::pair<Device, Device>& b) {
@@ -51,6 +57,14 @@ std::uint64_t LedgerReport::bytes(Device from, Device to) const {
 std::uint64_t LedgerReport::host_syncs(Device d) const {
   auto it = syncs.find(d);
   return it == syncs.end() ? 0 : it->second;
+}
+std::uint64_t LedgerReport::collective_count(Device d) const {
+  auto it = collectives.find(d);
+  return it == collectives.end() ? 0 : it->second.copies;
+}
+std::uint64_t LedgerReport::collective_bytes(Device d) const {
+  auto it = collectives.find(d);
+  return it == collectives.end() ? 0 : it->second.bytes;
 }
 std::uint64_t LedgerReport::total_copies() const {
   std::uint64_t n = 0;
@@ -76,6 +90,13 @@ std::ostream& operator<<(std::ostream& os, const LedgerReport& r) {
        << std::setw(10) << t.copies << std::setw(14) << detail::format_bytes(t.bytes) << "\n";
   os << std::left << std::setw(26) << "device" << std::right << std::setw(10) << "host syncs" << "\n";
   for (auto& [d, n] : r.syncs) os << std::left << std::setw(26) << d.str() << std::right << std::setw(10) << n << "\n";
+  if (!r.collectives.empty()) {
+    os << std::left << std::setw(26) << "device" << std::right << std::setw(10) << "collectives" << std::setw(14)
+       << "bytes" << "\n";
+    for (auto& [d, t] : r.collectives)
+      os << std::left << std::setw(26) << d.str() << std::right << std::setw(10) << t.copies << std::setw(14)
+         << detail::format_bytes(t.bytes) << "\n";
+  }
   return os;
 }
 
@@ -103,6 +124,15 @@ LedgerReport Ledger::report() const {
     auto it = start_.syncs.find(dev);
     const std::uint64_t d = n - (it == start_.syncs.end() ? 0 : it->second);
     if (d) diff.syncs[dev] = d;
+  }
+  for (auto& [dev, t] : now.collectives) {
+    auto it = start_.collectives.find(dev);
+    Transfer d = t;
+    if (it != start_.collectives.end()) {
+      d.copies -= it->second.copies;
+      d.bytes -= it->second.bytes;
+    }
+    if (d.copies) diff.collectives[dev] = d;
   }
   return diff;
 }

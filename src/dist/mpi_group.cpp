@@ -1,0 +1,694 @@
+// The Open MPI engine. See mpi_group.h.
+//
+// Note [One MPI thread]
+// MPI is initialised MPI_THREAD_SERIALIZED by the group's worker thread, and
+// after that only the worker calls MPI: collectives are queued by the callers
+// (validated first, on the caller's thread) and run by the worker in issue
+// order, so every rank issues them to MPI in the same order. The worker uses
+// the nonblocking collectives (MPI_Iallreduce, …) and drives them with
+// MPI_Test, which lets it notice a deadline; Open MPI's blocking calls spin in
+// the same progress loop, so nothing is lost in speed.
+//
+// Note [Who did not arrive]
+// Before each collective every rank posts a small nonblocking "arrived at #N"
+// message to every other rank on a communicator of its own, and keeps one
+// receive posted from each peer. When a collective passes its deadline, the
+// ranks not heard from at #N are the ranks that did not arrive: a rank that
+// died, hung, or skipped the collective. MPI cannot recover from that, so
+// the group is then broken: the collective's wait() throws DistTimeout, every
+// later collective fails at once with it, and the process leaves with status
+// 1 — at exit, or after kExitGraceSeconds if it is still running then (the
+// message is printed to stderr first).
+//
+// Note [Staging]
+// CPU tensors go straight to MPI. Tensors on other devices are copied into one
+// host buffer per group (grown as needed, reused) with the ledger-counted
+// copy path of Tensor::to, reduced there by MPI and copied back; the copy back
+// is enqueued on the device's queue, so later work on the device sees it.
+#include "dist/mpi_group.h"
+
+// The C API only: mpi.h would otherwise pull in the C++ bindings (libmpi_cxx).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "core/ledger_counters.h"
+#include "core/tensor_impl.h"
+#include "dist/collective.h"
+#include "ops/op_common.h"
+
+namespace anvil::dist::detail {
+
+using anvil::detail::cat;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr double kExitGraceSeconds = 10;
+constexpr int kArriveTag = 1;
+
+double env_seconds(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  ANVIL_CHECK(end != v && *end == '\0' && s > 0, ValueError, "dist: ", name,
+              " must be a positive number of seconds; expected e.g. 300, got \"", v, "\"");
+  return s;
+}
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::F32: return MPI_FLOAT;
+    case DType::F64: return MPI_DOUBLE;
+    case DType::I32: return MPI_INT32_T;
+    case DType::I64: return MPI_INT64_T;
+    case DType::U8:
+    case DType::Bool: return MPI_UINT8_T;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return MPI_SUM;  // Avg = sum, then divide
+    case ReduceOp::Prod: return MPI_PROD;
+    case ReduceOp::Max: return MPI_MAX;
+    case ReduceOp::Min: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+std::string mpi_error_string(int code) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return cat("MPI error ", code);
+  return std::string(buf, static_cast<std::size_t>(len));
+}
+
+// What ANVIL_DIST_DEBUG=1 compares across ranks (Note [Who did not arrive]).
+struct Fingerprint {
+  std::int64_t seq = 0;
+  std::int32_t kind = 0, op = 0, root = 0, dtype = 0, ndim = 0, pad = 0;
+  std::int64_t dims[kMaxDims] = {};
+};
+
+Fingerprint fingerprint_of(const CollectiveInfo& info) {
+  Fingerprint f;
+  f.seq = static_cast<std::int64_t>(info.seq);
+  f.kind = static_cast<std::int32_t>(info.kind);
+  const bool reduces = info.kind == CollectiveKind::Allreduce || info.kind == CollectiveKind::ReduceScatter;
+  f.op = reduces ? static_cast<std::int32_t>(info.op) : 0;
+  f.root = info.kind == CollectiveKind::Broadcast ? info.root : 0;
+  if (info.kind != CollectiveKind::Barrier) {
+    f.dtype = static_cast<std::int32_t>(info.dtype);
+    f.ndim = info.shape.size();
+    for (int i = 0; i < f.ndim; ++i) f.dims[i] = info.shape[i];
+  }
+  return f;
+}
+
+Shape shape_of(const Fingerprint& f) {
+  Shape s;
+  for (int i = 0; i < f.ndim; ++i) s.push_back(f.dims[i]);
+  return s;
+}
+
+// The first field in which `b` (rank rb) differs from `a` (rank ra), as a
+// message; "" when they agree.
+std::string fingerprint_difference(const Fingerprint& a, int ra, const Fingerprint& b, int rb) {
+  auto both = [&](const std::string& field, const std::string& va, const std::string& vb) {
+    return cat("ranks disagree on the ", field, "; rank ", ra, " has ", va, ", rank ", rb, " has ", vb);
+  };
+  if (a.kind != b.kind)
+    return both("collective", name(static_cast<CollectiveKind>(a.kind)), name(static_cast<CollectiveKind>(b.kind)));
+  if (a.seq != b.seq) return both("sequence number", cat("#", a.seq), cat("#", b.seq));
+  if (a.op != b.op)
+    return both("reduce op", to_string(static_cast<ReduceOp>(a.op)), to_string(static_cast<ReduceOp>(b.op)));
+  if (a.root != b.root) return both("root", cat(a.root), cat(b.root));
+  if (a.dtype != b.dtype)
+    return both("dtype", std::string(to_string(static_cast<DType>(a.dtype))),
+                std::string(to_string(static_cast<DType>(b.dtype))));
+  bool same_shape = a.ndim == b.ndim;
+  for (int i = 0; same_shape && i < a.ndim; ++i) same_shape = a.dims[i] == b.dims[i];
+  if (!same_shape) return both("shape", shape_of(a).str(), shape_of(b).str());
+  return "";
+}
+
+// A view of `bytes` of host storage at `byte_offset` as a contiguous tensor.
+Tensor host_view(const std::shared_ptr<anvil::detail::Storage>& storage, std::size_t byte_offset, const Shape& shape,
+                 DType dtype) {
+  return Tensor(std::make_shared<anvil::detail::TensorImpl>(
+      storage, shape, contiguous_strides(shape),
+      static_cast<std::int64_t>(byte_offset / element_size(dtype)), dtype));
+}
+
+void* data_of(const Tensor& t) {
+  const auto& impl = t.impl_ref();
+  return static_cast<char*>(impl.storage()->data()) +
+         static_cast<std::size_t>(impl.offset()) * element_size(impl.dtype());
+}
+
+std::size_t round_up(std::size_t n) { return (n + 63) / 64 * 64; }
+
+}  // namespace
+
+double dist_timeout_seconds() { return env_seconds("ANVIL_DIST_TIMEOUT", 300); }
+
+bool dist_debug() {
+  const char* v = std::getenv("ANVIL_DIST_DEBUG");
+  return v != nullptr && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0);
+}
+
+namespace {
+
+class MpiGroup final : public ProcessGroup {
+ public:
+  explicit MpiGroup(int expected_size);
+  ~MpiGroup() override { shutdown(); }
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  std::string engine() const override { return "mpi"; }
+
+  Work allreduce(Tensor& t, ReduceOp op) override;
+  Work broadcast(Tensor& t, int root) override;
+  Work allgather(std::vector<Tensor>& out, const Tensor& in) override;
+  Work reduce_scatter(Tensor& out, const std::vector<Tensor>& in, ReduceOp op) override;
+  Work barrier() override;
+
+  void shutdown() noexcept;
+
+ private:
+  // One queued collective: `run` is called by the worker.
+  struct Task {
+    CollectiveInfo info;
+    std::function<void(Task&)> run;
+    std::shared_ptr<WorkState> work;
+  };
+
+  Work submit(CollectiveInfo info, std::function<void(Task&)> run);
+  void worker_main(int expected_size);
+  void run_task(Task& task);
+  void fail_broken(const std::string& message);
+
+  // Worker-only helpers (Note [One MPI thread]).
+  void post_arrival(std::uint64_t seq);
+  void poll_arrivals();
+  void progress(MPI_Request& req, const CollectiveInfo& info, Clock::time_point deadline);
+  [[noreturn]] void timed_out(const CollectiveInfo& info);
+  void check_mpi(int code, const CollectiveInfo& info, const char* call);
+  void check_fingerprints(const CollectiveInfo& info, Clock::time_point deadline);
+  // Host memory for a tensor of `bytes` at `offset` in the staging buffer;
+  // reserve() first with the total.
+  void reserve_staging(std::size_t bytes);
+
+  // A contiguous tensor holding `t`'s data on the host: `t` itself for a
+  // contiguous CPU tensor, else a copy in the staging buffer at `offset`.
+  Tensor stage_in(const Tensor& t, std::size_t offset, bool copy);
+  // Writes `host` (as returned by stage_in) back into `t` when it is not `t`.
+  static void stage_out(const Tensor& t, const Tensor& host);
+
+  int rank_ = 0, size_ = 1;
+  double timeout_s_ = 300;
+  bool debug_ = false;
+
+  // Worker state.
+  MPI_Comm comm_ = MPI_COMM_NULL, arrive_comm_ = MPI_COMM_NULL, debug_comm_ = MPI_COMM_NULL;
+  std::vector<std::uint64_t> heard_;  // highest sequence number each rank announced
+  std::vector<std::uint64_t> arrive_buf_;
+  std::vector<MPI_Request> arrive_req_;
+  std::deque<std::pair<std::unique_ptr<std::uint64_t>, MPI_Request>> sends_;
+  std::shared_ptr<anvil::detail::Storage> staging_;
+
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Task>> queue_;
+  bool started_ = false, stop_ = false, finished_ = false;
+  std::exception_ptr start_error_;
+  std::uint64_t next_seq_ = 1;
+  std::string broken_;  // the timeout that broke the group; "" while usable
+  bool mpi_initialized_ = false;
+};
+
+MpiGroup::MpiGroup(int expected_size) {
+  timeout_s_ = dist_timeout_seconds();
+  debug_ = dist_debug();
+  worker_ = std::thread([this, expected_size] { worker_main(expected_size); });
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return started_; });
+  if (start_error_) {
+    lock.unlock();
+    worker_.join();
+    std::rethrow_exception(start_error_);
+  }
+}
+
+void MpiGroup::worker_main(int expected_size) {
+  try {
+    int provided = 0;
+    int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    ANVIL_CHECK(code == MPI_SUCCESS, BackendError, "dist::init: MPI_Init_thread failed: ", mpi_error_string(code));
+    mpi_initialized_ = true;
+    ANVIL_CHECK(provided >= MPI_THREAD_SERIALIZED, BackendError,
+                "dist::init: this MPI does not support threads; expected MPI_THREAD_SERIALIZED or better, got level ",
+                provided, "; use an Open MPI built with thread support");
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    MPI_Comm_dup(MPI_COMM_WORLD, &arrive_comm_);
+    MPI_Comm_dup(MPI_COMM_WORLD, &debug_comm_);
+    // Errors come back as codes: a dead peer over TCP is a DistTimeout, not an abort.
+    for (MPI_Comm c : {comm_, arrive_comm_, debug_comm_}) MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    ANVIL_CHECK(expected_size <= 0 || expected_size == size_, ValueError,
+                "dist::init: the launcher's world size and MPI's disagree; expected ", expected_size,
+                " processes (WORLD_SIZE), got ", size_,
+                " from MPI; launch with mpirun -np N (or a launcher Open MPI understands)");
+    heard_.assign(static_cast<std::size_t>(size_), 0);
+    arrive_buf_.assign(static_cast<std::size_t>(size_), 0);
+    arrive_req_.assign(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) MPI_Irecv(&arrive_buf_[r], 1, MPI_UINT64_T, r, kArriveTag, arrive_comm_, &arrive_req_[r]);
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    start_error_ = std::current_exception();
+    started_ = true;
+    cv_.notify_all();
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    started_ = true;
+  }
+  cv_.notify_all();
+
+  for (;;) {
+    std::shared_ptr<Task> task;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) break;  // stop_ and drained
+      task = queue_.front();
+      queue_.pop_front();
+    }
+    run_task(*task);
+  }
+
+  // Leaving (Note [Leaving MPI]): a broken group cannot finalise (MPI would
+  // wait for the rank that is gone).
+  bool broken;
+  {
+    std::lock_guard lock(mutex_);
+    broken = !broken_.empty();
+  }
+  if (!broken) {
+    for (int r = 0; r < size_; ++r)
+      if (arrive_req_[r] != MPI_REQUEST_NULL) {
+        MPI_Cancel(&arrive_req_[r]);
+        MPI_Wait(&arrive_req_[r], MPI_STATUS_IGNORE);
+      }
+    for (auto& s : sends_) MPI_Wait(&s.second, MPI_STATUS_IGNORE);
+    sends_.clear();
+    MPI_Comm_free(&comm_);
+    MPI_Comm_free(&arrive_comm_);
+    MPI_Comm_free(&debug_comm_);
+    MPI_Finalize();
+  }
+  std::lock_guard lock(mutex_);
+  finished_ = true;
+  cv_.notify_all();
+}
+
+void MpiGroup::run_task(Task& task) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!broken_.empty()) {
+      task.work->finish(std::make_exception_ptr(DistTimeout(cat(
+          "dist: ", task.info.str(), " not run: the group is unusable after an earlier failure (", broken_, ")"))));
+      return;
+    }
+  }
+  try {
+    task.run(task);
+    task.work->finish();
+  } catch (const DistTimeout& e) {
+    fail_broken(e.what());
+    task.work->finish(std::current_exception());
+    std::fprintf(stderr, "anvil: %s\n", e.what());
+    std::fflush(stderr);
+    // Give the caller's wait() the error and time to act on it, then leave:
+    // MPI cannot recover (Note [Who did not arrive]).
+    std::unique_lock lock(mutex_);
+    const bool stopping =
+        cv_.wait_for(lock, std::chrono::duration<double>(kExitGraceSeconds), [&] { return stop_; });
+    if (!stopping) {
+      std::fprintf(stderr, "anvil: leaving with status 1 after a failed collective (%s)\n", e.what());
+      std::fflush(nullptr);
+      _exit(1);
+    }
+  } catch (...) {
+    task.work->finish(std::current_exception());
+  }
+}
+
+void MpiGroup::fail_broken(const std::string& message) {
+  std::deque<std::shared_ptr<Task>> rest;
+  {
+    std::lock_guard lock(mutex_);
+    broken_ = message;
+    rest.swap(queue_);
+  }
+  for (auto& t : rest)
+    t->work->finish(std::make_exception_ptr(
+        DistTimeout(cat("dist: ", t->info.str(), " not run: the group is unusable after an earlier failure (",
+                        message, ")"))));
+}
+
+Work MpiGroup::submit(CollectiveInfo info, std::function<void(Task&)> run) {
+  auto task = std::make_shared<Task>();
+  task->run = std::move(run);
+  task->work = std::make_shared<WorkState>();
+  {
+    std::lock_guard lock(mutex_);
+    info.seq = next_seq_++;
+    task->info = std::move(info);
+    if (!broken_.empty()) {
+      return failed_work(std::make_exception_ptr(
+          DistTimeout(cat("dist: ", task->info.str(), " not run: the group is unusable after an earlier failure (",
+                          broken_, ")"))));
+    }
+    ANVIL_CHECK(!stop_, ValueError, "dist: ", task->info.str(), " issued after the group was shut down (at exit)");
+    queue_.push_back(task);
+  }
+  cv_.notify_all();
+  return Work(task->work);
+}
+
+void MpiGroup::shutdown() noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    if (!worker_.joinable()) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  // Note [Leaving MPI]: the queue drains and MPI_Finalize runs on the worker;
+  // both are bounded by the timeout, after which we leave without them.
+  bool broken;
+  {
+    std::unique_lock lock(mutex_);
+    const bool done = cv_.wait_for(lock, std::chrono::duration<double>(timeout_s_ + 5), [&] { return finished_; });
+    if (!done) {
+      std::fprintf(stderr, "anvil: dist: MPI did not shut down within %.0f s (a rank is gone?); leaving with status 1\n",
+                   timeout_s_ + 5);
+      std::fflush(nullptr);
+      _exit(1);
+    }
+    broken = !broken_.empty();
+  }
+  worker_.join();
+  if (broken) {
+    // The collective that broke the group was reported; a run that went on
+    // after it must not look successful.
+    std::fflush(nullptr);
+    _exit(1);
+  }
+}
+
+// ---- the worker's MPI loop ---------------------------------------------------------
+
+void MpiGroup::post_arrival(std::uint64_t seq) {
+  while (!sends_.empty()) {  // retire finished announcements
+    int flag = 0;
+    MPI_Test(&sends_.front().second, &flag, MPI_STATUS_IGNORE);
+    if (!flag) break;
+    sends_.pop_front();
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    auto value = std::make_unique<std::uint64_t>(seq);
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Isend(value.get(), 1, MPI_UINT64_T, r, kArriveTag, arrive_comm_, &req);
+    sends_.emplace_back(std::move(value), req);
+  }
+  heard_[rank_] = seq;
+}
+
+void MpiGroup::poll_arrivals() {
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    for (;;) {
+      int flag = 0;
+      if (MPI_Test(&arrive_req_[r], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) break;
+      heard_[r] = std::max(heard_[r], arrive_buf_[r]);
+      MPI_Irecv(&arrive_buf_[r], 1, MPI_UINT64_T, r, kArriveTag, arrive_comm_, &arrive_req_[r]);
+    }
+  }
+}
+
+void MpiGroup::timed_out(const CollectiveInfo& info) {
+  poll_arrivals();
+  std::string missing, last;
+  for (int r = 0; r < size_; ++r) {
+    if (heard_[r] >= info.seq) continue;
+    missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    last += cat(last.empty() ? "" : ", ", "rank ", r, " at ", heard_[r] == 0 ? std::string("none") : cat("#", heard_[r]));
+  }
+  const std::string who =
+      missing.empty() ? std::string("every rank arrived, so they disagree on the collective (run with "
+                                    "ANVIL_DIST_DEBUG=1 to find the difference)")
+                      : cat("ranks that did not arrive: [", missing, "] (last collective heard from: ", last,
+                            "); a rank died, hung, or skipped this collective");
+  throw DistTimeout(cat("dist: ", info.str(), " did not complete within ", timeout_s_,
+                        " s (ANVIL_DIST_TIMEOUT) on rank ", rank_, "; ", who,
+                        "; the group is unusable and this process exits with status 1"));
+}
+
+void MpiGroup::check_mpi(int code, const CollectiveInfo& info, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  // With MPI_ERRORS_RETURN a lost peer (TCP) shows up here; it is the same
+  // failure as a timeout, and MPI cannot recover from it either.
+  poll_arrivals();
+  throw DistTimeout(cat("dist: ", info.str(), " failed on rank ", rank_, ": ", call, ": ", mpi_error_string(code),
+                        " (a rank died?); the group is unusable and this process exits with status 1"));
+}
+
+void MpiGroup::progress(MPI_Request& req, const CollectiveInfo& info, Clock::time_point deadline) {
+  const auto start = Clock::now();
+  bool idle = false;
+  for (unsigned spins = 1;; ++spins) {
+    int flag = 0;
+    check_mpi(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), info, "MPI_Test");
+    if (flag) return;
+    if ((spins & 255) == 0) {
+      poll_arrivals();
+      const auto now = Clock::now();
+      if (now > deadline) timed_out(info);
+      // Like Open MPI's yield_when_idle: after a millisecond the wait gives
+      // the core away between tests, so a rank's compute threads are not
+      // starved by its own worker.
+      idle = now - start > std::chrono::milliseconds(1);
+    }
+    if (idle) sched_yield();
+  }
+}
+
+void MpiGroup::check_fingerprints(const CollectiveInfo& info, Clock::time_point deadline) {
+  const Fingerprint mine = fingerprint_of(info);
+  std::vector<Fingerprint> all(static_cast<std::size_t>(size_));
+  MPI_Request req = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallgather(&mine, sizeof(Fingerprint), MPI_BYTE, all.data(), sizeof(Fingerprint), MPI_BYTE,
+                           debug_comm_, &req),
+            info, "MPI_Iallgather");
+  progress(req, info, deadline);
+  for (int r = 0; r < size_; ++r) {
+    const std::string diff = fingerprint_difference(mine, rank_, all[r], r);
+    if (!diff.empty())
+      throw CollectiveMismatch(cat("dist: ", info.str(), ": ", diff, " (ANVIL_DIST_DEBUG=1 check, on rank ", rank_,
+                                   "); every rank must issue the same collectives in the same order"));
+  }
+}
+
+void MpiGroup::reserve_staging(std::size_t bytes) {
+  if (staging_ && staging_->nbytes() >= bytes) return;
+  staging_.reset();  // return the old buffer first
+  staging_ = std::make_shared<anvil::detail::Storage>(cpu(), std::max<std::size_t>(bytes, 64));
+}
+
+Tensor MpiGroup::stage_in(const Tensor& t, std::size_t offset, bool copy) {
+  if (t.device().is_cpu() && t.is_contiguous()) return t;
+  Tensor host = host_view(staging_, offset, t.shape(), t.dtype());
+  if (copy) anvil::detail::transfer_into(host, t);
+  return host;
+}
+
+void MpiGroup::stage_out(const Tensor& t, const Tensor& host) {
+  if (host.is_same(t)) return;
+  if (t.is_contiguous()) {
+    anvil::detail::transfer_into(t, host);
+  } else {
+    Tensor strided = t;
+    strided.copy_(host.to(t.device()));
+  }
+}
+
+// ---- the collectives -----------------------------------------------------------------
+
+namespace {
+void check_count(const char* op, std::int64_t n) {
+  ANVIL_CHECK(n <= INT_MAX, ValueError, op, ": too many elements for one MPI call; expected at most ", INT_MAX,
+              ", got ", n, "; split the tensor");
+}
+}  // namespace
+
+Work MpiGroup::allreduce(Tensor& t, ReduceOp op) {
+  check_tensor("allreduce", t, "the tensor");
+  check_dtype("allreduce", t.dtype(), true, op);
+  check_count("allreduce", t.numel());
+  CollectiveInfo info{CollectiveKind::Allreduce, 0, op, 0, t.dtype(), t.shape(), t.device()};
+  Tensor target = t;
+  return submit(std::move(info), [this, target](Task& task) {
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(timeout_s_));
+    const CollectiveInfo& info = task.info;
+    if (debug_) check_fingerprints(info, deadline);
+    reserve_staging(target.nbytes());
+    Tensor host = stage_in(target, 0, true);
+    post_arrival(info.seq);
+    MPI_Request req = MPI_REQUEST_NULL;
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data_of(host), static_cast<int>(host.numel()), mpi_type(info.dtype),
+                             mpi_op(info.op), comm_, &req),
+              info, "MPI_Iallreduce");
+    progress(req, info, deadline);
+    if (info.op == ReduceOp::Avg) divide_host(data_of(host), static_cast<std::size_t>(host.numel()), info.dtype, size_);
+    stage_out(target, host);
+    anvil::detail::record_collective(info.device, target.nbytes());
+  });
+}
+
+Work MpiGroup::broadcast(Tensor& t, int root) {
+  check_tensor("broadcast", t, "the tensor");
+  check_dtype("broadcast", t.dtype(), false, ReduceOp::Sum);
+  check_root("broadcast", root, size_);
+  check_count("broadcast", t.numel());
+  CollectiveInfo info{CollectiveKind::Broadcast, 0, ReduceOp::Sum, root, t.dtype(), t.shape(), t.device()};
+  Tensor target = t;
+  return submit(std::move(info), [this, target](Task& task) {
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(timeout_s_));
+    const CollectiveInfo& info = task.info;
+    if (debug_) check_fingerprints(info, deadline);
+    reserve_staging(target.nbytes());
+    const bool is_root = rank_ == info.root;
+    Tensor host = stage_in(target, 0, is_root);
+    post_arrival(info.seq);
+    MPI_Request req = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ibcast(data_of(host), static_cast<int>(host.numel()), mpi_type(info.dtype), info.root, comm_, &req),
+              info, "MPI_Ibcast");
+    progress(req, info, deadline);
+    if (!is_root) stage_out(target, host);
+    anvil::detail::record_collective(info.device, target.nbytes());
+  });
+}
+
+Work MpiGroup::allgather(std::vector<Tensor>& out, const Tensor& in) {
+  check_tensor("allgather", in, "in");
+  check_dtype("allgather", in.dtype(), false, ReduceOp::Sum);
+  check_like("allgather", out, "out", in.dtype(), in.shape(), in.device(), static_cast<std::size_t>(size_));
+  check_count("allgather", in.numel() * size_);
+  CollectiveInfo info{CollectiveKind::Allgather, 0, ReduceOp::Sum, 0, in.dtype(), in.shape(), in.device()};
+  std::vector<Tensor> targets = out;
+  Tensor source = in;
+  return submit(std::move(info), [this, targets, source](Task& task) {
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(timeout_s_));
+    const CollectiveInfo& info = task.info;
+    if (debug_) check_fingerprints(info, deadline);
+    const std::size_t one = source.nbytes(), in_bytes = round_up(one);
+    reserve_staging(in_bytes + one * static_cast<std::size_t>(size_));
+    Tensor host_in = stage_in(source, 0, true);
+    Shape all_shape = source.shape();
+    all_shape.insert(0, size_);
+    Tensor gathered = host_view(staging_, in_bytes, all_shape, info.dtype);
+    post_arrival(info.seq);
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int n = static_cast<int>(source.numel());
+    check_mpi(MPI_Iallgather(data_of(host_in), n, mpi_type(info.dtype), data_of(gathered), n, mpi_type(info.dtype),
+                             comm_, &req),
+              info, "MPI_Iallgather");
+    progress(req, info, deadline);
+    for (int r = 0; r < size_; ++r) stage_out(targets[r], host_view(staging_, in_bytes + one * r, source.shape(), info.dtype));
+    anvil::detail::record_collective(info.device, one * static_cast<std::size_t>(size_));
+  });
+}
+
+Work MpiGroup::reduce_scatter(Tensor& out, const std::vector<Tensor>& in, ReduceOp op) {
+  check_tensor("reduce_scatter", out, "out");
+  check_dtype("reduce_scatter", out.dtype(), true, op);
+  check_like("reduce_scatter", in, "in", out.dtype(), out.shape(), out.device(), static_cast<std::size_t>(size_));
+  check_count("reduce_scatter", out.numel() * size_);
+  CollectiveInfo info{CollectiveKind::ReduceScatter, 0, op, 0, out.dtype(), out.shape(), out.device()};
+  Tensor target = out;
+  std::vector<Tensor> sources = in;
+  return submit(std::move(info), [this, target, sources](Task& task) {
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(timeout_s_));
+    const CollectiveInfo& info = task.info;
+    if (debug_) check_fingerprints(info, deadline);
+    const std::size_t one = target.nbytes(), packed_bytes = round_up(one * static_cast<std::size_t>(size_));
+    reserve_staging(packed_bytes + one);
+    for (int r = 0; r < size_; ++r)
+      anvil::detail::transfer_into(host_view(staging_, one * r, target.shape(), info.dtype), sources[r]);
+    Tensor host_out = target.device().is_cpu() && target.is_contiguous()
+                          ? target
+                          : host_view(staging_, packed_bytes, target.shape(), info.dtype);
+    post_arrival(info.seq);
+    MPI_Request req = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ireduce_scatter_block(data_of(host_view(staging_, 0, target.shape(), info.dtype)), data_of(host_out),
+                                        static_cast<int>(target.numel()), mpi_type(info.dtype), mpi_op(info.op), comm_,
+                                        &req),
+              info, "MPI_Ireduce_scatter_block");
+    progress(req, info, deadline);
+    if (info.op == ReduceOp::Avg)
+      divide_host(data_of(host_out), static_cast<std::size_t>(host_out.numel()), info.dtype, size_);
+    stage_out(target, host_out);
+    anvil::detail::record_collective(info.device, one * static_cast<std::size_t>(size_));
+  });
+}
+
+Work MpiGroup::barrier() {
+  CollectiveInfo info{CollectiveKind::Barrier, 0, ReduceOp::Sum, 0, DType::U8, Shape{}, cpu()};
+  return submit(std::move(info), [this](Task& task) {
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(timeout_s_));
+    const CollectiveInfo& info = task.info;
+    if (debug_) check_fingerprints(info, deadline);
+    post_arrival(info.seq);
+    MPI_Request req = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ibarrier(comm_, &req), info, "MPI_Ibarrier");
+    progress(req, info, deadline);
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> make_mpi_group(int expected_size) { return std::make_unique<MpiGroup>(expected_size); }
+
+void shutdown_mpi_group(ProcessGroup& group) noexcept { static_cast<MpiGroup&>(group).shutdown(); }
+
+}  // namespace anvil::dist::detail
