@@ -35,7 +35,13 @@ constexpr bool kCudaCompiled = false;
 const std::string kCudaReason = anvil::device_unavailable_reason(anvil::DeviceType::CUDA);
 
 fs::path build_dir() { return fs::read_symlink("/proc/self/exe").parent_path().parent_path(); }
-fs::path source_dir() { return fs::path(__FILE__).parent_path().parent_path(); }
+// __FILE__ is relative to the build directory when ccache rewrites paths
+// (base_dir), absolute otherwise.
+fs::path source_dir() {
+  fs::path self = __FILE__;
+  if (self.is_relative()) self = build_dir() / self;
+  return self.lexically_normal().parent_path().parent_path();
+}
 
 struct Output {
   int status = -1;
