@@ -398,6 +398,43 @@ INSTANTIATE_TEST_SUITE_P(
       return s;
     });
 
+// Two whole PoCL devices share the same cores, so two-devices also measures
+// the pair on one-core sub-devices (a second run of itself) and says why the
+// whole devices cannot overlap; run on sub-devices, it measures them alone.
+// Timings on a shared machine vary, so the figures are checked for form only.
+TEST(AnvilBenchOutput, TwoDevicesShowsOverlapOnSubdevices) {
+  Output r = run(kTwo, bench(), "two-devices --quick");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex(R"(\nthe same on two one-core sub-devices of the CPU \(ANVIL_OPENCL_SUBDEVICES=1 )"
+                        R"(POCL_DEVICES=pthread, measured in a second run of anvil-bench\)\n.*\n)"
+                        R"( +one matmul +sub-device 0 +[0-9.]+ +[0-9.]+ device\n.*\n.*\n)"
+                        R"( +two at once +sub-device 0 \+ sub-device 1 +[0-9.]+ +[0-9.]+ host\n)")))
+      << r.out;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex(R"(overlap \d+%; opencl:0 and opencl:1 are whole CPU devices on the same \d+ cores \(one )"
+                        R"(matmul can already use them all\), so two at once have no spare core to overlap on; on )"
+                        R"(two one-core sub-devices of that CPU \(ANVIL_OPENCL_SUBDEVICES=1 POCL_DEVICES=pthread, )"
+                        R"(second table\) two at once take [0-9.]+ ms vs [0-9.]+ ms one after the other: speedup )"
+                        R"([0-9.]+x \(ideal 2x\), overlap \d+%, on the same \d+ cores in all \([0-9.]+ ms for )"
+                        R"(the pair one after the other on whole opencl:0\)\n)")))
+      << r.out;
+
+  r = run("POCL_DEVICES=pthread ANVIL_OPENCL_SUBDEVICES=1 ANVIL_OPENCL_CPU=1", bench(),
+          "two-devices --quick --devices opencl:0,opencl:1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_FALSE(has(r.out, "second run")) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\nconclusion: two at once on opencl:0 \+ opencl:1 take [0-9.]+ ms )"
+                                                  R"(vs [0-9.]+ ms one after the other on opencl:0: speedup [0-9.]+x )"
+                                                  R"(\(ideal 2x\), overlap \d+% \(one-core sub-devices of the same CPU\)\n)")))
+      << r.out;
+
+  // The second run refuses devices that are not sub-devices, with the reason.
+  r = run(kTwo + " ANVIL_BENCH_SUBDEVICE_CHILD=1", bench(), "two-devices --quick --devices opencl:0,opencl:1");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "two-devices: ANVIL_OPENCL_SUBDEVICES=1 gave no one-core sub-devices")) << r.out;
+}
+
 TEST(AnvilBenchOutput, JsonCsvAndErrors) {
   Output r = run(kTwo, bench(), "sync-log --quick --devices opencl:1 --json", false);
   ASSERT_EQ(r.status, 0) << r.out;

@@ -14,7 +14,9 @@
 // rejected while grad mode is on (run them under NoGradGuard).
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,38 @@ namespace autograd {
 // d(sum(outputs[i] * grads[i])) / d(leaves), accumulated into the leaves'
 // .grad(). A scalar output may leave its gradient undefined (1 is used).
 void backward(const Tensor& output, const Tensor& gradient = {}, bool retain_graph = false);
+
+// A callback run during backward() right after a leaf's gradient has been
+// accumulated into its .grad() (PyTorch's register_post_accumulate_grad_hook);
+// `leaf.grad()` holds the new value. It runs on the thread running backward,
+// once per backward pass in which the leaf receives a gradient, in
+// registration order. Distributed data parallel starts a bucket's allreduce
+// from here, while the rest of backward goes on.
+//
+//   auto h = autograd::register_post_accumulate_grad_hook(w, [](const Tensor& w) { ... });
+//   loss.backward();   // the hook ran once w.grad() was final
+//   h.remove();        // or let the handle go: hooks stay until remove()
+using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
+class HookHandle {
+ public:
+  HookHandle() = default;
+  // Unregisters the hook; a no-op when already removed or when the leaf is gone.
+  void remove();
+  bool active() const noexcept;
+
+ private:
+  friend HookHandle register_post_accumulate_grad_hook(const Tensor&, PostAccumulateGradHook);
+  std::weak_ptr<void> list_;
+  std::uint64_t id_ = 0;
+};
+// `leaf` must be a leaf tensor that requires grad (ValueError otherwise).
+HookHandle register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook);
+
+// Runs `fn` once the backward pass running on this thread has finished
+// (after every gradient was accumulated); from a hook only (ValueError
+// outside backward). Callbacks run in the order queued; an exception from one
+// propagates out of backward().
+void queue_callback(std::function<void()> fn);
 
 // A differentiable op written by hand (torch.autograd.Function): `output`
 // was computed from `inputs` with grad mode off; `fn(grad_output, needs)`

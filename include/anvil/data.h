@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -78,6 +79,50 @@ class FashionMNIST {
   Tensor labels_;
 };
 
+// --- DistributedSampler --------------------------------------------------------------------
+// This rank's share of a dataset of `dataset_size` samples in a run of
+// `num_replicas` ranks (torch.utils.data.DistributedSampler):
+//
+//   anvil::DistributedSampler sampler(train.size(), dist::world_size(), dist::rank(), {.seed = 42});
+//   anvil::DataLoader loader(train.images(), train.labels(), {.batch_size = 128, .sampler = sampler});
+//
+// Every rank draws the same permutation of [0, N) for a given (seed, epoch)
+// (the DataLoader's portable shuffle: one replica gives exactly the order of
+// a DataLoader with shuffle and the same seed), then takes every
+// num_replicas-th index starting at its rank, so the shards are disjoint and
+// together are the epoch's order. When N is not a multiple of num_replicas,
+// the order is padded by repeating its first indices (every rank gets
+// ceil(N/R)), or with drop_last its tail is dropped (floor(N/R) each). The
+// epoch is an argument of indices(): a DataLoader passes its own epoch
+// counter (which advances every begin(); set_epoch() to resume), so no run
+// silently repeats one order.
+struct DistributedSamplerOptions {
+  bool shuffle = true;
+  std::uint64_t seed = 0;
+  bool drop_last = false;
+};
+
+class DistributedSampler {
+ public:
+  // ValueError for num_replicas < 1, a rank outside [0, num_replicas) or a
+  // negative size.
+  DistributedSampler(std::int64_t dataset_size, int num_replicas, int rank, DistributedSamplerOptions options = {});
+
+  // This rank's sample indices in epoch `epoch` (>= 0), num_samples() of them.
+  std::vector<std::int64_t> indices(std::int64_t epoch) const;
+  std::int64_t num_samples() const noexcept;  // per rank and epoch
+  std::int64_t total_size() const noexcept { return num_samples() * num_replicas_; }
+  std::int64_t dataset_size() const noexcept { return dataset_size_; }
+  int num_replicas() const noexcept { return num_replicas_; }
+  int rank() const noexcept { return rank_; }
+  const DistributedSamplerOptions& options() const noexcept { return options_; }
+
+ private:
+  std::int64_t dataset_size_;
+  int num_replicas_, rank_;
+  DistributedSamplerOptions options_;
+};
+
 // --- DataLoader ------------------------------------------------------------------------
 
 struct DataLoaderOptions {
@@ -94,6 +139,9 @@ struct DataLoaderOptions {
   // current one, so the transfer overlaps the work on the current batch. On
   // the CPU there is no copy to overlap and batches are gathered on demand.
   bool prefetch = true;
+  // Draw each epoch's samples from this rank's shard (then `shuffle` must be
+  // false: the sampler shuffles). Its dataset size must be the loader's N.
+  std::optional<DistributedSampler> sampler;
 };
 
 struct Batch {
@@ -138,13 +186,13 @@ class DataLoader {
   std::default_sentinel_t end() const noexcept { return {}; }
 
   std::int64_t size() const noexcept;                     // batches per epoch
-  std::int64_t num_samples() const noexcept;              // N
+  std::int64_t num_samples() const noexcept;              // per epoch: N, or the sampler's share
   std::int64_t epoch() const noexcept { return epoch_; }  // what the next begin() starts
   void set_epoch(std::int64_t epoch);
   const DataLoaderOptions& options() const noexcept { return options_; }
 
   // The sample order of `epoch`: a permutation of [0, N) (the identity
-  // without shuffle).
+  // without shuffle), or the sampler's indices for `epoch`.
   std::vector<std::int64_t> order(std::int64_t epoch) const;
   // Batch `index` (0-based) of an epoch's order, on the loader's device.
   Batch batch(const std::vector<std::int64_t>& order, std::int64_t index) const;

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,14 +80,38 @@ class Module {
   // Clears every parameter's gradient.
   void zero_grad();
 
+  // Calls fn on every child (recursively, each one's children first) and
+  // then on this module, as PyTorch's Module.apply; the way to initialise a
+  // whole network:
+  //   net.apply([](nn::Module& m) {
+  //     if (auto* c = dynamic_cast<nn::Conv2d*>(&m)) { Tensor w = c->weight(); nn::init::normal_(w, 0, 0.01); }
+  //   });
+  Module& apply(const std::function<void(Module&)>& fn);
+
  protected:
   // Registers and returns `t` (marked requires_grad) / a buffer / a child.
   Tensor register_parameter(const std::string& name, Tensor t);
   Tensor register_buffer(const std::string& name, Tensor t);
-  void register_module(const std::string& name, std::shared_ptr<Module> m);
+  // A child is registered once under a name that is unique among the
+  // module's children, not empty and without '.' (ValueError otherwise);
+  // it is returned with its own type, so a module keeps it as a member:
+  //   conv1_ = register_module("conv1", nn::Conv2d(1, 6, 5));   // std::shared_ptr<nn::Conv2d>
+  // (docs/modules.md: a residual block written this way).
+  template <typename M>
+    requires std::is_base_of_v<Module, M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+  template <typename M>
+    requires std::is_base_of_v<Module, std::decay_t<M>>
+  std::shared_ptr<std::decay_t<M>> register_module(const std::string& name, M&& m) {
+    return register_module(name, std::make_shared<std::decay_t<M>>(std::forward<M>(m)));
+  }
   Tensor& buffer_ref(const std::string& name);
 
  private:
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
   std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
@@ -118,6 +143,16 @@ class Sequential : public Module {
     requires std::is_base_of_v<Module, std::decay_t<M>>
   void push_back(M&& m) {
     push_back(std::make_shared<std::decay_t<M>>(std::forward<M>(m)));
+  }
+  // Appends a layer under its own name (PyTorch's add_module): state_dict
+  // keys then read "conv1.weight" instead of "0.weight". push_back names a
+  // layer by its index; ValueError when `name` is already taken.
+  //   net.add("conv1", nn::Conv2d(1, 64, 3, 1, 1)).add("bn1", nn::BatchNorm2d(64));
+  Sequential& add(const std::string& name, std::shared_ptr<Module> m);
+  template <typename M>
+    requires std::is_base_of_v<Module, std::decay_t<M>>
+  Sequential& add(const std::string& name, M&& m) {
+    return add(name, std::make_shared<std::decay_t<M>>(std::forward<M>(m)));
   }
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
@@ -211,6 +246,21 @@ class AvgPool2d : public Module {
 
  private:
   std::int64_t k_, stride_, padding_;
+};
+
+// Average pooling to a fixed output size, whatever the input's H and W
+// (adaptive_avg_pool2d in anvil/ops.h: PyTorch's bins). {1, 1} is global
+// average pooling, ResNet's head:
+//   nn::AdaptiveAvgPool2d pool({1, 1});   // [N, C, H, W] -> [N, C, 1, 1]
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(std::array<std::int64_t, 2> output_size);
+  explicit AdaptiveAvgPool2d(std::int64_t output_size) : AdaptiveAvgPool2d({output_size, output_size}) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override;
+
+ private:
+  std::array<std::int64_t, 2> size_;
 };
 
 // Batch normalisation over the channel dim 1 (BatchNorm1d: [N, C] or

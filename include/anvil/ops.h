@@ -252,6 +252,12 @@ Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
                   std::array<std::int64_t, 2> padding = {0, 0});
 Tensor avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
                   std::array<std::int64_t, 2> padding = {0, 0});
+// Average pooling to a fixed output size (torch adaptive_avg_pool2d): x
+// [N, C, H, W] or [C, H, W] to [..., OH, OW], output cell (i, j) the mean of
+// rows [floor(i*H/OH), ceil((i+1)*H/OH)) and the same for columns (PyTorch's
+// bins, so OH may exceed H). A composite: a mean over H and W for {1, 1},
+// otherwise two GEMMs with bin-averaging matrices built on x's device.
+Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size);
 
 // --- equality helpers for tests and users --------------------------------------------
 // Same shape and |a - b| <= atol + rtol * |b| everywhere (on the host).

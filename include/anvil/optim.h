@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "anvil/tensor.h"
@@ -22,6 +24,12 @@ class Optimizer {
   virtual void step() = 0;
   // Clears every gradient (set_to_none, PyTorch's default).
   void zero_grad();
+  // The per-parameter state by key ("momentum.3", "exp_avg.0", "step"),
+  // detached and sharing storage; what a checkpoint saves. load_state_dict
+  // copies it onto the parameters' devices: ValueError for an unknown key or
+  // parameter index, ShapeError for a state whose shape is not its parameter's.
+  virtual std::map<std::string, Tensor> state_dict() const { return {}; }
+  virtual void load_state_dict(const std::map<std::string, Tensor>& state);
   const std::vector<Tensor>& params() const noexcept { return params_; }
 
  protected:
@@ -41,6 +49,8 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions options);
   void step() override;
   SGDOptions& options() noexcept { return options_; }
+  std::map<std::string, Tensor> state_dict() const override;
+  void load_state_dict(const std::map<std::string, Tensor>& state) override;
 
  private:
   SGDOptions options_;
@@ -60,6 +70,8 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options = {});
   void step() override;
   AdamOptions& options() noexcept { return options_; }
+  std::map<std::string, Tensor> state_dict() const override;
+  void load_state_dict(const std::map<std::string, Tensor>& state) override;
 
  private:
   AdamOptions options_;

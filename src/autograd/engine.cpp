@@ -42,6 +42,17 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
   } else {
     meta.grad = meta.grad + grad;
   }
+  if (meta.post_accumulate_hooks) {
+    // Copy under the lock and call outside it, so a hook may register or
+    // remove hooks (or the list be changed from another thread) meanwhile.
+    std::vector<std::function<void(const Tensor&)>> hooks;
+    {
+      std::lock_guard lock(meta.post_accumulate_hooks->mutex);
+      for (const auto& [id, h] : meta.post_accumulate_hooks->hooks) hooks.push_back(h);
+    }
+    const Tensor t(leaf);
+    for (const auto& h : hooks) h(t);
+  }
   return {};
 }
 
@@ -118,7 +129,36 @@ void check_inplace(const char* op, const Tensor& self, const Tensor* other) {
 
 namespace {
 
+// Callbacks queued by autograd::queue_callback during the backward pass
+// running on this thread; null outside backward.
+thread_local std::vector<std::function<void()>>* t_final_callbacks = nullptr;
+
+void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph);
+
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  std::vector<std::function<void()>> callbacks;
+  auto* const outer = t_final_callbacks;
+  t_final_callbacks = &callbacks;
+  try {
+    run_graph(root, gradient, retain_graph);
+  } catch (...) {
+    t_final_callbacks = outer;
+    throw;
+  }
+  // A callback may queue another (it runs too); none may outlive this pass.
+  for (std::size_t i = 0; i < callbacks.size(); ++i) {
+    try {
+      auto fn = std::move(callbacks[i]);
+      fn();
+    } catch (...) {
+      t_final_callbacks = outer;
+      throw;
+    }
+  }
+  t_final_callbacks = outer;
+}
+
+void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   check_defined("backward", root);
   ANVIL_CHECK(requires_grad(root), ValueError,
               "backward: the tensor does not require grad and has no grad_fn; expected the result of ops on tensors "
@@ -182,6 +222,49 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
 }  // namespace detail
 
 namespace autograd {
+
+void HookHandle::remove() {
+  auto list = std::static_pointer_cast<detail::GradHookList>(list_.lock());
+  if (!list) return;
+  std::lock_guard lock(list->mutex);
+  std::erase_if(list->hooks, [this](const auto& entry) { return entry.first == id_; });
+  list_.reset();
+}
+
+bool HookHandle::active() const noexcept {
+  auto list = std::static_pointer_cast<detail::GradHookList>(list_.lock());
+  if (!list) return false;
+  std::lock_guard lock(list->mutex);
+  return std::any_of(list->hooks.begin(), list->hooks.end(), [this](const auto& e) { return e.first == id_; });
+}
+
+HookHandle register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook) {
+  constexpr const char* op = "register_post_accumulate_grad_hook";
+  detail::check_defined(op, leaf);
+  ANVIL_CHECK(leaf.is_leaf() && detail::requires_grad(leaf), ValueError, op,
+              ": expected a leaf tensor that requires grad, got ",
+              leaf.is_leaf() ? "a leaf without requires_grad" : "a non-leaf made by " + leaf.grad_fn_name(),
+              "; register on the parameter itself");
+  ANVIL_CHECK(static_cast<bool>(hook), ValueError, op, ": expected a callable hook, got an empty function");
+  detail::AutogradMeta& m = detail::meta_of(leaf);
+  if (!m.post_accumulate_hooks) m.post_accumulate_hooks = std::make_shared<detail::GradHookList>();
+  HookHandle h;
+  {
+    std::lock_guard lock(m.post_accumulate_hooks->mutex);
+    h.id_ = m.post_accumulate_hooks->next_id++;
+    m.post_accumulate_hooks->hooks.emplace_back(h.id_, std::move(hook));
+  }
+  h.list_ = m.post_accumulate_hooks;
+  return h;
+}
+
+void queue_callback(std::function<void()> fn) {
+  ANVIL_CHECK(detail::t_final_callbacks != nullptr, ValueError,
+              "queue_callback: expected to be called during backward (from a hook), got a call outside any backward "
+              "pass on this thread");
+  ANVIL_CHECK(static_cast<bool>(fn), ValueError, "queue_callback: expected a callable, got an empty function");
+  detail::t_final_callbacks->push_back(std::move(fn));
+}
 
 void backward(const Tensor& output, const Tensor& gradient, bool retain_graph) {
   detail::run_backward(output, gradient, retain_graph);

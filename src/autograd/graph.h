@@ -18,6 +18,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,17 @@ namespace anvil::detail {
 
 struct Node;
 
+// A leaf's post-accumulate-grad hooks (autograd::register_post_accumulate_grad_hook),
+// held by shared_ptr so a HookHandle can tell when the leaf is gone.
+struct GradHookList {
+  std::mutex mutex;
+  std::uint64_t next_id = 1;
+  std::vector<std::pair<std::uint64_t, std::function<void(const Tensor&)>>> hooks;
+};
+
 struct AutogradMeta {
   bool requires_grad = false;
+  std::shared_ptr<GradHookList> post_accumulate_hooks;  // null until one is registered
   Tensor grad;
   std::shared_ptr<Node> grad_fn;               // null for leaves
   std::weak_ptr<Node> grad_accumulator;        // leaves: their AccumulateGrad, made on first use

@@ -4,38 +4,13 @@
 #include "anvil/data.h"
 #include "anvil/error.h"
 #include "anvil/ops.h"
+#include "data/shuffle.h"
 
 namespace anvil {
 
 namespace {
 
 constexpr std::string_view kOp = "DataLoader";
-
-// Note [Portable shuffling]
-// std::shuffle and std::uniform_int_distribution differ between standard
-// libraries, so the same seed would give different orders on different
-// machines. SplitMix64 and Lemire's bounded draw are fully specified here.
-class SplitMix64 {
- public:
-  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, bound), bound > 0, without modulo bias: reject the
-  // 2^64 mod bound lowest draws.
-  std::uint64_t below(std::uint64_t bound) {
-    const std::uint64_t threshold = (0 - bound) % bound;
-    std::uint64_t r = next();
-    while (r < threshold) r = next();
-    return r % bound;
-  }
-
- private:
-  std::uint64_t state_;
-};
 
 }  // namespace
 
@@ -51,13 +26,23 @@ DataLoader::DataLoader(const Tensor& inputs, const Tensor& targets, DataLoaderOp
               inputs.shape(), " and ", targets.shape());
   ANVIL_CHECK(options.batch_size >= 1, ValueError, kOp, ": batch_size must be positive; expected >= 1, got ",
               options.batch_size);
+  if (options_.sampler) {
+    ANVIL_CHECK(!options_.shuffle, ValueError, kOp,
+                ": a sampler and shuffle = true are exclusive; expected shuffle = false with a sampler (it shuffles), "
+                "got both; set shuffle in DistributedSamplerOptions");
+    ANVIL_CHECK(options_.sampler->dataset_size() == inputs.size(0), ValueError, kOp,
+                ": the sampler was made for another dataset size; expected ", inputs.size(0), " samples, got ",
+                options_.sampler->dataset_size());
+  }
   // Batches are gathered on the host: keep dense host copies (none when the
   // tensors already are).
   inputs_ = inputs.contiguous().cpu().contiguous();
   targets_ = targets.contiguous().cpu().contiguous();
 }
 
-std::int64_t DataLoader::num_samples() const noexcept { return inputs_.shape()[0]; }
+std::int64_t DataLoader::num_samples() const noexcept {
+  return options_.sampler ? options_.sampler->num_samples() : inputs_.shape()[0];
+}
 
 std::int64_t DataLoader::size() const noexcept {
   const std::int64_t n = num_samples();
@@ -71,13 +56,11 @@ void DataLoader::set_epoch(std::int64_t epoch) {
 }
 
 std::vector<std::int64_t> DataLoader::order(std::int64_t epoch) const {
+  if (options_.sampler) return options_.sampler->indices(epoch);
   std::vector<std::int64_t> order(static_cast<std::size_t>(num_samples()));
   std::iota(order.begin(), order.end(), std::int64_t{0});
   if (!options_.shuffle) return order;
-  // See Note [Portable shuffling]. Each (seed, epoch) pair gets its own stream.
-  SplitMix64 mix(options_.seed);
-  SplitMix64 rng(mix.next() ^ (static_cast<std::uint64_t>(epoch) * 0xd1342543de82ef95ull + 0x2545f4914f6cdd1dull));
-  for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  detail::shuffle_for_epoch(order, options_.seed, epoch);
   return order;
 }
 
@@ -103,7 +86,8 @@ Tensor DataLoader::gather(const Tensor& host, const std::int64_t* indices, std::
 
 Batch DataLoader::batch(const std::vector<std::int64_t>& order, std::int64_t index) const {
   ANVIL_CHECK(static_cast<std::int64_t>(order.size()) == num_samples(), ValueError, kOp,
-              ": batch: the order must list every sample; expected ", num_samples(), " indices, got ", order.size());
+              ": batch: the order must list every sample of the epoch; expected ", num_samples(), " indices, got ",
+              order.size());
   ANVIL_CHECK(index >= 0 && index < size(), IndexError, kOp, ": batch index out of range; expected [0, ", size(),
               "), got ", index);
   const std::int64_t start = index * options_.batch_size;
@@ -153,6 +137,46 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
     has_next_ = true;
   }
   return *this;
+}
+
+}  // namespace anvil
+
+namespace anvil {
+
+// --- DistributedSampler --------------------------------------------------------------------
+
+DistributedSampler::DistributedSampler(std::int64_t dataset_size, int num_replicas, int rank,
+                                       DistributedSamplerOptions options)
+    : dataset_size_(dataset_size), num_replicas_(num_replicas), rank_(rank), options_(options) {
+  constexpr std::string_view op = "DistributedSampler";
+  ANVIL_CHECK(num_replicas >= 1, ValueError, op, ": expected num_replicas >= 1, got ", num_replicas);
+  ANVIL_CHECK(rank >= 0 && rank < num_replicas, ValueError, op, ": rank out of range; expected [0, ", num_replicas,
+              "), got ", rank);
+  ANVIL_CHECK(dataset_size >= 0, ValueError, op, ": expected a dataset size >= 0, got ", dataset_size);
+}
+
+std::int64_t DistributedSampler::num_samples() const noexcept {
+  const std::int64_t r = num_replicas_;
+  return options_.drop_last ? dataset_size_ / r : (dataset_size_ + r - 1) / r;
+}
+
+std::vector<std::int64_t> DistributedSampler::indices(std::int64_t epoch) const {
+  ANVIL_CHECK(epoch >= 0, ValueError, "DistributedSampler: indices: expected an epoch >= 0, got ", epoch);
+  std::vector<std::int64_t> order(static_cast<std::size_t>(dataset_size_));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  if (options_.shuffle) detail::shuffle_for_epoch(order, options_.seed, epoch);
+  const auto total = static_cast<std::size_t>(total_size());
+  if (order.size() > total) {
+    order.resize(total);  // drop_last: the tail that does not divide evenly
+  } else {
+    // Pad by repeating the order from its start (again and again when N < R).
+    for (std::size_t i = 0; order.size() < total; ++i) order.push_back(order[i]);
+  }
+  std::vector<std::int64_t> mine;
+  mine.reserve(static_cast<std::size_t>(num_samples()));
+  for (std::size_t i = static_cast<std::size_t>(rank_); i < total; i += static_cast<std::size_t>(num_replicas_))
+    mine.push_back(order[i]);
+  return mine;
 }
 
 }  // namespace anvil

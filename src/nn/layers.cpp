@@ -55,6 +55,12 @@ Tensor Sequential::forward(const Tensor& x) {
   return y;
 }
 
+Sequential& Sequential::add(const std::string& lname, std::shared_ptr<Module> m) {
+  register_module(lname, m);  // checks the name before the layer is kept
+  layers_.push_back(std::move(m));
+  return *this;
+}
+
 std::string Sequential::name() const { return "Sequential"; }
 
 Module& Sequential::operator[](std::size_t i) const {
@@ -117,6 +123,16 @@ AvgPool2d::AvgPool2d(std::int64_t kernel_size, std::int64_t stride, std::int64_t
 Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, {k_, k_}, {stride_, stride_}, {padding_, padding_}); }
 std::string AvgPool2d::name() const {
   return str("AvgPool2d(kernel_size=", k_, ", stride=", stride_, ", padding=", padding_, ")");
+}
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(std::array<std::int64_t, 2> output_size) : size_(output_size) {
+  ANVIL_CHECK(size_[0] > 0 && size_[1] > 0, ValueError,
+              "AdaptiveAvgPool2d: output size must be positive; expected e.g. {1, 1}, got {", size_[0], ", ", size_[1],
+              "}");
+}
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, size_); }
+std::string AdaptiveAvgPool2d::name() const {
+  return str("AdaptiveAvgPool2d(output_size=(", size_[0], ", ", size_[1], "))");
 }
 
 // --- BatchNorm ----------------------------------------------------------------------------

@@ -161,9 +161,23 @@ Tensor& Module::buffer_ref(const std::string& bname) {
   throw ValueError(detail::cat("Module: ", name(), " has no buffer '", bname, "'"));
 }
 
-void Module::register_module(const std::string& cname, std::shared_ptr<Module> m) {
+void Module::add_child(const std::string& cname, std::shared_ptr<Module> m) {
   ANVIL_CHECK(m != nullptr, ValueError, "register_module: '", cname, "' is null; expected a module");
+  // Names become state_dict keys ("conv1.weight"): an empty name or a '.'
+  // would make keys that cannot be told apart or split back.
+  ANVIL_CHECK(!cname.empty() && cname.find('.') == std::string::npos, ValueError,
+              "register_module: bad child name '", cname, "' in ", name(),
+              "; expected a non-empty name without '.', got '", cname, "'");
+  for (const auto& [n, c] : children_)
+    ANVIL_CHECK(n != cname, ValueError, "register_module: ", name(), " already has a child '", cname,
+                "'; expected a new name, got '", cname, "' again");
   children_.emplace_back(cname, std::move(m));
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& [n, c] : children_) c->apply(fn);
+  fn(*this);
+  return *this;
 }
 
 namespace {

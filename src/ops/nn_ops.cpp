@@ -238,4 +238,40 @@ Tensor avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
   return out;
 }
 
+namespace {
+// [out, in]: row i averages input positions [floor(i*in/out), ceil((i+1)*in/out)),
+// PyTorch's adaptive bins. Built on `d` from integer comparisons (exact, no
+// host copy): floor(i*in/out) <= j  <=>  i*in < (j+1)*out, and
+// j < ceil((i+1)*in/out)  <=>  j*out < (i+1)*in.
+Tensor adaptive_bins(std::int64_t in, std::int64_t out, Device d, DType t) {
+  const Tensor i = arange(0, out, 1, d, DType::I64).unsqueeze(1);
+  const Tensor j = arange(0, in, 1, d, DType::I64).unsqueeze(0);
+  const Tensor member = lt(i * in, (j + 1) * out).to(t) * lt(j * out, (i + 1) * in).to(t);
+  return member / sum(member, {1}, true);
+}
+}  // namespace
+
+Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size) {
+  detail::check_defined("adaptive_avg_pool2d", x);
+  ANVIL_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError,
+              "adaptive_avg_pool2d: input must be [N, C, H, W] or [C, H, W]; expected 3 or 4 dims, got ", x.shape());
+  ANVIL_CHECK(is_floating(x.dtype()), DTypeError,
+              "adaptive_avg_pool2d: input must be floating; expected f32 or f64, got ", x.dtype());
+  const auto [oh, ow] = output_size;
+  ANVIL_CHECK(oh > 0 && ow > 0, ValueError,
+              "adaptive_avg_pool2d: output size must be positive; expected e.g. {1, 1}, got {", oh, ", ", ow, "}");
+  const std::int64_t h = x.size(-2), w = x.size(-1);
+  ANVIL_CHECK(h > 0 && w > 0, ShapeError,
+              "adaptive_avg_pool2d: input must have a non-empty H and W; expected H, W > 0, got ", x.shape());
+  // Global average pooling (ResNet's head): one reduction, whose gradient is
+  // one broadcast.
+  if (oh == 1 && ow == 1) return mean(x, {-2, -1}, true);
+  if (oh == h && ow == w) return clone(x);
+  // out = P_h @ x @ P_w^T: P_h [OH, H] broadcasts over the leading dims; the
+  // gradient comes from matmul's rule (P_h and P_w need none).
+  const Tensor ph = adaptive_bins(h, oh, x.device(), x.dtype());
+  const Tensor pw = adaptive_bins(w, ow, x.device(), x.dtype());
+  return matmul(matmul(ph, x), pw.t());
+}
+
 }  // namespace anvil

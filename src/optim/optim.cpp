@@ -19,6 +19,36 @@ void Optimizer::zero_grad() {
 }
 
 namespace {
+// "exp_avg.12" → ("exp_avg", 12); ValueError naming the key otherwise.
+std::pair<std::string, std::size_t> split_key(const char* op, const std::string& key, std::size_t params) {
+  const auto dot = key.rfind('.');
+  std::size_t index = 0;
+  bool ok = dot != std::string::npos && dot + 1 < key.size();
+  if (ok)
+    for (std::size_t i = dot + 1; i < key.size(); ++i) {
+      ok = ok && key[i] >= '0' && key[i] <= '9' && i - dot < 10;
+      if (ok) index = index * 10 + static_cast<std::size_t>(key[i] - '0');
+    }
+  ANVIL_CHECK(ok && index < params, ValueError, op, ": unexpected state key '", key,
+              "'; expected <name>.<parameter index> with an index below ", params);
+  return {key.substr(0, dot), index};
+}
+
+// A copy of `state` on `p`'s device, after a shape check.
+Tensor adopt(const char* op, const std::string& key, const Tensor& state, const Tensor& p) {
+  ANVIL_CHECK(state.defined() && state.shape() == p.shape(), ShapeError, op, ": state '", key,
+              "' does not fit its parameter; expected shape ", p.shape(), ", got ",
+              state.defined() ? state.shape() : Shape{});
+  return state.to(p.dtype()).copy_to(p.device());
+}
+}  // namespace
+
+void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+  ANVIL_CHECK(state.empty(), ValueError, "load_state_dict: this optimiser keeps no state; expected an empty state, "
+              "got ", state.size(), " entries (first '", state.empty() ? "" : state.begin()->first, "')");
+}
+
+namespace {
 // State made for a parameter follows it when the parameter moved.
 void follow(Tensor& state, const Tensor& p) {
   if (state.defined() && state.device() != p.device()) state = state.to(p.device());
@@ -88,6 +118,58 @@ void Adam::step() {
     const Tensor denom = sqrt(v_[i] / c2) + o.eps;
     p.sub_(m_[i] / denom * (o.lr / c1));
   }
+}
+
+std::map<std::string, Tensor> SGD::state_dict() const {
+  std::map<std::string, Tensor> out;
+  for (std::size_t i = 0; i < momentum_.size(); ++i)
+    if (momentum_[i].defined()) out["momentum." + std::to_string(i)] = momentum_[i].detach();
+  return out;
+}
+
+void SGD::load_state_dict(const std::map<std::string, Tensor>& state) {
+  std::vector<Tensor> loaded(params_.size());
+  for (const auto& [key, t] : state) {
+    const auto [name, i] = split_key("SGD: load_state_dict", key, params_.size());
+    ANVIL_CHECK(name == "momentum", ValueError, "SGD: load_state_dict: unexpected state key '", key,
+                "'; expected momentum.<index>");
+    loaded[i] = adopt("SGD: load_state_dict", key, t, params_[i]);
+  }
+  momentum_ = std::move(loaded);
+}
+
+std::map<std::string, Tensor> Adam::state_dict() const {
+  std::map<std::string, Tensor> out;
+  for (std::size_t i = 0; i < m_.size(); ++i)
+    if (m_[i].defined()) {
+      out["exp_avg." + std::to_string(i)] = m_[i].detach();
+      out["exp_avg_sq." + std::to_string(i)] = v_[i].detach();
+    }
+  out["step"] = scalar_tensor(t_, cpu(), i64);
+  return out;
+}
+
+void Adam::load_state_dict(const std::map<std::string, Tensor>& state) {
+  std::vector<Tensor> m(params_.size()), v(params_.size());
+  std::int64_t t = 0;
+  for (const auto& [key, s] : state) {
+    if (key == "step") {
+      ANVIL_CHECK(s.defined() && s.numel() == 1, ShapeError,
+                  "Adam: load_state_dict: 'step' must hold one integer; got ", s.defined() ? s.shape() : Shape{});
+      t = s.to(cpu(), i64).reshape({1}).to_vector<std::int64_t>()[0];
+      continue;
+    }
+    const auto [name, i] = split_key("Adam: load_state_dict", key, params_.size());
+    ANVIL_CHECK(name == "exp_avg" || name == "exp_avg_sq", ValueError, "Adam: load_state_dict: unexpected state key '",
+                key, "'; expected exp_avg.<index>, exp_avg_sq.<index> or step");
+    (name == "exp_avg" ? m : v)[i] = adopt("Adam: load_state_dict", key, s, params_[i]);
+  }
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    ANVIL_CHECK(m[i].defined() == v[i].defined(), ValueError, "Adam: load_state_dict: parameter ", i,
+                " has only one of exp_avg and exp_avg_sq; expected both or neither");
+  m_ = std::move(m);
+  v_ = std::move(v);
+  t_ = t;
 }
 
 }  // namespace anvil::optim

@@ -8,10 +8,17 @@
 
 #include <anvil/anvil.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -237,30 +244,23 @@ ScenarioResult run_sync_log(const Options& o) {
 }
 
 // ---- two-devices -----------------------------------------------------------------
-ScenarioResult run_two_devices(const Options& o) {
-  ScenarioResult r{"two-devices", {}, ""};
-  const std::int64_t n = o.quick ? 512 : 2048;
-  Table t{"two f32 matmuls of " + std::to_string(n) + "x" + std::to_string(n),
-          {"case", "devices", "time_ms", "gflops", "clock"},
-          {},
-          {0, 2, -1, false, false, true, "ms"}};
-  if (o.devices.size() < 2) {
-    const std::string why = try_gpu_reason(1);
-    r.tables.push_back(std::move(t));
-    r.conclusion = "needs two devices; got only " + o.devices.front().str() +
-                   (why.empty() ? "" : " (try_gpu(1) falls back: " + why + ")") +
-                   "; try POCL_DEVICES=\"pthread pthread\" ANVIL_OPENCL_CPU=1";
-    return r;
-  }
-  const Device d0 = o.devices[0], d1 = o.devices[1];
+// The pair's times, each read once and compared only with times of the same
+// clock: one matmul per device (its own clock where it has one), and the two
+// matmuls one after the other on d0 and at once on d0 + d1 (host clock).
+struct PairTimes {
+  Timed one0, one1;
+  double sequential = 0, at_once = 0;
+};
+
+PairTimes time_pair(Device d0, Device d1, std::int64_t n, bool quick) {
   manual_seed(3);
   Tensor a0 = randn({n, n}, d0), b0 = randn({n, n}, d0);
   Tensor a1 = randn({n, n}, d1), b1 = randn({n, n}, d1);
   Tensor a1_on0 = a1.to(d0), b1_on0 = b1.to(d0);
-  const double budget = o.quick ? 0.1 : 1.0;
-  const double flop = 2.0 * n * n * n;
-  const Timed ta = time_median({d0}, budget, 10, [&] { (void)matmul(a0, b0); });
-  const Timed tb = time_median({d1}, budget, 10, [&] { (void)matmul(a1, b1); });
+  const double budget = quick ? 0.1 : 1.0;
+  PairTimes p;
+  p.one0 = time_median({d0}, budget, 10, [&] { (void)matmul(a0, b0); });
+  p.one1 = time_median({d1}, budget, 10, [&] { (void)matmul(a1, b1); });
   auto sequential = [&] {
     (void)matmul(a0, b0);
     (void)matmul(a1_on0, b1_on0);
@@ -283,7 +283,7 @@ ScenarioResult run_two_devices(const Options& o) {
   sequential();
   at_once();
   std::vector<double> seq_times, par_times;
-  for (int k = 0; k < (o.quick ? 5 : 7); ++k) {
+  for (int k = 0; k < (quick ? 5 : 7); ++k) {
     auto t0 = Clock::now();
     sequential();
     seq_times.push_back(seconds(t0));
@@ -291,24 +291,167 @@ ScenarioResult run_two_devices(const Options& o) {
     at_once();
     par_times.push_back(seconds(t0));
   }
-  const double tseq = median(seq_times), tpar = median(par_times);
-  t.rows.push_back(
-      {std::string("one matmul"), d0.str(), ta.seconds * 1e3, flop / ta.seconds / 1e9, clock_name(ta.device_clock)});
-  t.rows.push_back(
-      {std::string("one matmul"), d1.str(), tb.seconds * 1e3, flop / tb.seconds / 1e9, clock_name(tb.device_clock)});
-  t.rows.push_back(
-      {std::string("two, one after the other"), d0.str(), tseq * 1e3, 2 * flop / tseq / 1e9, clock_name(false)});
-  t.rows.push_back(
-      {std::string("two at once"), d0.str() + " + " + d1.str(), tpar * 1e3, 2 * flop / tpar / 1e9, clock_name(false)});
+  p.sequential = median(seq_times);
+  p.at_once = median(par_times);
+  return p;
+}
+
+void pair_rows(Table& t, const PairTimes& p, const std::string& n0, const std::string& n1, double flop) {
+  t.rows.push_back({std::string("one matmul"), n0, p.one0.seconds * 1e3, flop / p.one0.seconds / 1e9,
+                    clock_name(p.one0.device_clock)});
+  t.rows.push_back({std::string("one matmul"), n1, p.one1.seconds * 1e3, flop / p.one1.seconds / 1e9,
+                    clock_name(p.one1.device_clock)});
+  t.rows.push_back({std::string("two, one after the other"), n0, p.sequential * 1e3, 2 * flop / p.sequential / 1e9,
+                    clock_name(false)});
+  t.rows.push_back({std::string("two at once"), n0 + " + " + n1, p.at_once * 1e3, 2 * flop / p.at_once / 1e9,
+                    clock_name(false)});
+}
+
+// "speedup 1.91x (ideal 2x), overlap 91%": overlap is how much of the ideal
+// halving was reached (100% = at once took half of one after the other).
+std::string speedup_text(double sequential, double at_once) {
+  const double overlap = std::clamp(2.0 * (1.0 - at_once / sequential), 0.0, 1.0);
+  return "speedup " + fixed(sequential / at_once, 2) + "x (ideal 2x), overlap " + fixed(100 * overlap, 0) + "%";
+}
+
+bool is_subdevice(Device d) { return properties(d).name.find("(sub-device ") != std::string::npos; }
+
+// Two whole CPU-type OpenCL devices (PoCL's POCL_DEVICES="pthread pthread",
+// ./run's default) share one pool of worker threads on the same cores: one
+// matmul already keeps every core busy, so a second one at once cannot
+// overlap with it. One-core sub-devices (ANVIL_OPENCL_SUBDEVICES=1) can.
+bool whole_cpu_devices(Device d0, Device d1) {
+  auto whole_cpu = [](Device d) { return d.type() == DeviceType::OpenCL && is_cpu_kind(d) && !is_subdevice(d); };
+  return whole_cpu(d0) && whole_cpu(d1);
+}
+
+// Set in the child that measures the pair on sub-devices (below).
+constexpr const char* kSubdeviceChild = "ANVIL_BENCH_SUBDEVICE_CHILD";
+
+// OpenCL devices are discovered once per process, so the pair on one-core
+// sub-devices is measured by this program run again with
+// ANVIL_OPENCL_SUBDEVICES=1 POCL_DEVICES=pthread (one PoCL device split into
+// one sub-device per core: opencl:0 and opencl:1 are two cores). Returns the
+// child's two-devices table, or what went wrong.
+struct SubdeviceRun {
+  std::optional<PairTimes> times;
+  std::string error;
+};
+
+SubdeviceRun run_on_subdevices(bool quick) {
+  SubdeviceRun out;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {std::nullopt, "cannot find this program to run it again (" + ec.message() + ")"};
+  char err_path[] = "/tmp/anvil-bench-subdevices-XXXXXX";
+  const int fd = mkstemp(err_path);
+  if (fd < 0) return {std::nullopt, std::string("cannot create a temporary file: ") + std::strerror(errno)};
+  close(fd);
+  const std::string cmd = std::string("env ") + kSubdeviceChild +
+                          "=1 ANVIL_OPENCL_SUBDEVICES=1 POCL_DEVICES=pthread '" + self.string() +
+                          "' two-devices --json --devices opencl:0,opencl:1" + (quick ? " --quick" : "") + " 2>'" +
+                          err_path + "'";
+  std::string text;
+  int status = -1;
+  if (FILE* p = popen(cmd.c_str(), "r"); p != nullptr) {
+    char buf[4096];
+    for (std::size_t k; (k = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, k);
+    const int w = pclose(p);
+    status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
+  }
+  std::string err;
+  if (std::FILE* f = std::fopen(err_path, "r"); f != nullptr) {
+    char buf[4096];
+    for (std::size_t k; (k = std::fread(buf, 1, sizeof buf, f)) > 0;) err.append(buf, k);
+    std::fclose(f);
+  }
+  std::remove(err_path);
+  while (!err.empty() && (err.back() == '\n' || err.back() == '\r')) err.pop_back();
+  if (const auto nl = err.rfind('\n'); nl != std::string::npos) err = err.substr(nl + 1);  // the error line
+  if (status != 0) return {std::nullopt, err.empty() ? "the run exited with status " + std::to_string(status) : err};
+  try {
+    const nlohmann::json doc = nlohmann::json::parse(text);
+    PairTimes p;
+    int seen = 0;
+    for (const nlohmann::json& row : doc.at("scenarios").at(0).at("tables").at(0).at("rows")) {
+      const std::string c = row.at("case"), devices = row.at("devices");
+      const double s = row.at("time_ms").get<double>() / 1e3;
+      const bool device_clock = row.at("clock") == "device";
+      if (c == "one matmul" && devices == "opencl:0") p.one0 = {s, device_clock}, seen |= 1;
+      if (c == "one matmul" && devices == "opencl:1") p.one1 = {s, device_clock}, seen |= 2;
+      if (c == "two, one after the other") p.sequential = s, seen |= 4;
+      if (c == "two at once") p.at_once = s, seen |= 8;
+    }
+    if (seen != 15) return {std::nullopt, "its table lacks a row: " + doc.at("scenarios").at(0).value("conclusion", "")};
+    out.times = p;
+  } catch (const std::exception& e) {
+    return {std::nullopt, std::string("cannot read its output: ") + e.what()};
+  }
+  return out;
+}
+
+ScenarioResult run_two_devices(const Options& o) {
+  ScenarioResult r{"two-devices", {}, ""};
+  const std::int64_t n = o.quick ? 512 : 2048;
+  const double flop = 2.0 * n * n * n;
+  Table t{"two f32 matmuls of " + std::to_string(n) + "x" + std::to_string(n),
+          {"case", "devices", "time_ms", "gflops", "clock"},
+          {},
+          {0, 2, -1, false, false, true, "ms"}};
+  if (o.devices.size() < 2) {
+    const std::string why = try_gpu_reason(1);
+    r.tables.push_back(std::move(t));
+    r.conclusion = "needs two devices; got only " + o.devices.front().str() +
+                   (why.empty() ? "" : " (try_gpu(1) falls back: " + why + ")") +
+                   "; try POCL_DEVICES=\"pthread pthread\" ANVIL_OPENCL_CPU=1";
+    return r;
+  }
+  const Device d0 = o.devices[0], d1 = o.devices[1];
+  if (const char* child = std::getenv(kSubdeviceChild); child != nullptr && *child == '1')
+    ANVIL_CHECK(is_subdevice(d0) && is_subdevice(d1), DeviceError,
+                "two-devices: ANVIL_OPENCL_SUBDEVICES=1 gave no one-core sub-devices; expected opencl:0 and opencl:1 "
+                "to be sub-devices, got '",
+                properties(d0).name, "' and '", properties(d1).name, "'");
+  const PairTimes p = time_pair(d0, d1, n, o.quick);
+  pair_rows(t, p, d0.str(), d1.str(), flop);
   r.tables.push_back(std::move(t));
-  // Overlap: how much of the ideal halving was reached (1 = the two ran
-  // fully in parallel, tpar = tseq / 2; 0 = they ran one after the other).
-  const double overlap = std::clamp(2.0 * (1.0 - tpar / tseq), 0.0, 1.0);
   std::ostringstream c;
-  c << "two at once on " << d0 << " + " << d1 << " take " << fixed(tpar * 1e3, 1) << " ms vs " << fixed(tseq * 1e3, 1)
-    << " ms one after the other on " << d0 << ": speedup " << fixed(tseq / tpar, 2) << "x (ideal 2x), overlap "
-    << fixed(100 * overlap, 0) << "%";
-  if (is_cpu_kind(d0) && is_cpu_kind(d1)) c << " (both run on the same CPU cores)";
+  c << "two at once on " << d0 << " + " << d1 << " take " << fixed(p.at_once * 1e3, 1) << " ms vs "
+    << fixed(p.sequential * 1e3, 1) << " ms one after the other on " << d0 << ": "
+    << speedup_text(p.sequential, p.at_once);
+  if (whole_cpu_devices(d0, d1)) {
+    // The exercise is about overlap, which two whole PoCL devices on the same
+    // cores cannot show: measure it where it exists, on one-core sub-devices.
+    const int cores = std::max(properties(d0).compute_units, properties(d1).compute_units);
+    c << "; " << d0 << " and " << d1 << " are whole CPU devices on the same " << cores
+      << " cores (one matmul can already use them all), so two at once have no spare core to overlap on";
+    const SubdeviceRun sub = run_on_subdevices(o.quick);
+    if (sub.times) {
+      const PairTimes& q = *sub.times;
+      Table ts{"the same on two one-core sub-devices of the CPU (ANVIL_OPENCL_SUBDEVICES=1 POCL_DEVICES=pthread, "
+               "measured in a second run of anvil-bench)",
+               r.tables.front().columns,
+               {},
+               r.tables.front().plot};
+      pair_rows(ts, q, "sub-device 0", "sub-device 1", flop);
+      r.tables.push_back(std::move(ts));
+      c << "; on two one-core sub-devices of that CPU (ANVIL_OPENCL_SUBDEVICES=1 POCL_DEVICES=pthread, second "
+           "table) two at once take "
+        << fixed(q.at_once * 1e3, 1) << " ms vs " << fixed(q.sequential * 1e3, 1)
+        << " ms one after the other: " << speedup_text(q.sequential, q.at_once) << ", on the same " << cores
+        << " cores in all (" << fixed(p.sequential * 1e3, 1) << " ms for the pair one after the other on whole " << d0
+        << ")";
+    } else {
+      c << "; two at once on one-core sub-devices (ANVIL_OPENCL_SUBDEVICES=1 POCL_DEVICES=pthread) could not be "
+           "measured: "
+        << sub.error;
+    }
+  } else if (is_subdevice(d0) && is_subdevice(d1)) {
+    c << " (one-core sub-devices of the same CPU)";
+  } else if (is_cpu_kind(d0) && is_cpu_kind(d1)) {
+    c << " (both run on the same CPU cores)";
+  }
   r.conclusion = c.str();
   return r;
 }

@@ -1,0 +1,186 @@
+// nn::DataParallel scaling on a 2-core machine (issue 10, "Speed"): training
+// samples per second on two one-core PoCL sub-devices against one, same
+// model, same global batch, same steps, in one run. Target: >= 1.6x.
+//
+//   build/release/benchmarks/bench_data_parallel                    # mlp and lenet, batch 256
+//   build/release/benchmarks/bench_data_parallel --models lenet --rounds 5 --steps 10
+//
+// The sub-devices: this program sets ANVIL_OPENCL_SUBDEVICES=1 (and
+// POCL_DEVICES=pthread when unset) before anvil discovers its devices, so
+// opencl:0 and opencl:1 are one core each (docs/opencl.md) and two replicas
+// really run at once; it checks that they are sub-devices and stops otherwise.
+// Two whole PoCL devices would each spread over both cores and could not
+// scale (anvil-bench two-devices shows why).
+//
+// Method: one DataParallel on [opencl:0] and one on [opencl:0, opencl:1],
+// both built from the same factory and seed; after warm-up steps (kernel
+// compilation, caches), rounds alternate the two (so a change in the
+// machine's load hits both), each round timing `steps` train_step + SGD
+// steps on random f32 inputs that start on the host (train_step sends each
+// device its share, as a DataLoader on the CPU would). samples/s is the
+// median over rounds. The load average is printed with the figures: other
+// processes on the two cores take from the two-device run first.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "anvil/anvil.h"
+#include "anvil/nn.h"
+#include "anvil/nn/parallel.h"
+#include "anvil/optim.h"
+
+using namespace anvil;
+
+namespace {
+
+struct Args {
+  std::vector<std::string> models{"mlp", "lenet"};
+  std::int64_t batch = 256;
+  int steps = 5;
+  int rounds = 5;
+  int warmup = 3;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw ValueError(s + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--models") {
+      a.models.clear();
+      std::stringstream ss(value());
+      for (std::string m; std::getline(ss, m, ',');) a.models.push_back(m);
+    } else if (s == "--batch") a.batch = std::stoll(value());
+    else if (s == "--steps") a.steps = std::stoi(value());
+    else if (s == "--rounds") a.rounds = std::stoi(value());
+    else if (s == "--warmup") a.warmup = std::stoi(value());
+    else if (s == "-h" || s == "--help") {
+      std::cout << "usage: bench_data_parallel [--models mlp,lenet] [--batch 256] [--steps 5] [--rounds 5] "
+                   "[--warmup 3]\n";
+      std::exit(0);
+    } else {
+      throw ValueError("unknown flag '" + s + "'; expected --models, --batch, --steps, --rounds or --warmup");
+    }
+  }
+  for (const std::string& m : a.models)
+    ANVIL_CHECK(m == "mlp" || m == "lenet", ValueError, "--models: expected mlp or lenet, got '", m, "'");
+  ANVIL_CHECK(a.batch >= 2 && a.steps > 0 && a.rounds > 0 && a.warmup >= 0, ValueError,
+              "expected --batch >= 2, --steps > 0, --rounds > 0, --warmup >= 0");
+  return a;
+}
+
+// benchmarks/train's two models.
+std::shared_ptr<nn::Module> make(const std::string& model) {
+  if (model == "mlp") {
+    auto net = std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10));
+    return net;
+  }
+  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 6, 5, 1, 2), nn::ReLU(), nn::MaxPool2d(2),
+                                          nn::Conv2d(6, 16, 5), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
+                                          nn::Linear(400, 120), nn::ReLU(), nn::Linear(120, 84), nn::ReLU(),
+                                          nn::Linear(84, 10));
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Config {
+  std::vector<Device> devices;
+  std::unique_ptr<nn::DataParallel> dp;
+  std::unique_ptr<optim::SGD> opt;
+  std::vector<double> rates;  // samples/s per round
+};
+
+void run_steps(Config& c, const Tensor& x, const Tensor& y, int steps) {
+  for (int s = 0; s < steps; ++s) {
+    c.opt->zero_grad();
+    (void)c.dp->train_step(x, y, nn::cross_entropy);
+    c.opt->step();
+  }
+  for (Device d : c.devices) synchronize(d);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything asks anvil for a device: OpenCL devices are discovered once.
+  setenv("ANVIL_OPENCL_SUBDEVICES", "1", 1);
+  setenv("POCL_DEVICES", "pthread", 0);
+  setenv("ANVIL_OPENCL_CPU", "1", 0);
+  try {
+    const Args args = parse(argc, argv);
+    const Device d0("opencl:0"), d1("opencl:1");
+    for (Device d : {d0, d1}) {
+      const DeviceProperties p = properties(d);  // DeviceError when there is no such device
+      ANVIL_CHECK(p.name.find("(sub-device ") != std::string::npos, DeviceError,
+                  "bench_data_parallel: ", d, " is not a one-core sub-device; expected ANVIL_OPENCL_SUBDEVICES=1 to "
+                  "split a CPU OpenCL device, got '", p.name, "'");
+    }
+    std::cout << "DataParallel scaling: two one-core PoCL sub-devices against one (ANVIL_OPENCL_SUBDEVICES=1)\n"
+              << "  opencl:0 = " << properties(d0).name << "\n  opencl:1 = " << properties(d1).name << "\n"
+              << "  global batch " << args.batch << ", " << args.steps << " steps per round, " << args.rounds
+              << " rounds alternating, median; load average at start: " << load_average() << " ("
+              << std::thread::hardware_concurrency() << " cores)\n\n";
+    std::printf("  %-6s %-20s %10s %12s %8s\n", "model", "devices", "ms/step", "samples/s", "speedup");
+    bool all_met = true;
+    std::ostringstream summary;
+    for (const std::string& model : args.models) {
+      manual_seed(1);
+      const Tensor x = rand({args.batch, 1, 28, 28});
+      const Tensor y = randint(0, 10, {args.batch});
+      std::vector<Config> configs(2);
+      configs[0].devices = {d0};
+      configs[1].devices = {d0, d1};
+      for (Config& c : configs) {
+        manual_seed(2);
+        c.dp = std::make_unique<nn::DataParallel>([&] { return make(model); }, c.devices);
+        c.opt = std::make_unique<optim::SGD>(c.dp->parameters(), optim::SGDOptions{.lr = 0.01});
+        run_steps(c, x, y, args.warmup);
+      }
+      for (int r = 0; r < args.rounds; ++r)
+        for (int k = 0; k < 2; ++k) {
+          // Alternate which configuration goes first in a round.
+          Config& c = configs[static_cast<std::size_t>((r + k) % 2)];
+          const auto t0 = std::chrono::steady_clock::now();
+          run_steps(c, x, y, args.steps);
+          const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          c.rates.push_back(static_cast<double>(args.batch * args.steps) / secs);
+        }
+      const double one = median(configs[0].rates), two = median(configs[1].rates);
+      std::printf("  %-6s %-20s %10.1f %12.1f %8s\n", model.c_str(), "opencl:0", 1e3 * args.batch / one, one, "");
+      std::printf("  %-6s %-20s %10.1f %12.1f %7.2fx\n", model.c_str(), "opencl:0 + opencl:1", 1e3 * args.batch / two,
+                  two, two / one);
+      std::fflush(stdout);
+      all_met = all_met && two / one >= 1.6;
+      summary << (summary.tellp() > 0 ? "; " : "") << model << " " << std::fixed;
+      summary.precision(2);
+      summary << two / one << "x";
+    }
+    std::cout << "\nconclusion: two sub-devices against one: " << summary.str() << " (target >= 1.6x: "
+              << (all_met ? "met" : "not met") << "); load average at end: " << load_average() << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_data_parallel: " << e.what() << "\n";
+    return 1;
+  }
+}
