@@ -5,7 +5,6 @@
 // work spread over several devices is timed on the host clock, since two
 // devices' clocks cannot be compared. Every row says which clock it used.
 #include "scenarios.h"
-#include "timing.h"
 
 #include <anvil/anvil.h>
 
@@ -17,6 +16,8 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+
+#include "timing.h"
 
 namespace anvil::bench {
 namespace {
