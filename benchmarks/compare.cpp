@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "timing.h"
 #include "worker_process.h"
 
 namespace {
@@ -62,10 +63,7 @@ struct Impl {
   std::string failure;
   std::optional<double> median() const {
     if (samples.empty()) return std::nullopt;
-    auto s = samples;
-    std::sort(s.begin(), s.end());
-    const auto mid = s.size() / 2;
-    return s.size() % 2 ? s[mid] : 0.5 * (s[mid - 1] + s[mid]);
+    return anvil::bench::median(samples);
   }
 };
 

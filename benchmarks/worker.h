@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "timing.h"
+
 namespace anvil_bench {
 
 // A case id, the same string as the test and bench case names (STYLE.md):
@@ -109,10 +111,7 @@ inline int serve(const std::string& info, const Prepare& prepare) {
         }
         current_key = key;
       }
-      const auto start = std::chrono::steady_clock::now();
-      body(iterations);
-      const auto stop = std::chrono::steady_clock::now();
-      std::cout << "ok " << std::chrono::duration<double>(stop - start).count() << std::endl;
+      std::cout << "ok " << anvil::bench::host_seconds([&] { body(iterations); }) << std::endl;
     } catch (const std::exception& e) {
       std::string what = e.what();
       for (auto& c : what)

@@ -38,7 +38,8 @@ function(anvil_backend_module name)
   add_library(${target} SHARED ${sources})
   target_link_libraries(${target} PUBLIC anvil anvil_device_common PRIVATE anvil_warnings)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)
-  target_compile_options(${target} PRIVATE -O3)
+  # The flags the core is built with (they were one library before).
+  target_compile_options(${target} PRIVATE -O3 $<$<BOOL:${ANVIL_NATIVE}>:-march=native> -fno-math-errno)
   anvil_library_layout(${target})
   install(TARGETS ${target} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   # Only the registry needs to know, so only it recompiles.

@@ -52,8 +52,8 @@ bool has(const std::string& text, const std::string& s) { return text.find(s) !=
 class ModuleDir {
  public:
   ModuleDir() {
-    path_ = fs::temp_directory_path() /
-            ("anvil-modules-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
+    path_ =
+        fs::temp_directory_path() / ("anvil-modules-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
     fs::create_directories(path_);
   }
   ~ModuleDir() {

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "../timing.h"
 #include "../worker_process.h"
 #include "anvil/anvil.h"
 #include "anvil/data.h"
@@ -167,12 +168,6 @@ std::string expect_ok(Library& lib, const std::string& request) {
   return reply.size() > 3 ? reply.substr(3) : std::string();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 struct Result {
   std::vector<double> seconds;  // per epoch, 1..N
   double loss = 0, accuracy = 0;
@@ -180,7 +175,7 @@ struct Result {
   std::string error;
   double per_epoch() const {
     if (seconds.size() == 1) return seconds[0];
-    return median(std::vector<double>(seconds.begin() + 1, seconds.end()));
+    return anvil::bench::median(std::vector<double>(seconds.begin() + 1, seconds.end()));
   }
 };
 

@@ -85,7 +85,7 @@ struct DeviceProperties {
   bool fp16 = false;
   std::string compute_capability;  // "8.0" on CUDA, "" elsewhere
   std::uint64_t l2_cache_bytes = 0;  // 0 when unknown
-  std::string pci_bus_id;  // "0000:3b:00.0" (domain:bus:device.function) on CUDA, "" when unknown
+  std::string pci_bus_id;            // "0000:3b:00.0" (domain:bus:device.function) on CUDA, "" when unknown
 };
 // Throws DeviceError when the device does not exist.
 DeviceProperties properties(Device d);

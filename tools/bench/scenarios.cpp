@@ -24,6 +24,8 @@
 #include <sstream>
 #include <thread>
 
+#include "timing.h"
+
 namespace anvil::bench {
 namespace {
 
@@ -31,12 +33,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 void sync_all(const std::vector<Device>& ds) {
   for (Device d : ds) synchronize(d);
@@ -77,12 +73,10 @@ Timed time_median(const std::vector<Device>& devices, double budget, int max_rep
     if (devices.size() == 1) return time_events(devices.front(), fn);
     return {time_host(devices, fn), false};
   };
-  const Timed first = once();
+  const Timed first = once();  // the warm-up, which also sizes the repeats
   const int repeats =
       std::clamp(first.seconds > 0 ? static_cast<int>(budget / first.seconds) : max_repeats, 3, max_repeats);
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) times.push_back(once().seconds);
-  return {median(times), first.device_clock};
+  return {median_of(0, repeats, [&] { return once().seconds; }), first.device_clock};
 }
 
 std::string fixed(double v, int digits) {

@@ -20,27 +20,22 @@
 #include <vector>
 
 #include "anvil/anvil.h"
+#include "timing.h"
 
 namespace {
 
 using namespace anvil;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
+using bench::median_of;
 
 // Median device time of `f` (enqueues work on d) over `repeats`, after one warm-up.
 double device_seconds(Device d, int repeats, const std::function<void()>& f) {
-  f();
-  synchronize(d);
-  std::vector<double> t;
-  for (int i = 0; i < repeats; ++i) {
+  return median_of(1, repeats, [&] {
+    synchronize(d);
     const Event start = Event::record(d);
     f();
-    t.push_back(start.elapsed_seconds(Event::record(d)));
-  }
-  return median(t);
+    return start.elapsed_seconds(Event::record(d));
+  });
 }
 
 // The same for work enqueued directly with the runtime on the legacy stream.
@@ -48,21 +43,18 @@ double cuda_seconds(int repeats, const std::function<void()>& f) {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  f();
-  cudaDeviceSynchronize();
-  std::vector<double> t;
-  for (int i = 0; i < repeats; ++i) {
+  const double s = median_of(1, repeats, [&] {
     cudaEventRecord(a);
     f();
     cudaEventRecord(b);
     cudaEventSynchronize(b);
     float ms = 0;
     cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms / 1e3);
-  }
+    return ms / 1e3;
+  });
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  return median(t);
+  return s;
 }
 
 const char* verdict(bool met) { return met ? "met" : "NOT met"; }
@@ -137,14 +129,13 @@ void launch(int gpu) {
   Tensor a = ones({16}, d), b = ones({16}, d), c = empty({16}, d);
   synchronize(d);
   constexpr int kCalls = 2000;
-  std::vector<double> per_call;
-  for (int r = 0; r < 15; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kCalls; ++i) add_out(c, a, b);
-    per_call.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kCalls);
+  const double m = median_of(1, 15, [&] {
+    const double t = bench::host_seconds([&] {
+      for (int i = 0; i < kCalls; ++i) add_out(c, a, b);
+    });
     synchronize(d);
-  }
-  const double m = median(per_call);
+    return t / kCalls;
+  });
   std::printf("launch      cuda:%d: %.2f us host time per add_out of 16 elements (median of 15x%d); target <= 10 us: %s\n",
               gpu, m * 1e6, kCalls, verdict(m <= 10e-6));
 }

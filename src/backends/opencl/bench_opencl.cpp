@@ -14,24 +14,17 @@
 #include <vector>
 
 #include "anvil/anvil.h"
+#include "timing.h"
 
 namespace {
 
 using namespace anvil;
-using Clock = std::chrono::steady_clock;
+using bench::host_seconds;
 
-double seconds(const std::function<void()>& f) {
-  const auto t0 = Clock::now();
-  f();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
+// Median host time of `f` over `repeats`, after one warm-up (kernel builds,
+// allocator, caches).
 double median_of(int repeats, const std::function<void()>& f) {
-  f();  // warm-up: kernel builds, allocator, caches
-  std::vector<double> t;
-  for (int i = 0; i < repeats; ++i) t.push_back(seconds(f));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return bench::median_of(1, repeats, [&] { return host_seconds(f); });
 }
 
 void add16m() {
@@ -55,7 +48,7 @@ void launch() {
   constexpr int kCalls = 2000;
   std::vector<double> per_call;
   for (int r = 0; r < 15; ++r) {
-    const double t = seconds([&] {
+    const double t = host_seconds([&] {
       for (int i = 0; i < kCalls; ++i) add_out(out, a, b);
     });
     synchronize(d);
