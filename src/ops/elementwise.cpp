@@ -52,6 +52,11 @@ Tensor binary_scalar_op(BinaryOp op, const Tensor& a, const Scalar& s, bool scal
   const Device d = a.impl_ref().device();
   const DType promoted = promote(a.impl_ref().dtype(), s);
   check_arithmetic(opname, op, promoted);
+  // As PyTorch: the result would be 0 for every base but ±1 (scalar.h gives
+  // that for tensor exponents, as torch does).
+  ANVIL_CHECK(!(op == BinaryOp::Pow && !scalar_first && !is_floating(promoted) && s.to_double() < 0), ValueError,
+              opname, ": integers to negative integer powers are not allowed; expected an exponent >= 0, got ",
+              s.to_double(), "; convert the base with .to(f32)");
   const DType ct = compute_dtype(op, promoted);
   Tensor out = make_empty(a.impl_ref().shape(), is_comparison(op) ? DType::Bool : ct, d);
   record_binary_scalar(op, out, a, s, scalar_first);
