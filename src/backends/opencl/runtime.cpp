@@ -236,12 +236,14 @@ void Queue::copy_between(Queue& d, void* dst, std::size_t dst_offset, Queue& s, 
   s.track(after, "copy_device");
 }
 
-// Blocking: only the index check's flag block uses it, once when created
-// and after an error.
+// Enqueued like any command (a blocking write would wait for everything
+// queued before it): the index check's flag block, when created and after
+// an error.
 void Queue::zero(void* block, std::size_t bytes) {
-  const std::vector<std::byte> zeros(bytes);
-  ANVIL_CL_CHECK(label_,
-                 clEnqueueWriteBuffer(handle, mem(block), CL_TRUE, 0, bytes, zeros.data(), 0, nullptr, nullptr));
+  const cl_uchar pattern = 0;  // copied by the call
+  cl_event ev = nullptr;
+  ANVIL_CL_CHECK(label_, clEnqueueFillBuffer(handle, mem(block), &pattern, sizeof pattern, 0, bytes, 0, nullptr, &ev));
+  track(ev, current_op());
 }
 
 void Queue::track(cl_event event, const char* op, std::unique_ptr<std::byte[]> staging) {
