@@ -317,8 +317,8 @@ class DeviceBackend final : public detail::Backend {
                    std::size_t src_offset, std::size_t bytes) override {
     OpScope scope("copy_device");
     if (bytes == 0) return;
-    ANVIL_ASSERT(can_copy_direct(dst_index, src_index), "copy_device from ", R::kName, ":", src_index, " to ",
-                 R::kName, ":", dst_index, ", which cannot copy directly");
+    ANVIL_ASSERT(can_copy_direct(dst_index, src_index), "copy_device from ", R::kName, ":", src_index, " to ", R::kName,
+                 ":", dst_index, ", which cannot copy directly");
     Slot& d = slot(dst_index);
     if (dst_index == src_index) {
       std::lock_guard lock(d.mutex);
@@ -434,7 +434,8 @@ class DeviceBackend final : public detail::Backend {
   // The device's state, created on first use. Throws DeviceError naming the
   // running op when the device does not exist.
   Slot& slot(int index) {
-    if (!exists(index)) [[unlikely]] throw_no_device(current_op_or(R::kName), index);
+    if (!exists(index)) [[unlikely]]
+      throw_no_device(current_op_or(R::kName), index);
     std::call_once(slot_once_[index], [&] {
       slots_[index] = std::make_unique<Slot>(runtime_, index, list_.devices[index]);
       slot_ready_[index].store(true, std::memory_order_release);
