@@ -15,8 +15,11 @@
 // device_primitives.h sets a kernel's arguments one call each, and through
 // a virtual interface every argument of every launch would pay an indirect
 // call. As a template the per-launch path is what each backend wrote by hand
-// before (anvil-opencl-bench launch: the same microseconds per small op),
-// and the code still exists once: each backend instantiates it in one .cpp.
+// before, and the code still exists once: each backend instantiates it in
+// one .cpp. Measured with anvil-opencl-bench launch (add_out of 16 f32 on
+// PoCL, enqueue to return, 8 alternating runs on a loaded 2-core machine):
+// best run 0.89 us before this base, 0.88-0.95 us after; median of the
+// runs' best 1.25 vs 1.24 us.
 //
 // What a runtime supplies (R):
 //   static constexpr DeviceType kType; static constexpr const char* kName;  // "opencl"
