@@ -35,13 +35,13 @@ std::vector<Device> opencl_devices() {
   return out;
 }
 
-#define ANVIL_REQUIRE_OPENCL()                                                                       \
-  do {                                                                                               \
-    if (opencl_devices().empty()) {                                                                  \
+#define ANVIL_REQUIRE_OPENCL()                                                                            \
+  do {                                                                                                    \
+    if (opencl_devices().empty()) {                                                                       \
       const std::string why = "needs an OpenCL device; " + device_unavailable_reason(DeviceType::OpenCL); \
-      if (anvil::testing::required_device_types().count(DeviceType::OpenCL)) FAIL() << why;         \
-      GTEST_SKIP() << why;                                                                           \
-    }                                                                                                \
+      if (anvil::testing::required_device_types().count(DeviceType::OpenCL)) FAIL() << why;               \
+      GTEST_SKIP() << why;                                                                                \
+    }                                                                                                     \
   } while (0)
 
 // Runs `f`, which must raise NotSupported naming each of `parts`.
@@ -96,7 +96,10 @@ TEST(Capabilities, EveryWayToF64OnTheDeviceRaisesNotSupported) {
         {"randn", [&] { (void)randn({4}, d, f64); }},
         {"randint", [&] { (void)randint(0, 5, {4}, d, f64); }},
         {"zeros", [&] { (void)eye(3, std::nullopt, d, f64); }},
-        {"to", [&] { (void)tensor(std::vector<double>{1.0, 2.0}, d); }},
+        {"to",
+         [&] {
+           (void)tensor(std::vector<double>{1.0, 2.0}, d);
+         }},
         {"to", [&] { (void)x32.to(f64); }},
         {"to", [&] { (void)x32.to(d, f64); }},
         {"to", [&] { (void)h64.to(d); }},
@@ -141,7 +144,8 @@ TEST(Capabilities, EveryPrimitiveAsksBeforeDispatch) {
       const auto u = static_cast<UnaryOp>(op);
       std::vector<std::string> p = parts;
       p.push_back(std::string(name(u)) + ": ");
-      expect_not_supported(name(u), [&] { dispatch::unary(d, u, {}, ew); }, p);
+      expect_not_supported(
+          name(u), [&] { dispatch::unary(d, u, {}, ew); }, p);
     }
     for (int op = 0; op < static_cast<int>(BinaryOp::Count); ++op) {
       const auto b = static_cast<BinaryOp>(op);
@@ -149,38 +153,46 @@ TEST(Capabilities, EveryPrimitiveAsksBeforeDispatch) {
       if (is_comparison(b)) cmp.out.dtype = DType::Bool;
       std::vector<std::string> p = parts;
       p.push_back(std::string(name(b)) + ": ");
-      expect_not_supported(name(b), [&] { dispatch::binary(d, b, cmp); }, p);
+      expect_not_supported(
+          name(b), [&] { dispatch::binary(d, b, cmp); }, p);
     }
     ElementwiseArgs mixed = ew;  // f32 out of an f64 input: still refused
     mixed.out.dtype = DType::F32;
-    expect_not_supported("copy", [&] { dispatch::copy("to", d, mixed); }, parts);
+    expect_not_supported(
+        "copy", [&] { dispatch::copy("to", d, mixed); }, parts);
     ElementwiseArgs w = ew;
     w.nin = 3;
     w.in[0].dtype = DType::Bool;
     w.in[2].dtype = DType::F64;
-    expect_not_supported("where", [&] { dispatch::where(d, w); }, parts);
+    expect_not_supported(
+        "where", [&] { dispatch::where(d, w); }, parts);
     for (int op = 0; op < static_cast<int>(ReduceOp::Count); ++op) {
       ReduceArgs r;
       r.in.dtype = DType::F64;
       r.out.dtype = op >= static_cast<int>(ReduceOp::ArgMax) ? DType::I64 : DType::F64;
-      expect_not_supported(name(static_cast<ReduceOp>(op)),
-                           [&] { dispatch::reduce(name(static_cast<ReduceOp>(op)), d, static_cast<ReduceOp>(op), r); },
-                           parts);
+      expect_not_supported(
+          name(static_cast<ReduceOp>(op)),
+          [&] { dispatch::reduce(name(static_cast<ReduceOp>(op)), d, static_cast<ReduceOp>(op), r); }, parts);
     }
     GemmArgs g;
     g.dtype = DType::F64;
-    expect_not_supported("matmul", [&] { dispatch::gemm("matmul", d, g); }, parts);
+    expect_not_supported(
+        "matmul", [&] { dispatch::gemm("matmul", d, g); }, parts);
     IndexArgs ix;
     ix.out.dtype = ix.src.dtype = DType::F64;
     ix.index.dtype = DType::I64;
-    expect_not_supported("gather", [&] { dispatch::index("gather", d, ix); }, parts);
+    expect_not_supported(
+        "gather", [&] { dispatch::index("gather", d, ix); }, parts);
     KernelOperand o;
     o.dtype = DType::F64;
-    expect_not_supported("fill", [&] { dispatch::fill("fill_", d, o, 4, 1.0); }, parts);
-    expect_not_supported("arange", [&] { dispatch::arange("arange", d, o, 4, 0, 1); }, parts);
+    expect_not_supported(
+        "fill", [&] { dispatch::fill("fill_", d, o, 4, 1.0); }, parts);
+    expect_not_supported(
+        "arange", [&] { dispatch::arange("arange", d, o, 4, 0, 1); }, parts);
     RandomArgs ra;
     ra.out.dtype = DType::F64;
-    expect_not_supported("randn", [&] { dispatch::random("randn", d, ra); }, parts);
+    expect_not_supported(
+        "randn", [&] { dispatch::random("randn", d, ra); }, parts);
     // And the fused window kernels are not offered in f64.
     EXPECT_FALSE(backend_checked(d).supports_fused(FusedOp::Im2col, DType::F64, d.index()));
     EXPECT_TRUE(backend_checked(d).supports_fused(FusedOp::Im2col, DType::F32, d.index()));
@@ -285,8 +297,9 @@ TEST(Capabilities, RandomWithoutFp64) {
       max_abs = std::max(max_abs, err);
       if (std::abs(cn[i]) > 0.5) max_rel = std::max(max_rel, err / std::abs(cn[i]));
     }
-    std::printf("%s: randn in f32 vs the f64 path over %lld normals: max abs error %.3g, max rel error (|z| > 0.5) %.3g\n",
-                d.str().c_str(), static_cast<long long>(n), max_abs, max_rel);
+    std::printf(
+        "%s: randn in f32 vs the f64 path over %lld normals: max abs error %.3g, max rel error (|z| > 0.5) %.3g\n",
+        d.str().c_str(), static_cast<long long>(n), max_abs, max_rel);
     EXPECT_LE(max_abs, 2e-6);
     EXPECT_GT(max_abs, 0.0) << "identical to the f64 path: is the f32 path really running?";
     double mean = 0, sq = 0;
@@ -303,8 +316,8 @@ TEST(Capabilities, RandomWithoutFp64) {
 // The CPU keeps every dtype: nothing above is a CPU limitation.
 TEST(Capabilities, TheCpuStillRunsF64) {
   const Tensor x = linspace(0, 1, 5, cpu(), f64);
-  EXPECT_DOUBLE_EQ(exp(x).sum().item<double>(), std::exp(0.0) + std::exp(0.25) + std::exp(0.5) + std::exp(0.75) +
-                                                     std::exp(1.0));
+  EXPECT_DOUBLE_EQ(exp(x).sum().item<double>(),
+                   std::exp(0.0) + std::exp(0.25) + std::exp(0.5) + std::exp(0.75) + std::exp(1.0));
   EXPECT_EQ(randn({8}, cpu(), f64).dtype(), f64);
 }
 

@@ -15,8 +15,11 @@
 // device_primitives.h sets a kernel's arguments one call each, and through
 // a virtual interface every argument of every launch would pay an indirect
 // call. As a template the per-launch path is what each backend wrote by hand
-// before (anvil-opencl-bench launch: the same microseconds per small op),
-// and the code still exists once: each backend instantiates it in one .cpp.
+// before, and the code still exists once: each backend instantiates it in
+// one .cpp. Measured with anvil-opencl-bench launch (add_out of 16 f32 on
+// PoCL, enqueue to return, 8 alternating runs on a loaded 2-core machine):
+// best run 0.89 us before this base, 0.88-0.95 us after; median of the
+// runs' best 1.25 vs 1.24 us.
 //
 // What a runtime supplies (R):
 //   static constexpr DeviceType kType; static constexpr const char* kName;  // "opencl"
@@ -317,8 +320,8 @@ class DeviceBackend final : public detail::Backend {
                    std::size_t src_offset, std::size_t bytes) override {
     OpScope scope("copy_device");
     if (bytes == 0) return;
-    ANVIL_ASSERT(can_copy_direct(dst_index, src_index), "copy_device from ", R::kName, ":", src_index, " to ",
-                 R::kName, ":", dst_index, ", which cannot copy directly");
+    ANVIL_ASSERT(can_copy_direct(dst_index, src_index), "copy_device from ", R::kName, ":", src_index, " to ", R::kName,
+                 ":", dst_index, ", which cannot copy directly");
     Slot& d = slot(dst_index);
     if (dst_index == src_index) {
       std::lock_guard lock(d.mutex);
@@ -452,7 +455,8 @@ class DeviceBackend final : public detail::Backend {
   // The device's state, created on first use. Throws DeviceError naming the
   // running op when the device does not exist.
   Slot& slot(int index) {
-    if (!exists(index)) [[unlikely]] throw_no_device(current_op_or(R::kName), index);
+    if (!exists(index)) [[unlikely]]
+      throw_no_device(current_op_or(R::kName), index);
     std::call_once(slot_once_[index], [&] {
       slots_[index] = std::make_unique<Slot>(runtime_, index, list_.devices[index]);
       slot_ready_[index].store(true, std::memory_order_release);

@@ -38,7 +38,8 @@ bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator& alloc
   cublasStatus_t st;
   if (a.dtype == DType::F32)
     st = call(static_cast<float>(a.alpha), static_cast<float>(a.beta), static_cast<const float*>(a.a.data),
-              static_cast<const float*>(a.b.data), static_cast<float*>(a.c.data), cublasSgemm, cublasSgemmStridedBatched);
+              static_cast<const float*>(a.b.data), static_cast<float*>(a.c.data), cublasSgemm,
+              cublasSgemmStridedBatched);
   else
     st = call(a.alpha, a.beta, static_cast<const double*>(a.a.data), static_cast<const double*>(a.b.data),
               static_cast<double*>(a.c.data), cublasDgemm, cublasDgemmStridedBatched);

@@ -52,13 +52,12 @@ class Launch {
       l[d] = local[d];
       g[d] = global[d] / local[d];
     }
-    ANVIL_CHECK(g[0] <= INT_MAX && g[1] <= 65535 && g[2] <= 65535, NotSupported, op, ": launch of [", g[0], ", ",
-                g[1], ", ", g[2], "] blocks on ", q_.label(),
+    ANVIL_CHECK(g[0] <= INT_MAX && g[1] <= 65535 && g[2] <= 65535, NotSupported, op, ": launch of [", g[0], ", ", g[1],
+                ", ", g[2], "] blocks on ", q_.label(),
                 "; expected at most [2^31-1, 65535, 65535] (CUDA's grid limits)");
     const dim3 grid(static_cast<unsigned>(g[0]), static_cast<unsigned>(g[1]), static_cast<unsigned>(g[2]));
     const dim3 block(static_cast<unsigned>(l[0]), static_cast<unsigned>(l[1]), static_cast<unsigned>(l[2]));
-    ANVIL_CUDA_CHECK(q_.label(),
-                     cudaLaunchKernel(reinterpret_cast<const void*>(k_), grid, block, args_, 0, q_.stream));
+    ANVIL_CUDA_CHECK(q_.label(), cudaLaunchKernel(reinterpret_cast<const void*>(k_), grid, block, args_, 0, q_.stream));
   }
 
  private:

@@ -23,15 +23,15 @@ std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::t
 std::string no_device_reason(cudaError_t e) {
   switch (e) {
     case cudaErrorInsufficientDriver:
-      return "no usable NVIDIA driver (cudaErrorInsufficientDriver: the driver is missing or older than CUDA " +
-             [] {
-               int v = 0;
-               cudaRuntimeGetVersion(&v);
-               return version_text(v);
-             }() +
-             " needs)";
-    case cudaErrorNoDevice: return "no CUDA-capable GPU is visible (cudaErrorNoDevice; check CUDA_VISIBLE_DEVICES)";
-    default: return "the CUDA runtime failed to start: " + error_text(e);
+      return "no usable NVIDIA driver (cudaErrorInsufficientDriver: the driver is missing or older than CUDA " + [] {
+        int v = 0;
+        cudaRuntimeGetVersion(&v);
+        return version_text(v);
+      }() + " needs)";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable GPU is visible (cudaErrorNoDevice; check CUDA_VISIBLE_DEVICES)";
+    default:
+      return "the CUDA runtime failed to start: " + error_text(e);
   }
 }
 
@@ -186,8 +186,10 @@ Queue::~Queue() {
 
 void Queue::update_properties(DeviceProperties& p) const noexcept {
   std::size_t free = 0, total = 0;
-  if (cudaMemGetInfo(&free, &total) == cudaSuccess) p.memory_free = free;
-  else cudaGetLastError();
+  if (cudaMemGetInfo(&free, &total) == cudaSuccess)
+    p.memory_free = free;
+  else
+    cudaGetLastError();
 }
 
 detail::CachingAllocator::Raw Queue::raw_allocator() const {
@@ -237,8 +239,8 @@ void Queue::copy_within(void* dst, std::size_t dst_byte, const void* src, std::s
 // The copy runs on the destination's stream after everything queued on the
 // source so far, and the source stream waits for the copy before it runs
 // anything else (which may reuse the block).
-void Queue::copy_between(Queue& d, void* dst, std::size_t dst_offset, Queue& s, const void* src,
-                         std::size_t src_offset, std::size_t bytes) {
+void Queue::copy_between(Queue& d, void* dst, std::size_t dst_offset, Queue& s, const void* src, std::size_t src_offset,
+                         std::size_t bytes) {
   cudaEvent_t ready = nullptr, copied = nullptr;
   s.make_current();
   ANVIL_CUDA_CHECK(s.label_, cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
@@ -259,9 +261,7 @@ void Queue::copy_between(Queue& d, void* dst, std::size_t dst_offset, Queue& s, 
 
 // On this stream: it is non-blocking, so the legacy-stream cudaMemset
 // would not be ordered with the kernels that follow.
-void Queue::zero(void* block, std::size_t bytes) {
-  ANVIL_CUDA_CHECK(label_, cudaMemsetAsync(block, 0, bytes, stream));
-}
+void Queue::zero(void* block, std::size_t bytes) { ANVIL_CUDA_CHECK(label_, cudaMemsetAsync(block, 0, bytes, stream)); }
 
 cublasHandle_t Queue::blas(detail::CachingAllocator& allocator) {
   if (blas_ != nullptr) return blas_;

@@ -36,9 +36,7 @@ DeviceEntry describe(cl_platform_id platform, cl_device_id id, bool subdevice, i
   p.name = device_string(id, CL_DEVICE_NAME);
   if (subdevice) p.name += detail::cat(" (sub-device ", sub_index, " of ", sub_count, ")");
   p.vendor = device_string(id, CL_DEVICE_VENDOR);
-  p.kind = (e.type & CL_DEVICE_TYPE_GPU)           ? "gpu"
-           : (e.type & CL_DEVICE_TYPE_ACCELERATOR) ? "accelerator"
-                                                   : "cpu";
+  p.kind = (e.type & CL_DEVICE_TYPE_GPU) ? "gpu" : (e.type & CL_DEVICE_TYPE_ACCELERATOR) ? "accelerator" : "cpu";
   p.memory_total = device_value<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE);
   p.memory_free = 0;  // OpenCL has no portable query for it
   p.compute_units = static_cast<int>(device_value<cl_uint>(id, CL_DEVICE_MAX_COMPUTE_UNITS));
@@ -97,8 +95,7 @@ kernels::DeviceList<DeviceEntry> Runtime::discover() noexcept {
     const bool split = env_flag("ANVIL_OPENCL_SUBDEVICES");
     for (cl_platform_id platform : platforms) {
       cl_uint ndevices = 0;
-      if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &ndevices) != CL_SUCCESS || ndevices == 0)
-        continue;
+      if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &ndevices) != CL_SUCCESS || ndevices == 0) continue;
       std::vector<cl_device_id> ids(ndevices);
       if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, ndevices, ids.data(), nullptr) != CL_SUCCESS) continue;
       const int slot = static_cast<int>(platform_ids.size());
@@ -140,17 +137,15 @@ cl_context Runtime::context_for(const DeviceEntry& e, const std::string& label) 
   cl_context& ctx = contexts_[e.platform_slot];
   if (ctx != nullptr) return ctx;
   const std::vector<cl_device_id>& ids = platform_ids_[e.platform_slot];
-  const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(e.platform),
-                                         0};
+  const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(e.platform), 0};
   cl_int err = CL_SUCCESS;
   cl_context created = nullptr;
-  ANVIL_CL_CHECK(label, (created = clCreateContext(props, static_cast<cl_uint>(ids.size()), ids.data(),
-                                                          nullptr, nullptr, &err),
-                                err));
+  ANVIL_CL_CHECK(
+      label,
+      (created = clCreateContext(props, static_cast<cl_uint>(ids.size()), ids.data(), nullptr, nullptr, &err), err));
   ctx = created;
   return ctx;
 }
-
 
 // ---- Queue ----------------------------------------------------------------------
 
@@ -198,8 +193,8 @@ bool Queue::copy_from_host(void* dst, std::size_t dst_offset, const void* src, s
   if (bytes <= kMaxStagedWrite) {
     auto staging = std::make_unique<std::byte[]>(bytes);
     std::memcpy(staging.get(), src, bytes);
-    ANVIL_CL_CHECK(label_, clEnqueueWriteBuffer(handle, mem(dst), CL_FALSE, dst_offset, bytes, staging.get(), 0,
-                                                nullptr, &ev));
+    ANVIL_CL_CHECK(label_,
+                   clEnqueueWriteBuffer(handle, mem(dst), CL_FALSE, dst_offset, bytes, staging.get(), 0, nullptr, &ev));
     track(ev, "copy_from_host", std::move(staging));
   } else {
     ANVIL_CL_CHECK(label_, clEnqueueWriteBuffer(handle, mem(dst), CL_TRUE, dst_offset, bytes, src, 0, nullptr, &ev));
@@ -222,12 +217,13 @@ void Queue::copy_within(void* dst, std::size_t dst_byte, const void* src, std::s
 // Two queues of one context: the copy runs on the destination's queue after
 // everything queued on the source so far, and the source queue waits for
 // the copy before it runs anything else (which may reuse the block).
-void Queue::copy_between(Queue& d, void* dst, std::size_t dst_offset, Queue& s, const void* src,
-                         std::size_t src_offset, std::size_t bytes) {
+void Queue::copy_between(Queue& d, void* dst, std::size_t dst_offset, Queue& s, const void* src, std::size_t src_offset,
+                         std::size_t bytes) {
   cl_event ready = nullptr, copied = nullptr, after = nullptr;
   ANVIL_CL_CHECK(s.label_, clEnqueueMarkerWithWaitList(s.handle, 0, nullptr, &ready));
   ANVIL_CL_CHECK(s.label_, clFlush(s.handle));
-  const cl_int st = clEnqueueCopyBuffer(d.handle, mem(src), mem(dst), src_offset, dst_offset, bytes, 1, &ready, &copied);
+  const cl_int st =
+      clEnqueueCopyBuffer(d.handle, mem(src), mem(dst), src_offset, dst_offset, bytes, 1, &ready, &copied);
   clReleaseEvent(ready);
   ANVIL_CL_CHECK(d.label_, st);
   d.track(copied, "copy_device");
@@ -236,12 +232,14 @@ void Queue::copy_between(Queue& d, void* dst, std::size_t dst_offset, Queue& s, 
   s.track(after, "copy_device");
 }
 
-// Blocking: only the index check's flag block uses it, once when created
-// and after an error.
+// Enqueued like any command (a blocking write would wait for everything
+// queued before it): the index check's flag block, when created and after
+// an error.
 void Queue::zero(void* block, std::size_t bytes) {
-  const std::vector<std::byte> zeros(bytes);
-  ANVIL_CL_CHECK(label_,
-                 clEnqueueWriteBuffer(handle, mem(block), CL_TRUE, 0, bytes, zeros.data(), 0, nullptr, nullptr));
+  const cl_uchar pattern = 0;  // copied by the call
+  cl_event ev = nullptr;
+  ANVIL_CL_CHECK(label_, clEnqueueFillBuffer(handle, mem(block), &pattern, sizeof pattern, 0, bytes, 0, nullptr, &ev));
+  track(ev, current_op());
 }
 
 void Queue::track(cl_event event, const char* op, std::unique_ptr<std::byte[]> staging) {
@@ -315,11 +313,14 @@ double Queue::elapsed_seconds(void* start, void* end, const std::function<void()
   }
   cl_ulong ns[2] = {0, 0};
   for (int i = 0; i < 2; ++i)
-    ANVIL_CL_CHECK(label_, clGetEventProfilingInfo(markers[i], CL_PROFILING_COMMAND_END, sizeof ns[i], &ns[i], nullptr));
+    ANVIL_CL_CHECK(label_,
+                   clGetEventProfilingInfo(markers[i], CL_PROFILING_COMMAND_END, sizeof ns[i], &ns[i], nullptr));
   // Signed: `end` may have been recorded first.
   return static_cast<double>(static_cast<std::int64_t>(ns[1] - ns[0])) * 1e-9;
 }
 
-void Queue::release_timestamp(const DeviceEntry&, void* stamp) noexcept { clReleaseEvent(static_cast<cl_event>(stamp)); }
+void Queue::release_timestamp(const DeviceEntry&, void* stamp) noexcept {
+  clReleaseEvent(static_cast<cl_event>(stamp));
+}
 
 }  // namespace anvil::opencl

@@ -108,7 +108,7 @@ class Queue {
   // Work-group size for 1-D elementwise launches.
   std::size_t local_size() const noexcept { return local_size_; }
   std::size_t max_work_group() const noexcept { return entry_.max_work_group; }
-  void make_current() const noexcept {}  // OpenCL calls name their queue
+  void make_current() const noexcept {}                        // OpenCL calls name their queue
   void update_properties(DeviceProperties&) const noexcept {}  // no portable free-memory query
 
   detail::CachingAllocator::Raw raw_allocator() const;
