@@ -224,6 +224,12 @@ class Backend {
   virtual double timestamp_elapsed(int index, void* start, void* end);  // default: throws NotSupported
   virtual void release_timestamp(int /*index*/, void* /*stamp*/) noexcept {}
 
+  // optional: the device's own queue as the native runtime knows it (a
+  // cudaStream_t for CUDA), with `index` made the calling thread's current
+  // device, for a library that enqueues on it (NCCL in src/dist). Null when
+  // the backend has none to give.
+  virtual void* native_stream(int /*index*/) noexcept { return nullptr; }
+
   // primitives
   virtual bool supports(const char* op, DType t, int index) noexcept = 0;
   virtual void fill(int index, const KernelOperand& out, std::int64_t numel, const Scalar& value) = 0;

@@ -210,6 +210,16 @@ void CudaBackend::synchronize(int index) {
   s.finish_locked();
 }
 
+void* CudaBackend::native_stream(int index) noexcept {
+  try {
+    DeviceState& s = state(index);
+    s.make_current();
+    return s.stream;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
 bool CudaBackend::supports(const char*, DType, int index) noexcept {
   return index >= 0 && index < device_count();  // every dtype, f64 included
 }

@@ -44,6 +44,7 @@ class CudaBackend final : public detail::Backend {
   bool can_copy_direct(int dst_index, int src_index) noexcept override;
 
   void synchronize(int index) override;
+  void* native_stream(int index) noexcept override;
 
   bool supports(const char* op, DType t, int index) noexcept override;
   void fill(int index, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) override;
