@@ -1,13 +1,16 @@
 // nn::DistributedDataParallel and distributed checkpoints.
 //
 // The DDP.* cases run in every process of a world: alone (a world of one)
-// and, through Launch.*, under `mpirun -np 2` on the ranks' own devices
-// (dist::device(): opencl:0/opencl:1 here) and on the CPU. Every rank
+// and, as ctest's test_ddp_mpi_{devices,cpu} (tests/CMakeLists.txt), under
+// `mpirun -np 2` on the ranks' own devices (dist::device(): opencl:0 and
+// opencl:1 here) and on the CPU. Every rank
 // computes the one-process reference itself (the whole global batch on one
 // model), so each rank checks the equivalence on its own; the parameters are
 // also compared bitwise across ranks after every step.
-// Checkpoint.* runs its ranks' halves through mpirun too (phases chosen by
-// ANVIL_TEST_CKPT_PHASE) and compares the results in the launching process.
+// Checkpoint.ResumeAcrossRankCounts needs runs with different rank counts
+// one after another, so it starts its two-rank halves itself through mpirun
+// (phases chosen by ANVIL_TEST_CKPT_PHASE, the same Open MPI environment as
+// tests/CMakeLists.txt) and compares the results in the launching process.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -223,6 +226,8 @@ TEST(DDP, TypedErrors) {
 
 std::string self_exe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
+bool under_launcher() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
 // Runs this binary's `filter` under mpirun -np `ranks` with `env` added; its exit status.
 int run_ranks(int ranks, const std::string& filter, const std::string& env = "") {
   // What Open MPI needs as root in a container (tests run as root in CI).
@@ -231,18 +236,6 @@ int run_ranks(int ranks, const std::string& filter, const std::string& env = "")
                           env + " mpirun -np " + std::to_string(ranks) + " --bind-to none --oversubscribe " +
                           self_exe() + " --gtest_filter='" + filter + "' --gtest_brief=1";
   return std::system(cmd.c_str());
-}
-
-bool under_launcher() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
-
-TEST(Launch, TwoRanksOnTheirDevices) {
-  ASSERT_FALSE(under_launcher());
-  EXPECT_EQ(run_ranks(2, "DDP.*"), 0);
-}
-
-TEST(Launch, TwoRanksOnTheCpu) {
-  ASSERT_FALSE(under_launcher());
-  EXPECT_EQ(run_ranks(2, "DDP.MatchesOneProcess*:DDP.NoSync*", "ANVIL_DIST_DEVICE=cpu"), 0);
 }
 
 // ---- checkpoints across rank counts ----------------------------------------------------

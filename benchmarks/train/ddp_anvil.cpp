@@ -11,6 +11,7 @@
 //   comm_s         the step's allreduces alone (same bucket sizes, same order), median
 //   hidden         (compute_s + comm_s - step_s) / comm_s: the share of the
 //                  communication hidden behind backward (1 = all of it)
+//   wait_s         how long the end of backward waited for outstanding allreduces, median
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -114,13 +115,14 @@ int main(int argc, char** argv) {
     // Overlap: the same batch, stepped with and without communication, and
     // the communication alone.
     const Batch b = loader.batch(loader.order(0), 0);
-    std::vector<double> full, compute, comm;
+    std::vector<double> full, compute, comm, waits;
     for (int k = 0; k < overlap_steps; ++k) {
       world.barrier().wait();
       double t0 = now();
       step(b);
       synchronize(device);
       full.push_back(now() - t0);
+      waits.push_back(ddp.last_wait_seconds());
       world.barrier().wait();
       t0 = now();
       {
@@ -149,8 +151,8 @@ int main(int argc, char** argv) {
       const double s = median(full), c = median(compute), m = median(comm);
       std::printf("model %s\nranks %d\nthreads %d\ndevice %s\nbuckets %zu\n", model.c_str(), ranks, threads,
                   device.str().c_str(), buckets.size());
-      std::printf("epoch_s %.4f\nacc %.4f\nstep_s %.6f\ncompute_s %.6f\ncomm_s %.6f\nhidden %.3f\n", median(epoch_s),
-                  acc, s, c, m, m > 0 ? (c + m - s) / m : 0.0);
+      std::printf("epoch_s %.4f\nacc %.4f\nstep_s %.6f\ncompute_s %.6f\ncomm_s %.6f\nhidden %.3f\nwait_s %.6f\n",
+                  median(epoch_s), acc, s, c, m, m > 0 ? (c + m - s) / m : 0.0, median(waits));
     }
     return 0;
   } catch (const std::exception& e) {
