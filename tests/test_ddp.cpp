@@ -125,6 +125,33 @@ TEST(DDP, MatchesOneProcessOnAnMLP) { expect_ddp_matches_one_process([] { return
 
 TEST(DDP, MatchesOneProcessOnAConvNet) { expect_ddp_matches_one_process(make_convnet, {1, 8, 8}); }
 
+TEST(DDP, BucketsStartDuringBackwardInReverseOrder) {
+  auto& g = world();
+  const Device d = dist::device();
+  manual_seed(6);
+  auto net = make_mlp();  // 4 parameters
+  net->to(d);
+  // Caps that put each parameter in its own bucket: 2.bias (last) first.
+  nn::DistributedDataParallel ddp(net, g, {.bucket_bytes = 1, .first_bucket_bytes = 1});
+  const auto buckets = ddp.bucket_indices();
+  ASSERT_EQ(buckets.size(), 4u);
+  EXPECT_EQ(buckets.front(), std::vector<std::size_t>{3});
+  EXPECT_EQ(buckets.back(), std::vector<std::size_t>{0});
+  // The first layer's gradients are the last ones backward produces (see
+  // Note [Backward order] in src/autograd/engine.cpp): by the time the first
+  // weight's arrives, the buckets of the last layer are in flight.
+  Ledger scope;
+  std::size_t issued_before_last = 0;
+  auto h = autograd::register_post_accumulate_grad_hook(
+      net->parameters()[0], [&](const Tensor&) { issued_before_last = ddp.buckets_launched(); });
+  manual_seed(7);
+  nn::cross_entropy(ddp(randn({4, 12}).to(d)), randint(0, 5, {4}).to(d)).backward();
+  h.remove();
+  EXPECT_EQ(ddp.buckets_launched(), 0u) << "the pass is over";
+  EXPECT_GE(issued_before_last, 2u) << "allreduces start during backward, not after it";
+  EXPECT_EQ(scope.report().collective_count(d), 4u) << "one allreduce per bucket";
+}
+
 TEST(DDP, NoSyncAccumulatesLocallyThenAveragesTheSum) {
   auto& g = world();
   const Device d = dist::device();
