@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   try {
     std::string model = "mlp";
     int epochs = 3, threads = 1, overlap_steps = 30, local_only = 0;
-    std::int64_t subset = 0, batch = 256;
+    std::int64_t subset = 0, batch = 256, bucket_kb = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string k = argv[i], v = argv[i + 1];
       if (k == "--model") model = v;
@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
       else if (k == "--train-subset") subset = std::stoll(v);
       else if (k == "--batch-size") batch = std::stoll(v);
       else if (k == "--overlap-steps") overlap_steps = std::stoi(v);
+      else if (k == "--bucket-kb") bucket_kb = std::stoll(v);  // 0: DDP's defaults (25 MiB, first 1 MiB)
       else if (k == "--local-only") local_only = std::stoi(v);  // context: epochs without communication
       else throw ValueError("ddp_anvil: unknown flag " + k);
     }
@@ -76,7 +77,9 @@ int main(int argc, char** argv) {
     manual_seed(0);
     auto net = make_model(model);
     net->to(device);
-    nn::DistributedDataParallel ddp(net, world);
+    nn::DDPOptions ddp_options;
+    if (bucket_kb > 0) ddp_options.bucket_bytes = ddp_options.first_bucket_bytes = bucket_kb << 10;
+    nn::DistributedDataParallel ddp(net, world, ddp_options);
     optim::SGD opt(ddp.module().parameters(), {.lr = 0.1});
     DataLoader loader(x, y,
                       {.batch_size = batch / ranks, .device = device,
