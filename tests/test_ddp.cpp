@@ -1,13 +1,16 @@
 // nn::DistributedDataParallel and distributed checkpoints.
 //
 // The DDP.* cases run in every process of a world: alone (a world of one)
-// and, through Launch.*, under `mpirun -np 2` on the ranks' own devices
-// (dist::device(): opencl:0/opencl:1 here) and on the CPU. Every rank
+// and, as ctest's test_ddp_mpi_{devices,cpu} (tests/CMakeLists.txt), under
+// `mpirun -np 2` on the ranks' own devices (dist::device(): opencl:0 and
+// opencl:1 here) and on the CPU. Every rank
 // computes the one-process reference itself (the whole global batch on one
 // model), so each rank checks the equivalence on its own; the parameters are
 // also compared bitwise across ranks after every step.
-// Checkpoint.* runs its ranks' halves through mpirun too (phases chosen by
-// ANVIL_TEST_CKPT_PHASE) and compares the results in the launching process.
+// Checkpoint.ResumeAcrossRankCounts needs runs with different rank counts
+// one after another, so it starts its two-rank halves itself through mpirun
+// (phases chosen by ANVIL_TEST_CKPT_PHASE, the same Open MPI environment as
+// tests/CMakeLists.txt) and compares the results in the launching process.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -122,6 +125,33 @@ TEST(DDP, MatchesOneProcessOnAnMLP) { expect_ddp_matches_one_process([] { return
 
 TEST(DDP, MatchesOneProcessOnAConvNet) { expect_ddp_matches_one_process(make_convnet, {1, 8, 8}); }
 
+TEST(DDP, BucketsStartDuringBackwardInReverseOrder) {
+  auto& g = world();
+  const Device d = dist::device();
+  manual_seed(6);
+  auto net = make_mlp();  // 4 parameters
+  net->to(d);
+  // Caps that put each parameter in its own bucket: 2.bias (last) first.
+  nn::DistributedDataParallel ddp(net, g, {.bucket_bytes = 1, .first_bucket_bytes = 1});
+  const auto buckets = ddp.bucket_indices();
+  ASSERT_EQ(buckets.size(), 4u);
+  EXPECT_EQ(buckets.front(), std::vector<std::size_t>{3});
+  EXPECT_EQ(buckets.back(), std::vector<std::size_t>{0});
+  // The first layer's gradients are the last ones backward produces (see
+  // Note [Backward order] in src/autograd/engine.cpp): by the time the first
+  // weight's arrives, the buckets of the last layer are in flight.
+  Ledger scope;
+  std::size_t issued_before_last = 0;
+  auto h = autograd::register_post_accumulate_grad_hook(
+      net->parameters()[0], [&](const Tensor&) { issued_before_last = ddp.buckets_launched(); });
+  manual_seed(7);
+  nn::cross_entropy(ddp(randn({4, 12}).to(d)), randint(0, 5, {4}).to(d)).backward();
+  h.remove();
+  EXPECT_EQ(ddp.buckets_launched(), 0u) << "the pass is over";
+  EXPECT_GE(issued_before_last, 2u) << "allreduces start during backward, not after it";
+  EXPECT_EQ(scope.report().collective_count(d), 4u) << "one allreduce per bucket";
+}
+
 TEST(DDP, NoSyncAccumulatesLocallyThenAveragesTheSum) {
   auto& g = world();
   const Device d = dist::device();
@@ -223,6 +253,8 @@ TEST(DDP, TypedErrors) {
 
 std::string self_exe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
+bool under_launcher() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
 // Runs this binary's `filter` under mpirun -np `ranks` with `env` added; its exit status.
 int run_ranks(int ranks, const std::string& filter, const std::string& env = "") {
   // What Open MPI needs as root in a container (tests run as root in CI).
@@ -231,18 +263,6 @@ int run_ranks(int ranks, const std::string& filter, const std::string& env = "")
                           env + " mpirun -np " + std::to_string(ranks) + " --bind-to none --oversubscribe " +
                           self_exe() + " --gtest_filter='" + filter + "' --gtest_brief=1";
   return std::system(cmd.c_str());
-}
-
-bool under_launcher() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
-
-TEST(Launch, TwoRanksOnTheirDevices) {
-  ASSERT_FALSE(under_launcher());
-  EXPECT_EQ(run_ranks(2, "DDP.*"), 0);
-}
-
-TEST(Launch, TwoRanksOnTheCpu) {
-  ASSERT_FALSE(under_launcher());
-  EXPECT_EQ(run_ranks(2, "DDP.MatchesOneProcess*:DDP.NoSync*", "ANVIL_DIST_DEVICE=cpu"), 0);
 }
 
 // ---- checkpoints across rank counts ----------------------------------------------------

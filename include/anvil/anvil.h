@@ -16,6 +16,7 @@
 #include "anvil/io.h"
 #include "anvil/ledger.h"
 #include "anvil/nn.h"
+#include "anvil/nn/parallel.h"
 #include "anvil/ops.h"
 #include "anvil/optim.h"
 #include "anvil/runtime.h"

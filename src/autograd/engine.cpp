@@ -1,6 +1,9 @@
 // The backward engine: grad mode, recording, the graph walk, Tensor's
 // autograd members. Gradient rules live in rules_*.cpp.
 #include <algorithm>
+#include <atomic>
+#include <limits>
+#include <queue>
 #include <unordered_map>
 
 #include "anvil/autograd.h"
@@ -21,6 +24,11 @@ NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
 namespace detail {
 
 bool grad_mode_enabled() noexcept { return g_grad_enabled; }
+
+std::uint64_t next_sequence_nr() noexcept {
+  static std::atomic<std::uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed);
+}
 
 std::vector<Tensor> Node::apply(const Tensor& grad) {
   ANVIL_CHECK(fn != nullptr, ValueError, "backward: ", name,
@@ -72,6 +80,7 @@ std::shared_ptr<Node> edge_to(const Tensor& t) {
   if (!acc) {
     auto a = std::make_shared<AccumulateGrad>();
     a->name = "AccumulateGrad";
+    a->sequence_nr = std::numeric_limits<std::uint64_t>::max();
     a->leaf = t.impl();
     acc = a;
     m.grad_accumulator = acc;
@@ -97,6 +106,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 void record(const char* name, const Tensor& out, const std::vector<const Tensor*>& inputs, BackwardFn fn) {
   auto node = std::make_shared<Node>();
   node->name = name;
+  node->sequence_nr = next_sequence_nr();
   node->fn = std::move(fn);
   node->next.reserve(inputs.size());
   node->inputs.reserve(inputs.size());
@@ -192,10 +202,19 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   }
   std::unordered_map<Node*, Tensor> grads;
   grads[start.get()] = cast(g, root.dtype());
-  std::vector<Node*> ready{start.get()};
+  // Note [Backward order]
+  // Ready nodes run latest-created first (PyTorch's order), and a leaf's
+  // AccumulateGrad as soon as it is ready: the gradients of the last layers
+  // are final early, which is what lets DDP start their allreduce while the
+  // rest of backward runs. (A plain stack would walk one input's whole
+  // subgraph before finishing the node's other inputs, so the last layer's
+  // bias came last of all.)
+  auto later = [](const Node* a, const Node* b) { return a->sequence_nr < b->sequence_nr; };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
+  ready.push(start.get());
   while (!ready.empty()) {
-    Node* n = ready.back();
-    ready.pop_back();
+    Node* n = ready.top();
+    ready.pop();
     Tensor gn = std::move(grads[n]);
     grads.erase(n);
     std::vector<Tensor> outs;
@@ -213,7 +232,7 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
         Tensor& acc = grads[nx];
         acc = acc.defined() ? acc + gi : gi;
       }
-      if (--deps[nx] == 0) ready.push_back(nx);
+      if (--deps[nx] == 0) ready.push(nx);
     }
   }
 }
@@ -279,6 +298,7 @@ Tensor make_differentiable(const std::string& name, const Tensor& output, const 
   if (!any) return output;
   auto node = std::make_shared<detail::Node>();
   node->name = name;
+  node->sequence_nr = detail::next_sequence_nr();
   node->fn = std::move(fn);
   for (const Tensor& t : inputs) {
     node->next.push_back(detail::edge_to(t));

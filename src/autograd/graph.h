@@ -59,6 +59,9 @@ struct InputInfo {
 struct Node {
   virtual ~Node() = default;
   std::string name;
+  // Creation order (see Note [Backward order] in engine.cpp); AccumulateGrad
+  // nodes hold the largest value so leaves are served as soon as they are ready.
+  std::uint64_t sequence_nr = 0;
   std::vector<std::shared_ptr<Node>> next;  // per input; null when it needs no grad
   std::vector<InputInfo> inputs;
   BackwardFn fn;  // released after backward unless retain_graph
@@ -72,6 +75,8 @@ struct AccumulateGrad final : Node {
 };
 
 bool grad_mode_enabled() noexcept;
+// The next creation number for a Node (process-wide, thread-safe).
+std::uint64_t next_sequence_nr() noexcept;
 
 // Whether `t` is part of a graph that wants gradients.
 inline bool requires_grad(const Tensor& t) noexcept {

@@ -269,6 +269,8 @@ std::vector<std::vector<std::size_t>> DistributedDataParallel::bucket_indices() 
 
 double DistributedDataParallel::last_wait_seconds() const noexcept { return state_->last_wait; }
 
+std::size_t DistributedDataParallel::buckets_launched() const noexcept { return state_->next_launch; }
+
 DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp) noexcept
     : ddp_(ddp), previous_(ddp.state_->sync) {
   ddp.state_->sync = false;

@@ -146,6 +146,9 @@ class DistributedDataParallel : public Module {
 
   // Buckets as lists of parameter indices (into parameters()), in reduction order.
   std::vector<std::vector<std::size_t>> bucket_indices() const;
+  // How many buckets of the backward pass running now have been handed to
+  // the group so far (0 outside backward): shows the overlap from a hook.
+  std::size_t buckets_launched() const noexcept;
   // Timing of the last synchronised backward, for the overlap benchmark:
   // seconds the end-of-backward wait for outstanding allreduces took.
   double last_wait_seconds() const noexcept;

@@ -1,0 +1,165 @@
+// benchmarks/train/ddp_anvil.cpp — anvil's side of the DDP benchmark
+// (benchmarks/train/ddp_compare.sh; ddp_torch.py is PyTorch's). Run under
+// `mpirun -np 2`: every rank trains the model with DistributedDataParallel
+// on its device (ANVIL_DIST_DEVICE, cpu in the comparison) with a
+// DistributedSampler, global batch 256, SGD lr 0.1, --threads threads per
+// rank. Rank 0 prints one line per figure, `key value`:
+//   epoch_s        median seconds per epoch of epochs 2..N (epoch 1 warms up)
+//   acc            test accuracy after the last epoch
+//   step_s         a DDP step (forward, backward with its allreduces, SGD step), median
+//   compute_s      the same step under no_sync (no communication), median
+//   comm_s         the step's allreduces alone (same bucket sizes, same order), median
+//   hidden         (compute_s + comm_s - step_s) / comm_s: the share of the
+//                  communication hidden behind backward (1 = all of it)
+//   wait_s         how long the end of backward waited for outstanding allreduces, median
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "anvil/anvil.h"
+#include "anvil/dist.h"
+#include "anvil/nn/parallel.h"
+
+using namespace anvil;
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::shared_ptr<nn::Module> make_model(const std::string& name) {
+  if (name == "mlp") {
+    auto net = std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10));
+    for (Tensor w : {(*net)[1].weight(), (*net)[3].weight()}) nn::init::normal_(w, 0.0, 0.01);
+    return net;
+  }
+  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 6, 5, 1, 2), nn::ReLU(), nn::MaxPool2d(2),
+                                          nn::Conv2d(6, 16, 5), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
+                                          nn::Linear(400, 120), nn::ReLU(), nn::Linear(120, 84), nn::ReLU(),
+                                          nn::Linear(84, 10));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::string model = "mlp";
+    int epochs = 3, threads = 1, overlap_steps = 30, local_only = 0;
+    std::int64_t subset = 0, batch = 256, bucket_kb = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+      const std::string k = argv[i], v = argv[i + 1];
+      if (k == "--model") model = v;
+      else if (k == "--epochs") epochs = std::stoi(v);
+      else if (k == "--threads") threads = std::stoi(v);
+      else if (k == "--train-subset") subset = std::stoll(v);
+      else if (k == "--batch-size") batch = std::stoll(v);
+      else if (k == "--overlap-steps") overlap_steps = std::stoi(v);
+      else if (k == "--bucket-kb") bucket_kb = std::stoll(v);  // 0: DDP's defaults (25 MiB, first 1 MiB)
+      else if (k == "--local-only") local_only = std::stoi(v);  // context: epochs without communication
+      else throw ValueError("ddp_anvil: unknown flag " + k);
+    }
+    set_num_threads(threads);
+    auto& world = dist::init();
+    const Device device = dist::device();
+    const int rank = world.rank(), ranks = world.size();
+    const FashionMNIST train_set(FashionMNIST::Split::Train);
+    const FashionMNIST test_set(FashionMNIST::Split::Test);
+    const Tensor x = subset > 0 ? train_set.images().narrow(0, 0, subset) : train_set.images();
+    const Tensor y = subset > 0 ? train_set.labels().narrow(0, 0, subset) : train_set.labels();
+
+    manual_seed(0);
+    auto net = make_model(model);
+    net->to(device);
+    nn::DDPOptions ddp_options;
+    if (bucket_kb > 0) ddp_options.bucket_bytes = ddp_options.first_bucket_bytes = bucket_kb << 10;
+    nn::DistributedDataParallel ddp(net, world, ddp_options);
+    optim::SGD opt(ddp.module().parameters(), {.lr = 0.1});
+    DataLoader loader(x, y,
+                      {.batch_size = batch / ranks, .device = device,
+                       .sampler = DistributedSampler(x.size(0), ranks, rank, {.seed = 0})});
+    auto step = [&](const Batch& b) {
+      std::optional<nn::DistributedDataParallel::NoSyncGuard> guard;
+      if (local_only) guard.emplace(ddp);
+      opt.zero_grad();
+      nn::cross_entropy(ddp(b.inputs), b.targets).backward();
+      opt.step();
+    };
+
+    std::vector<double> epoch_s;
+    for (int e = 0; e < epochs; ++e) {
+      world.barrier().wait();
+      const double t0 = now();
+      for (const Batch& b : loader) step(b);
+      synchronize(device);
+      world.barrier().wait();
+      epoch_s.push_back(now() - t0);
+    }
+    if (epoch_s.size() > 1) epoch_s.erase(epoch_s.begin());
+
+    // Accuracy on the whole test set, on every rank's identical weights.
+    double acc = 0;
+    {
+      NoGradGuard no_grad;
+      ddp.eval();
+      std::int64_t correct = 0;
+      DataLoader test(test_set.images(), test_set.labels(), {.batch_size = 1000, .device = device});
+      for (const Batch& b : test) correct += sum(argmax(ddp.module()(b.inputs), 1) == b.targets).item<std::int64_t>();
+      acc = static_cast<double>(correct) / static_cast<double>(test_set.size());
+      ddp.train();
+    }
+
+    // Overlap: the same batch, stepped with and without communication, and
+    // the communication alone.
+    const Batch b = loader.batch(loader.order(0), 0);
+    std::vector<double> full, compute, comm, waits;
+    for (int k = 0; k < overlap_steps; ++k) {
+      world.barrier().wait();
+      double t0 = now();
+      step(b);
+      synchronize(device);
+      full.push_back(now() - t0);
+      waits.push_back(ddp.last_wait_seconds());
+      world.barrier().wait();
+      t0 = now();
+      {
+        auto guard = ddp.no_sync();
+        step(b);
+      }
+      synchronize(device);
+      compute.push_back(now() - t0);
+    }
+    std::vector<Tensor> buckets;
+    for (const auto& idx : ddp.bucket_indices()) {
+      std::int64_t n = 0;
+      for (std::size_t i : idx) n += ddp.module().parameters()[i].numel();
+      buckets.push_back(zeros({n}, device));
+    }
+    for (int k = 0; k < overlap_steps; ++k) {
+      world.barrier().wait();
+      const double t0 = now();
+      std::vector<dist::Work> works;
+      for (Tensor& t : buckets) works.push_back(world.allreduce(t, dist::ReduceOp::Avg));
+      for (auto& w : works) w.wait();
+      synchronize(device);
+      comm.push_back(now() - t0);
+    }
+    if (rank == 0) {
+      const double s = median(full), c = median(compute), m = median(comm);
+      std::printf("model %s\nranks %d\nthreads %d\ndevice %s\nbuckets %zu\n", model.c_str(), ranks, threads,
+                  device.str().c_str(), buckets.size());
+      std::printf("epoch_s %.4f\nacc %.4f\nstep_s %.6f\ncompute_s %.6f\ncomm_s %.6f\nhidden %.3f\nwait_s %.6f\n",
+                  median(epoch_s), acc, s, c, m, m > 0 ? (c + m - s) / m : 0.0, median(waits));
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp_anvil: %s\n", e.what());
+    return 1;
+  }
+}

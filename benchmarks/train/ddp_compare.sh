@@ -1,0 +1,21 @@
+#!/bin/sh
+# DDP benchmark: anvil (mpirun -np 2, ddp_anvil.cpp) against PyTorch DDP
+# (Gloo, 2 processes, ddp_torch.py) on the CPU, same model, global batch 256
+# and threads per rank; prints both sides' figures and anvil ÷ PyTorch.
+#   benchmarks/train/ddp_compare.sh BUILD_DIR [--model mlp|lenet] [--epochs 3] [--threads 1] [--train-subset N]
+set -eu
+build=$1; shift
+here=$(cd "$(dirname "$0")" && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+a=$(ANVIL_DIST_DEVICE=cpu mpirun -np 2 --bind-to none "$build/benchmarks/train/bench_ddp_anvil" "$@")
+t=$(OMP_NUM_THREADS=1 /usr/bin/python3 "$here/ddp_torch.py" "$@")
+printf '%s\n' "$a" > /tmp/ddp_anvil.$$; printf '%s\n' "$t" > /tmp/ddp_torch.$$
+printf '%-10s %12s %12s %8s\n' figure anvil pytorch ratio
+for k in epoch_s step_s compute_s comm_s hidden acc buckets; do
+  av=$(awk -v k=$k '$1==k{print $2}' /tmp/ddp_anvil.$$); tv=$(awk -v k=$k '$1==k{print $2}' /tmp/ddp_torch.$$)
+  r=$(awk -v a="$av" -v b="$tv" 'BEGIN{ if (b+0 != 0) printf "%.2f", a/b; else print "-" }')
+  printf '%-10s %12s %12s %8s\n' "$k" "$av" "$tv" "$r"
+done
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+rm -f /tmp/ddp_anvil.$$ /tmp/ddp_torch.$$
