@@ -47,7 +47,7 @@ struct Worker {
   std::vector<std::string> args;
   bool pthread_blas = false;  // its BLAS threads spin after a call; see pause_after
   std::unique_ptr<WorkerProcess> process;
-  std::string info;     // its `info` reply, or why it is unavailable
+  std::string info;  // its `info` reply, or why it is unavailable
 };
 
 // --- what is measured -----------------------------------------------------------------
@@ -58,7 +58,7 @@ struct Impl {
   std::string worker;   // Worker::key
   std::string case_id;  // worker.h's CaseId
   std::string variant;
-  std::string name;     // as printed in the peer column
+  std::string name;             // as printed in the peer column
   std::vector<double> samples;  // seconds per op
   std::string failure;
   std::optional<double> median() const {
@@ -83,7 +83,7 @@ struct Row {
 struct Group {
   std::string title;
   Unit unit;
-  double work = 1;  // flops or bytes per op, for throughput units
+  double work = 1;    // flops or bytes per op, for throughput units
   bool blas = false;  // the peers call BLAS (see pause_after)
   int max_repeats = 1 << 30;
   std::vector<Impl> impls;
@@ -102,7 +102,7 @@ std::string shape_id(const std::string& op, const std::vector<std::int64_t>& sha
 }
 
 constexpr std::int64_t kBig = 16 * 1024 * 1024;  // 16M f32 = 64 MiB per array
-constexpr double kBigBytes = 3.0 * kBig * 4;      // two reads and one write per op
+constexpr double kBigBytes = 3.0 * kBig * 4;     // two reads and one write per op
 
 std::vector<Group> make_groups(const std::vector<std::int64_t>& sizes) {
   std::vector<Group> groups;
@@ -259,19 +259,26 @@ void measure(Group& g, std::map<std::string, Worker*>& workers, const Options& o
 double value_of(const Group& g, double seconds) {
   switch (g.unit) {
     case Unit::GflopPerS:
-    case Unit::GBPerS: return g.work / seconds / 1e9;
-    case Unit::Microseconds: return seconds * 1e6;
-    case Unit::Milliseconds: return seconds * 1e3;
+    case Unit::GBPerS:
+      return g.work / seconds / 1e9;
+    case Unit::Microseconds:
+      return seconds * 1e6;
+    case Unit::Milliseconds:
+      return seconds * 1e3;
   }
   return 0;
 }
 
 const char* unit_name(Unit u) {
   switch (u) {
-    case Unit::GflopPerS: return "GFLOP/s";
-    case Unit::GBPerS: return "GB/s";
-    case Unit::Microseconds: return "us";
-    case Unit::Milliseconds: return "ms";
+    case Unit::GflopPerS:
+      return "GFLOP/s";
+    case Unit::GBPerS:
+      return "GB/s";
+    case Unit::Microseconds:
+      return "us";
+    case Unit::Milliseconds:
+      return "ms";
   }
   return "";
 }
@@ -290,10 +297,14 @@ std::string with_unit(const Group& g, std::optional<double> seconds) {
 
 std::string target_text(const Group& g, const Target& t) {
   switch (t.kind) {
-    case TargetKind::None: return "";
-    case TargetKind::RatioAtLeast: return ">= " + fixed(t.value, 2) + "x";
-    case TargetKind::RatioAtMost: return "<= " + fixed(t.value, 2) + "x";
-    case TargetKind::AnvilAtMost: return "anvil <= " + fixed(t.value, 2) + " " + unit_name(g.unit);
+    case TargetKind::None:
+      return "";
+    case TargetKind::RatioAtLeast:
+      return ">= " + fixed(t.value, 2) + "x";
+    case TargetKind::RatioAtMost:
+      return "<= " + fixed(t.value, 2) + "x";
+    case TargetKind::AnvilAtMost:
+      return "anvil <= " + fixed(t.value, 2) + " " + unit_name(g.unit);
   }
   return "";
 }
@@ -318,16 +329,24 @@ std::vector<Line> table(const std::vector<Group>& groups) {
         ratio = fixed(r, 2) + "x";
         bool ok = true;
         switch (row.target.kind) {
-          case TargetKind::None: break;
-          case TargetKind::RatioAtLeast: ok = r >= row.target.value; break;
-          case TargetKind::RatioAtMost: ok = r <= row.target.value; break;
-          case TargetKind::AnvilAtMost: ok = value_of(g, *ta) <= row.target.value; break;
+          case TargetKind::None:
+            break;
+          case TargetKind::RatioAtLeast:
+            ok = r >= row.target.value;
+            break;
+          case TargetKind::RatioAtMost:
+            ok = r <= row.target.value;
+            break;
+          case TargetKind::AnvilAtMost:
+            ok = value_of(g, *ta) <= row.target.value;
+            break;
         }
         if (row.target.kind != TargetKind::None) met = ok ? "yes" : "NO";
       } else if (row.target.kind != TargetKind::None) {
         met = "n/a";
       }
-      lines.push_back({{row.label, with_unit(g, ta), p.name, with_unit(g, tp), ratio, target_text(g, row.target), met}});
+      lines.push_back(
+          {{row.label, with_unit(g, ta), p.name, with_unit(g, tp), ratio, target_text(g, row.target), met}});
     }
   }
   return lines;
@@ -390,11 +409,16 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--repeats") o.repeats = std::max(1, std::stoi(next()));
-    else if (a == "--sample-ms") o.sample_s = std::stod(next()) / 1e3;
-    else if (a == "--filter") o.filter = next();
-    else if (a == "--markdown") o.markdown = true;
-    else if (a == "--verbose") o.verbose = true;
+    if (a == "--repeats")
+      o.repeats = std::max(1, std::stoi(next()));
+    else if (a == "--sample-ms")
+      o.sample_s = std::stod(next()) / 1e3;
+    else if (a == "--filter")
+      o.filter = next();
+    else if (a == "--markdown")
+      o.markdown = true;
+    else if (a == "--verbose")
+      o.verbose = true;
     else if (a == "--sizes") {
       o.sizes.clear();
       std::istringstream in(next());

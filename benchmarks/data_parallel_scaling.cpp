@@ -60,10 +60,14 @@ Args parse(int argc, char** argv) {
       a.models.clear();
       std::stringstream ss(value());
       for (std::string m; std::getline(ss, m, ',');) a.models.push_back(m);
-    } else if (s == "--batch") a.batch = std::stoll(value());
-    else if (s == "--steps") a.steps = std::stoi(value());
-    else if (s == "--rounds") a.rounds = std::stoi(value());
-    else if (s == "--warmup") a.warmup = std::stoi(value());
+    } else if (s == "--batch")
+      a.batch = std::stoll(value());
+    else if (s == "--steps")
+      a.steps = std::stoi(value());
+    else if (s == "--rounds")
+      a.rounds = std::stoi(value());
+    else if (s == "--warmup")
+      a.warmup = std::stoi(value());
     else if (s == "-h" || s == "--help") {
       std::cout << "usage: bench_data_parallel [--models mlp,lenet] [--batch 256] [--steps 5] [--rounds 5] "
                    "[--warmup 3]\n";
@@ -85,10 +89,9 @@ std::shared_ptr<nn::Module> make(const std::string& model) {
     auto net = std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10));
     return net;
   }
-  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 6, 5, 1, 2), nn::ReLU(), nn::MaxPool2d(2),
-                                          nn::Conv2d(6, 16, 5), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
-                                          nn::Linear(400, 120), nn::ReLU(), nn::Linear(120, 84), nn::ReLU(),
-                                          nn::Linear(84, 10));
+  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 6, 5, 1, 2), nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(6, 16, 5),
+                                          nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(400, 120), nn::ReLU(),
+                                          nn::Linear(120, 84), nn::ReLU(), nn::Linear(84, 10));
 }
 
 std::string load_average() {
@@ -132,9 +135,10 @@ int main(int argc, char** argv) {
     const Device d0("opencl:0"), d1("opencl:1");
     for (Device d : {d0, d1}) {
       const DeviceProperties p = properties(d);  // DeviceError when there is no such device
-      ANVIL_CHECK(p.name.find("(sub-device ") != std::string::npos, DeviceError,
-                  "bench_data_parallel: ", d, " is not a one-core sub-device; expected ANVIL_OPENCL_SUBDEVICES=1 to "
-                  "split a CPU OpenCL device, got '", p.name, "'");
+      ANVIL_CHECK(p.name.find("(sub-device ") != std::string::npos, DeviceError, "bench_data_parallel: ", d,
+                  " is not a one-core sub-device; expected ANVIL_OPENCL_SUBDEVICES=1 to "
+                  "split a CPU OpenCL device, got '",
+                  p.name, "'");
     }
     std::cout << "DataParallel scaling: two one-core PoCL sub-devices against one (ANVIL_OPENCL_SUBDEVICES=1)\n"
               << "  opencl:0 = " << properties(d0).name << "\n  opencl:1 = " << properties(d1).name << "\n"
@@ -176,8 +180,9 @@ int main(int argc, char** argv) {
       summary.precision(2);
       summary << two / one << "x";
     }
-    std::cout << "\nconclusion: two sub-devices against one: " << summary.str() << " (target >= 1.6x: "
-              << (all_met ? "met" : "not met") << "); load average at end: " << load_average() << "\n";
+    std::cout << "\nconclusion: two sub-devices against one: " << summary.str()
+              << " (target >= 1.6x: " << (all_met ? "met" : "not met") << "); load average at end: " << load_average()
+              << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "bench_data_parallel: " << e.what() << "\n";

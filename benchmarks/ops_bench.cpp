@@ -22,16 +22,15 @@ void set_bytes(benchmark::State& state, const anvil::Tensor& x, int arrays) {
                           static_cast<std::int64_t>(x.nbytes()));
 }
 
-void binary(benchmark::State& state, anvil::Tensor (*op)(const anvil::Tensor&, const anvil::Tensor&),
-            std::int64_t rows, std::int64_t cols) {
+void binary(benchmark::State& state, anvil::Tensor (*op)(const anvil::Tensor&, const anvil::Tensor&), std::int64_t rows,
+            std::int64_t cols) {
   const auto a = anvil::rand({rows, cols});
   const auto b = anvil::rand({rows, cols});
   for (auto _ : state) benchmark::DoNotOptimize(op(a, b));
   set_bytes(state, a, 3);
 }
 
-void unary(benchmark::State& state, anvil::Tensor (*op)(const anvil::Tensor&), std::int64_t rows,
-           std::int64_t cols) {
+void unary(benchmark::State& state, anvil::Tensor (*op)(const anvil::Tensor&), std::int64_t rows, std::int64_t cols) {
   const auto a = anvil::rand({rows, cols});
   for (auto _ : state) benchmark::DoNotOptimize(op(a));
   set_bytes(state, a, 2);
@@ -47,9 +46,8 @@ void matmul(benchmark::State& state, std::int64_t n) {
   const auto a = anvil::rand({n, n});
   const auto b = anvil::rand({n, n});
   for (auto _ : state) benchmark::DoNotOptimize(anvil::matmul(a, b));
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(n * n * n),
-                                                 benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * static_cast<double>(n * n * n), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 anvil::Tensor add_op(const anvil::Tensor& a, const anvil::Tensor& b) { return anvil::add(a, b); }

@@ -71,7 +71,7 @@ Body prepare(const CaseId& id, const std::string& variant) {
 }  // namespace
 
 int main() {
-  const std::string info = std::string("anvil ") + anvil::kVersion +
-                           ", threads=" + std::to_string(anvil::num_threads()) + " (defaults)";
+  const std::string info =
+      std::string("anvil ") + anvil::kVersion + ", threads=" + std::to_string(anvil::num_threads()) + " (defaults)";
   return anvil_bench::serve(info, prepare);
 }

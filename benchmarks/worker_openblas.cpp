@@ -52,8 +52,7 @@ Body prepare(const CaseId& id, const std::string& variant) {
     auto c = make_buffer(std::int64_t{m} * k, 3);
     return [a, b, c, m, k](std::int64_t n) {
       for (std::int64_t i = 0; i < n; ++i)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, k, 1.0f, a.get(), k, b.get(), k, 0.0f,
-                    c.get(), k);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, k, 1.0f, a.get(), k, b.get(), k, 0.0f, c.get(), k);
       keep(c.get()[0]);
     };
   }

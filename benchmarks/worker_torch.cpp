@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
       how = std::string("set_num_threads(") + argv[i + 1] + ")";
     }
   }
-  const std::string info = std::string("LibTorch ") + TORCH_VERSION + ", intra-op threads=" +
-                           std::to_string(at::get_num_threads()) + " (" + how + ")";
+  const std::string info = std::string("LibTorch ") + TORCH_VERSION +
+                           ", intra-op threads=" + std::to_string(at::get_num_threads()) + " (" + how + ")";
   return anvil_bench::serve(info, prepare);
 }

@@ -50,8 +50,10 @@ inline std::shared_ptr<anvil::nn::Sequential> resnet_block(std::int64_t in_chann
                                                            int num_residuals, bool first_block = false) {
   auto blk = std::make_shared<anvil::nn::Sequential>();
   for (int i = 0; i < num_residuals; ++i) {
-    if (i == 0 && !first_block) blk->push_back(Residual(in_channels, out_channels, true, 2));
-    else blk->push_back(Residual(out_channels, out_channels));
+    if (i == 0 && !first_block)
+      blk->push_back(Residual(in_channels, out_channels, true, 2));
+    else
+      blk->push_back(Residual(out_channels, out_channels));
   }
   return blk;
 }

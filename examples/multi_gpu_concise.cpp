@@ -37,11 +37,11 @@ using namespace anvil;
 namespace {
 
 struct Args {
-  int devices = 0;             // 0: one, then two (when there are two)
-  std::int64_t subset = 128;   // train and test images; 0 = all
+  int devices = 0;            // 0: one, then two (when there are two)
+  std::int64_t subset = 128;  // train and test images; 0 = all
   int epochs = 1;
-  std::int64_t batch = 32;     // per device
-  double lr = 0.05;            // per device
+  std::int64_t batch = 32;  // per device
+  double lr = 0.05;         // per device
   std::uint64_t seed = 0;
 };
 
@@ -65,20 +65,27 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw ValueError(s + " needs a value");
       return argv[++i];
     };
-    if (s == "--devices") a.devices = std::stoi(value());
-    else if (s == "--subset") a.subset = std::stoll(value());
-    else if (s == "--epochs") a.epochs = std::stoi(value());
-    else if (s == "--batch") a.batch = std::stoll(value());
-    else if (s == "--lr") a.lr = std::stod(value());
-    else if (s == "--seed") a.seed = std::stoull(value());
-    else if (s == "-h" || s == "--help") usage(0);
+    if (s == "--devices")
+      a.devices = std::stoi(value());
+    else if (s == "--subset")
+      a.subset = std::stoll(value());
+    else if (s == "--epochs")
+      a.epochs = std::stoi(value());
+    else if (s == "--batch")
+      a.batch = std::stoll(value());
+    else if (s == "--lr")
+      a.lr = std::stod(value());
+    else if (s == "--seed")
+      a.seed = std::stoull(value());
+    else if (s == "-h" || s == "--help")
+      usage(0);
     else
       throw ValueError("unknown flag '" + s +
                        "'; expected --devices, --subset, --epochs, --batch, --lr or --seed (see --help)");
   }
   ANVIL_CHECK(a.devices >= 0 && a.subset >= 0 && a.epochs > 0 && a.batch > 0 && a.lr > 0, ValueError,
-              "expected --devices >= 0, --subset >= 0, --epochs > 0, --batch > 0 and --lr > 0; got ",
-              a.devices, ", ", a.subset, ", ", a.epochs, ", ", a.batch, ", ", a.lr);
+              "expected --devices >= 0, --subset >= 0, --epochs > 0, --batch > 0 and --lr > 0; got ", a.devices, ", ",
+              a.subset, ", ", a.epochs, ", ", a.batch, ", ", a.lr);
   return a;
 }
 
@@ -173,15 +180,16 @@ int main(int argc, char** argv) {
     std::cout << "\n";
     std::vector<int> runs;
     if (args.devices > 0) {
-      ANVIL_CHECK(static_cast<std::size_t>(args.devices) <= all.size(), ValueError,
-                  "--devices ", args.devices, " is more than there are; expected at most ",
-                  all.size(), " (", device_list(all), "), got ", args.devices,
-                  "; without a GPU try POCL_DEVICES=\"pthread pthread\" ANVIL_OPENCL_CPU=1");
+      ANVIL_CHECK(static_cast<std::size_t>(args.devices) <= all.size(), ValueError, "--devices ", args.devices,
+                  " is more than there are; expected at most ", all.size(), " (", device_list(all), "), got ",
+                  args.devices, "; without a GPU try POCL_DEVICES=\"pthread pthread\" ANVIL_OPENCL_CPU=1");
       runs.push_back(args.devices);
     } else {
       runs.push_back(1);
-      if (all.size() >= 2) runs.push_back(2);
-      else std::cout << "one device only, so no two-device run (" << try_gpu_reason(1) << ")\n";
+      if (all.size() >= 2)
+        runs.push_back(2);
+      else
+        std::cout << "one device only, so no two-device run (" << try_gpu_reason(1) << ")\n";
     }
     const FashionMNIST train_set(FashionMNIST::Split::Train);
     const FashionMNIST test_set(FashionMNIST::Split::Test);

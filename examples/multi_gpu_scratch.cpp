@@ -41,19 +41,28 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw ValueError("multi_gpu_scratch: " + s + " needs a value");
       return argv[++i];
     };
-    if (s == "--epochs") a.epochs = std::stoi(value());
-    else if (s == "--batch-size") a.batch_size = std::stoll(value());
-    else if (s == "--lr") a.lr = std::stod(value());
-    else if (s == "--train-subset") a.train_subset = std::stoll(value());
-    else if (s == "--test-subset") a.test_subset = std::stoll(value());
-    else if (s == "--max-devices") a.max_devices = std::stoi(value());
-    else if (s == "--init-scale") a.init_scale = std::stod(value());
+    if (s == "--epochs")
+      a.epochs = std::stoi(value());
+    else if (s == "--batch-size")
+      a.batch_size = std::stoll(value());
+    else if (s == "--lr")
+      a.lr = std::stod(value());
+    else if (s == "--train-subset")
+      a.train_subset = std::stoll(value());
+    else if (s == "--test-subset")
+      a.test_subset = std::stoll(value());
+    else if (s == "--max-devices")
+      a.max_devices = std::stoi(value());
+    else if (s == "--init-scale")
+      a.init_scale = std::stod(value());
     else if (s == "-h" || s == "--help") {
-      std::cout << "usage: multi_gpu_scratch [--epochs 10] [--batch-size 256] [--lr 0.2]\n"
-                   "                         [--train-subset N] [--test-subset N] [--max-devices N] [--init-scale 0.01]\n";
+      std::cout
+          << "usage: multi_gpu_scratch [--epochs 10] [--batch-size 256] [--lr 0.2]\n"
+             "                         [--train-subset N] [--test-subset N] [--max-devices N] [--init-scale 0.01]\n";
       std::exit(0);
     } else {
-      throw ValueError("multi_gpu_scratch: unknown flag '" + s + "'; expected --epochs, --batch-size, --lr, "
+      throw ValueError("multi_gpu_scratch: unknown flag '" + s +
+                       "'; expected --epochs, --batch-size, --lr, "
                        "--train-subset, --test-subset, --max-devices or --init-scale");
     }
   }
@@ -64,8 +73,8 @@ Args parse(int argc, char** argv) {
 // drawn with scale 0.01 (the book's: with it the first epochs of a small
 // subset stay near chance; --init-scale 0.1 starts learning sooner).
 std::vector<Tensor> init_params(double scale) {
-  return {randn({20, 1, 3, 3}) * scale, zeros({20}),      randn({50, 20, 5, 5}) * scale, zeros({50}),
-          randn({800, 128}) * scale,    zeros({128}),     randn({128, 10}) * scale,      zeros({10})};
+  return {randn({20, 1, 3, 3}) * scale, zeros({20}),  randn({50, 20, 5, 5}) * scale, zeros({50}),
+          randn({800, 128}) * scale,    zeros({128}), randn({128, 10}) * scale,      zeros({10})};
 }
 
 Tensor lenet(const Tensor& x, const std::vector<Tensor>& p) {
@@ -178,8 +187,10 @@ int main(int argc, char** argv) {
     std::cout << "LeNet on Fashion-MNIST: " << train_x.size(0) << " training and " << test_x.size(0)
               << " test images, batch " << args.batch_size << ", lr " << args.lr << "\n";
     train(args, {devices[0]}, train_x, train_y, test_x, test_y);
-    if (devices.size() > 1) train(args, devices, train_x, train_y, test_x, test_y);
-    else std::cout << "(one device only: the multi-device run needs two; try ANVIL_OPENCL_CPU=1)\n";
+    if (devices.size() > 1)
+      train(args, devices, train_x, train_y, test_x, test_y);
+    else
+      std::cout << "(one device only: the multi-device run needs two; try ANVIL_OPENCL_CPU=1)\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "multi_gpu_scratch: " << e.what() << "\n";

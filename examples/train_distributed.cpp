@@ -42,19 +42,27 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw ValueError("train_distributed: " + s + " needs a value");
       return argv[++i];
     };
-    if (s == "--epochs") a.epochs = std::stoi(value());
-    else if (s == "--model") a.model = value();
-    else if (s == "--batch-size") a.batch_size = std::stoll(value());
-    else if (s == "--lr") a.lr = std::stod(value());
-    else if (s == "--train-subset") a.train_subset = std::stoll(value());
-    else if (s == "--test-subset") a.test_subset = std::stoll(value());
-    else if (s == "--checkpoint") a.checkpoint = value();
+    if (s == "--epochs")
+      a.epochs = std::stoi(value());
+    else if (s == "--model")
+      a.model = value();
+    else if (s == "--batch-size")
+      a.batch_size = std::stoll(value());
+    else if (s == "--lr")
+      a.lr = std::stod(value());
+    else if (s == "--train-subset")
+      a.train_subset = std::stoll(value());
+    else if (s == "--test-subset")
+      a.test_subset = std::stoll(value());
+    else if (s == "--checkpoint")
+      a.checkpoint = value();
     else if (s == "-h" || s == "--help") {
       std::cout << "usage: [mpirun -np N] train_distributed [--epochs 2] [--model mlp|lenet] [--batch-size 256]\n"
                    "       [--lr 0.1] [--train-subset N] [--test-subset N] [--checkpoint PATH]\n";
       std::exit(0);
     } else {
-      throw ValueError("train_distributed: unknown flag '" + s + "'; expected --epochs, --model, --batch-size, --lr, "
+      throw ValueError("train_distributed: unknown flag '" + s +
+                       "'; expected --epochs, --model, --batch-size, --lr, "
                        "--train-subset, --test-subset or --checkpoint");
     }
   }
@@ -64,12 +72,11 @@ Args parse(int argc, char** argv) {
 }
 
 std::shared_ptr<nn::Module> make_model(const std::string& name) {
-  if (name == "mlp") return std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(),
-                                                             nn::Linear(256, 10));
-  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 6, 5, 1, 2), nn::ReLU(), nn::MaxPool2d(2),
-                                          nn::Conv2d(6, 16, 5), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
-                                          nn::Linear(400, 120), nn::ReLU(), nn::Linear(120, 84), nn::ReLU(),
-                                          nn::Linear(84, 10));
+  if (name == "mlp")
+    return std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10));
+  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 6, 5, 1, 2), nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(6, 16, 5),
+                                          nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(400, 120), nn::ReLU(),
+                                          nn::Linear(120, 84), nn::ReLU(), nn::Linear(84, 10));
 }
 
 Tensor first(const Tensor& t, std::int64_t n) { return n > 0 && n < t.size(0) ? t.narrow(0, 0, n) : t; }
@@ -101,20 +108,22 @@ int main(int argc, char** argv) {
     nn::TrainingPosition start;
     if (!args.checkpoint.empty() && std::filesystem::exists(args.checkpoint)) {
       start = nn::load_checkpoint(args.checkpoint, ddp.module(), opt);
-      if (rank == 0) std::printf("resumed from %s at epoch %lld\n", args.checkpoint.c_str(),
-                                 static_cast<long long>(start.epoch));
+      if (rank == 0)
+        std::printf("resumed from %s at epoch %lld\n", args.checkpoint.c_str(), static_cast<long long>(start.epoch));
     }
     DataLoader loader(train_x, train_y,
-                      {.batch_size = args.batch_size / ranks, .device = device,
+                      {.batch_size = args.batch_size / ranks,
+                       .device = device,
                        .sampler = DistributedSampler(train_x.size(0), ranks, rank, {.seed = 0})});
     loader.set_epoch(start.epoch);
     const Tensor test_x = first(test_set.images(), args.test_subset);
     const Tensor test_y = first(test_set.labels(), args.test_subset);
     // Every rank evaluates its share of the test set; the counts are summed.
-    DataLoader test_loader(test_x, test_y,
-                           {.batch_size = 1024, .device = device,
-                            .sampler = DistributedSampler(test_x.size(0), ranks, rank,
-                                                          {.shuffle = false, .drop_last = false})});
+    DataLoader test_loader(
+        test_x, test_y,
+        {.batch_size = 1024,
+         .device = device,
+         .sampler = DistributedSampler(test_x.size(0), ranks, rank, {.shuffle = false, .drop_last = false})});
     double total = 0;
     int epochs_run = 0;
     for (std::int64_t epoch = start.epoch; epoch < args.epochs; ++epoch) {

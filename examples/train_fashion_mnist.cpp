@@ -45,19 +45,27 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw ValueError("train_fashion_mnist: " + s + " needs a value");
       return argv[++i];
     };
-    if (s == "--epochs") a.epochs = std::stoi(value());
-    else if (s == "--model") a.model = value();
-    else if (s == "--device") a.device = value();
-    else if (s == "--batch-size") a.batch_size = std::stoll(value());
-    else if (s == "--lr") a.lr = std::stod(value());
-    else if (s == "--seed") a.seed = std::stoull(value());
-    else if (s == "--out-dir") a.out_dir = value();
+    if (s == "--epochs")
+      a.epochs = std::stoi(value());
+    else if (s == "--model")
+      a.model = value();
+    else if (s == "--device")
+      a.device = value();
+    else if (s == "--batch-size")
+      a.batch_size = std::stoll(value());
+    else if (s == "--lr")
+      a.lr = std::stod(value());
+    else if (s == "--seed")
+      a.seed = std::stoull(value());
+    else if (s == "--out-dir")
+      a.out_dir = value();
     else if (s == "-h" || s == "--help") {
       std::cout << "usage: train_fashion_mnist [--epochs N] [--model mlp|lenet|both] [--device cpu|opencl:0|cuda:0]\n"
                    "                           [--batch-size 256] [--lr 0.1] [--seed 0] [--out-dir .]\n";
       std::exit(0);
     } else {
-      throw ValueError("train_fashion_mnist: unknown flag '" + s + "'; expected --epochs, --model, --device, "
+      throw ValueError("train_fashion_mnist: unknown flag '" + s +
+                       "'; expected --epochs, --model, --device, "
                        "--batch-size, --lr, --seed or --out-dir");
     }
   }
@@ -73,9 +81,18 @@ nn::Sequential make_mlp() {
 }
 
 nn::Sequential make_lenet() {
-  return nn::Sequential{nn::Conv2d(1, 6, 5, 1, 2), nn::ReLU(),  nn::MaxPool2d(2),        nn::Conv2d(6, 16, 5),
-                        nn::ReLU(),                nn::MaxPool2d(2), nn::Flatten(),       nn::Linear(400, 120),
-                        nn::ReLU(),                nn::Linear(120, 84), nn::ReLU(),       nn::Linear(84, 10)};
+  return nn::Sequential{nn::Conv2d(1, 6, 5, 1, 2),
+                        nn::ReLU(),
+                        nn::MaxPool2d(2),
+                        nn::Conv2d(6, 16, 5),
+                        nn::ReLU(),
+                        nn::MaxPool2d(2),
+                        nn::Flatten(),
+                        nn::Linear(400, 120),
+                        nn::ReLU(),
+                        nn::Linear(120, 84),
+                        nn::ReLU(),
+                        nn::Linear(84, 10)};
 }
 
 double evaluate(nn::Module& net, DataLoader& loader) {
@@ -97,14 +114,21 @@ void plot(const std::string& csv, const std::string& png, const std::string& tit
     std::cout << "(gnuplot not found: skipping " << png << ")\n";
     return;
   }
-  const std::string script = "set terminal pngcairo size 800,500; set output '" + png + "'; set datafile separator ',';"
-                             "set key autotitle columnhead; set xlabel 'epoch'; set title '" + title + "';"
-                             "plot '" + csv + "' using 1:2 with linespoints title 'train loss', "
+  const std::string script = "set terminal pngcairo size 800,500; set output '" + png +
+                             "'; set datafile separator ',';"
+                             "set key autotitle columnhead; set xlabel 'epoch'; set title '" +
+                             title +
+                             "';"
+                             "plot '" +
+                             csv +
+                             "' using 1:2 with linespoints title 'train loss', "
                              "'' using 1:3 with linespoints title 'train acc', "
                              "'' using 1:4 with linespoints title 'test acc'";
   const std::string cmd = "gnuplot -e \"" + script + "\" 2>/dev/null";
-  if (std::system(cmd.c_str()) == 0) std::cout << "plot: " << png << "\n";
-  else std::cout << "(gnuplot failed: no plot written)\n";
+  if (std::system(cmd.c_str()) == 0)
+    std::cout << "plot: " << png << "\n";
+  else
+    std::cout << "(gnuplot failed: no plot written)\n";
 }
 
 void train(const std::string& model, const Args& args, Device device, const FashionMNIST& train_set,
@@ -160,8 +184,8 @@ void train(const std::string& model, const Args& args, Device device, const Fash
   std::ofstream f(csv);
   f << "epoch,train_loss,train_acc,test_acc,seconds,samples_per_s\n";
   for (const EpochRow& r : rows)
-    f << r.epoch << "," << r.loss << "," << r.train_acc << "," << r.test_acc << "," << r.seconds << "," << r.samples_per_s
-      << "\n";
+    f << r.epoch << "," << r.loss << "," << r.train_acc << "," << r.test_acc << "," << r.seconds << ","
+      << r.samples_per_s << "\n";
   f.close();
   std::cout << "curves: " << csv << "\n";
   plot(csv, args.out_dir + "/" + model + "_curves.png", model + " on Fashion-MNIST (" + device.str() + ")");

@@ -42,9 +42,12 @@ inline std::set<DeviceType> required_device_types() {
   std::stringstream ss(req);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item == "cpu") types.insert(DeviceType::CPU);
-    else if (item == "cuda") types.insert(DeviceType::CUDA);
-    else if (item == "opencl") types.insert(DeviceType::OpenCL);
+    if (item == "cpu")
+      types.insert(DeviceType::CPU);
+    else if (item == "cuda")
+      types.insert(DeviceType::CUDA);
+    else if (item == "opencl")
+      types.insert(DeviceType::OpenCL);
   }
   return types;
 }
@@ -54,8 +57,8 @@ inline std::string missing_required_devices() {
   std::string missing;
   for (DeviceType t : required_device_types())
     if (device_count(t) == 0)
-      missing += "ANVIL_REQUIRE_DEVICES names " + std::string(to_string(t)) + " but there is no such device: " +
-                 device_unavailable_reason(t) + "; ";
+      missing += "ANVIL_REQUIRE_DEVICES names " + std::string(to_string(t)) +
+                 " but there is no such device: " + device_unavailable_reason(t) + "; ";
   return missing;
 }
 

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -39,13 +38,13 @@ inline std::string run_child(const std::string& env, const std::string& filter, 
 }  // namespace anvil::testing
 
 // Skips (or fails, when ANVIL_REQUIRE_DEVICES names opencl) without n devices.
-#define ANVIL_REQUIRE_OPENCL(n)                                                                               \
-  do {                                                                                                        \
-    if (::anvil::testing::opencl_count() < (n)) {                                                             \
-      const char* req = std::getenv("ANVIL_REQUIRE_DEVICES");                                                 \
-      const std::string why =                                                                                 \
+#define ANVIL_REQUIRE_OPENCL(n)                                                                                \
+  do {                                                                                                         \
+    if (::anvil::testing::opencl_count() < (n)) {                                                              \
+      const char* req = std::getenv("ANVIL_REQUIRE_DEVICES");                                                  \
+      const std::string why =                                                                                  \
           "needs " #n " OpenCL device(s); " + ::anvil::device_unavailable_reason(::anvil::DeviceType::OpenCL); \
-      if (req != nullptr && std::string(req).find("opencl") != std::string::npos) FAIL() << why;              \
-      GTEST_SKIP() << why;                                                                                    \
-    }                                                                                                         \
+      if (req != nullptr && std::string(req).find("opencl") != std::string::npos) FAIL() << why;               \
+      GTEST_SKIP() << why;                                                                                     \
+    }                                                                                                          \
   } while (0)

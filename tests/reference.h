@@ -41,7 +41,8 @@ inline std::int64_t numel(const Dims& shape) {
 // Row-major strides, in elements.
 inline Dims row_major_strides(const Dims& shape) {
   Dims st(shape.size(), 1);
-  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * std::max<std::int64_t>(shape[i + 1], 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
+    st[i] = st[i + 1] * std::max<std::int64_t>(shape[i + 1], 1);
   return st;
 }
 
@@ -88,7 +89,8 @@ struct Array {
 
   Array() = default;
   Array(Dims s, std::vector<double> values) : shape(std::move(s)), v(std::move(values)) {
-    if (static_cast<std::int64_t>(v.size()) != ref::numel(shape)) throw std::invalid_argument("ref::Array: size mismatch");
+    if (static_cast<std::int64_t>(v.size()) != ref::numel(shape))
+      throw std::invalid_argument("ref::Array: size mismatch");
   }
   static Array filled(Dims s, double x) {
     const auto n = static_cast<std::size_t>(ref::numel(s));
@@ -104,12 +106,17 @@ struct Array {
 // What storing `x` in a tensor of dtype `t` keeps (x assumed in range for ints).
 inline double cast_to(DType t, double x) {
   switch (t) {
-    case DType::F32: return static_cast<double>(static_cast<float>(x));
-    case DType::F64: return x;
+    case DType::F32:
+      return static_cast<double>(static_cast<float>(x));
+    case DType::F64:
+      return x;
     case DType::I32:
-    case DType::I64: return std::trunc(x);
-    case DType::U8: return static_cast<double>(static_cast<std::uint8_t>(static_cast<std::int64_t>(std::trunc(x)) & 0xff));
-    case DType::Bool: return x != 0.0 ? 1.0 : 0.0;
+    case DType::I64:
+      return std::trunc(x);
+    case DType::U8:
+      return static_cast<double>(static_cast<std::uint8_t>(static_cast<std::int64_t>(std::trunc(x)) & 0xff));
+    case DType::Bool:
+      return x != 0.0 ? 1.0 : 0.0;
   }
   return x;
 }
@@ -127,9 +134,12 @@ struct Tolerance {
 // relative error (a few ulp of a vectorised exp/log), integers exactly.
 inline Tolerance tol(DType t) {
   switch (t) {
-    case DType::F32: return {1e-5, 1e-6};
-    case DType::F64: return {1e-11, 1e-12};
-    default: return {0, 0};
+    case DType::F32:
+      return {1e-5, 1e-6};
+    case DType::F64:
+      return {1e-11, 1e-12};
+    default:
+      return {0, 0};
   }
 }
 
@@ -139,8 +149,10 @@ template <typename T>
 Tensor to_tensor_as(const Array& a, Device d) {
   std::vector<T> values(a.v.size());
   for (std::size_t i = 0; i < values.size(); ++i) {
-    if constexpr (std::is_same_v<T, bool>) values[i] = a.v[i] != 0.0;
-    else values[i] = static_cast<T>(a.v[i]);
+    if constexpr (std::is_same_v<T, bool>)
+      values[i] = a.v[i] != 0.0;
+    else
+      values[i] = static_cast<T>(a.v[i]);
   }
   return anvil::tensor(values, Shape(a.shape), d);
 }
@@ -155,12 +167,18 @@ inline Tensor to_tensor_as<bool>(const Array& a, Device d) {
 
 inline Tensor to_tensor(const Array& a, DType t, Device d) {
   switch (t) {
-    case DType::F32: return to_tensor_as<float>(a, d);
-    case DType::F64: return to_tensor_as<double>(a, d);
-    case DType::I32: return to_tensor_as<std::int32_t>(a, d);
-    case DType::I64: return to_tensor_as<std::int64_t>(a, d);
-    case DType::U8: return to_tensor_as<std::uint8_t>(a, d);
-    case DType::Bool: return to_tensor_as<bool>(a, d);
+    case DType::F32:
+      return to_tensor_as<float>(a, d);
+    case DType::F64:
+      return to_tensor_as<double>(a, d);
+    case DType::I32:
+      return to_tensor_as<std::int32_t>(a, d);
+    case DType::I64:
+      return to_tensor_as<std::int64_t>(a, d);
+    case DType::U8:
+      return to_tensor_as<std::uint8_t>(a, d);
+    case DType::Bool:
+      return to_tensor_as<bool>(a, d);
   }
   throw std::invalid_argument("ref::to_tensor: dtype");
 }
@@ -175,11 +193,16 @@ std::vector<double> values_as_double(const Tensor& t) {
 inline Array from_tensor(const Tensor& t) {
   Dims shape = t.shape().vec();
   switch (t.dtype()) {
-    case DType::F32: return Array(shape, values_as_double<float>(t));
-    case DType::F64: return Array(shape, values_as_double<double>(t));
-    case DType::I32: return Array(shape, values_as_double<std::int32_t>(t));
-    case DType::I64: return Array(shape, values_as_double<std::int64_t>(t));
-    case DType::U8: return Array(shape, values_as_double<std::uint8_t>(t));
+    case DType::F32:
+      return Array(shape, values_as_double<float>(t));
+    case DType::F64:
+      return Array(shape, values_as_double<double>(t));
+    case DType::I32:
+      return Array(shape, values_as_double<std::int32_t>(t));
+    case DType::I64:
+      return Array(shape, values_as_double<std::int64_t>(t));
+    case DType::U8:
+      return Array(shape, values_as_double<std::uint8_t>(t));
     case DType::Bool: {
       auto v = t.to_vector<bool>();
       std::vector<double> out(v.size());
@@ -196,7 +219,8 @@ inline ::testing::AssertionResult close(const Tensor& got_t, const Array& want, 
   if (!got_t.defined()) return ::testing::AssertionFailure() << "tensor is undefined";
   Array got = from_tensor(got_t);
   if (got.shape != want.shape)
-    return ::testing::AssertionFailure() << "shape: got " << dims_str(got.shape) << ", expected " << dims_str(want.shape);
+    return ::testing::AssertionFailure() << "shape: got " << dims_str(got.shape) << ", expected "
+                                         << dims_str(want.shape);
   int shown = 0;
   std::int64_t bad = 0;
   std::ostringstream os;
@@ -204,9 +228,12 @@ inline ::testing::AssertionResult close(const Tensor& got_t, const Array& want, 
   for (std::size_t i = 0; i < got.v.size(); ++i) {
     const double g = got.v[i], w = want.v[i];
     bool ok;
-    if (std::isnan(w)) ok = std::isnan(g);
-    else if (std::isinf(w)) ok = g == w;
-    else ok = std::fabs(g - w) <= t.atol + t.rtol * std::fabs(w);
+    if (std::isnan(w))
+      ok = std::isnan(g);
+    else if (std::isinf(w))
+      ok = g == w;
+    else
+      ok = std::fabs(g - w) <= t.atol + t.rtol * std::fabs(w);
     if (!ok) {
       ++bad;
       if (shown++ < 5) os << "\n  at flat index " << i << ": got " << g << ", expected " << w;
@@ -217,8 +244,12 @@ inline ::testing::AssertionResult close(const Tensor& got_t, const Array& want, 
                                        << ", atol " << t.atol << ", dtype " << to_string(got_t.dtype()) << ", shape "
                                        << dims_str(got.shape) << ")" << os.str();
 }
-inline ::testing::AssertionResult close(const Tensor& got, const Array& want, DType t) { return close(got, want, tol(t)); }
-inline ::testing::AssertionResult exact(const Tensor& got, const Array& want) { return close(got, want, Tolerance{0, 0}); }
+inline ::testing::AssertionResult close(const Tensor& got, const Array& want, DType t) {
+  return close(got, want, tol(t));
+}
+inline ::testing::AssertionResult exact(const Tensor& got, const Array& want) {
+  return close(got, want, Tolerance{0, 0});
+}
 
 // Runs one case of a table so that an exception fails that case (with the
 // enclosing SCOPED_TRACE) instead of ending the whole test.
@@ -273,7 +304,8 @@ inline Array random(const Dims& shape, Domain dom, std::uint64_t seed) {
 inline Array strided(const Array& base, const Dims& shape, const Dims& strides, std::int64_t offset) {
   Array out = Array::filled(shape, 0.0);
   std::size_t k = 0;
-  for_each_index(shape, [&](const Dims& idx) { out.v[k++] = base.v[static_cast<std::size_t>(linear(idx, strides, offset))]; });
+  for_each_index(shape,
+                 [&](const Dims& idx) { out.v[k++] = base.v[static_cast<std::size_t>(linear(idx, strides, offset))]; });
   return out;
 }
 
@@ -292,7 +324,8 @@ inline Array permute(const Array& a, const std::vector<int>& dims) {
 inline Array transpose(const Array& a, int d0, int d1) {
   std::vector<int> dims(a.shape.size());
   std::iota(dims.begin(), dims.end(), 0);
-  std::swap(dims[static_cast<std::size_t>(wrap_dim(d0, a.shape.size()))], dims[static_cast<std::size_t>(wrap_dim(d1, a.shape.size()))]);
+  std::swap(dims[static_cast<std::size_t>(wrap_dim(d0, a.shape.size()))],
+            dims[static_cast<std::size_t>(wrap_dim(d1, a.shape.size()))]);
   return permute(a, dims);
 }
 
@@ -384,7 +417,7 @@ inline Array where(const Array& c, const Array& a, const Array& b) {
   std::size_t k = 0;
   for_each_index(out.shape, [&](const Dims& idx) {
     out.v[k++] = c.v[static_cast<std::size_t>(linear(idx, sc))] != 0.0 ? a.v[static_cast<std::size_t>(linear(idx, sa))]
-                                                                      : b.v[static_cast<std::size_t>(linear(idx, sb))];
+                                                                       : b.v[static_cast<std::size_t>(linear(idx, sb))];
   });
   return out;
 }
@@ -435,8 +468,10 @@ Array reduce(const Array& a, const Dims& dims, bool keepdim, F&& f) {
     for_each_index(red_shape, gather_one);
     out.v[k++] = f(values);
   };
-  if (kept_shape.empty()) one_output(Dims{});
-  else for_each_index(kept_shape, one_output);
+  if (kept_shape.empty())
+    one_output(Dims{});
+  else
+    for_each_index(kept_shape, one_output);
   return out;
 }
 
@@ -451,7 +486,8 @@ inline Array mean(const Array& a, const Dims& dims = {}, bool keepdim = false) {
   return reduce(a, dims, keepdim, [](const std::vector<double>& xs) {
     long double s = 0;
     for (double x : xs) s += x;
-    return xs.empty() ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(s / static_cast<long double>(xs.size()));
+    return xs.empty() ? std::numeric_limits<double>::quiet_NaN()
+                      : static_cast<double>(s / static_cast<long double>(xs.size()));
   });
 }
 inline Array prod(const Array& a, const Dims& dims = {}, bool keepdim = false) {
@@ -462,10 +498,12 @@ inline Array prod(const Array& a, const Dims& dims = {}, bool keepdim = false) {
   });
 }
 inline Array amax(const Array& a, const Dims& dims = {}, bool keepdim = false) {
-  return reduce(a, dims, keepdim, [](const std::vector<double>& xs) { return *std::max_element(xs.begin(), xs.end()); });
+  return reduce(a, dims, keepdim,
+                [](const std::vector<double>& xs) { return *std::max_element(xs.begin(), xs.end()); });
 }
 inline Array amin(const Array& a, const Dims& dims = {}, bool keepdim = false) {
-  return reduce(a, dims, keepdim, [](const std::vector<double>& xs) { return *std::min_element(xs.begin(), xs.end()); });
+  return reduce(a, dims, keepdim,
+                [](const std::vector<double>& xs) { return *std::min_element(xs.begin(), xs.end()); });
 }
 // First index of the max/min (std::max_element returns the first).
 inline Array argmax(const Array& a, const Dims& dims = {}, bool keepdim = false) {
@@ -619,9 +657,12 @@ inline Array stack(const std::vector<Array>& parts, int dim) {
 enum class Layout { Contiguous, Transposed, Stepped };
 inline const char* name(Layout l) {
   switch (l) {
-    case Layout::Contiguous: return "contiguous";
-    case Layout::Transposed: return "transposed";
-    case Layout::Stepped: return "stepped";
+    case Layout::Contiguous:
+      return "contiguous";
+    case Layout::Transposed:
+      return "transposed";
+    case Layout::Stepped:
+      return "stepped";
   }
   return "?";
 }

@@ -33,10 +33,18 @@ std::vector<Case> cases() {
       {"pow_scalar", {{5}}, [](V x) { return pow(x[0], 3.0) + pow(2.0, x[0]); }, true},
       {"maximum_minimum", {{6}, {6}}, [](V x) { return maximum(x[0], x[1]) + minimum(x[0], x[1] * 2.0); }},
       {"unary", {{7}}, [](V x) { return exp(x[0]) + log(x[0]) + sqrt(x[0]) + rsqrt(x[0]) + reciprocal(x[0]); }, true},
-      {"trig_act", {{7}}, [](V x) { return sin(x[0]) * cos(x[0]) + tanh(x[0]) + sigmoid(x[0]) + relu(x[0]) + abs(x[0]) + square(x[0]) - x[0]; }},
+      {"trig_act",
+       {{7}},
+       [](V x) {
+         return sin(x[0]) * cos(x[0]) + tanh(x[0]) + sigmoid(x[0]) + relu(x[0]) + abs(x[0]) + square(x[0]) - x[0];
+       }},
       {"clamp", {{8}}, [](V x) { return clamp(x[0], -0.3, 0.4); }},
       {"where", {{6}, {6}}, [](V x) { return where(x[0] > 0, x[0] * x[1], x[1]); }},
-      {"sum_dims", {{2, 3, 4}}, [](V x) { return sum(x[0], {0, 2}) + sum(x[0]).reshape({1}); }},
+      {"sum_dims",
+       {{2, 3, 4}},
+       [](V x) {
+         return sum(x[0], {0, 2}) + sum(x[0]).reshape({1});
+       }},
       {"mean", {{3, 4}}, [](V x) { return mean(x[0], {1}, true) * mean(x[0]); }},
       {"max_min", {{3, 4}}, [](V x) { return max(x[0], {1}) + min(x[0], {0}).sum() + max(x[0]); }},
       {"var_std", {{3, 5}}, [](V x) { return var(x[0], {1}) + anvil::std(x[0]); }},
@@ -49,36 +57,103 @@ std::vector<Case> cases() {
       {"matmul_batched_broadcast", {{2, 3, 4}, {4, 2}}, [](V x) { return matmul(x[0], x[1]); }},
       {"bmm_transposed", {{2, 4, 3}, {2, 4, 2}}, [](V x) { return bmm(x[0].transpose(1, 2), x[1]); }},
       {"addmm", {{3}, {2, 4}, {4, 3}}, [](V x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); }},
-      {"views", {{2, 3, 4}}, [](V x) { return x[0].permute({2, 0, 1}).reshape({4, 6}).t().unsqueeze(0).squeeze(0) * 1.0; }},
-      {"slice_narrow_select", {{4, 5}}, [](V x) { return x[0].slice(1, 1, 5, 2).narrow(0, 1, 2) + x[0].select(1, -1).narrow(0, 0, 2).unsqueeze(1); }},
-      {"expand", {{3, 1}}, [](V x) { return x[0].expand({2, 3, 4}); }},
-      {"flatten_view", {{2, 3, 2}}, [](V x) { return x[0].flatten().view({3, 4}); }},
-      {"cat_stack", {{2, 3}, {1, 3}}, [](V x) { return cat({x[0], x[1] * 2.0}, 0) + stack({x[1][0], x[1][0]}, 0).sum(); }},
-      {"split_chunk", {{6, 2}}, [](V x) { auto p = split(x[0], 4); return p[0].sum() * p[1].sum() + chunk(x[0], 3)[2]; }},
-      {"index_select", {{4, 3}}, [](V x) { return index_select(x[0], 0, tensor({2, 0, 2}, x[0].device())); }},
-      {"gather", {{3, 4}}, [](V x) { return gather(x[0], 1, tensor({{0, 3}, {1, 1}, {2, 0}}, x[0].device())); }},
-      {"cast", {{4}}, [](V x) { return (x[0].to(f32).to(f64) * x[0]); }, false, {.eps = 1e-2, .atol = 1e-4, .rtol = 1e-3}},
+      {"views",
+       {{2, 3, 4}},
+       [](V x) {
+         return x[0].permute({2, 0, 1}).reshape({4, 6}).t().unsqueeze(0).squeeze(0) * 1.0;
+       }},
+      {"slice_narrow_select",
+       {{4, 5}},
+       [](V x) { return x[0].slice(1, 1, 5, 2).narrow(0, 1, 2) + x[0].select(1, -1).narrow(0, 0, 2).unsqueeze(1); }},
+      {"expand",
+       {{3, 1}},
+       [](V x) {
+         return x[0].expand({2, 3, 4});
+       }},
+      {"flatten_view",
+       {{2, 3, 2}},
+       [](V x) {
+         return x[0].flatten().view({3, 4});
+       }},
+      {"cat_stack",
+       {{2, 3}, {1, 3}},
+       [](V x) {
+         return cat({x[0], x[1] * 2.0}, 0) + stack({x[1][0], x[1][0]}, 0).sum();
+       }},
+      {"split_chunk",
+       {{6, 2}},
+       [](V x) {
+         auto p = split(x[0], 4);
+         return p[0].sum() * p[1].sum() + chunk(x[0], 3)[2];
+       }},
+      {"index_select",
+       {{4, 3}},
+       [](V x) {
+         return index_select(x[0], 0, tensor({2, 0, 2}, x[0].device()));
+       }},
+      {"gather",
+       {{3, 4}},
+       [](V x) {
+         return gather(x[0], 1, tensor({{0, 3}, {1, 1}, {2, 0}}, x[0].device()));
+       }},
+      {"cast",
+       {{4}},
+       [](V x) { return (x[0].to(f32).to(f64) * x[0]); },
+       false,
+       {.eps = 1e-2, .atol = 1e-4, .rtol = 1e-3}},
       {"contiguous_clone", {{3, 4}}, [](V x) { return x[0].t().contiguous() * x[0].t().clone(); }},
       {"softmax_logsoftmax", {{3, 5}}, [](V x) { return softmax(x[0], 1) + log_softmax(x[0], 0); }},
-      {"cross_entropy", {{4, 5}}, [](V x) { return cross_entropy(x[0], tensor({1, 0, 4, 4}, x[0].device())); }},
+      {"cross_entropy",
+       {{4, 5}},
+       [](V x) {
+         return cross_entropy(x[0], tensor({1, 0, 4, 4}, x[0].device()));
+       }},
       {"mse_loss", {{3, 2}, {3, 2}}, [](V x) { return mse_loss(x[0], x[1]); }},
-      {"conv2d", {{2, 2, 5, 6}, {3, 2, 3, 2}, {3}},
-       [](V x) { return conv2d(x[0], x[1], x[2], {2, 1}, {1, 2}); }},
+      {"conv2d",
+       {{2, 2, 5, 6}, {3, 2, 3, 2}, {3}},
+       [](V x) {
+         return conv2d(x[0], x[1], x[2], {2, 1}, {1, 2});
+       }},
       {"conv2d_nobias", {{1, 1, 4, 4}, {2, 1, 2, 2}}, [](V x) { return conv2d(x[0], x[1]); }},
-      {"max_pool2d", {{2, 2, 5, 5}}, [](V x) { return max_pool2d(x[0], {2, 2}, {2, 1}, {1, 0}); }},
-      {"avg_pool2d", {{2, 2, 5, 4}}, [](V x) { return avg_pool2d(x[0], {3, 2}, {2, 2}, {1, 1}); }},
+      {"max_pool2d",
+       {{2, 2, 5, 5}},
+       [](V x) {
+         return max_pool2d(x[0], {2, 2}, {2, 1}, {1, 0});
+       }},
+      {"avg_pool2d",
+       {{2, 2, 5, 4}},
+       [](V x) {
+         return avg_pool2d(x[0], {3, 2}, {2, 2}, {1, 1});
+       }},
       // Backends with fused window kernels (im2col/col2im, max-pool with
       // argmax) take them for these: strided input, padding, stride > 1,
       // overlapping windows (an input pixel that wins several windows).
-      {"conv2d_strided_input", {{2, 3, 7, 6}, {4, 3, 3, 2}, {4}},
-       [](V x) { return conv2d(x[0].transpose(2, 3), x[1], x[2], {2, 3}, {2, 1}); }},
+      {"conv2d_strided_input",
+       {{2, 3, 7, 6}, {4, 3, 3, 2}, {4}},
+       [](V x) {
+         return conv2d(x[0].transpose(2, 3), x[1], x[2], {2, 3}, {2, 1});
+       }},
       {"conv2d_1x1_channels", {{3, 5, 3, 4}, {2, 5, 1, 1}}, [](V x) { return conv2d(x[0], x[1]); }},
-      {"conv2d_kernel_wider_than_input", {{1, 2, 3, 1}, {2, 2, 3, 5}, {2}},
-       [](V x) { return conv2d(x[0], x[1], x[2], {1, 1}, {1, 2}); }},
-      {"max_pool2d_strided_input", {{2, 3, 6, 7}}, [](V x) { return max_pool2d(x[0].transpose(2, 3), {3, 2}, {2, 2}, {1, 1}); }},
-      {"max_pool2d_overlapping", {{1, 2, 5, 5}}, [](V x) { return max_pool2d(x[0], {3, 3}, {1, 1}, {1, 1}); }},
-      {"lenet_block", {{2, 1, 8, 8}, {3, 1, 5, 5}, {3}},
-       [](V x) { return max_pool2d(relu(conv2d(x[0], x[1], x[2], {1, 1}, {2, 2})), {2, 2}, {2, 2}, {0, 0}); }},
+      {"conv2d_kernel_wider_than_input",
+       {{1, 2, 3, 1}, {2, 2, 3, 5}, {2}},
+       [](V x) {
+         return conv2d(x[0], x[1], x[2], {1, 1}, {1, 2});
+       }},
+      {"max_pool2d_strided_input",
+       {{2, 3, 6, 7}},
+       [](V x) {
+         return max_pool2d(x[0].transpose(2, 3), {3, 2}, {2, 2}, {1, 1});
+       }},
+      {"max_pool2d_overlapping",
+       {{1, 2, 5, 5}},
+       [](V x) {
+         return max_pool2d(x[0], {3, 3}, {1, 1}, {1, 1});
+       }},
+      {"lenet_block",
+       {{2, 1, 8, 8}, {3, 1, 5, 5}, {3}},
+       [](V x) {
+         return max_pool2d(relu(conv2d(x[0], x[1], x[2], {1, 1}, {2, 2})), {2, 2}, {2, 2}, {0, 0});
+       }},
   };
 }
 }  // namespace
@@ -135,7 +210,7 @@ TEST_P(Autograd, NoGradDetachAndNames) {
   EXPECT_THROW(y.backward(), ShapeError);  // non-scalar without a gradient
   y.backward(ones_like(y));
   EXPECT_TRUE(allclose(b.grad(), full({3}, 4.0, d)));
-  EXPECT_THROW(w.add_(1.0), ValueError);   // in-place on a leaf that requires grad
+  EXPECT_THROW(w.add_(1.0), ValueError);  // in-place on a leaf that requires grad
   EXPECT_THROW(ones({2}, d).backward(), ValueError);
   EXPECT_THROW(ones({2}, d, i64).requires_grad_(), DTypeError);
 }

@@ -82,11 +82,16 @@ Tensor make_typed(const Bits& b, Device d, DType t) {
 Tensor make(const Bits& b, DType t, Device d) {
   switch (t) {
     case DType::Bool:
-    case DType::U8: return make_typed<std::uint8_t>(b, d, t);
-    case DType::I32: return make_typed<std::uint32_t>(b, d, t);
-    case DType::I64: return make_typed<std::uint64_t>(b, d, t);
-    case DType::F32: return make_typed<std::uint32_t>(b, d, t);
-    case DType::F64: return make_typed<std::uint64_t>(b, d, t);
+    case DType::U8:
+      return make_typed<std::uint8_t>(b, d, t);
+    case DType::I32:
+      return make_typed<std::uint32_t>(b, d, t);
+    case DType::I64:
+      return make_typed<std::uint64_t>(b, d, t);
+    case DType::F32:
+      return make_typed<std::uint32_t>(b, d, t);
+    case DType::F64:
+      return make_typed<std::uint64_t>(b, d, t);
   }
   return {};
 }
@@ -156,58 +161,82 @@ std::vector<OpCase> cases() {
   };
   const double nan = std::numeric_limits<double>::quiet_NaN();
   return {
-      un("neg", [](const Tensor& x) { return neg(x); }, kNumeric),
-      un("abs", [](const Tensor& x) { return abs(x); }, kEvery),
-      un("exp", [](const Tensor& x) { return exp(x); }, kEvery, {5, 3}),              // measured 0, 1
-      un("log", [](const Tensor& x) { return log(x); }, kEvery, {3, 3}),              // measured 0, 0
-      un("sqrt", [](const Tensor& x) { return sqrt(x); }, kEvery, {3, 0}),            // measured 0, 0
-      un("rsqrt", [](const Tensor& x) { return rsqrt(x); }, kEvery, {4, 1}),          // measured 0, 0
-      un("sin", [](const Tensor& x) { return sin(x); }, kEvery, {4, 4}),              // measured 1, 1
-      un("cos", [](const Tensor& x) { return cos(x); }, kEvery, {4, 4}),              // measured 1, 1
-      un("tanh", [](const Tensor& x) { return tanh(x); }, kEvery, {5, 5}),            // measured 1, 0
-      un("sigmoid", [](const Tensor& x) { return sigmoid(x); }, kEvery, {6, 4}),      // measured 0, 0
-      un("relu", [](const Tensor& x) { return relu(x); }, kEvery),
-      un("sign", [](const Tensor& x) { return sign(x); }, kNumeric),
-      un("square", [](const Tensor& x) { return square(x); }, kEvery),
+      un(
+          "neg", [](const Tensor& x) { return neg(x); }, kNumeric),
+      un(
+          "abs", [](const Tensor& x) { return abs(x); }, kEvery),
+      un("exp", [](const Tensor& x) { return exp(x); }, kEvery, {5, 3}),          // measured 0, 1
+      un("log", [](const Tensor& x) { return log(x); }, kEvery, {3, 3}),          // measured 0, 0
+      un("sqrt", [](const Tensor& x) { return sqrt(x); }, kEvery, {3, 0}),        // measured 0, 0
+      un("rsqrt", [](const Tensor& x) { return rsqrt(x); }, kEvery, {4, 1}),      // measured 0, 0
+      un("sin", [](const Tensor& x) { return sin(x); }, kEvery, {4, 4}),          // measured 1, 1
+      un("cos", [](const Tensor& x) { return cos(x); }, kEvery, {4, 4}),          // measured 1, 1
+      un("tanh", [](const Tensor& x) { return tanh(x); }, kEvery, {5, 5}),        // measured 1, 0
+      un("sigmoid", [](const Tensor& x) { return sigmoid(x); }, kEvery, {6, 4}),  // measured 0, 0
+      un(
+          "relu", [](const Tensor& x) { return relu(x); }, kEvery),
+      un(
+          "sign", [](const Tensor& x) { return sign(x); }, kNumeric),
+      un(
+          "square", [](const Tensor& x) { return square(x); }, kEvery),
       un("reciprocal", [](const Tensor& x) { return reciprocal(x); }, kEvery, {3, 0}),  // measured 0, 0
-      un("logical_not", [](const Tensor& x) { return logical_not(x); }, kEvery),
-      un("clamp(-1,1)", [](const Tensor& x) { return clamp(x, -1.0, 1.0); }, kFloat),
-      un("clamp(0.5,)", [](const Tensor& x) { return clamp(x, 0.5, std::nullopt); }, kFloat),
-      un("clamp(,-0.5)", [](const Tensor& x) { return clamp(x, std::nullopt, -0.5); }, kFloat),
-      un("clamp(2,1)", [](const Tensor& x) { return clamp(x, 2.0, 1.0); }, kFloat),
-      un("clamp(nan,1)", [nan](const Tensor& x) { return clamp(x, nan, 1.0); }, kFloat),
+      un(
+          "logical_not", [](const Tensor& x) { return logical_not(x); }, kEvery),
+      un(
+          "clamp(-1,1)", [](const Tensor& x) { return clamp(x, -1.0, 1.0); }, kFloat),
+      un(
+          "clamp(0.5,)", [](const Tensor& x) { return clamp(x, 0.5, std::nullopt); }, kFloat),
+      un(
+          "clamp(,-0.5)", [](const Tensor& x) { return clamp(x, std::nullopt, -0.5); }, kFloat),
+      un(
+          "clamp(2,1)", [](const Tensor& x) { return clamp(x, 2.0, 1.0); }, kFloat),
+      un(
+          "clamp(nan,1)", [nan](const Tensor& x) { return clamp(x, nan, 1.0); }, kFloat),
       un("clamp(-5,5)", [](const Tensor& x) { return clamp(x, -5, 5); }, {i32, i64}),
       un("clamp(0,)", [](const Tensor& x) { return clamp(x, 0, std::nullopt); }, {i32, i64}),
       un("clamp(,0)", [](const Tensor& x) { return clamp(x, std::nullopt, 0); }, {i32, i64}),
       un("clamp(5,-5)", [](const Tensor& x) { return clamp(x, 5, -5); }, {i32, i64}),
       un("clamp(3,100)", [](const Tensor& x) { return clamp(x, 3, 100); }, {u8}),
       un("clamp(100,3)", [](const Tensor& x) { return clamp(x, 100, 3); }, {u8}),
-      bin("add", [](const Tensor& a, const Tensor& b) { return add(a, b); },
+      bin(
+          "add", [](const Tensor& a, const Tensor& b) { return add(a, b); },
           [](const Tensor& a, const Scalar& s) { return add(a, s); }, kEvery),
-      bin("sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); },
+      bin(
+          "sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); },
           [](const Tensor& a, const Scalar& s) { return sub(a, s); }, kNumeric),
-      bin("mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); },
+      bin(
+          "mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); },
           [](const Tensor& a, const Scalar& s) { return mul(a, s); }, kEvery),
-      bin("div", [](const Tensor& a, const Tensor& b) { return div(a, b); },
+      bin(
+          "div", [](const Tensor& a, const Tensor& b) { return div(a, b); },
           [](const Tensor& a, const Scalar& s) { return div(a, s); }, kEvery, {3, 0}),  // measured 0, 0
       bin("div_int", int_div_primitive, nullptr, {i32, i64, u8}),
-      bin("pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); },
+      bin(
+          "pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); },
           [](const Tensor& a, const Scalar& s) { return pow(a, s); }, kEvery, {16, 16}),  // measured 1, 1
-      bin("maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
+      bin(
+          "maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
           [](const Tensor& a, const Scalar& s) { return maximum(a, s); }, kEvery),
-      bin("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
+      bin(
+          "minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
           [](const Tensor& a, const Scalar& s) { return minimum(a, s); }, kEvery),
-      bin("eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); },
+      bin(
+          "eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); },
           [](const Tensor& a, const Scalar& s) { return eq(a, s); }, kEvery),
-      bin("ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); },
+      bin(
+          "ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); },
           [](const Tensor& a, const Scalar& s) { return ne(a, s); }, kEvery),
-      bin("lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); },
+      bin(
+          "lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); },
           [](const Tensor& a, const Scalar& s) { return lt(a, s); }, kEvery),
-      bin("le", [](const Tensor& a, const Tensor& b) { return le(a, b); },
+      bin(
+          "le", [](const Tensor& a, const Tensor& b) { return le(a, b); },
           [](const Tensor& a, const Scalar& s) { return le(a, s); }, kEvery),
-      bin("gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); },
+      bin(
+          "gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); },
           [](const Tensor& a, const Scalar& s) { return gt(a, s); }, kEvery),
-      bin("ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); },
+      bin(
+          "ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); },
           [](const Tensor& a, const Scalar& s) { return ge(a, s); }, kEvery),
   };
 }
@@ -306,8 +335,8 @@ int expect_agree(const std::string& what, const OpCase& c, DType in_t, DType out
       if (++bad <= 5)
         ADD_FAILURE() << what << " " << c.name << operands_str(in, i, in_t) << " " << to_string(in_t) << ": got "
                       << show(got[i], out_t) << ", expected " << show(want[i], out_t)
-                      << (d < 0 ? " (must match exactly)" : " (" + std::to_string(d) + " ulp > " +
-                                                                 std::to_string(bound) + ")");
+                      << (d < 0 ? " (must match exactly)"
+                                : " (" + std::to_string(d) + " ulp > " + std::to_string(bound) + ")");
     }
   }
   std::int64_t& m = measured()[c.name + " " + tname(out_t)];

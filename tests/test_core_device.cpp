@@ -51,10 +51,26 @@ TEST(DeviceParse, ValidForms) {
 }
 
 TEST(DeviceParse, BadStringsListTheValidForms) {
-  const char* bad[] = {"gpu",   "cuda:",      "cuda:-1",  "cuda:1x", "CPU",           "Cuda",
-                       "cpu:1", "",           ":0",       "cuda:+1", "cuda :1",       " cpu",
-                       "cpu ",  "opencl:0:1", "cuda:0.5", "cuda:a",  "cuda:99999999999999999999", "opencl:4294967296",
-                       "metal", "cuda1"};
+  const char* bad[] = {"gpu",
+                       "cuda:",
+                       "cuda:-1",
+                       "cuda:1x",
+                       "CPU",
+                       "Cuda",
+                       "cpu:1",
+                       "",
+                       ":0",
+                       "cuda:+1",
+                       "cuda :1",
+                       " cpu",
+                       "cpu ",
+                       "opencl:0:1",
+                       "cuda:0.5",
+                       "cuda:a",
+                       "cuda:99999999999999999999",
+                       "opencl:4294967296",
+                       "metal",
+                       "cuda1"};
   for (const char* spec : bad) {
     SCOPED_TRACE(std::string("'") + spec + "'");
     try {
@@ -91,7 +107,8 @@ TEST(DeviceValue, EqualityAndHash) {
   EXPECT_FALSE(cpu() == Device(DeviceType::OpenCL, 0));
 
   std::unordered_set<Device> set;
-  for (const char* s : {"cpu", "cuda:0", "cuda:1", "opencl:0", "opencl:1", "cuda", "opencl", "cpu"}) set.insert(Device(s));
+  for (const char* s : {"cpu", "cuda:0", "cuda:1", "opencl:0", "opencl:1", "cuda", "opencl", "cpu"})
+    set.insert(Device(s));
   EXPECT_EQ(set.size(), 5u);
   EXPECT_EQ(std::hash<Device>{}(Device("cuda")), std::hash<Device>{}(Device(DeviceType::CUDA, 0)));
   EXPECT_NE(std::hash<Device>{}(Device("cuda:0")), std::hash<Device>{}(Device("opencl:0")));
@@ -123,7 +140,8 @@ TEST(DeviceEnumeration, CountsNeverThrow) {
   EXPECT_GE(cuda, 0);
   EXPECT_GE(opencl, 0);
   // The reason is empty exactly when there are devices.
-  EXPECT_EQ(device_unavailable_reason(DeviceType::CUDA).empty(), cuda > 0) << device_unavailable_reason(DeviceType::CUDA);
+  EXPECT_EQ(device_unavailable_reason(DeviceType::CUDA).empty(), cuda > 0)
+      << device_unavailable_reason(DeviceType::CUDA);
   EXPECT_EQ(device_unavailable_reason(DeviceType::OpenCL).empty(), opencl > 0)
       << device_unavailable_reason(DeviceType::OpenCL);
   EXPECT_EQ(device_unavailable_reason(DeviceType::CPU), "");
@@ -136,7 +154,8 @@ TEST(DeviceEnumeration, AllDevicesCpuFirstThenEveryDevice) {
   const auto all = all_devices();
   ASSERT_FALSE(all.empty());
   EXPECT_EQ(all[0], cpu());
-  EXPECT_EQ(all.size(), static_cast<std::size_t>(1 + device_count(DeviceType::CUDA) + device_count(DeviceType::OpenCL)));
+  EXPECT_EQ(all.size(),
+            static_cast<std::size_t>(1 + device_count(DeviceType::CUDA) + device_count(DeviceType::OpenCL)));
   std::unordered_set<Device> unique(all.begin(), all.end());
   EXPECT_EQ(unique.size(), all.size());
   for (std::size_t i = 1; i < all.size(); ++i) {

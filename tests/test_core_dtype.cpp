@@ -42,9 +42,21 @@ TEST(DType, TensorPromotionTable) {
     DType a, b, want;
   };
   const Case cases[] = {
-      {i32, f32, f32},     {f32, i32, f32},     {i64, f32, f32}, {i32, i64, i64}, {i64, i32, i64},
-      {f32, f64, f64},     {i32, f64, f64},     {u8, i32, i32},  {boolean, u8, u8}, {boolean, f32, f32},
-      {boolean, boolean, boolean}, {u8, f64, f64}, {i64, f64, f64}, {f32, f32, f32}, {boolean, i64, i64},
+      {i32, f32, f32},
+      {f32, i32, f32},
+      {i64, f32, f32},
+      {i32, i64, i64},
+      {i64, i32, i64},
+      {f32, f64, f64},
+      {i32, f64, f64},
+      {u8, i32, i32},
+      {boolean, u8, u8},
+      {boolean, f32, f32},
+      {boolean, boolean, boolean},
+      {u8, f64, f64},
+      {i64, f64, f64},
+      {f32, f32, f32},
+      {boolean, i64, i64},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(to_string(c.a)) + " op " + std::string(to_string(c.b)));
@@ -53,12 +65,12 @@ TEST(DType, TensorPromotionTable) {
 }
 
 TEST(DType, ScalarPromotionTable) {
-  EXPECT_EQ(promote(i32, Scalar(2)), i32);         // int tensor + int scalar stays int
-  EXPECT_EQ(promote(i32, Scalar(2.5)), f32);       // + float scalar → default float
+  EXPECT_EQ(promote(i32, Scalar(2)), i32);    // int tensor + int scalar stays int
+  EXPECT_EQ(promote(i32, Scalar(2.5)), f32);  // + float scalar → default float
   EXPECT_EQ(promote(i64, Scalar(2.5)), f32);
-  EXPECT_EQ(promote(f64, Scalar(2.5)), f64);       // the tensor's float width wins
+  EXPECT_EQ(promote(f64, Scalar(2.5)), f64);  // the tensor's float width wins
   EXPECT_EQ(promote(f32, Scalar(2)), f32);
-  EXPECT_EQ(promote(boolean, Scalar(2)), i64);     // bool + int scalar → i64
+  EXPECT_EQ(promote(boolean, Scalar(2)), i64);  // bool + int scalar → i64
   EXPECT_EQ(promote(boolean, Scalar(true)), boolean);
   EXPECT_EQ(promote(boolean, Scalar(2.5)), f32);
   EXPECT_EQ(promote(u8, Scalar(300)), u8);

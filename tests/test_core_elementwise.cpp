@@ -50,9 +50,12 @@ enum class Out { Same, Bool, FloatForInt };
 
 DType out_dtype(Out o, DType in) {
   switch (o) {
-    case Out::Same: return in;
-    case Out::Bool: return boolean;
-    case Out::FloatForInt: return is_floating(in) ? in : f32;
+    case Out::Same:
+      return in;
+    case Out::Bool:
+      return boolean;
+    case Out::FloatForInt:
+      return is_floating(in) ? in : f32;
   }
   return in;
 }
@@ -81,7 +84,8 @@ void run_unary(Device d, const UnaryCase& c) {
           EXPECT_EQ(out.dtype(), want_dt);
           EXPECT_EQ(out.device(), d);
           EXPECT_EQ(out.shape(), Shape(shape));
-          EXPECT_TRUE(ref::close(out, expected_in(ref::map(in.r, c.ref), want_dt), tolerance_for(want_dt, c.rtol32, c.atol32)));
+          EXPECT_TRUE(
+              ref::close(out, expected_in(ref::map(in.r, c.ref), want_dt), tolerance_for(want_dt, c.rtol32, c.atol32)));
           // The input is left alone.
           EXPECT_TRUE(ref::exact(in.t, in.r));
         });
@@ -99,79 +103,111 @@ const Domain kInts{-50, 50, true};
 double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double sign_ref(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }
 
-UNARY_TEST(neg, [](const Tensor& x) { return neg(x); }, [](double x) { return -x; }, kSym, kAll)
-UNARY_TEST(neg_operator, [](const Tensor& x) { return -x; }, [](double x) { return -x; }, kSym, kAll)
-UNARY_TEST(neg_method, [](const Tensor& x) { return x.neg(); }, [](double x) { return -x; }, kSym, kAll)
-UNARY_TEST(abs, [](const Tensor& x) { return abs(x); }, [](double x) { return std::fabs(x); }, kSym, kAll)
-UNARY_TEST(abs_method, [](const Tensor& x) { return x.abs(); }, [](double x) { return std::fabs(x); }, kSym, kAll)
-UNARY_TEST(exp, [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, Domain{-5, 5}, kFloat)
-UNARY_TEST(exp_method, [](const Tensor& x) { return x.exp(); }, [](double x) { return std::exp(x); }, Domain{-5, 5},
-           kFloat)
+UNARY_TEST(
+    neg, [](const Tensor& x) { return neg(x); }, [](double x) { return -x; }, kSym, kAll)
+UNARY_TEST(
+    neg_operator, [](const Tensor& x) { return -x; }, [](double x) { return -x; }, kSym, kAll)
+UNARY_TEST(
+    neg_method, [](const Tensor& x) { return x.neg(); }, [](double x) { return -x; }, kSym, kAll)
+UNARY_TEST(
+    abs, [](const Tensor& x) { return abs(x); }, [](double x) { return std::fabs(x); }, kSym, kAll)
+UNARY_TEST(
+    abs_method, [](const Tensor& x) { return x.abs(); }, [](double x) { return std::fabs(x); }, kSym, kAll)
+UNARY_TEST(
+    exp, [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, Domain{-5, 5}, kFloat)
+UNARY_TEST(
+    exp_method, [](const Tensor& x) { return x.exp(); }, [](double x) { return std::exp(x); }, Domain{-5, 5}, kFloat)
 // Near the ends of the f32 range a vectorised exp must still be within a few ulp.
-UNARY_TEST(exp_wide_range, [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); },
-           Domain{-80, 80}, kFloat)
-UNARY_TEST(log, [](const Tensor& x) { return log(x); }, [](double x) { return std::log(x); }, Domain{0.01, 100},
-           kFloat)
-UNARY_TEST(log_method, [](const Tensor& x) { return x.log(); }, [](double x) { return std::log(x); },
-           Domain{0.01, 100}, kFloat)
-UNARY_TEST(sqrt, [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }, Domain{0, 100},
-           kFloat)
-UNARY_TEST(sqrt_method, [](const Tensor& x) { return x.sqrt(); }, [](double x) { return std::sqrt(x); },
-           Domain{0, 100}, kFloat)
-UNARY_TEST(rsqrt, [](const Tensor& x) { return rsqrt(x); }, [](double x) { return 1.0 / std::sqrt(x); },
-           Domain{0.01, 100}, kFloat)
-UNARY_TEST(rsqrt_method, [](const Tensor& x) { return x.rsqrt(); }, [](double x) { return 1.0 / std::sqrt(x); },
-           Domain{0.01, 100}, kFloat)
-UNARY_TEST(sin, [](const Tensor& x) { return sin(x); }, [](double x) { return std::sin(x); }, Domain{-10, 10},
-           kFloat)
-UNARY_TEST(sin_method, [](const Tensor& x) { return x.sin(); }, [](double x) { return std::sin(x); },
-           Domain{-10, 10}, kFloat)
-UNARY_TEST(cos, [](const Tensor& x) { return cos(x); }, [](double x) { return std::cos(x); }, Domain{-10, 10},
-           kFloat)
-UNARY_TEST(cos_method, [](const Tensor& x) { return x.cos(); }, [](double x) { return std::cos(x); },
-           Domain{-10, 10}, kFloat)
-UNARY_TEST(tanh, [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, Domain{-10, 10},
-           kFloat)
-UNARY_TEST(tanh_method, [](const Tensor& x) { return x.tanh(); }, [](double x) { return std::tanh(x); },
-           Domain{-10, 10}, kFloat)
-UNARY_TEST(sigmoid, [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, Domain{-20, 20}, kFloat)
-UNARY_TEST(sigmoid_method, [](const Tensor& x) { return x.sigmoid(); }, sigmoid_ref, Domain{-20, 20}, kFloat)
-UNARY_TEST(relu, [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0.0; }, kSym, kAll)
-UNARY_TEST(relu_method, [](const Tensor& x) { return x.relu(); }, [](double x) { return x > 0 ? x : 0.0; }, kSym,
-           kAll)
-UNARY_TEST(sign, [](const Tensor& x) { return sign(x); }, sign_ref, Domain{-3, 3, true}, kAll)
-UNARY_TEST(square, [](const Tensor& x) { return square(x); }, [](double x) { return x * x; }, kSym, kAll)
-UNARY_TEST(reciprocal, [](const Tensor& x) { return reciprocal(x); }, [](double x) { return 1.0 / x; },
-           Domain{-3, 3, false, true}, kFloat)
-UNARY_TEST(logical_not, [](const Tensor& x) { return logical_not(x); }, [](double x) { return x == 0 ? 1.0 : 0.0; },
-           Domain{-2, 2, true}, kAll, Out::Bool)
-UNARY_TEST(pow_scalar_2, [](const Tensor& x) { return pow(x, 2); }, [](double x) { return x * x; }, kSym, kAll)
-UNARY_TEST(pow_scalar_3_method, [](const Tensor& x) { return x.pow(3); }, [](double x) { return x * x * x; },
-           Domain{-5, 5}, kAll)
-UNARY_TEST(pow_scalar_half, [](const Tensor& x) { return pow(x, 0.5); }, [](double x) { return std::sqrt(x); },
-           Domain{0, 50}, kFloat)
-UNARY_TEST(pow_scalar_negative, [](const Tensor& x) { return pow(x, -1.5); },
-           [](double x) { return std::pow(x, -1.5); }, Domain{0.1, 10}, kFloat)
-UNARY_TEST(pow_scalar_base, [](const Tensor& x) { return pow(2.0, x); }, [](double x) { return std::pow(2.0, x); },
-           Domain{-4, 4}, kFloat)
-UNARY_TEST(clamp_both, [](const Tensor& x) { return clamp(x, Scalar(-1), Scalar(2)); },
-           [](double x) { return std::min(std::max(x, -1.0), 2.0); }, kSym, kAll)
-UNARY_TEST(clamp_lo_only, [](const Tensor& x) { return clamp(x, Scalar(0.5), std::nullopt); },
-           [](double x) { return std::max(x, 0.5); }, kSym, kFloat)
-UNARY_TEST(clamp_hi_only_method, [](const Tensor& x) { return x.clamp(std::nullopt, Scalar(1)); },
-           [](double x) { return std::min(x, 1.0); }, kSym, kAll)
+UNARY_TEST(
+    exp_wide_range, [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, Domain{-80, 80},
+    kFloat)
+UNARY_TEST(
+    log, [](const Tensor& x) { return log(x); }, [](double x) { return std::log(x); }, Domain{0.01, 100}, kFloat)
+UNARY_TEST(
+    log_method, [](const Tensor& x) { return x.log(); }, [](double x) { return std::log(x); }, Domain{0.01, 100},
+    kFloat)
+UNARY_TEST(
+    sqrt, [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }, Domain{0, 100}, kFloat)
+UNARY_TEST(
+    sqrt_method, [](const Tensor& x) { return x.sqrt(); }, [](double x) { return std::sqrt(x); }, Domain{0, 100},
+    kFloat)
+UNARY_TEST(
+    rsqrt, [](const Tensor& x) { return rsqrt(x); }, [](double x) { return 1.0 / std::sqrt(x); }, Domain{0.01, 100},
+    kFloat)
+UNARY_TEST(
+    rsqrt_method, [](const Tensor& x) { return x.rsqrt(); }, [](double x) { return 1.0 / std::sqrt(x); },
+    Domain{0.01, 100}, kFloat)
+UNARY_TEST(
+    sin, [](const Tensor& x) { return sin(x); }, [](double x) { return std::sin(x); }, Domain{-10, 10}, kFloat)
+UNARY_TEST(
+    sin_method, [](const Tensor& x) { return x.sin(); }, [](double x) { return std::sin(x); }, Domain{-10, 10}, kFloat)
+UNARY_TEST(
+    cos, [](const Tensor& x) { return cos(x); }, [](double x) { return std::cos(x); }, Domain{-10, 10}, kFloat)
+UNARY_TEST(
+    cos_method, [](const Tensor& x) { return x.cos(); }, [](double x) { return std::cos(x); }, Domain{-10, 10}, kFloat)
+UNARY_TEST(
+    tanh, [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, Domain{-10, 10}, kFloat)
+UNARY_TEST(
+    tanh_method, [](const Tensor& x) { return x.tanh(); }, [](double x) { return std::tanh(x); }, Domain{-10, 10},
+    kFloat)
+UNARY_TEST(
+    sigmoid, [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, Domain{-20, 20}, kFloat)
+UNARY_TEST(
+    sigmoid_method, [](const Tensor& x) { return x.sigmoid(); }, sigmoid_ref, Domain{-20, 20}, kFloat)
+UNARY_TEST(
+    relu, [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0.0; }, kSym, kAll)
+UNARY_TEST(
+    relu_method, [](const Tensor& x) { return x.relu(); }, [](double x) { return x > 0 ? x : 0.0; }, kSym, kAll)
+UNARY_TEST(
+    sign, [](const Tensor& x) { return sign(x); }, sign_ref, Domain{-3, 3, true}, kAll)
+UNARY_TEST(
+    square, [](const Tensor& x) { return square(x); }, [](double x) { return x * x; }, kSym, kAll)
+UNARY_TEST(
+    reciprocal, [](const Tensor& x) { return reciprocal(x); }, [](double x) { return 1.0 / x; },
+    Domain{-3, 3, false, true}, kFloat)
+UNARY_TEST(
+    logical_not, [](const Tensor& x) { return logical_not(x); }, [](double x) { return x == 0 ? 1.0 : 0.0; },
+    Domain{-2, 2, true}, kAll, Out::Bool)
+UNARY_TEST(
+    pow_scalar_2, [](const Tensor& x) { return pow(x, 2); }, [](double x) { return x * x; }, kSym, kAll)
+UNARY_TEST(
+    pow_scalar_3_method, [](const Tensor& x) { return x.pow(3); }, [](double x) { return x * x * x; }, Domain{-5, 5},
+    kAll)
+UNARY_TEST(
+    pow_scalar_half, [](const Tensor& x) { return pow(x, 0.5); }, [](double x) { return std::sqrt(x); }, Domain{0, 50},
+    kFloat)
+UNARY_TEST(
+    pow_scalar_negative, [](const Tensor& x) { return pow(x, -1.5); }, [](double x) { return std::pow(x, -1.5); },
+    Domain{0.1, 10}, kFloat)
+UNARY_TEST(
+    pow_scalar_base, [](const Tensor& x) { return pow(2.0, x); }, [](double x) { return std::pow(2.0, x); },
+    Domain{-4, 4}, kFloat)
+UNARY_TEST(
+    clamp_both, [](const Tensor& x) { return clamp(x, Scalar(-1), Scalar(2)); },
+    [](double x) { return std::min(std::max(x, -1.0), 2.0); }, kSym, kAll)
+UNARY_TEST(
+    clamp_lo_only, [](const Tensor& x) { return clamp(x, Scalar(0.5), std::nullopt); },
+    [](double x) { return std::max(x, 0.5); }, kSym, kFloat)
+UNARY_TEST(
+    clamp_hi_only_method, [](const Tensor& x) { return x.clamp(std::nullopt, Scalar(1)); },
+    [](double x) { return std::min(x, 1.0); }, kSym, kAll)
 
 // Integer unary ops keep the integer dtype over a wider range.
-UNARY_TEST(neg_ints_wide, [](const Tensor& x) { return neg(x); }, [](double x) { return -x; }, kInts, kInt)
-UNARY_TEST(abs_ints_wide, [](const Tensor& x) { return abs(x); }, [](double x) { return std::fabs(x); }, kInts, kInt)
+UNARY_TEST(
+    neg_ints_wide, [](const Tensor& x) { return neg(x); }, [](double x) { return -x; }, kInts, kInt)
+UNARY_TEST(
+    abs_ints_wide, [](const Tensor& x) { return abs(x); }, [](double x) { return std::fabs(x); }, kInts, kInt)
 
 // Floating unary ops on integers compute in f32 (PyTorch's int → float rule).
-UNARY_TEST(exp_of_ints, [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); },
-           Domain{-5, 5, true}, kInt, Out::FloatForInt)
-UNARY_TEST(sqrt_of_ints, [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); },
-           Domain{0, 100, true}, kInt, Out::FloatForInt)
-UNARY_TEST(sigmoid_of_ints, [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, Domain{-5, 5, true}, kInt,
-           Out::FloatForInt)
+UNARY_TEST(
+    exp_of_ints, [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, Domain{-5, 5, true},
+    kInt, Out::FloatForInt)
+UNARY_TEST(
+    sqrt_of_ints, [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }, Domain{0, 100, true},
+    kInt, Out::FloatForInt)
+UNARY_TEST(
+    sigmoid_of_ints, [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, Domain{-5, 5, true}, kInt,
+    Out::FloatForInt)
 
 ANVIL_INSTANTIATE_DEVICE_TEST(ElementwiseUnary);
 
@@ -227,10 +263,23 @@ struct ShapePair {
   ref::Dims a, b;
 };
 const std::vector<ShapePair> kShapePairs = {
-    {{}, {}},           {{1}, {1}},           {{7}, {7}},         {{1023}, {1023}},   {{100003}, {100003}},
-    {{33, 65}, {33, 65}}, {{}, {3, 4}},       {{3, 4}, {}},       {{0}, {0}},         {{0, 3}, {1, 3}},
-    {{3, 1}, {1, 4}},   {{2, 3, 4}, {4}},     {{4}, {2, 3, 4}},   {{5, 1, 7}, {1, 6, 1}}, {{4, 1}, {4, 5}},
-    {{1, 9}, {7, 1}},   {{2, 1, 3, 1}, {4, 1, 5}},
+    {{}, {}},
+    {{1}, {1}},
+    {{7}, {7}},
+    {{1023}, {1023}},
+    {{100003}, {100003}},
+    {{33, 65}, {33, 65}},
+    {{}, {3, 4}},
+    {{3, 4}, {}},
+    {{0}, {0}},
+    {{0, 3}, {1, 3}},
+    {{3, 1}, {1, 4}},
+    {{2, 3, 4}, {4}},
+    {{4}, {2, 3, 4}},
+    {{5, 1, 7}, {1, 6, 1}},
+    {{4, 1}, {4, 5}},
+    {{1, 9}, {7, 1}},
+    {{2, 1, 3, 1}, {4, 1, 5}},
 };
 const std::pair<Layout, Layout> kLayoutPairs[] = {{Layout::Contiguous, Layout::Contiguous},
                                                   {Layout::Transposed, Layout::Stepped},
@@ -278,62 +327,85 @@ class ElementwiseBinary : public anvil::testing::DeviceTest {};
 const Domain kDivisor{-3, 3, false, true};
 const Domain kTies{-2, 2, true};  // integer-valued so that eq/le/ge see ties
 
-BINARY_TEST(add, [](const Tensor& a, const Tensor& b) { return add(a, b); }, std::plus<double>(), kSym, kSym, kAll)
-BINARY_TEST(add_operator, [](const Tensor& a, const Tensor& b) { return a + b; }, std::plus<double>(), kSym, kSym, kAll)
-BINARY_TEST(add_alpha, [](const Tensor& a, const Tensor& b) { return add(a, b, 3); },
-            [](double x, double y) { return x + 3 * y; }, kSym, kSym, kAll)
-BINARY_TEST(sub, [](const Tensor& a, const Tensor& b) { return sub(a, b); }, std::minus<double>(), kSym, kSym, kAll)
-BINARY_TEST(sub_operator, [](const Tensor& a, const Tensor& b) { return a - b; }, std::minus<double>(), kSym, kSym,
-            kAll)
-BINARY_TEST(mul, [](const Tensor& a, const Tensor& b) { return mul(a, b); }, std::multiplies<double>(), kSym, kSym,
-            kAll)
-BINARY_TEST(mul_operator, [](const Tensor& a, const Tensor& b) { return a * b; }, std::multiplies<double>(), kSym,
-            kSym, kAll)
-BINARY_TEST(div, [](const Tensor& a, const Tensor& b) { return div(a, b); }, std::divides<double>(), kSym, kDivisor,
-            kFloat)
-BINARY_TEST(div_operator, [](const Tensor& a, const Tensor& b) { return a / b; }, std::divides<double>(), kSym,
-            kDivisor, kFloat)
-BINARY_TEST(div_ints_is_true_division, [](const Tensor& a, const Tensor& b) { return a / b; }, std::divides<double>(),
-            Domain{-20, 20}, Domain{1, 7}, kInt, Out::FloatForInt)
-BINARY_TEST(pow, [](const Tensor& a, const Tensor& b) { return pow(a, b); },
-            [](double x, double y) { return std::pow(x, y); }, Domain{0.1, 3}, Domain{-3, 3}, kFloat)
-BINARY_TEST(pow_method, [](const Tensor& a, const Tensor& b) { return a.pow(b); },
-            [](double x, double y) { return std::pow(x, y); }, Domain{0.1, 3}, Domain{-3, 3}, kFloat)
-BINARY_TEST(pow_ints, [](const Tensor& a, const Tensor& b) { return pow(a, b); },
-            [](double x, double y) { return std::pow(x, y); }, Domain{-4, 4}, Domain{0, 5}, kInt)
-BINARY_TEST(maximum, [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
-            [](double x, double y) { return std::max(x, y); }, kSym, kSym, kAll)
-BINARY_TEST(minimum, [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
-            [](double x, double y) { return std::min(x, y); }, kSym, kSym, kAll)
-BINARY_TEST(eq, [](const Tensor& a, const Tensor& b) { return eq(a, b); }, [](double x, double y) { return x == y ? 1.0 : 0.0; },
-            kTies, kTies, kAll, Out::Bool)
-BINARY_TEST(ne, [](const Tensor& a, const Tensor& b) { return ne(a, b); }, [](double x, double y) { return x != y ? 1.0 : 0.0; },
-            kTies, kTies, kAll, Out::Bool)
-BINARY_TEST(lt, [](const Tensor& a, const Tensor& b) { return lt(a, b); }, [](double x, double y) { return x < y ? 1.0 : 0.0; },
-            kTies, kTies, kAll, Out::Bool)
-BINARY_TEST(le, [](const Tensor& a, const Tensor& b) { return le(a, b); }, [](double x, double y) { return x <= y ? 1.0 : 0.0; },
-            kTies, kTies, kAll, Out::Bool)
-BINARY_TEST(gt, [](const Tensor& a, const Tensor& b) { return gt(a, b); }, [](double x, double y) { return x > y ? 1.0 : 0.0; },
-            kTies, kTies, kAll, Out::Bool)
-BINARY_TEST(ge, [](const Tensor& a, const Tensor& b) { return ge(a, b); }, [](double x, double y) { return x >= y ? 1.0 : 0.0; },
-            kTies, kTies, kAll, Out::Bool)
-BINARY_TEST(eq_operator, [](const Tensor& a, const Tensor& b) { return a == b; },
-            [](double x, double y) { return x == y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
-BINARY_TEST(ne_operator, [](const Tensor& a, const Tensor& b) { return a != b; },
-            [](double x, double y) { return x != y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
-BINARY_TEST(lt_operator, [](const Tensor& a, const Tensor& b) { return a < b; },
-            [](double x, double y) { return x < y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
-BINARY_TEST(le_operator, [](const Tensor& a, const Tensor& b) { return a <= b; },
-            [](double x, double y) { return x <= y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
-BINARY_TEST(gt_operator, [](const Tensor& a, const Tensor& b) { return a > b; },
-            [](double x, double y) { return x > y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
-BINARY_TEST(ge_operator, [](const Tensor& a, const Tensor& b) { return a >= b; },
-            [](double x, double y) { return x >= y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
+BINARY_TEST(
+    add, [](const Tensor& a, const Tensor& b) { return add(a, b); }, std::plus<double>(), kSym, kSym, kAll)
+BINARY_TEST(
+    add_operator, [](const Tensor& a, const Tensor& b) { return a + b; }, std::plus<double>(), kSym, kSym, kAll)
+BINARY_TEST(
+    add_alpha, [](const Tensor& a, const Tensor& b) { return add(a, b, 3); },
+    [](double x, double y) { return x + 3 * y; }, kSym, kSym, kAll)
+BINARY_TEST(
+    sub, [](const Tensor& a, const Tensor& b) { return sub(a, b); }, std::minus<double>(), kSym, kSym, kAll)
+BINARY_TEST(
+    sub_operator, [](const Tensor& a, const Tensor& b) { return a - b; }, std::minus<double>(), kSym, kSym, kAll)
+BINARY_TEST(
+    mul, [](const Tensor& a, const Tensor& b) { return mul(a, b); }, std::multiplies<double>(), kSym, kSym, kAll)
+BINARY_TEST(
+    mul_operator, [](const Tensor& a, const Tensor& b) { return a * b; }, std::multiplies<double>(), kSym, kSym, kAll)
+BINARY_TEST(
+    div, [](const Tensor& a, const Tensor& b) { return div(a, b); }, std::divides<double>(), kSym, kDivisor, kFloat)
+BINARY_TEST(
+    div_operator, [](const Tensor& a, const Tensor& b) { return a / b; }, std::divides<double>(), kSym, kDivisor,
+    kFloat)
+BINARY_TEST(
+    div_ints_is_true_division, [](const Tensor& a, const Tensor& b) { return a / b; }, std::divides<double>(),
+    Domain{-20, 20}, Domain{1, 7}, kInt, Out::FloatForInt)
+BINARY_TEST(
+    pow, [](const Tensor& a, const Tensor& b) { return pow(a, b); }, [](double x, double y) { return std::pow(x, y); },
+    Domain{0.1, 3}, Domain{-3, 3}, kFloat)
+BINARY_TEST(
+    pow_method, [](const Tensor& a, const Tensor& b) { return a.pow(b); },
+    [](double x, double y) { return std::pow(x, y); }, Domain{0.1, 3}, Domain{-3, 3}, kFloat)
+BINARY_TEST(
+    pow_ints, [](const Tensor& a, const Tensor& b) { return pow(a, b); },
+    [](double x, double y) { return std::pow(x, y); }, Domain{-4, 4}, Domain{0, 5}, kInt)
+BINARY_TEST(
+    maximum, [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
+    [](double x, double y) { return std::max(x, y); }, kSym, kSym, kAll)
+BINARY_TEST(
+    minimum, [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
+    [](double x, double y) { return std::min(x, y); }, kSym, kSym, kAll)
+BINARY_TEST(
+    eq, [](const Tensor& a, const Tensor& b) { return eq(a, b); },
+    [](double x, double y) { return x == y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
+BINARY_TEST(
+    ne, [](const Tensor& a, const Tensor& b) { return ne(a, b); },
+    [](double x, double y) { return x != y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
+BINARY_TEST(
+    lt, [](const Tensor& a, const Tensor& b) { return lt(a, b); }, [](double x, double y) { return x < y ? 1.0 : 0.0; },
+    kTies, kTies, kAll, Out::Bool)
+BINARY_TEST(
+    le, [](const Tensor& a, const Tensor& b) { return le(a, b); },
+    [](double x, double y) { return x <= y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
+BINARY_TEST(
+    gt, [](const Tensor& a, const Tensor& b) { return gt(a, b); }, [](double x, double y) { return x > y ? 1.0 : 0.0; },
+    kTies, kTies, kAll, Out::Bool)
+BINARY_TEST(
+    ge, [](const Tensor& a, const Tensor& b) { return ge(a, b); },
+    [](double x, double y) { return x >= y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
+BINARY_TEST(
+    eq_operator, [](const Tensor& a, const Tensor& b) { return a == b; },
+    [](double x, double y) { return x == y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
+BINARY_TEST(
+    ne_operator, [](const Tensor& a, const Tensor& b) { return a != b; },
+    [](double x, double y) { return x != y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
+BINARY_TEST(
+    lt_operator, [](const Tensor& a, const Tensor& b) { return a < b; },
+    [](double x, double y) { return x < y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
+BINARY_TEST(
+    le_operator, [](const Tensor& a, const Tensor& b) { return a <= b; },
+    [](double x, double y) { return x <= y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
+BINARY_TEST(
+    gt_operator, [](const Tensor& a, const Tensor& b) { return a > b; },
+    [](double x, double y) { return x > y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
+BINARY_TEST(
+    ge_operator, [](const Tensor& a, const Tensor& b) { return a >= b; },
+    [](double x, double y) { return x >= y ? 1.0 : 0.0; }, kTies, kTies, kAll, Out::Bool)
 // u8 arithmetic wraps like uint8_t.
-BINARY_TEST(add_u8_wraps, [](const Tensor& a, const Tensor& b) { return a + b; }, std::plus<double>(),
-            Domain{0, 255}, Domain{0, 255}, {u8})
-BINARY_TEST(sub_u8_wraps, [](const Tensor& a, const Tensor& b) { return a - b; }, std::minus<double>(),
-            Domain{0, 255}, Domain{0, 255}, {u8})
+BINARY_TEST(add_u8_wraps, [](const Tensor& a, const Tensor& b) { return a + b; }, std::plus<double>(), Domain{0, 255},
+            Domain{0, 255}, {u8})
+BINARY_TEST(sub_u8_wraps, [](const Tensor& a, const Tensor& b) { return a - b; }, std::minus<double>(), Domain{0, 255},
+            Domain{0, 255}, {u8})
 
 ANVIL_INSTANTIATE_DEVICE_TEST(ElementwiseBinary);
 
@@ -346,8 +418,8 @@ TEST_P(ElementwiseMixed, PromotesThenComputes) {
   struct Case {
     DType a, b, want;
   };
-  const Case cases[] = {{i32, f32, f32}, {f32, i64, f32}, {i32, i64, i64}, {f32, f64, f64}, {i64, f64, f64},
-                        {u8, i32, i32},  {boolean, f32, f32}};
+  const Case cases[] = {{i32, f32, f32}, {f32, i64, f32}, {i32, i64, i64},    {f32, f64, f64},
+                        {i64, f64, f64}, {u8, i32, i32},  {boolean, f32, f32}};
   std::uint64_t seed = 7;
   for (const auto& c : cases) {
     for (auto [la, lb] : kLayoutPairs) {
@@ -425,60 +497,78 @@ class ElementwiseScalar : public anvil::testing::DeviceTest {};
 #define SCALAR_TEST(NAME, ...) \
   TEST_P(ElementwiseScalar, NAME) { run_scalar(device(), ScalarCase{__VA_ARGS__}); }
 
-SCALAR_TEST(add_int, [](const Tensor& x) { return add(x, 2); }, [](double x) { return x + 2; }, kSym, kAll, same)
-SCALAR_TEST(add_int_operator, [](const Tensor& x) { return x + 2; }, [](double x) { return x + 2; }, kSym, kAll, same)
-SCALAR_TEST(add_int_operator_left, [](const Tensor& x) { return 2 + x; }, [](double x) { return x + 2; }, kSym, kAll,
-            same)
-SCALAR_TEST(add_float, [](const Tensor& x) { return x + 2.5; }, [](double x) { return x + 2.5; }, kSym, kAll,
-            float_for_int)
-SCALAR_TEST(sub, [](const Tensor& x) { return sub(x, 2); }, [](double x) { return x - 2; }, kSym, kAll, same)
-SCALAR_TEST(sub_operator, [](const Tensor& x) { return x - 0.5; }, [](double x) { return x - 0.5; }, kSym, kAll,
-            float_for_int)
-SCALAR_TEST(rsub, [](const Tensor& x) { return sub(2, x); }, [](double x) { return 2 - x; }, kSym, kAll, same)
-SCALAR_TEST(rsub_operator, [](const Tensor& x) { return 1.5 - x; }, [](double x) { return 1.5 - x; }, kSym, kAll,
-            float_for_int)
-SCALAR_TEST(mul, [](const Tensor& x) { return mul(x, 3); }, [](double x) { return 3 * x; }, kSym, kAll, same)
-SCALAR_TEST(mul_operator_left, [](const Tensor& x) { return -0.25 * x; }, [](double x) { return -0.25 * x; }, kSym,
-            kAll, float_for_int)
-SCALAR_TEST(div, [](const Tensor& x) { return div(x, 4); }, [](double x) { return x / 4; }, kSym, kAll, float_for_int)
-SCALAR_TEST(div_operator, [](const Tensor& x) { return x / 0.5; }, [](double x) { return x / 0.5; }, kSym, kAll,
-            float_for_int)
-SCALAR_TEST(rdiv, [](const Tensor& x) { return div(3, x); }, [](double x) { return 3 / x; }, kDivisor, kAll,
-            float_for_int)
-SCALAR_TEST(rdiv_operator, [](const Tensor& x) { return 1.0 / x; }, [](double x) { return 1 / x; }, kDivisor, kFloat,
-            float_for_int)
-SCALAR_TEST(pow, [](const Tensor& x) { return pow(x, 2); }, [](double x) { return x * x; }, kSym, kAll, same)
-SCALAR_TEST(rpow, [](const Tensor& x) { return pow(3, x); }, [](double x) { return std::pow(3.0, x); },
-            Domain{-3, 3}, kFloat, same)
-SCALAR_TEST(rpow_ints, [](const Tensor& x) { return pow(2, x); }, [](double x) { return std::pow(2.0, x); },
-            Domain{0, 20}, kInt, same)
-SCALAR_TEST(maximum, [](const Tensor& x) { return maximum(x, 0.5); }, [](double x) { return std::max(x, 0.5); },
-            kSym, kFloat, same)
-SCALAR_TEST(maximum_int, [](const Tensor& x) { return maximum(x, 1); }, [](double x) { return std::max(x, 1.0); },
-            kSym, kAll, same)
-SCALAR_TEST(minimum, [](const Tensor& x) { return minimum(x, -1); }, [](double x) { return std::min(x, -1.0); },
-            kSym, kAll, same)
-SCALAR_TEST(eq, [](const Tensor& x) { return eq(x, 1); }, [](double x) { return x == 1 ? 1.0 : 0.0; }, kTies, kAll,
-            to_bool)
-SCALAR_TEST(ne, [](const Tensor& x) { return ne(x, 1); }, [](double x) { return x != 1 ? 1.0 : 0.0; }, kTies, kAll,
-            to_bool)
-SCALAR_TEST(lt, [](const Tensor& x) { return lt(x, 0.5); }, [](double x) { return x < 0.5 ? 1.0 : 0.0; }, kTies, kAll,
-            to_bool)
-SCALAR_TEST(le, [](const Tensor& x) { return le(x, 0); }, [](double x) { return x <= 0 ? 1.0 : 0.0; }, kTies, kAll,
-            to_bool)
-SCALAR_TEST(gt, [](const Tensor& x) { return gt(x, -1); }, [](double x) { return x > -1 ? 1.0 : 0.0; }, kTies, kAll,
-            to_bool)
-SCALAR_TEST(ge, [](const Tensor& x) { return ge(x, 1); }, [](double x) { return x >= 1 ? 1.0 : 0.0; }, kTies, kAll,
-            to_bool)
-SCALAR_TEST(operators_compare, [](const Tensor& x) { return (x == 1) != (x > 0); },
-            [](double x) { return (x == 1) != (x > 0) ? 1.0 : 0.0; }, kTies, kAll, to_bool)
-SCALAR_TEST(operators_compare_rest, [](const Tensor& x) { return logical_not((x < 1) == (x <= 0)); },
-            [](double x) { return (x < 1) == (x <= 0) ? 0.0 : 1.0; }, kTies, kAll, to_bool)
-SCALAR_TEST(ge_operator, [](const Tensor& x) { return x >= 0; }, [](double x) { return x >= 0 ? 1.0 : 0.0; }, kTies,
-            kAll, to_bool)
+SCALAR_TEST(
+    add_int, [](const Tensor& x) { return add(x, 2); }, [](double x) { return x + 2; }, kSym, kAll, same)
+SCALAR_TEST(
+    add_int_operator, [](const Tensor& x) { return x + 2; }, [](double x) { return x + 2; }, kSym, kAll, same)
+SCALAR_TEST(
+    add_int_operator_left, [](const Tensor& x) { return 2 + x; }, [](double x) { return x + 2; }, kSym, kAll, same)
+SCALAR_TEST(
+    add_float, [](const Tensor& x) { return x + 2.5; }, [](double x) { return x + 2.5; }, kSym, kAll, float_for_int)
+SCALAR_TEST(
+    sub, [](const Tensor& x) { return sub(x, 2); }, [](double x) { return x - 2; }, kSym, kAll, same)
+SCALAR_TEST(
+    sub_operator, [](const Tensor& x) { return x - 0.5; }, [](double x) { return x - 0.5; }, kSym, kAll, float_for_int)
+SCALAR_TEST(
+    rsub, [](const Tensor& x) { return sub(2, x); }, [](double x) { return 2 - x; }, kSym, kAll, same)
+SCALAR_TEST(
+    rsub_operator, [](const Tensor& x) { return 1.5 - x; }, [](double x) { return 1.5 - x; }, kSym, kAll, float_for_int)
+SCALAR_TEST(
+    mul, [](const Tensor& x) { return mul(x, 3); }, [](double x) { return 3 * x; }, kSym, kAll, same)
+SCALAR_TEST(
+    mul_operator_left, [](const Tensor& x) { return -0.25 * x; }, [](double x) { return -0.25 * x; }, kSym, kAll,
+    float_for_int)
+SCALAR_TEST(
+    div, [](const Tensor& x) { return div(x, 4); }, [](double x) { return x / 4; }, kSym, kAll, float_for_int)
+SCALAR_TEST(
+    div_operator, [](const Tensor& x) { return x / 0.5; }, [](double x) { return x / 0.5; }, kSym, kAll, float_for_int)
+SCALAR_TEST(
+    rdiv, [](const Tensor& x) { return div(3, x); }, [](double x) { return 3 / x; }, kDivisor, kAll, float_for_int)
+SCALAR_TEST(
+    rdiv_operator, [](const Tensor& x) { return 1.0 / x; }, [](double x) { return 1 / x; }, kDivisor, kFloat,
+    float_for_int)
+SCALAR_TEST(
+    pow, [](const Tensor& x) { return pow(x, 2); }, [](double x) { return x * x; }, kSym, kAll, same)
+SCALAR_TEST(
+    rpow, [](const Tensor& x) { return pow(3, x); }, [](double x) { return std::pow(3.0, x); }, Domain{-3, 3}, kFloat,
+    same)
+SCALAR_TEST(
+    rpow_ints, [](const Tensor& x) { return pow(2, x); }, [](double x) { return std::pow(2.0, x); }, Domain{0, 20},
+    kInt, same)
+SCALAR_TEST(
+    maximum, [](const Tensor& x) { return maximum(x, 0.5); }, [](double x) { return std::max(x, 0.5); }, kSym, kFloat,
+    same)
+SCALAR_TEST(
+    maximum_int, [](const Tensor& x) { return maximum(x, 1); }, [](double x) { return std::max(x, 1.0); }, kSym, kAll,
+    same)
+SCALAR_TEST(
+    minimum, [](const Tensor& x) { return minimum(x, -1); }, [](double x) { return std::min(x, -1.0); }, kSym, kAll,
+    same)
+SCALAR_TEST(
+    eq, [](const Tensor& x) { return eq(x, 1); }, [](double x) { return x == 1 ? 1.0 : 0.0; }, kTies, kAll, to_bool)
+SCALAR_TEST(
+    ne, [](const Tensor& x) { return ne(x, 1); }, [](double x) { return x != 1 ? 1.0 : 0.0; }, kTies, kAll, to_bool)
+SCALAR_TEST(
+    lt, [](const Tensor& x) { return lt(x, 0.5); }, [](double x) { return x < 0.5 ? 1.0 : 0.0; }, kTies, kAll, to_bool)
+SCALAR_TEST(
+    le, [](const Tensor& x) { return le(x, 0); }, [](double x) { return x <= 0 ? 1.0 : 0.0; }, kTies, kAll, to_bool)
+SCALAR_TEST(
+    gt, [](const Tensor& x) { return gt(x, -1); }, [](double x) { return x > -1 ? 1.0 : 0.0; }, kTies, kAll, to_bool)
+SCALAR_TEST(
+    ge, [](const Tensor& x) { return ge(x, 1); }, [](double x) { return x >= 1 ? 1.0 : 0.0; }, kTies, kAll, to_bool)
+SCALAR_TEST(
+    operators_compare, [](const Tensor& x) { return (x == 1) != (x > 0); },
+    [](double x) { return (x == 1) != (x > 0) ? 1.0 : 0.0; }, kTies, kAll, to_bool)
+SCALAR_TEST(
+    operators_compare_rest, [](const Tensor& x) { return logical_not((x < 1) == (x <= 0)); },
+    [](double x) { return (x < 1) == (x <= 0) ? 0.0 : 1.0; }, kTies, kAll, to_bool)
+SCALAR_TEST(
+    ge_operator, [](const Tensor& x) { return x >= 0; }, [](double x) { return x >= 0 ? 1.0 : 0.0; }, kTies, kAll,
+    to_bool)
 // The chapter's expression: (z + 2).exp() * y.
-SCALAR_TEST(chapter_expression, [](const Tensor& x) { return (x + 2).exp() * x; },
-            [](double x) { return std::exp(x + 2) * x; }, kSym, kFloat, same)
+SCALAR_TEST(
+    chapter_expression, [](const Tensor& x) { return (x + 2).exp() * x; }, [](double x) { return std::exp(x + 2) * x; },
+    kSym, kFloat, same)
 
 ANVIL_INSTANTIATE_DEVICE_TEST(ElementwiseScalar);
 
@@ -491,8 +581,9 @@ TEST_P(ElementwiseWhere, BroadcastsAllThree) {
   struct Case {
     ref::Dims c, a, b;
   };
-  const Case cases[] = {{{7}, {7}, {7}},         {{1023}, {1023}, {1}}, {{3, 1}, {1, 4}, {4}}, {{}, {2, 3}, {}},
-                        {{2, 1, 5}, {3, 1}, {5}}, {{0, 3}, {3}, {1}},     {{33, 65}, {33, 65}, {33, 65}}};
+  const Case cases[] = {
+      {{7}, {7}, {7}},          {{1023}, {1023}, {1}}, {{3, 1}, {1, 4}, {4}},         {{}, {2, 3}, {}},
+      {{2, 1, 5}, {3, 1}, {5}}, {{0, 3}, {3}, {1}},    {{33, 65}, {33, 65}, {33, 65}}};
   std::uint64_t seed = 900;
   for (DType dt : kAll)
     for (const auto& c : cases)
@@ -509,8 +600,8 @@ TEST_P(ElementwiseWhere, BroadcastsAllThree) {
           EXPECT_EQ(out.device(), d);
           EXPECT_TRUE(ref::exact(out, ref::where(cond.r, a.r, b.r)));
           // Scalar branches.
-          EXPECT_TRUE(ref::close(where(cond.t, Scalar(0.5), b.t),
-                                 ref::where(cond.r, ref::Array({}, {0.5}), b.r), tolerance_for(float_for_int(dt))));
+          EXPECT_TRUE(ref::close(where(cond.t, Scalar(0.5), b.t), ref::where(cond.r, ref::Array({}, {0.5}), b.r),
+                                 tolerance_for(float_for_int(dt))));
           EXPECT_TRUE(ref::exact(where(cond.t, a.t, Scalar(-2)), ref::where(cond.r, a.r, ref::Array({}, {-2}))));
         });
       }
@@ -548,8 +639,10 @@ TEST_P(ElementwiseWhere, ClampOnEveryLayout) {
           const auto x = ref::make_input(shape, layout, dt, d, Domain{-10, 10, !is_floating(dt)}, seed++);
           EXPECT_TRUE(ref::exact(clamp(x.t, Scalar(-3), Scalar(4)),
                                  ref::map(x.r, [](double v) { return std::clamp(v, -3.0, 4.0); })));
-          EXPECT_TRUE(ref::exact(x.t.clamp(Scalar(0), std::nullopt), ref::map(x.r, [](double v) { return std::max(v, 0.0); })));
-          EXPECT_TRUE(ref::exact(clamp(x.t, std::nullopt, Scalar(-2)), ref::map(x.r, [](double v) { return std::min(v, -2.0); })));
+          EXPECT_TRUE(
+              ref::exact(x.t.clamp(Scalar(0), std::nullopt), ref::map(x.r, [](double v) { return std::max(v, 0.0); })));
+          EXPECT_TRUE(ref::exact(clamp(x.t, std::nullopt, Scalar(-2)),
+                                 ref::map(x.r, [](double v) { return std::min(v, -2.0); })));
           EXPECT_EQ(clamp(x.t, Scalar(-3), Scalar(4)).dtype(), dt);
         });
       }
@@ -569,8 +662,8 @@ using InPlace1 = std::function<void(Tensor&)>;
 // values and that the write went into the original storage.
 void run_in_place2(Device d, const InPlace2& op, const Ref2& r, Domain dom_other, const std::vector<DType>& dtypes) {
   std::uint64_t seed = 7000;
-  const std::pair<ref::Dims, ref::Dims> shapes[] = {{{7}, {7}},       {{1023}, {1}},     {{100003}, {100003}},
-                                                    {{33, 65}, {65}}, {{4, 5}, {4, 1}},  {{0, 3}, {3}},
+  const std::pair<ref::Dims, ref::Dims> shapes[] = {{{7}, {7}},       {{1023}, {1}},      {{100003}, {100003}},
+                                                    {{33, 65}, {65}}, {{4, 5}, {4, 1}},   {{0, 3}, {3}},
                                                     {{}, {}},         {{2, 3, 7}, {3, 7}}};
   for (DType dt : dtypes)
     for (const auto& [sx, so] : shapes)
@@ -582,8 +675,8 @@ void run_in_place2(Device d, const InPlace2& op, const Ref2& r, Domain dom_other
           if (!is_floating(dt)) dx.integer_valued = dot.integer_valued = true;
           ref::Input x = ref::make_input(sx, lx, dt, d, dx, seed++);
           const ref::Input o = ref::make_input(so, lo, dt, d, dot, seed++);
-          const Tensor alias = x.t;                 // another handle to the same tensor
-          const Tensor base_view = x.t.flatten();   // a view or copy of x before the op
+          const Tensor alias = x.t;                // another handle to the same tensor
+          const Tensor base_view = x.t.flatten();  // a view or copy of x before the op
           const bool was_view = base_view.shares_storage(x.t);
           op(x.t, o.t);
           const ref::Array want = expected_in(ref::zip(x.r, o.r, r), dt);
@@ -599,32 +692,41 @@ void run_in_place2(Device d, const InPlace2& op, const Ref2& r, Domain dom_other
 }
 
 TEST_P(ElementwiseInPlace, add_) {
-  run_in_place2(device(), [](Tensor& x, const Tensor& o) { EXPECT_EQ(&x.add_(o), &x); }, std::plus<double>(), kSym, kAll);
+  run_in_place2(
+      device(), [](Tensor& x, const Tensor& o) { EXPECT_EQ(&x.add_(o), &x); }, std::plus<double>(), kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, add_assign_operator) {
-  run_in_place2(device(), [](Tensor& x, const Tensor& o) { EXPECT_EQ(&(x += o), &x); }, std::plus<double>(), kSym, kAll);
+  run_in_place2(
+      device(), [](Tensor& x, const Tensor& o) { EXPECT_EQ(&(x += o), &x); }, std::plus<double>(), kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, sub_) {
-  run_in_place2(device(), [](Tensor& x, const Tensor& o) { x.sub_(o); }, std::minus<double>(), kSym, kAll);
+  run_in_place2(
+      device(), [](Tensor& x, const Tensor& o) { x.sub_(o); }, std::minus<double>(), kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, sub_assign_operator) {
-  run_in_place2(device(), [](Tensor& x, const Tensor& o) { x -= o; }, std::minus<double>(), kSym, kAll);
+  run_in_place2(
+      device(), [](Tensor& x, const Tensor& o) { x -= o; }, std::minus<double>(), kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, mul_) {
-  run_in_place2(device(), [](Tensor& x, const Tensor& o) { x.mul_(o); }, std::multiplies<double>(), kSym, kAll);
+  run_in_place2(
+      device(), [](Tensor& x, const Tensor& o) { x.mul_(o); }, std::multiplies<double>(), kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, mul_assign_operator) {
-  run_in_place2(device(), [](Tensor& x, const Tensor& o) { x *= o; }, std::multiplies<double>(), kSym, kAll);
+  run_in_place2(
+      device(), [](Tensor& x, const Tensor& o) { x *= o; }, std::multiplies<double>(), kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, div_) {
-  run_in_place2(device(), [](Tensor& x, const Tensor& o) { x.div_(o); }, std::divides<double>(), kDivisor, kFloat);
+  run_in_place2(
+      device(), [](Tensor& x, const Tensor& o) { x.div_(o); }, std::divides<double>(), kDivisor, kFloat);
 }
 TEST_P(ElementwiseInPlace, div_assign_operator) {
-  run_in_place2(device(), [](Tensor& x, const Tensor& o) { x /= o; }, std::divides<double>(), kDivisor, kFloat);
+  run_in_place2(
+      device(), [](Tensor& x, const Tensor& o) { x /= o; }, std::divides<double>(), kDivisor, kFloat);
 }
 TEST_P(ElementwiseInPlace, copy_) {
-  run_in_place2(device(), [](Tensor& x, const Tensor& o) { EXPECT_EQ(&x.copy_(o), &x); },
-                [](double, double y) { return y; }, kSym, kAll);
+  run_in_place2(
+      device(), [](Tensor& x, const Tensor& o) { EXPECT_EQ(&x.copy_(o), &x); }, [](double, double y) { return y; },
+      kSym, kAll);
 }
 
 void run_in_place1(Device d, const InPlace1& op, const Ref1& r, Domain dom, const std::vector<DType>& dtypes) {
@@ -647,50 +749,65 @@ void run_in_place1(Device d, const InPlace1& op, const Ref1& r, Domain dom, cons
 }
 
 TEST_P(ElementwiseInPlace, add_scalar) {
-  run_in_place1(device(), [](Tensor& x) { EXPECT_EQ(&x.add_(3), &x); }, [](double v) { return v + 3; }, kSym, kAll);
+  run_in_place1(
+      device(), [](Tensor& x) { EXPECT_EQ(&x.add_(3), &x); }, [](double v) { return v + 3; }, kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, add_assign_scalar) {
-  run_in_place1(device(), [](Tensor& x) { x += 0.5; }, [](double v) { return v + 0.5; }, kSym, kFloat);
+  run_in_place1(
+      device(), [](Tensor& x) { x += 0.5; }, [](double v) { return v + 0.5; }, kSym, kFloat);
 }
 TEST_P(ElementwiseInPlace, sub_scalar) {
-  run_in_place1(device(), [](Tensor& x) { x.sub_(2); }, [](double v) { return v - 2; }, kSym, kAll);
+  run_in_place1(
+      device(), [](Tensor& x) { x.sub_(2); }, [](double v) { return v - 2; }, kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, sub_assign_scalar) {
-  run_in_place1(device(), [](Tensor& x) { x -= 2; }, [](double v) { return v - 2; }, kSym, kAll);
+  run_in_place1(
+      device(), [](Tensor& x) { x -= 2; }, [](double v) { return v - 2; }, kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, mul_scalar) {
-  run_in_place1(device(), [](Tensor& x) { x.mul_(-3); }, [](double v) { return -3 * v; }, kSym, kAll);
+  run_in_place1(
+      device(), [](Tensor& x) { x.mul_(-3); }, [](double v) { return -3 * v; }, kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, mul_assign_scalar) {
-  run_in_place1(device(), [](Tensor& x) { x *= 1.5; }, [](double v) { return 1.5 * v; }, kSym, kFloat);
+  run_in_place1(
+      device(), [](Tensor& x) { x *= 1.5; }, [](double v) { return 1.5 * v; }, kSym, kFloat);
 }
 TEST_P(ElementwiseInPlace, div_scalar) {
-  run_in_place1(device(), [](Tensor& x) { x.div_(4); }, [](double v) { return v / 4; }, kSym, kFloat);
+  run_in_place1(
+      device(), [](Tensor& x) { x.div_(4); }, [](double v) { return v / 4; }, kSym, kFloat);
 }
 TEST_P(ElementwiseInPlace, div_assign_scalar) {
-  run_in_place1(device(), [](Tensor& x) { x /= -2; }, [](double v) { return v / -2; }, kSym, kFloat);
+  run_in_place1(
+      device(), [](Tensor& x) { x /= -2; }, [](double v) { return v / -2; }, kSym, kFloat);
 }
 TEST_P(ElementwiseInPlace, pow_scalar) {
-  run_in_place1(device(), [](Tensor& x) { x.pow_(2); }, [](double v) { return v * v; }, kSym, kAll);
+  run_in_place1(
+      device(), [](Tensor& x) { x.pow_(2); }, [](double v) { return v * v; }, kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, clamp_) {
-  run_in_place1(device(), [](Tensor& x) { EXPECT_EQ(&x.clamp_(Scalar(-1), Scalar(1)), &x); },
-                [](double v) { return std::clamp(v, -1.0, 1.0); }, kSym, kAll);
+  run_in_place1(
+      device(), [](Tensor& x) { EXPECT_EQ(&x.clamp_(Scalar(-1), Scalar(1)), &x); },
+      [](double v) { return std::clamp(v, -1.0, 1.0); }, kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, relu_) {
-  run_in_place1(device(), [](Tensor& x) { x.relu_(); }, [](double v) { return std::max(v, 0.0); }, kSym, kAll);
+  run_in_place1(
+      device(), [](Tensor& x) { x.relu_(); }, [](double v) { return std::max(v, 0.0); }, kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, exp_) {
-  run_in_place1(device(), [](Tensor& x) { x.exp_(); }, [](double v) { return std::exp(v); }, kSym, kFloat);
+  run_in_place1(
+      device(), [](Tensor& x) { x.exp_(); }, [](double v) { return std::exp(v); }, kSym, kFloat);
 }
 TEST_P(ElementwiseInPlace, neg_) {
-  run_in_place1(device(), [](Tensor& x) { x.neg_(); }, [](double v) { return -v; }, kSym, kAll);
+  run_in_place1(
+      device(), [](Tensor& x) { x.neg_(); }, [](double v) { return -v; }, kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, fill_) {
-  run_in_place1(device(), [](Tensor& x) { EXPECT_EQ(&x.fill_(7), &x); }, [](double) { return 7.0; }, kSym, kAll);
+  run_in_place1(
+      device(), [](Tensor& x) { EXPECT_EQ(&x.fill_(7), &x); }, [](double) { return 7.0; }, kSym, kAll);
 }
 TEST_P(ElementwiseInPlace, zero_) {
-  run_in_place1(device(), [](Tensor& x) { x.zero_(); }, [](double) { return 0.0; }, kSym, kAll);
+  run_in_place1(
+      device(), [](Tensor& x) { x.zero_(); }, [](double) { return 0.0; }, kSym, kAll);
 }
 
 TEST_P(ElementwiseInPlace, WritesThroughAViewIntoTheBase) {

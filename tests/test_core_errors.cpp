@@ -4,8 +4,8 @@
 
 #include <functional>
 #include <stdexcept>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "device_test.h"
@@ -77,11 +77,16 @@ TEST_P(Errors, OutOfRangeIndex) {
   expect_error<IndexError>(d, [&] { (void)x.select(0, 2); }, {"select", "2"});
   expect_error<IndexError>(d, [&] { (void)x.select(1, -4); }, {"select", "-4"});
   expect_error<IndexError>(d, [&] { (void)x[5]; }, {"5"});
+  expect_error<IndexError>(d,
+                           [&] {
+                             (void)index_select(x, 1, tensor(std::vector<std::int64_t>{0, 3}, d)).to_vector<float>();
+                           },
+                           {"index_select", "3"});
   expect_error<IndexError>(
-      d, [&] { (void)index_select(x, 1, tensor(std::vector<std::int64_t>{0, 3}, d)).to_vector<float>(); },
-      {"index_select", "3"});
-  expect_error<IndexError>(
-      d, [&] { (void)gather(x, 0, tensor(std::vector<std::int64_t>{0, 2, 1}, Shape{1, 3}, d)).to_vector<float>(); },
+      d,
+      [&] {
+        (void)gather(x, 0, tensor(std::vector<std::int64_t>{0, 2, 1}, Shape{1, 3}, d)).to_vector<float>();
+      },
       {"gather", "2"});
 }
 
@@ -92,10 +97,12 @@ TEST_P(Errors, DTypeNotSupported) {
   // index tensors must be integers.
   expect_error<DTypeError>(d, [&] { (void)index_select(ones({3}, d), 0, zeros({1}, d)); }, {"index_select", "f32"});
   // Integer in-place true division cannot hold its float result.
-  expect_error<DTypeError>(d, [&] {
-    auto i = ones({3}, d, i32);
-    i /= 2;
-  }, {"i32"});
+  expect_error<DTypeError>(d,
+                           [&] {
+                             auto i = ones({3}, d, i32);
+                             i /= 2;
+                           },
+                           {"i32"});
   // randn of an integer dtype.
   try {
     (void)randn({3}, d, i64);

@@ -55,7 +55,7 @@ TEST_P(Factories, Full) {
   const Device d = device();
   expect_meta(full({2, 3}, 2.5, d), {2, 3}, f32, d);  // a floating value → f32
   EXPECT_TRUE(ref::exact(full({2, 3}, 2.5, d), ref::Array::filled({2, 3}, 2.5)));
-  expect_meta(full({4}, 7, d), {4}, i64, d);          // an integer → i64
+  expect_meta(full({4}, 7, d), {4}, i64, d);  // an integer → i64
   EXPECT_TRUE(ref::exact(full({4}, 7, d), ref::Array::filled({4}, 7)));
   expect_meta(full({3}, true, d), {3}, boolean, d);
   EXPECT_TRUE(ref::exact(full({3}, true, d), ref::Array::filled({3}, 1)));

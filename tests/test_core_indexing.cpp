@@ -52,8 +52,8 @@ TEST_P(Indexing, IndexSelectErrors) {
   auto x = ones({4, 3}, d);
   EXPECT_THROW(index_select(x, 0, tensor(std::vector<std::int64_t>{0, 4}, d)).to_vector<float>(), IndexError);
   EXPECT_THROW(index_select(x, 2, tensor(std::vector<std::int64_t>{0}, d)), IndexError);
-  EXPECT_THROW(index_select(x, 0, ones({2}, d)), DTypeError);                // float index
-  EXPECT_THROW(index_select(x, 0, zeros({2, 1}, d, i64)), ShapeError);       // 2-D index
+  EXPECT_THROW(index_select(x, 0, ones({2}, d)), DTypeError);           // float index
+  EXPECT_THROW(index_select(x, 0, zeros({2, 1}, d, i64)), ShapeError);  // 2-D index
   try {
     (void)index_select(x, 0, tensor(std::vector<std::int64_t>{7}, d)).to_vector<float>();
     ADD_FAILURE() << "no error";
@@ -79,8 +79,8 @@ TEST_P(Indexing, Gather) {
           // Index of the same shape, and one smaller in every dim (torch allows both).
           for (const ref::Dims& ishape : {ref::Dims{4, 5, 6}, ref::Dims{3, 2, 4}, ref::Dims{4, 5, 1}}) {
             SCOPED_TRACE(ref::dims_str(ishape));
-            const ref::Array idx =
-                ref::random(ishape, Domain{0, static_cast<double>(x.r.shape[static_cast<std::size_t>(wd)] - 1), true}, seed++);
+            const ref::Array idx = ref::random(
+                ishape, Domain{0, static_cast<double>(x.r.shape[static_cast<std::size_t>(wd)] - 1), true}, seed++);
             for (Layout il : {Layout::Contiguous, Layout::Transposed}) {
               Tensor it;
               if (il == Layout::Contiguous) {
@@ -212,7 +212,8 @@ TEST_P(Indexing, SplitAndChunk) {
   ASSERT_EQ(c4.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_TRUE(c4[i].shares_storage(x.t));
-    EXPECT_TRUE(ref::exact(c4[i], ref::slice(x.r, 1, static_cast<std::int64_t>(2 * i), static_cast<std::int64_t>(2 * i + 2))));
+    EXPECT_TRUE(
+        ref::exact(c4[i], ref::slice(x.r, 1, static_cast<std::int64_t>(2 * i), static_cast<std::int64_t>(2 * i + 2))));
   }
   auto c1 = chunk(x.t, 1, 0);
   ASSERT_EQ(c1.size(), 1u);

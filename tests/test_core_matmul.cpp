@@ -29,28 +29,28 @@ struct MatmulCase {
 
 // Every rank combination torch.matmul accepts, with odd sizes.
 const std::vector<MatmulCase> kCases = {
-    {{7}, {7}},                  // dot → 0-dim
-    {{1}, {1}},                  //
-    {{5}, {5, 3}},               // 1-D · 2-D → [3]
-    {{4, 5}, {5}},               // 2-D · 1-D → [4]
-    {{1, 1}, {1, 1}},            //
-    {{3, 5}, {5, 2}},            // 2-D · 2-D
-    {{17, 33}, {33, 9}},         //
-    {{64, 64}, {64, 64}},        //
-    {{129, 67}, {67, 131}},      // past any blocking
-    {{1, 300}, {300, 1}},        // long k
-    {{2, 3, 4}, {2, 4, 5}},      // batched
-    {{2, 3, 4}, {4, 5}},         // batch · matrix
-    {{4, 5}, {3, 5, 2}},         // matrix · batch
-    {{2, 1, 3, 4}, {5, 4, 6}},   // batch dims broadcast: [2, 5, 3, 6]
-    {{1, 3, 4}, {6, 4, 2}},      //
-    {{3}, {2, 3, 4}},            // 1-D · 3-D → [2, 4]
-    {{2, 3, 4}, {4}},            // 3-D · 1-D → [2, 3]
-    {{3, 0}, {0, 4}},            // k = 0: zeros
-    {{0, 5}, {5, 2}},            // m = 0
-    {{3, 5}, {5, 0}},            // n = 0
-    {{0}, {0}},                  // empty dot = 0
-    {{0, 2, 3}, {3, 4}},         // zero batch
+    {{7}, {7}},                 // dot → 0-dim
+    {{1}, {1}},                 //
+    {{5}, {5, 3}},              // 1-D · 2-D → [3]
+    {{4, 5}, {5}},              // 2-D · 1-D → [4]
+    {{1, 1}, {1, 1}},           //
+    {{3, 5}, {5, 2}},           // 2-D · 2-D
+    {{17, 33}, {33, 9}},        //
+    {{64, 64}, {64, 64}},       //
+    {{129, 67}, {67, 131}},     // past any blocking
+    {{1, 300}, {300, 1}},       // long k
+    {{2, 3, 4}, {2, 4, 5}},     // batched
+    {{2, 3, 4}, {4, 5}},        // batch · matrix
+    {{4, 5}, {3, 5, 2}},        // matrix · batch
+    {{2, 1, 3, 4}, {5, 4, 6}},  // batch dims broadcast: [2, 5, 3, 6]
+    {{1, 3, 4}, {6, 4, 2}},     //
+    {{3}, {2, 3, 4}},           // 1-D · 3-D → [2, 4]
+    {{2, 3, 4}, {4}},           // 3-D · 1-D → [2, 3]
+    {{3, 0}, {0, 4}},           // k = 0: zeros
+    {{0, 5}, {5, 2}},           // m = 0
+    {{3, 5}, {5, 0}},           // n = 0
+    {{0}, {0}},                 // empty dot = 0
+    {{0, 2, 3}, {3, 4}},        // zero batch
 };
 
 struct LayoutPair {
@@ -120,7 +120,8 @@ TEST_P(Matmul, MmBmmDotOuter) {
   std::uint64_t seed = 77;
   for (DType dt : {f32, f64}) {
     SCOPED_TRACE(to_string(dt));
-    for (auto [la, lb] : {std::pair{Layout::Contiguous, Layout::Contiguous}, std::pair{Layout::Transposed, Layout::Stepped}}) {
+    for (auto [la, lb] :
+         {std::pair{Layout::Contiguous, Layout::Contiguous}, std::pair{Layout::Transposed, Layout::Stepped}}) {
       SCOPED_TRACE(std::string(ref::name(la)) + "/" + ref::name(lb));
       const auto a = ref::make_input({9, 13}, la, dt, d, Domain{-1, 1}, seed++);
       const auto b = ref::make_input({13, 7}, lb, dt, d, Domain{-1, 1}, seed++);
@@ -137,8 +138,8 @@ TEST_P(Matmul, MmBmmDotOuter) {
       const auto q = ref::make_input({7}, lb, dt, d, Domain{-1, 1}, seed++);
       const Tensor o = outer(p.t, q.t);
       EXPECT_EQ(o.shape(), (Shape{5, 7}));
-      EXPECT_TRUE(ref::close(o, ref::zip(ref::reshape(p.r, {5, 1}), ref::reshape(q.r, {1, 7}), std::multiplies<double>()),
-                             ref::tol(dt)));
+      EXPECT_TRUE(ref::close(
+          o, ref::zip(ref::reshape(p.r, {5, 1}), ref::reshape(q.r, {1, 7}), std::multiplies<double>()), ref::tol(dt)));
     }
   }
 }
@@ -195,9 +196,17 @@ TEST_P(Matmul, ShapeMismatchNamesTheOpAndBothShapes) {
   expect_shape_error([&] { (void)matmul(a, b); }, {"matmul", "[2, 3]", "[4, 5]"});
   expect_shape_error([&] { (void)a.matmul(b); }, {"matmul", "[2, 3]", "[4, 5]"});
   expect_shape_error([&] { (void)matmul(ones({3}, d), ones({4}, d)); }, {"matmul", "[3]", "[4]"});
-  expect_shape_error([&] { (void)matmul(ones({2, 3, 4}, d), ones({3, 5, 2}, d)); }, {"matmul", "[2, 3, 4]", "[3, 5, 2]"});
+  expect_shape_error(
+      [&] {
+        (void)matmul(ones({2, 3, 4}, d), ones({3, 5, 2}, d));
+      },
+      {"matmul", "[2, 3, 4]", "[3, 5, 2]"});
   // Batch dims that do not broadcast.
-  expect_shape_error([&] { (void)matmul(ones({2, 3, 4}, d), ones({3, 4, 5}, d)); }, {"matmul", "[2, 3, 4]", "[3, 4, 5]"});
+  expect_shape_error(
+      [&] {
+        (void)matmul(ones({2, 3, 4}, d), ones({3, 4, 5}, d));
+      },
+      {"matmul", "[2, 3, 4]", "[3, 4, 5]"});
   // 0-dim operands.
   expect_shape_error([&] { (void)matmul(ones({}, d), ones({3}, d)); }, {"matmul"});
   expect_shape_error([&] { (void)mm(a, b); }, {"mm", "[2, 3]", "[4, 5]"});

@@ -118,20 +118,29 @@ const std::vector<MixedOp>& mixed_ops() {
       {"matmul", [](const Tensor& a, const Tensor& b) { (void)matmul(a, b); }},
       {"mm", [](const Tensor& a, const Tensor& b) { (void)mm(a, b); }},
       {"dot", [](const Tensor& a, const Tensor& b) { (void)dot(a.flatten(), b.flatten()); }},
-      {"cat", [](const Tensor& a, const Tensor& b) { (void)cat({a, b}); }},
-      {"stack", [](const Tensor& a, const Tensor& b) { (void)stack({a, b}); }},
+      {"cat",
+       [](const Tensor& a, const Tensor& b) {
+         (void)cat({a, b});
+       }},
+      {"stack",
+       [](const Tensor& a, const Tensor& b) {
+         (void)stack({a, b});
+       }},
       {"where", [](const Tensor& a, const Tensor& b) { (void)where(a > 0, a, b); }},
-      {"add", [](const Tensor& a, const Tensor& b) {  // add_
+      {"add",
+       [](const Tensor& a, const Tensor& b) {  // add_
          Tensor c = a;
          c.add_(b);
        }},
-      {"copy", [](const Tensor& a, const Tensor& b) {  // copy_
+      {"copy",
+       [](const Tensor& a, const Tensor& b) {  // copy_
          Tensor c = a;
          c.copy_(b);
        }},
       {"index_select", [](const Tensor& a, const Tensor& b) { (void)index_select(a, 0, b.select(0, 0).to(i64)); }},
       {"gather", [](const Tensor& a, const Tensor& b) { (void)gather(a, 0, b.to(i64)); }},
-      {"add", [](const Tensor& a, const Tensor& b) {  // add_out
+      {"add",
+       [](const Tensor& a, const Tensor& b) {  // add_out
          Tensor out = empty_like(a);
          add_out(out, a, b);
        }},

@@ -3,13 +3,12 @@
 // OMP_WAIT_POLICY stands. Checked in child processes, since libgomp reads
 // the policy once, when it is loaded.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-
-#include <unistd.h>
 
 #include "anvil/anvil.h"
 

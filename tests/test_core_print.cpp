@@ -32,7 +32,9 @@ class Print : public anvil::testing::DeviceTest {
     EXPECT_EQ(os.str(), to_string(t)) << "operator<< and to_string disagree";
     return os.str();
   }
-  Tensor f32s(std::vector<double> v) const { return ref::to_tensor(ref::Array({static_cast<std::int64_t>(v.size())}, v), f32, device()); }
+  Tensor f32s(std::vector<double> v) const {
+    return ref::to_tensor(ref::Array({static_cast<std::int64_t>(v.size())}, v), f32, device());
+  }
 };
 
 TEST_P(Print, FloatMatrix) {
@@ -80,7 +82,8 @@ TEST_P(Print, IntegersAndBools) {
 
 TEST_P(Print, Float64HasADTypeSuffix) {
   EXPECT_EQ(str(tensor({1.0, 2.0}, device(), f64)), expect("tensor([1., 2.]", "dtype=f64"));
-  EXPECT_EQ(str(full({2, 2}, 0.5, device(), f64)), expect("tensor([[0.5000, 0.5000],\n        [0.5000, 0.5000]]", "dtype=f64"));
+  EXPECT_EQ(str(full({2, 2}, 0.5, device(), f64)),
+            expect("tensor([[0.5000, 0.5000],\n        [0.5000, 0.5000]]", "dtype=f64"));
 }
 
 TEST_P(Print, ZeroDim) {

@@ -26,11 +26,11 @@ struct DimsCase {
   ref::Dims dims;  // empty = all
 };
 const std::vector<DimsCase> kCases = {
-    {{7}, {}},          {{1023}, {}},          {{1023}, {0}},         {{100003}, {}},     {{}, {}},
-    {{3, 5}, {}},       {{3, 5}, {0}},         {{3, 5}, {1}},         {{3, 5}, {-1}},     {{3, 5}, {-2}},
-    {{3, 5}, {0, 1}},   {{2, 3, 7}, {1}},      {{2, 3, 7}, {0, 2}},   {{2, 3, 7}, {-1, 0}}, {{2, 3, 7}, {-2}},
-    {{4, 1, 6}, {1}},   {{33, 65}, {0}},       {{33, 65}, {1}},       {{2, 3, 4, 5}, {1, 3}}, {{2, 3, 4, 5}, {0, 1, 2, 3}},
-    {{1, 1}, {0}},      {{257, 3}, {0}},
+    {{7}, {}},        {{1023}, {}},     {{1023}, {0}},       {{100003}, {}},         {{}, {}},
+    {{3, 5}, {}},     {{3, 5}, {0}},    {{3, 5}, {1}},       {{3, 5}, {-1}},         {{3, 5}, {-2}},
+    {{3, 5}, {0, 1}}, {{2, 3, 7}, {1}}, {{2, 3, 7}, {0, 2}}, {{2, 3, 7}, {-1, 0}},   {{2, 3, 7}, {-2}},
+    {{4, 1, 6}, {1}}, {{33, 65}, {0}},  {{33, 65}, {1}},     {{2, 3, 4, 5}, {1, 3}}, {{2, 3, 4, 5}, {0, 1, 2, 3}},
+    {{1, 1}, {0}},    {{257, 3}, {0}},
 };
 const Layout kLayouts[] = {Layout::Contiguous, Layout::Transposed, Layout::Stepped};
 
@@ -52,8 +52,8 @@ void run_reduce(Device d, const ReduceCase& c) {
     for (const auto& rc : kCases)
       for (Layout layout : kLayouts)
         for (bool keepdim : {false, true}) {
-          SCOPED_TRACE(std::string(to_string(dt)) + " shape=" + ref::dims_str(rc.shape) + " dims=" +
-                       ref::dims_str(rc.dims) + " " + ref::name(layout) + (keepdim ? " keepdim" : ""));
+          SCOPED_TRACE(std::string(to_string(dt)) + " shape=" + ref::dims_str(rc.shape) +
+                       " dims=" + ref::dims_str(rc.dims) + " " + ref::name(layout) + (keepdim ? " keepdim" : ""));
           ref::guarded([&] {
             Domain dom = c.dom;
             if (!is_floating(dt)) dom.integer_valued = true;
@@ -81,42 +81,56 @@ const Domain kSym{-2, 2};
 const std::vector<DType> kFloat = {f32, f64};
 const std::vector<DType> kAll = {f32, f64, i32, i64};
 
-REDUCE_TEST(sum, [](const Tensor& x, const Shape& s, bool k) { return sum(x, s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::sum(a, s, k); }, kSym, kAll, sum_dtype)
-REDUCE_TEST(sum_method, [](const Tensor& x, const Shape& s, bool k) { return x.sum(s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::sum(a, s, k); }, kSym, kAll, sum_dtype)
-REDUCE_TEST(mean, [](const Tensor& x, const Shape& s, bool k) { return mean(x, s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::mean(a, s, k); }, kSym, kFloat, same)
-REDUCE_TEST(mean_method, [](const Tensor& x, const Shape& s, bool k) { return x.mean(s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::mean(a, s, k); }, kSym, kFloat, same)
+REDUCE_TEST(
+    sum, [](const Tensor& x, const Shape& s, bool k) { return sum(x, s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::sum(a, s, k); }, kSym, kAll, sum_dtype)
+REDUCE_TEST(
+    sum_method, [](const Tensor& x, const Shape& s, bool k) { return x.sum(s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::sum(a, s, k); }, kSym, kAll, sum_dtype)
+REDUCE_TEST(
+    mean, [](const Tensor& x, const Shape& s, bool k) { return mean(x, s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::mean(a, s, k); }, kSym, kFloat, same)
+REDUCE_TEST(
+    mean_method, [](const Tensor& x, const Shape& s, bool k) { return x.mean(s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::mean(a, s, k); }, kSym, kFloat, same)
 // Values near 1 keep long products finite.
-REDUCE_TEST(prod, [](const Tensor& x, const Shape& s, bool k) { return prod(x, s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::prod(a, s, k); }, Domain{0.999, 1.001},
-            kFloat, same, 1e-4, 1e-6)
-REDUCE_TEST(max, [](const Tensor& x, const Shape& s, bool k) { return max(x, s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::amax(a, s, k); }, Domain{-100, 100},
-            kAll, same, 0, 0)
-REDUCE_TEST(min, [](const Tensor& x, const Shape& s, bool k) { return min(x, s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::amin(a, s, k); }, Domain{-100, 100},
-            kAll, same, 0, 0)
-REDUCE_TEST(var, [](const Tensor& x, const Shape& s, bool k) { return var(x, s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::var(a, s, k); }, kSym, kFloat, same)
-REDUCE_TEST(var_correction_0, [](const Tensor& x, const Shape& s, bool k) { return var(x, s, k, 0); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::var(a, s, k, 0); }, kSym, kFloat, same)
-REDUCE_TEST(std, [](const Tensor& x, const Shape& s, bool k) { return anvil::std(x, s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::stdev(a, s, k); }, kSym, kFloat, same)
-REDUCE_TEST(norm, [](const Tensor& x, const Shape& s, bool k) { return norm(x, s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::norm(a, s, k); }, kSym, kFloat, same)
-REDUCE_TEST(logsumexp, [](const Tensor& x, const Shape& s, bool k) { return logsumexp(x, s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::logsumexp(a, s, k); }, Domain{-5, 5},
-            kFloat, same)
+REDUCE_TEST(
+    prod, [](const Tensor& x, const Shape& s, bool k) { return prod(x, s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::prod(a, s, k); }, Domain{0.999, 1.001}, kFloat,
+    same, 1e-4, 1e-6)
+REDUCE_TEST(
+    max, [](const Tensor& x, const Shape& s, bool k) { return max(x, s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::amax(a, s, k); }, Domain{-100, 100}, kAll, same,
+    0, 0)
+REDUCE_TEST(
+    min, [](const Tensor& x, const Shape& s, bool k) { return min(x, s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::amin(a, s, k); }, Domain{-100, 100}, kAll, same,
+    0, 0)
+REDUCE_TEST(
+    var, [](const Tensor& x, const Shape& s, bool k) { return var(x, s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::var(a, s, k); }, kSym, kFloat, same)
+REDUCE_TEST(
+    var_correction_0, [](const Tensor& x, const Shape& s, bool k) { return var(x, s, k, 0); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::var(a, s, k, 0); }, kSym, kFloat, same)
+REDUCE_TEST(
+    std, [](const Tensor& x, const Shape& s, bool k) { return anvil::std(x, s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::stdev(a, s, k); }, kSym, kFloat, same)
+REDUCE_TEST(
+    norm, [](const Tensor& x, const Shape& s, bool k) { return norm(x, s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::norm(a, s, k); }, kSym, kFloat, same)
+REDUCE_TEST(
+    logsumexp, [](const Tensor& x, const Shape& s, bool k) { return logsumexp(x, s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::logsumexp(a, s, k); }, Domain{-5, 5}, kFloat,
+    same)
 // Far from zero: only a max-shifted logsumexp stays finite.
-REDUCE_TEST(logsumexp_large_values, [](const Tensor& x, const Shape& s, bool k) { return logsumexp(x, s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::logsumexp(a, s, k); },
-            Domain{900, 1000}, kFloat, same)
-REDUCE_TEST(logsumexp_very_negative, [](const Tensor& x, const Shape& s, bool k) { return logsumexp(x, s, k); },
-            [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::logsumexp(a, s, k); },
-            Domain{-1000, -900}, kFloat, same)
+REDUCE_TEST(
+    logsumexp_large_values, [](const Tensor& x, const Shape& s, bool k) { return logsumexp(x, s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::logsumexp(a, s, k); }, Domain{900, 1000}, kFloat,
+    same)
+REDUCE_TEST(
+    logsumexp_very_negative, [](const Tensor& x, const Shape& s, bool k) { return logsumexp(x, s, k); },
+    [](const ref::Array& a, const ref::Dims& s, bool k) { return ref::logsumexp(a, s, k); }, Domain{-1000, -900},
+    kFloat, same)
 
 ANVIL_INSTANTIATE_DEVICE_TEST(Reductions);
 
@@ -130,15 +144,17 @@ void run_arg(Device d, bool is_max) {
     ref::Dims shape;
     std::optional<int> dim;
   };
-  const Case cases[] = {{{7}, std::nullopt},    {{1023}, 0},          {{100003}, std::nullopt}, {{3, 5}, std::nullopt},
-                        {{3, 5}, 0},            {{3, 5}, 1},          {{3, 5}, -1},             {{2, 3, 7}, 1},
-                        {{2, 3, 7}, -3},        {{33, 65}, 0},        {{}, std::nullopt},       {{4, 1, 6}, 1}};
+  const Case cases[] = {{{7}, std::nullopt},    {{1023}, 0},        {{100003}, std::nullopt},
+                        {{3, 5}, std::nullopt}, {{3, 5}, 0},        {{3, 5}, 1},
+                        {{3, 5}, -1},           {{2, 3, 7}, 1},     {{2, 3, 7}, -3},
+                        {{33, 65}, 0},          {{}, std::nullopt}, {{4, 1, 6}, 1}};
   for (DType dt : {f32, f64, i32, i64})
     for (const auto& c : cases)
       for (Layout layout : kLayouts)
         for (bool keepdim : {false, true}) {
-          SCOPED_TRACE(std::string(to_string(dt)) + " shape=" + ref::dims_str(c.shape) + " dim=" +
-                       (c.dim ? std::to_string(*c.dim) : "none") + " " + ref::name(layout) + (keepdim ? " keepdim" : ""));
+          SCOPED_TRACE(std::string(to_string(dt)) + " shape=" + ref::dims_str(c.shape) +
+                       " dim=" + (c.dim ? std::to_string(*c.dim) : "none") + " " + ref::name(layout) +
+                       (keepdim ? " keepdim" : ""));
           ref::guarded([&] {
             // Few distinct values: ties, where the first index must win.
             const auto in = ref::make_input(c.shape, layout, dt, d, Domain{-3, 3, true}, seed++);
@@ -235,8 +251,8 @@ TEST_P(ReductionBehaviour, EmptyReductions) {
   const Device d = device();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   auto e = zeros({0}, d);
-  EXPECT_TRUE(ref::exact(e.sum(), ref::Array({}, {0})));  // sum of nothing is 0
-  EXPECT_TRUE(ref::exact(prod(e), ref::Array({}, {1})));  // prod of nothing is 1
+  EXPECT_TRUE(ref::exact(e.sum(), ref::Array({}, {0})));                           // sum of nothing is 0
+  EXPECT_TRUE(ref::exact(prod(e), ref::Array({}, {1})));                           // prod of nothing is 1
   EXPECT_TRUE(ref::close(e.mean(), ref::Array({}, {nan}), ref::Tolerance{0, 0}));  // torch: nan
   EXPECT_TRUE(ref::exact(norm(e), ref::Array({}, {0})));
   auto m = zeros({3, 0}, d);

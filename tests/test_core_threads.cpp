@@ -101,7 +101,8 @@ TEST_P(Threads, DistinctTensorsFromDistinctThreads) {
           const float want = 1e6f * static_cast<float>((t + 1) * (t + 1));
           good = good && std::abs(y.item<float>() - want) <= want * 1e-5f;
           auto z = (x + static_cast<double>(i)).exp().log();
-          good = good && std::abs(z.mean().item<float>() - static_cast<float>(t + 1 + i)) <= 1e-3f * static_cast<float>(t + 1 + i);
+          good = good && std::abs(z.mean().item<float>() - static_cast<float>(t + 1 + i)) <=
+                             1e-3f * static_cast<float>(t + 1 + i);
         }
         ok[static_cast<std::size_t>(t)] = good ? 1 : 0;
       } catch (...) {

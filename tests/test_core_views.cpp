@@ -118,11 +118,11 @@ TEST_P(Views, SliceNarrowSelect) {
     int dim;
     std::int64_t start, end, step;
   };
-  const SliceCase cases[] = {{0, 1, 4, 1}, {1, 0, 6, 2}, {1, 1, 6, 3}, {0, 0, 5, 4},  {-1, 2, 3, 1},
+  const SliceCase cases[] = {{0, 1, 4, 1}, {1, 0, 6, 2},  {1, 1, 6, 3},   {0, 0, 5, 4},   {-1, 2, 3, 1},
                              {0, 3, 3, 1}, {0, -2, 5, 1}, {1, -5, -1, 2}, {1, 0, 100, 1}, {0, 4, 2, 1}};
   for (const auto& c : cases) {
-    SCOPED_TRACE("slice(" + std::to_string(c.dim) + ", " + std::to_string(c.start) + ", " + std::to_string(c.end) + ", " +
-                 std::to_string(c.step) + ")");
+    SCOPED_TRACE("slice(" + std::to_string(c.dim) + ", " + std::to_string(c.start) + ", " + std::to_string(c.end) +
+                 ", " + std::to_string(c.step) + ")");
     auto s = x.t.slice(c.dim, c.start, c.end, c.step);
     expect_view_of(s, x.t);
     EXPECT_TRUE(ref::exact(s, ref::slice(x.r, c.dim, c.start, c.end, c.step)));
@@ -248,11 +248,11 @@ TEST_P(Views, ContiguousAndClone) {
 TEST_P(Views, WritesThroughViewsReachTheBase) {
   const Device d = device();
   auto x = zeros({3, 4}, d);
-  x.select(0, 1).fill_(5);                  // row 1
-  x.t().select(0, 3).add_(1);               // column 3
+  x.select(0, 1).fill_(5);                             // row 1
+  x.t().select(0, 3).add_(1);                          // column 3
   x.slice(1, 0, 4, 2).slice(0, 2, 3).mul_(0).add_(7);  // row 2, cols 0 and 2
   x.reshape({12}).narrow(0, 0, 2).fill_(-1);           // first two elements
-  x.unsqueeze(0).expand({2, 3, 4});                     // reading views leaves x alone
+  x.unsqueeze(0).expand({2, 3, 4});                    // reading views leaves x alone
   EXPECT_TRUE(ref::exact(x, ref::Array({3, 4}, {-1, -1, 0, 1, 5, 5, 5, 6, 7, 0, 7, 1})));
   // Views alias each other, too.
   auto base = arange(0, 6, 1, d, f32);

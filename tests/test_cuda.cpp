@@ -6,9 +6,8 @@
 // defines and symbols the OpenCL backend uses, so the two cannot drift.
 // With a GPU, the device tests run; ANVIL_REQUIRE_DEVICES=cuda turns their
 // skips into failures (the device-generic suites run on cuda:N as well).
-#include <gtest/gtest.h>
-
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,14 +36,13 @@ using namespace anvil;
 int cuda_count() { return device_count(DeviceType::CUDA); }
 
 // Skips (or fails, when ANVIL_REQUIRE_DEVICES names cuda) without n CUDA devices.
-#define ANVIL_REQUIRE_CUDA(n)                                                                         \
-  do {                                                                                                \
-    if (cuda_count() < (n)) {                                                                         \
-      const std::string why =                                                                         \
-          "needs " #n " CUDA device(s); " + device_unavailable_reason(DeviceType::CUDA);              \
-      if (anvil::testing::required_device_types().count(DeviceType::CUDA)) FAIL() << why;            \
-      GTEST_SKIP() << why;                                                                            \
-    }                                                                                                 \
+#define ANVIL_REQUIRE_CUDA(n)                                                                                \
+  do {                                                                                                       \
+    if (cuda_count() < (n)) {                                                                                \
+      const std::string why = "needs " #n " CUDA device(s); " + device_unavailable_reason(DeviceType::CUDA); \
+      if (anvil::testing::required_device_types().count(DeviceType::CUDA)) FAIL() << why;                    \
+      GTEST_SKIP() << why;                                                                                   \
+    }                                                                                                        \
   } while (0)
 
 TEST(CudaBackend, DeviceStringsParseWhateverIsInstalled) {
@@ -173,8 +171,7 @@ TEST(CudaKernels, CubinForTheNewestArchitecture) {
           .spec(),
       kernels::GemmKernel{DType::F64}.spec(),
       kernels::RandomKernel{detail::RandomKind::Normal, DType::F32, true}.spec(),
-      kernels::BinaryKernel{detail::BinaryOp::Pow, DType::I32, DType::I32, DType::I32,
-                            kernels::BinaryVariant::Strided}
+      kernels::BinaryKernel{detail::BinaryOp::Pow, DType::I32, DType::I32, DType::I32, kernels::BinaryVariant::Strided}
           .spec(),
       kernels::WindowKernel{detail::FusedOp::MaxPool2d, DType::F32}.spec()};
   for (const kernels::KernelSpec& s : specs) {

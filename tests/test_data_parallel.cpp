@@ -20,8 +20,8 @@ std::shared_ptr<nn::Module> make_mlp() {
 // statistics, so no data-parallel split reproduces one device's batch (as in
 // PyTorch without SyncBatchNorm).
 std::shared_ptr<nn::Module> make_convnet() {
-  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 4, 3, 1, 1), nn::ReLU(),
-                                          nn::MaxPool2d(2), nn::Flatten(), nn::Linear(4 * 4 * 4, 5));
+  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 4, 3, 1, 1), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
+                                          nn::Linear(4 * 4 * 4, 5));
 }
 
 bool have(const std::vector<Device>& want) {
@@ -76,7 +76,8 @@ void expect_matches_one_device(const nn::ModuleFactory& factory, const Shape& in
     ASSERT_EQ(want.size(), got.size());
     for (std::size_t k = 0; k < want.size(); ++k)
       EXPECT_TRUE(allclose(got[k].second.cpu(), want[k].second.cpu(), 1e-5, 1e-6))
-          << "'" << want[k].first << "' after step " << step << ": " << (got[k].second.cpu() - want[k].second.cpu()).abs().max().item<float>();
+          << "'" << want[k].first << "' after step " << step << ": "
+          << (got[k].second.cpu() - want[k].second.cpu()).abs().max().item<float>();
   }
   // Evaluation: chunks computed in parallel and gathered in batch order.
   dp.eval();
@@ -103,12 +104,11 @@ TEST(DataParallel, TwoOpenCLDevicesMatchOneOnAConvNet) {
   expect_matches_one_device(make_convnet, {1, 8, 8}, {Device("opencl:0"), Device("opencl:1")}, cpu(), 10);
 }
 
-TEST(DataParallel, OneDeviceIsPlainTraining) {
-  expect_matches_one_device(make_mlp, {12}, {cpu()}, cpu(), 7);
-}
+TEST(DataParallel, OneDeviceIsPlainTraining) { expect_matches_one_device(make_mlp, {12}, {cpu()}, cpu(), 7); }
 
 TEST(DataParallel, BatchSmallerThanTheDeviceCountAndGradModeKept) {
-  nn::DataParallel dp(make_mlp, {cpu(), cpu().type() == DeviceType::CPU && have({Device("opencl:0")}) ? Device("opencl:0") : cpu()});
+  nn::DataParallel dp(
+      make_mlp, {cpu(), cpu().type() == DeviceType::CPU && have({Device("opencl:0")}) ? Device("opencl:0") : cpu()});
   if (dp.num_replicas() < 2) GTEST_SKIP();
   NoGradGuard no_grad;  // the caller's mode is left alone
   const auto r = dp.train_step(randn({1, 12}), randint(0, 5, {1}), nn::cross_entropy);
@@ -140,9 +140,7 @@ TEST(DataParallel, TypedErrors) {
   EXPECT_THROW(nn::DataParallel([] { return std::shared_ptr<nn::Module>(); }, {cpu()}), ValueError);
   if (have({Device("opencl:0")})) {
     int calls = 0;
-    auto differing = [&calls]() -> std::shared_ptr<nn::Module> {
-      return std::make_shared<nn::Linear>(4, ++calls);
-    };
+    auto differing = [&calls]() -> std::shared_ptr<nn::Module> { return std::make_shared<nn::Linear>(4, ++calls); };
     try {
       nn::DataParallel dp(differing, {cpu(), Device("opencl:0")});
       ADD_FAILURE() << "expected ValueError";

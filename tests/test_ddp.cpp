@@ -79,7 +79,7 @@ void expect_ddp_matches_one_process(const nn::ModuleFactory& factory, const Shap
   const Data data = synthetic(sample_shape);
 
   manual_seed(1);
-  auto ref = factory();  // the one-process run, on the CPU
+  auto ref = factory();                                   // the one-process run, on the CPU
   manual_seed(1 + static_cast<std::uint64_t>(g.rank()));  // different weights per rank: DDP must broadcast rank 0's
   auto local = factory();
   if (g.rank() == 0) {
@@ -95,7 +95,8 @@ void expect_ddp_matches_one_process(const nn::ModuleFactory& factory, const Shap
   optim::SGD opt(ddp.parameters(), {.lr = 0.05, .momentum = 0.9});
   DataLoader global(data.x, data.y, {.batch_size = kGlobalBatch, .shuffle = true, .seed = 5});
   DataLoader mine(data.x, data.y,
-                  {.batch_size = kGlobalBatch / g.size(), .device = d,
+                  {.batch_size = kGlobalBatch / g.size(),
+                   .device = d,
                    .sampler = DistributedSampler(kSamples, g.size(), g.rank(), {.seed = 5})});
   ASSERT_EQ(global.size(), mine.size());
   for (int epoch = 0; epoch < 2; ++epoch) {
@@ -110,8 +111,8 @@ void expect_ddp_matches_one_process(const nn::ModuleFactory& factory, const Shap
       opt.zero_grad();
       nn::cross_entropy(ddp(x), y).backward();
       opt.step();
-      expect_same_on_every_rank(flat_params(ddp.module()), "epoch " + std::to_string(epoch) + " step " +
-                                                               std::to_string(step));
+      expect_same_on_every_rank(flat_params(ddp.module()),
+                                "epoch " + std::to_string(epoch) + " step " + std::to_string(step));
       ++it;
       ++step;
     }
@@ -121,7 +122,9 @@ void expect_ddp_matches_one_process(const nn::ModuleFactory& factory, const Shap
       << "after " << 2 * global.size() << " steps the largest difference is " << (got - want).abs().max().item<float>();
 }
 
-TEST(DDP, MatchesOneProcessOnAnMLP) { expect_ddp_matches_one_process([] { return make_mlp(); }, {12}); }
+TEST(DDP, MatchesOneProcessOnAnMLP) {
+  expect_ddp_matches_one_process([] { return make_mlp(); }, {12});
+}
 
 TEST(DDP, MatchesOneProcessOnAConvNet) { expect_ddp_matches_one_process(make_convnet, {1, 8, 8}); }
 
@@ -258,10 +261,11 @@ bool under_launcher() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 // Runs this binary's `filter` under mpirun -np `ranks` with `env` added; its exit status.
 int run_ranks(int ranks, const std::string& filter, const std::string& env = "") {
   // What Open MPI needs as root in a container (tests run as root in CI).
-  const std::string cmd = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                          "OMPI_MCA_btl_vader_single_copy_mechanism=none ANVIL_DIST_TIMEOUT=60 " +
-                          env + " mpirun -np " + std::to_string(ranks) + " --bind-to none --oversubscribe " +
-                          self_exe() + " --gtest_filter='" + filter + "' --gtest_brief=1";
+  const std::string cmd =
+      "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+      "OMPI_MCA_btl_vader_single_copy_mechanism=none ANVIL_DIST_TIMEOUT=60 " +
+      env + " mpirun -np " + std::to_string(ranks) + " --bind-to none --oversubscribe " + self_exe() +
+      " --gtest_filter='" + filter + "' --gtest_brief=1";
   return std::system(cmd.c_str());
 }
 
@@ -281,7 +285,8 @@ void checkpoint_phase(const std::string& phase, const std::string& dir) {
   nn::TrainingPosition pos;
   if (phase == "resume") pos = nn::load_checkpoint(dir + "/ckpt.safetensors", ddp.module(), opt);
   DataLoader loader(data.x, data.y,
-                    {.batch_size = kGlobalBatch / g.size(), .device = d,
+                    {.batch_size = kGlobalBatch / g.size(),
+                     .device = d,
                      .sampler = DistributedSampler(kSamples, g.size(), g.rank(), {.seed = 5})});
   // 4 steps each: saved in the middle of epoch 0 (6 steps per epoch), so
   // the resumed run must continue from the saved step and cross into epoch 1.

@@ -47,10 +47,18 @@ double reduced(ReduceOp op, int size, std::int64_t i, DType t) {
     const double x = value(r, i);
     switch (op) {
       case ReduceOp::Sum:
-      case ReduceOp::Avg: acc += x; break;
-      case ReduceOp::Prod: acc *= x; break;
-      case ReduceOp::Max: acc = std::max(acc, x); break;
-      case ReduceOp::Min: acc = std::min(acc, x); break;
+      case ReduceOp::Avg:
+        acc += x;
+        break;
+      case ReduceOp::Prod:
+        acc *= x;
+        break;
+      case ReduceOp::Max:
+        acc = std::max(acc, x);
+        break;
+      case ReduceOp::Min:
+        acc = std::min(acc, x);
+        break;
     }
   }
   if (op == ReduceOp::Avg) acc = is_floating(t) ? acc / size : std::trunc(acc / size);
@@ -121,7 +129,8 @@ TEST_P(ProcessGroupTest, AllreduceNonContiguousWritesThrough) {
   ASSERT_FALSE(view.is_contiguous());
   w.allreduce(view, ReduceOp::Sum).wait();
   const auto got = values_of(base);
-  for (std::int64_t i = 0; i < 24; ++i) ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(ReduceOp::Sum, w.size(), i, dtype()));
+  for (std::int64_t i = 0; i < 24; ++i)
+    ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(ReduceOp::Sum, w.size(), i, dtype()));
 }
 
 TEST_P(ProcessGroupTest, AllreduceLargeGrowsStaging) {
@@ -132,7 +141,8 @@ TEST_P(ProcessGroupTest, AllreduceLargeGrowsStaging) {
   Tensor t = rank_tensor(w.rank(), {n}, dtype(), device());
   w.allreduce(t, ReduceOp::Sum).wait();
   const auto got = values_of(t);
-  for (std::int64_t i = 0; i < n; i += 997) ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(ReduceOp::Sum, w.size(), i, dtype()));
+  for (std::int64_t i = 0; i < n; i += 997)
+    ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(ReduceOp::Sum, w.size(), i, dtype()));
   ASSERT_EQ(got.back(), reduced(ReduceOp::Sum, w.size(), n - 1, dtype()));
 }
 
@@ -142,7 +152,8 @@ TEST_P(ProcessGroupTest, BroadcastFromEveryRoot) {
     Tensor t = rank_tensor(w.rank(), {2, 3, 4}, dtype(), device());
     w.broadcast(t, root).wait();
     const auto got = values_of(t);
-    for (std::int64_t i = 0; i < 24; ++i) ASSERT_EQ(got[static_cast<std::size_t>(i)], value(root, i)) << "root " << root;
+    for (std::int64_t i = 0; i < 24; ++i)
+      ASSERT_EQ(got[static_cast<std::size_t>(i)], value(root, i)) << "root " << root;
   }
 }
 
@@ -232,8 +243,7 @@ TEST_P(ProcessGroupTest, ValidationErrorsBeforeAnythingIsSent) {
   EXPECT_THROW(w.allgather(too_few, t), ValueError);
   std::vector<Tensor> wrong_shape(static_cast<std::size_t>(w.size()), zeros({5}, dtype(), device()));
   EXPECT_THROW(w.allgather(wrong_shape, t), ShapeError);
-  std::vector<Tensor> wrong_dtype(static_cast<std::size_t>(w.size()),
-                                  zeros({4}, dtype() == f64 ? f32 : f64, device()));
+  std::vector<Tensor> wrong_dtype(static_cast<std::size_t>(w.size()), zeros({4}, dtype() == f64 ? f32 : f64, device()));
   EXPECT_THROW(w.allgather(wrong_dtype, t), DTypeError);
   if (device_count(DeviceType::OpenCL) > 0 || !device().is_cpu()) {
     Tensor elsewhere = zeros({4}, dtype(), device().is_cpu() ? Device("opencl:0") : cpu());
@@ -259,14 +269,14 @@ TEST_P(ProcessGroupTest, ValidationErrorsBeforeAnythingIsSent) {
   // Nothing was sent: the group is still in step on every rank.
   w.allreduce(t, ReduceOp::Sum).wait();
   const auto got = values_of(t);
-  for (std::int64_t i = 0; i < 4; ++i) ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(ReduceOp::Sum, w.size(), i, dtype()));
+  for (std::int64_t i = 0; i < 4; ++i)
+    ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(ReduceOp::Sum, w.size(), i, dtype()));
 }
 
 INSTANTIATE_TEST_SUITE_P(World, ProcessGroupTest,
                          ::testing::Values(WorldCase{"cpu", f32}, WorldCase{"cpu", f64}, WorldCase{"cpu", i64},
-                                           WorldCase{"cpu", i32}, WorldCase{"cpu", u8},
-                                           WorldCase{"opencl", f32}, WorldCase{"opencl", f64},
-                                           WorldCase{"opencl", i64}, WorldCase{"cuda", f32},
+                                           WorldCase{"cpu", i32}, WorldCase{"cpu", u8}, WorldCase{"opencl", f32},
+                                           WorldCase{"opencl", f64}, WorldCase{"opencl", i64}, WorldCase{"cuda", f32},
                                            WorldCase{"cuda", f64}, WorldCase{"cuda", i64}),
                          case_name);
 
@@ -335,7 +345,8 @@ TEST_P(LocalGroupTest, AllreduceEveryOp) {
       EXPECT_EQ(parts[r].device(), devices_[r]);
       const auto got = values_of(parts[r]);
       for (std::int64_t i = 0; i < 15; ++i)
-        ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(op, n(), i, dtype())) << to_string(op) << " on " << devices_[r].str();
+        ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(op, n(), i, dtype()))
+            << to_string(op) << " on " << devices_[r].str();
     }
   }
 }
@@ -395,8 +406,7 @@ TEST_P(LocalGroupTest, ValidationErrors) {
     g.allreduce(swapped);
     ADD_FAILURE() << "no DeviceMismatch";
   } catch (const DeviceMismatch& e) {
-    EXPECT_NE(std::string(e.what()).find("allreduce: per_device[0] must be on the group's device 0"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("allreduce: per_device[0] must be on the group's device 0"), std::string::npos)
         << e.what();
   }
   std::vector<Tensor> shapes;

@@ -27,8 +27,8 @@ void to_f64(nn::Module& m) {
 void check_module(nn::Module& m, const Shape& in, Device d) {
   to_f64(m);
   m.to(d);
-  const auto r = autograd::gradcheck([&](const std::vector<Tensor>& x) { return m(x[0]); },
-                                     {randn(in, d, f64).requires_grad_()});
+  const auto r =
+      autograd::gradcheck([&](const std::vector<Tensor>& x) { return m(x[0]); }, {randn(in, d, f64).requires_grad_()});
   EXPECT_TRUE(r.ok) << m.name() << ": " << r.message;
 }
 }  // namespace
@@ -76,8 +76,8 @@ TEST_P(NN, ParameterGradientsMatchFiniteDifferences) {
         return y;
       },
       {randn({3, 1, 3, 3}, d, f64).requires_grad_(), randn({2, 1, 3, 3}, d, f64).requires_grad_(),
-       randn({2}, d, f64).requires_grad_(), randn({4, 18}, d, f64).requires_grad_(), randn({4}, d, f64).requires_grad_(),
-       randn({4}, d, f64).requires_grad_(), randn({4}, d, f64).requires_grad_()});
+       randn({2}, d, f64).requires_grad_(), randn({4, 18}, d, f64).requires_grad_(),
+       randn({4}, d, f64).requires_grad_(), randn({4}, d, f64).requires_grad_(), randn({4}, d, f64).requires_grad_()});
   EXPECT_TRUE(r.ok) << r.message;
 }
 
@@ -123,7 +123,8 @@ TEST_P(NN, WindowOpsMatchPlainLoops) {
                     acc += ws[static_cast<std::size_t>(((oi * c + ci) * kh + i) * kw + j)] * at(ni, ci, ih, iw);
                 }
             const double got = ys[static_cast<std::size_t>(((ni * o + oi) * oh + p) * ow + q)];
-            ASSERT_NEAR(got, acc, 1e-4 * (1 + std::abs(acc))) << "conv2d at [" << ni << ", " << oi << ", " << p << ", " << q << "]";
+            ASSERT_NEAR(got, acc, 1e-4 * (1 + std::abs(acc)))
+                << "conv2d at [" << ni << ", " << oi << ", " << p << ", " << q << "]";
           }
   }
 
@@ -233,8 +234,11 @@ TEST_P(NN, AdamAndSgdMinimiseAQuadratic) {
   for (int which = 0; which < 2; ++which) {
     Tensor w = full({3}, 5.0, d).requires_grad_();
     std::unique_ptr<optim::Optimizer> opt;
-    if (which == 0) opt = std::make_unique<optim::SGD>(std::vector<Tensor>{w}, optim::SGDOptions{.lr = 0.1, .momentum = 0.5, .weight_decay = 1e-4});
-    else opt = std::make_unique<optim::Adam>(std::vector<Tensor>{w}, optim::AdamOptions{.lr = 0.3});
+    if (which == 0)
+      opt = std::make_unique<optim::SGD>(std::vector<Tensor>{w},
+                                         optim::SGDOptions{.lr = 0.1, .momentum = 0.5, .weight_decay = 1e-4});
+    else
+      opt = std::make_unique<optim::Adam>(std::vector<Tensor>{w}, optim::AdamOptions{.lr = 0.3});
     for (int i = 0; i < 200; ++i) {
       opt->zero_grad();
       square(w - 1.0).sum().backward();

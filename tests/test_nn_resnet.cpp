@@ -100,10 +100,10 @@ TEST_P(AdaptivePool, Gradcheck) {
   };
   // Global, divisible, uneven overlapping bins, output larger than the
   // input, identity, 3-D input, and a strided (transposed) input.
-  for (const Case& c : {Case{{2, 3, 5, 4}, {1, 1}, false}, Case{{2, 2, 4, 6}, {2, 3}, false},
-                        Case{{1, 2, 5, 7}, {3, 4}, false}, Case{{1, 2, 3, 2}, {4, 3}, false},
-                        Case{{1, 2, 3, 3}, {3, 3}, false}, Case{{2, 5, 5}, {2, 3}, false},
-                        Case{{2, 2, 6, 5}, {2, 4}, true}}) {
+  for (const Case& c :
+       {Case{{2, 3, 5, 4}, {1, 1}, false}, Case{{2, 2, 4, 6}, {2, 3}, false}, Case{{1, 2, 5, 7}, {3, 4}, false},
+        Case{{1, 2, 3, 2}, {4, 3}, false}, Case{{1, 2, 3, 3}, {3, 3}, false}, Case{{2, 5, 5}, {2, 3}, false},
+        Case{{2, 2, 6, 5}, {2, 4}, true}}) {
     SCOPED_TRACE(::testing::Message() << c.in << " -> {" << c.out[0] << ", " << c.out[1] << "}");
     manual_seed(11);
     const auto r = autograd::gradcheck(
@@ -122,7 +122,8 @@ TEST_P(AdaptivePool, MatchesPyTorchBinsInF32) {
   const Tensor base = randn({n, c, w, h}, d);
   const Tensor x = base.transpose(2, 3);  // [n, c, h, w], not contiguous
   const std::vector<double> xs = host_f64(x);
-  for (const auto& [oh, ow] : std::vector<std::array<std::int64_t, 2>>{{1, 1}, {7, 10}, {3, 4}, {2, 5}, {9, 13}, {1, 3}}) {
+  for (const auto& [oh, ow] :
+       std::vector<std::array<std::int64_t, 2>>{{1, 1}, {7, 10}, {3, 4}, {2, 5}, {9, 13}, {1, 3}}) {
     SCOPED_TRACE(::testing::Message() << "output {" << oh << ", " << ow << "}");
     const Tensor y = adaptive_avg_pool2d(x, {oh, ow});
     ASSERT_EQ(y.shape(), Shape({n, c, oh, ow}));
@@ -159,9 +160,10 @@ TEST_P(AdaptivePool, RejectsBadInputWithTypedErrors) {
   try {
     adaptive_avg_pool2d(randn({4, 5}, d), {1, 1});
   } catch (const ShapeError& e) {
-    EXPECT_NE(std::string(e.what()).find("adaptive_avg_pool2d: input must be [N, C, H, W] or [C, H, W]; expected 3 or 4 "
-                                         "dims, got [4, 5]"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("adaptive_avg_pool2d: input must be [N, C, H, W] or [C, H, W]; expected 3 or 4 "
+                                   "dims, got [4, 5]"),
+        std::string::npos)
         << e.what();
   }
   EXPECT_THROW(nn::AdaptiveAvgPool2d({1, 0}), ValueError);
@@ -227,7 +229,7 @@ TEST(ModuleApply, InitialisesEveryConvAndLinearOfResNet18) {
 TEST(SequentialAdd, NamesChildrenAndStateDictKeys) {
   nn::Sequential net;
   net.add("conv1", nn::Conv2d(1, 2, 3)).add("bn1", nn::BatchNorm2d(2));
-  net.push_back(nn::ReLU());  // named by its index, as torch's append
+  net.push_back(nn::ReLU());                          // named by its index, as torch's append
   net.add("fc", std::make_shared<nn::Linear>(2, 3));  // over the last dim
   ASSERT_EQ(net.size(), 4u);
   EXPECT_EQ(names_of(net.named_parameters()),

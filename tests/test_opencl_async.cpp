@@ -24,8 +24,8 @@ using anvil::testing::opencl_count;
 
 #ifdef ANVIL_WITH_OPENCL
 using opencl::testing::CommandStatus;
-using opencl::testing::QueueGate;
 using opencl::testing::last_command_status;
+using opencl::testing::QueueGate;
 
 TEST(OpenCLAsync, OpsReturnBeforeTheyRunAndHostReadsWait) {
   ANVIL_REQUIRE_OPENCL(1);
@@ -41,7 +41,7 @@ TEST(OpenCLAsync, OpsReturnBeforeTheyRunAndHostReadsWait) {
   {
     QueueGate gate(0);  // the queue stalls here until open()
     const auto before = opencl::testing::commands_enqueued(0);
-    y = matmul(a, a);   // returns although nothing behind the gate can run
+    y = matmul(a, a);  // returns although nothing behind the gate can run
     const Tensor z = (y + 1).exp();
     EXPECT_GT(opencl::testing::commands_enqueued(0), before + 1);
     const CommandStatus s = last_command_status(0);

@@ -147,25 +147,40 @@ TEST(OpenCLMove, ToAliasesAndCopyToCopies) {
 Tensor tricky(DType t, Device d) {
   switch (t) {
     case DType::F32: {
-      std::vector<float> v = {0.0f, -0.0f, 1.5f, -3.25e-38f, std::numeric_limits<float>::denorm_min(),
-                              std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                              std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max(), 1e-7f,
+      std::vector<float> v = {0.0f,
+                              -0.0f,
+                              1.5f,
+                              -3.25e-38f,
+                              std::numeric_limits<float>::denorm_min(),
+                              std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(),
+                              std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::max(),
+                              1e-7f,
                               -42.0f};
       return tensor(v, d);
     }
     case DType::F64: {
-      std::vector<double> v = {0.0, -0.0, 1.0 / 3.0, std::numeric_limits<double>::denorm_min(),
-                               std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(),
-                               std::numeric_limits<double>::lowest(), 1e300};
+      std::vector<double> v = {0.0,
+                               -0.0,
+                               1.0 / 3.0,
+                               std::numeric_limits<double>::denorm_min(),
+                               std::numeric_limits<double>::infinity(),
+                               std::numeric_limits<double>::quiet_NaN(),
+                               std::numeric_limits<double>::lowest(),
+                               1e300};
       return tensor(v, d);
     }
-    case DType::I32: return tensor(std::vector<std::int32_t>{0, -1, 2147483647, -2147483647 - 1, 12345}, d);
+    case DType::I32:
+      return tensor(std::vector<std::int32_t>{0, -1, 2147483647, -2147483647 - 1, 12345}, d);
     case DType::I64:
       return tensor(std::vector<std::int64_t>{0, -1, std::numeric_limits<std::int64_t>::max(),
                                               std::numeric_limits<std::int64_t>::min(), 1ll << 40},
                     d);
-    case DType::U8: return tensor(std::vector<std::uint8_t>{0, 1, 127, 128, 255}, d);
-    case DType::Bool: return tensor(std::vector<std::uint8_t>{1, 0, 0, 1, 1}, d).to(boolean);
+    case DType::U8:
+      return tensor(std::vector<std::uint8_t>{0, 1, 127, 128, 255}, d);
+    case DType::Bool:
+      return tensor(std::vector<std::uint8_t>{1, 0, 0, 1, 1}, d).to(boolean);
   }
   return {};
 }

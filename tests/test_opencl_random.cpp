@@ -28,9 +28,7 @@ std::vector<std::vector<unsigned char>> draws(Kind k, DType t, Device d, std::ui
   manual_seed(seed);
   std::vector<std::vector<unsigned char>> out;
   for (const Shape& s : {Shape{1}, Shape{1001}, Shape{7, 33}}) {
-    Tensor x = k == Kind::Rand    ? rand(s, d, t)
-               : k == Kind::Randn ? randn(s, d, t)
-                                  : randint(-1000, 1000000, s, d, t);
+    Tensor x = k == Kind::Rand ? rand(s, d, t) : k == Kind::Randn ? randn(s, d, t) : randint(-1000, 1000000, s, d, t);
     out.push_back(bytes_of(x));
   }
   return out;
@@ -43,8 +41,8 @@ TEST(OpenCLRandom, SameSeedSameBitsOnEveryDevice) {
     DType dtype;
     const char* name;
   };
-  const Case cases[] = {{Kind::Rand, f32, "rand f32"},     {Kind::Rand, f64, "rand f64"},
-                        {Kind::Randn, f32, "randn f32"},   {Kind::Randn, f64, "randn f64"},
+  const Case cases[] = {{Kind::Rand, f32, "rand f32"},       {Kind::Rand, f64, "rand f64"},
+                        {Kind::Randn, f32, "randn f32"},     {Kind::Randn, f64, "randn f64"},
                         {Kind::Randint, i64, "randint i64"}, {Kind::Randint, i32, "randint i32"}};
   for (const Case& c : cases) {
     for (std::uint64_t seed : {0ull, 42ull, 0xDEADBEEFCAFEull}) {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "anvil/anvil.h"
-#include "opencl_test_support.h"
 #include "anvil/autograd.h"
+#include "opencl_test_support.h"
 
 namespace {
 

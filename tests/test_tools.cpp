@@ -323,7 +323,8 @@ TEST(AnvilSmi, JsonMatchesItsSchemaWithTheOpenclRuntimeHidden) {
 TEST(AnvilSmi, TextHasARowPerDeviceAndSaysWhyBackendsAreEmpty) {
   Output r = run(kTwo, smi());
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_TRUE(has(r.out, kCudaCompiled ? "backends compiled in: cpu, cuda, opencl" : "backends compiled in: cpu, opencl"))
+  EXPECT_TRUE(
+      has(r.out, kCudaCompiled ? "backends compiled in: cpu, cuda, opencl" : "backends compiled in: cpu, opencl"))
       << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\| opencl:1 +\| [^|]+\| cpu +\| gpu\(1\) +\| )"))) << r.out;
   EXPECT_TRUE(has(r.out, "cuda: no devices — " + (kCudaCompiled ? kCudaReason : "not compiled in"))) << r.out;
@@ -424,9 +425,10 @@ TEST(AnvilBenchOutput, TwoDevicesShowsOverlapOnSubdevices) {
           "two-devices --quick --devices opencl:0,opencl:1");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_FALSE(has(r.out, "second run")) << r.out;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\nconclusion: two at once on opencl:0 \+ opencl:1 take [0-9.]+ ms )"
-                                                  R"(vs [0-9.]+ ms one after the other on opencl:0: speedup [0-9.]+x )"
-                                                  R"(\(ideal 2x\), overlap \d+% \(one-core sub-devices of the same CPU\)\n)")))
+  EXPECT_TRUE(
+      std::regex_search(r.out, std::regex(R"(\nconclusion: two at once on opencl:0 \+ opencl:1 take [0-9.]+ ms )"
+                                          R"(vs [0-9.]+ ms one after the other on opencl:0: speedup [0-9.]+x )"
+                                          R"(\(ideal 2x\), overlap \d+% \(one-core sub-devices of the same CPU\)\n)")))
       << r.out;
 
   // The second run refuses devices that are not sub-devices, with the reason.

@@ -48,9 +48,10 @@ int main(int argc, char** argv) {
   auto& world = anvil::dist::init();
   const int rank = world.rank();
   if (rank == 0)
-    std::printf("allreduce (sum, f32, cpu), %d ranks, engine %s, median of %d samples\n%10s %10s %10s %10s %9s %9s %9s %7s\n",
-                world.size(), world.engine().c_str(), samples, "bytes", "mpi us", "mpi-nb us", "anvil us", "mpi GB/s",
-                "nb GB/s", "anv GB/s", "ratio");
+    std::printf(
+        "allreduce (sum, f32, cpu), %d ranks, engine %s, median of %d samples\n%10s %10s %10s %10s %9s %9s %9s %7s\n",
+        world.size(), world.engine().c_str(), samples, "bytes", "mpi us", "mpi-nb us", "anvil us", "mpi GB/s",
+        "nb GB/s", "anv GB/s", "ratio");
   for (std::int64_t bytes = 4096; bytes <= (64 << 20); bytes *= 4) {
     const std::int64_t n = bytes / 4;
     anvil::Tensor t = anvil::ones({n}, anvil::cpu());

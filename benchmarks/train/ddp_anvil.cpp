@@ -40,10 +40,9 @@ std::shared_ptr<nn::Module> make_model(const std::string& name) {
     for (Tensor w : {(*net)[1].weight(), (*net)[3].weight()}) nn::init::normal_(w, 0.0, 0.01);
     return net;
   }
-  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 6, 5, 1, 2), nn::ReLU(), nn::MaxPool2d(2),
-                                          nn::Conv2d(6, 16, 5), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
-                                          nn::Linear(400, 120), nn::ReLU(), nn::Linear(120, 84), nn::ReLU(),
-                                          nn::Linear(84, 10));
+  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 6, 5, 1, 2), nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(6, 16, 5),
+                                          nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(400, 120), nn::ReLU(),
+                                          nn::Linear(120, 84), nn::ReLU(), nn::Linear(84, 10));
 }
 
 }  // namespace
@@ -55,15 +54,24 @@ int main(int argc, char** argv) {
     std::int64_t subset = 0, batch = 256, bucket_kb = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string k = argv[i], v = argv[i + 1];
-      if (k == "--model") model = v;
-      else if (k == "--epochs") epochs = std::stoi(v);
-      else if (k == "--threads") threads = std::stoi(v);
-      else if (k == "--train-subset") subset = std::stoll(v);
-      else if (k == "--batch-size") batch = std::stoll(v);
-      else if (k == "--overlap-steps") overlap_steps = std::stoi(v);
-      else if (k == "--bucket-kb") bucket_kb = std::stoll(v);  // 0: DDP's defaults (25 MiB, first 1 MiB)
-      else if (k == "--local-only") local_only = std::stoi(v);  // context: epochs without communication
-      else throw ValueError("ddp_anvil: unknown flag " + k);
+      if (k == "--model")
+        model = v;
+      else if (k == "--epochs")
+        epochs = std::stoi(v);
+      else if (k == "--threads")
+        threads = std::stoi(v);
+      else if (k == "--train-subset")
+        subset = std::stoll(v);
+      else if (k == "--batch-size")
+        batch = std::stoll(v);
+      else if (k == "--overlap-steps")
+        overlap_steps = std::stoi(v);
+      else if (k == "--bucket-kb")
+        bucket_kb = std::stoll(v);  // 0: DDP's defaults (25 MiB, first 1 MiB)
+      else if (k == "--local-only")
+        local_only = std::stoi(v);  // context: epochs without communication
+      else
+        throw ValueError("ddp_anvil: unknown flag " + k);
     }
     set_num_threads(threads);
     auto& world = dist::init();
@@ -82,7 +90,8 @@ int main(int argc, char** argv) {
     nn::DistributedDataParallel ddp(net, world, ddp_options);
     optim::SGD opt(ddp.module().parameters(), {.lr = 0.1});
     DataLoader loader(x, y,
-                      {.batch_size = batch / ranks, .device = device,
+                      {.batch_size = batch / ranks,
+                       .device = device,
                        .sampler = DistributedSampler(x.size(0), ranks, rank, {.seed = 0})});
     auto step = [&](const Batch& b) {
       std::optional<nn::DistributedDataParallel::NoSyncGuard> guard;

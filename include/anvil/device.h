@@ -40,9 +40,7 @@ class Device {
   constexpr bool is_cpu() const noexcept { return type_ == DeviceType::CPU; }
   std::string str() const;  // "cpu", "cuda:0", "opencl:1"
 
-  friend constexpr bool operator==(Device a, Device b) noexcept {
-    return a.type_ == b.type_ && a.index_ == b.index_;
-  }
+  friend constexpr bool operator==(Device a, Device b) noexcept { return a.type_ == b.type_ && a.index_ == b.index_; }
 
  private:
   DeviceType type_ = DeviceType::CPU;
@@ -74,7 +72,7 @@ std::vector<Device> all_devices() noexcept;  // cpu first, then every CUDA and O
 struct DeviceProperties {
   std::string name;
   std::string vendor;
-  std::string kind;  // "cpu", "gpu" or "accelerator"
+  std::string kind;                // "cpu", "gpu" or "accelerator"
   std::uint64_t memory_total = 0;  // bytes
   std::uint64_t memory_free = 0;   // bytes, 0 when unknown
   int compute_units = 0;
@@ -83,7 +81,7 @@ struct DeviceProperties {
   std::string runtime_version;
   bool fp64 = true;
   bool fp16 = false;
-  std::string compute_capability;  // "8.0" on CUDA, "" elsewhere
+  std::string compute_capability;    // "8.0" on CUDA, "" elsewhere
   std::uint64_t l2_cache_bytes = 0;  // 0 when unknown
   std::string pci_bus_id;            // "0000:3b:00.0" (domain:bus:device.function) on CUDA, "" when unknown
 };

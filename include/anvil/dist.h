@@ -139,7 +139,7 @@ bool is_initialized() noexcept;
 ProcessGroup& world();  // init() must have been called: ValueError otherwise
 int rank();             // world().rank()
 int world_size();
-int local_rank();       // this process's index among the ranks of its machine
+int local_rank();  // this process's index among the ranks of its machine
 // This process's device: try_gpu(local_rank()) unless ANVIL_DIST_DEVICE
 // names one ("opencl:1").
 Device device();

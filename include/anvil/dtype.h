@@ -27,11 +27,14 @@ std::ostream& operator<<(std::ostream& os, DType t);
 constexpr std::size_t element_size(DType t) noexcept {
   switch (t) {
     case DType::Bool:
-    case DType::U8: return 1;
+    case DType::U8:
+      return 1;
     case DType::I32:
-    case DType::F32: return 4;
+    case DType::F32:
+      return 4;
     case DType::I64:
-    case DType::F64: return 8;
+    case DType::F64:
+      return 8;
   }
   return 0;
 }
@@ -45,14 +48,34 @@ constexpr DType promote(DType a, DType b) noexcept {
 }
 
 // The dtype a tensor gets from a C++ type, for tensor({...}) and item<T>().
-template <typename T> struct dtype_of;
-template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
-template <> struct dtype_of<std::uint8_t> { static constexpr DType value = DType::U8; };
-template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::I32; };
-template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::I64; };
-template <> struct dtype_of<float> { static constexpr DType value = DType::F32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::F64; };
-template <typename T> inline constexpr DType dtype_v = dtype_of<T>::value;
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::Bool;
+};
+template <>
+struct dtype_of<std::uint8_t> {
+  static constexpr DType value = DType::U8;
+};
+template <>
+struct dtype_of<std::int32_t> {
+  static constexpr DType value = DType::I32;
+};
+template <>
+struct dtype_of<std::int64_t> {
+  static constexpr DType value = DType::I64;
+};
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::F32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::F64;
+};
+template <typename T>
+inline constexpr DType dtype_v = dtype_of<T>::value;
 
 // A number that is not a tensor: the `2` in `x + 2`. It keeps its category
 // (bool, integer, floating) so promotion can follow PyTorch: an integer tensor
@@ -63,10 +86,10 @@ class Scalar {
   constexpr Scalar() noexcept : kind_(Kind::Int), i_(0) {}
   constexpr Scalar(bool v) noexcept : kind_(Kind::Bool), i_(v) {}
   template <typename T>
-    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-  constexpr Scalar(T v) noexcept : kind_(Kind::Int), i_(static_cast<std::int64_t>(v)) {}
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) constexpr Scalar(T v) noexcept
+      : kind_(Kind::Int), i_(static_cast<std::int64_t>(v)) {}
   template <typename T>
-    requires std::is_floating_point_v<T>
+  requires std::is_floating_point_v<T>
   constexpr Scalar(T v) noexcept : kind_(Kind::Float), d_(static_cast<double>(v)) {}
 
   constexpr Kind kind() const noexcept { return kind_; }
@@ -76,9 +99,12 @@ class Scalar {
   constexpr std::int64_t to_int() const noexcept { return kind_ == Kind::Float ? static_cast<std::int64_t>(d_) : i_; }
   template <typename T>
   constexpr T to() const noexcept {
-    if constexpr (std::is_floating_point_v<T>) return static_cast<T>(to_double());
-    else if constexpr (std::is_same_v<T, bool>) return kind_ == Kind::Float ? d_ != 0.0 : i_ != 0;
-    else return static_cast<T>(to_int());
+    if constexpr (std::is_floating_point_v<T>)
+      return static_cast<T>(to_double());
+    else if constexpr (std::is_same_v<T, bool>)
+      return kind_ == Kind::Float ? d_ != 0.0 : i_ != 0;
+    else
+      return static_cast<T>(to_int());
   }
 
  private:

@@ -51,15 +51,15 @@ std::string cat(const Args&... args) {
 }  // namespace anvil
 
 // Bad user input: throws ErrorType with the message pieces concatenated.
-#define ANVIL_CHECK(cond, ErrorType, ...)                         \
-  do {                                                            \
-    if (!(cond)) [[unlikely]]                                     \
-      throw ErrorType(::anvil::detail::cat(__VA_ARGS__));         \
+#define ANVIL_CHECK(cond, ErrorType, ...)                 \
+  do {                                                    \
+    if (!(cond)) [[unlikely]]                             \
+      throw ErrorType(::anvil::detail::cat(__VA_ARGS__)); \
   } while (0)
 
 // Our own invariants: a failure is a bug in anvil, reported as anvil::Error.
-#define ANVIL_ASSERT(cond, ...)                                                          \
-  do {                                                                                   \
-    if (!(cond)) [[unlikely]]                                                            \
+#define ANVIL_ASSERT(cond, ...)                                                                   \
+  do {                                                                                            \
+    if (!(cond)) [[unlikely]]                                                                     \
       ::anvil::detail::assert_fail(#cond, __FILE__, __LINE__, ::anvil::detail::cat(__VA_ARGS__)); \
   } while (0)

@@ -27,8 +27,8 @@ struct Transfer {
 struct LedgerReport {
   // (source, destination) → copies and bytes. Same-device copies (clone,
   // copy_to on the same device) are counted too, as (d, d).
-  std::map<std::pair<Device, Device>, Transfer, bool (*)(const std::pair<Device, Device>&,
-                                                         const std::pair<Device, Device>&)>
+  std::map<std::pair<Device, Device>, Transfer,
+           bool (*)(const std::pair<Device, Device>&, const std::pair<Device, Device>&)>
       transfers{&less};
   // device → times the host waited for it (synchronize, host reads).
   std::map<Device, std::uint64_t, bool (*)(const Device&, const Device&)> syncs{&less_device};
@@ -54,7 +54,7 @@ std::ostream& operator<<(std::ostream& os, const LedgerReport& r);
 
 class Ledger {
  public:
-  Ledger();  // snapshot now
+  Ledger();                     // snapshot now
   LedgerReport report() const;  // counts since construction
   void reset();                 // snapshot again
 

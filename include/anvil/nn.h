@@ -98,14 +98,14 @@ class Module {
   //   conv1_ = register_module("conv1", nn::Conv2d(1, 6, 5));   // std::shared_ptr<nn::Conv2d>
   // (docs/modules.md: a residual block written this way).
   template <typename M>
-    requires std::is_base_of_v<Module, M>
-  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+  requires std::is_base_of_v<Module, M> std::shared_ptr<M> register_module(const std::string& name,
+                                                                           std::shared_ptr<M> m) {
     add_child(name, m);
     return m;
   }
   template <typename M>
-    requires std::is_base_of_v<Module, std::decay_t<M>>
-  std::shared_ptr<std::decay_t<M>> register_module(const std::string& name, M&& m) {
+  requires std::is_base_of_v<Module, std::decay_t<M>> std::shared_ptr<std::decay_t<M>> register_module(
+      const std::string& name, M&& m) {
     return register_module(name, std::make_shared<std::decay_t<M>>(std::forward<M>(m)));
   }
   Tensor& buffer_ref(const std::string& name);
@@ -134,24 +134,21 @@ class Sequential : public Module {
  public:
   Sequential() = default;
   template <typename... Ms>
-    requires(sizeof...(Ms) > 0 && (std::is_base_of_v<Module, std::decay_t<Ms>> && ...))
-  explicit Sequential(Ms&&... modules) {
+  requires(sizeof...(Ms) > 0 &&
+           (std::is_base_of_v<Module, std::decay_t<Ms>> && ...)) explicit Sequential(Ms&&... modules) {
     (push_back(std::make_shared<std::decay_t<Ms>>(std::forward<Ms>(modules))), ...);
   }
   void push_back(std::shared_ptr<Module> m);
   template <typename M>
-    requires std::is_base_of_v<Module, std::decay_t<M>>
-  void push_back(M&& m) {
-    push_back(std::make_shared<std::decay_t<M>>(std::forward<M>(m)));
-  }
+  requires std::is_base_of_v<Module, std::decay_t<M>>
+  void push_back(M&& m) { push_back(std::make_shared<std::decay_t<M>>(std::forward<M>(m))); }
   // Appends a layer under its own name (PyTorch's add_module): state_dict
   // keys then read "conv1.weight" instead of "0.weight". push_back names a
   // layer by its index; ValueError when `name` is already taken.
   //   net.add("conv1", nn::Conv2d(1, 64, 3, 1, 1)).add("bn1", nn::BatchNorm2d(64));
   Sequential& add(const std::string& name, std::shared_ptr<Module> m);
   template <typename M>
-    requires std::is_base_of_v<Module, std::decay_t<M>>
-  Sequential& add(const std::string& name, M&& m) {
+  requires std::is_base_of_v<Module, std::decay_t<M>> Sequential& add(const std::string& name, M&& m) {
     return add(name, std::make_shared<std::decay_t<M>>(std::forward<M>(m)));
   }
   Tensor forward(const Tensor& x) override;

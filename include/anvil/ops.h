@@ -35,15 +35,14 @@ Tensor full(const Shape& shape, const Scalar& value, Device d = default_device()
             std::optional<DType> t = std::nullopt);
 // [start, end) by step; dtype i64 when all three are integers, else f32.
 Tensor arange(const Scalar& end, Device d = default_device(), std::optional<DType> t = std::nullopt);
-Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,
-              Device d = default_device(), std::optional<DType> t = std::nullopt);
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1, Device d = default_device(),
+              std::optional<DType> t = std::nullopt);
 Tensor linspace(double start, double end, std::int64_t steps, Device d = default_device(), DType t = f32);
-Tensor eye(std::int64_t n, std::optional<std::int64_t> m = std::nullopt, Device d = default_device(),
-           DType t = f32);
+Tensor eye(std::int64_t n, std::optional<std::int64_t> m = std::nullopt, Device d = default_device(), DType t = f32);
 // Random (DESIGN §4.10): Philox 4x32-10, so one seed and shape give the same
 // numbers on every device. Each call advances the global generator.
-Tensor rand(const Shape& shape, Device d = default_device(), DType t = f32);    // U[0, 1)
-Tensor randn(const Shape& shape, Device d = default_device(), DType t = f32);   // N(0, 1)
+Tensor rand(const Shape& shape, Device d = default_device(), DType t = f32);   // U[0, 1)
+Tensor randn(const Shape& shape, Device d = default_device(), DType t = f32);  // N(0, 1)
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Device d = default_device(),
                DType t = i64);  // [low, high)
 void manual_seed(std::uint64_t seed);
@@ -60,8 +59,7 @@ Tensor randint_like(const Tensor& t, std::int64_t low, std::int64_t high);
 // returns). dtype from the C++ type unless given.
 Tensor from_host(const void* data, const Shape& shape, DType t, Device d = default_device());
 template <typename T>
-Tensor tensor(const std::vector<T>& values, Device d = default_device(),
-              std::optional<DType> t = std::nullopt);
+Tensor tensor(const std::vector<T>& values, Device d = default_device(), std::optional<DType> t = std::nullopt);
 template <typename T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape, Device d = default_device(),
               std::optional<DType> t = std::nullopt);
@@ -75,8 +73,7 @@ struct NestedList {
   std::vector<Scalar> values;
   Shape shape;
   template <typename T>
-    requires std::is_arithmetic_v<T>
-  NestedList(T v) : values{Scalar(v)} {}  // NOLINT: a leaf converts implicitly
+  requires std::is_arithmetic_v<T> NestedList(T v) : values{Scalar(v)} {}  // NOLINT: a leaf converts implicitly
   NestedList(std::initializer_list<NestedList> children);
 };
 Tensor tensor(const NestedList& values, Device d = default_device(), std::optional<DType> t = std::nullopt);
@@ -191,10 +188,10 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
 // --- linear algebra -------------------------------------------------------------
 // torch.matmul: 1-D·1-D dot, 2-D mm, batched with broadcasting of batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
-Tensor mm(const Tensor& a, const Tensor& b);    // 2-D only
-Tensor bmm(const Tensor& a, const Tensor& b);   // 3-D, equal batch
-Tensor dot(const Tensor& a, const Tensor& b);   // 1-D only
-Tensor outer(const Tensor& a, const Tensor& b); // 1-D × 1-D → 2-D
+Tensor mm(const Tensor& a, const Tensor& b);     // 2-D only
+Tensor bmm(const Tensor& a, const Tensor& b);    // 3-D, equal batch
+Tensor dot(const Tensor& a, const Tensor& b);    // 1-D only
+Tensor outer(const Tensor& a, const Tensor& b);  // 1-D × 1-D → 2-D
 // beta * bias + alpha * (a @ b), a and b 2-D, bias broadcast to the
 // product (torch.addmm; what nn::Linear runs: grad_fn=<AddmmBackward>).
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1);
@@ -245,8 +242,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target);  // mean((input - ta
 // weight [O, C, KH, KW], bias [O] or undefined. im2col through a strided
 // view plus one GEMM, so it runs on every backend. The result [N, O, OH, OW]
 // is a channels-last view (strides of [N, OH, OW, O]).
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::array<std::int64_t, 2> stride = {1, 1},
-              std::array<std::int64_t, 2> padding = {0, 0});
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+              std::array<std::int64_t, 2> stride = {1, 1}, std::array<std::int64_t, 2> padding = {0, 0});
 // Pooling over [N, C, H, W]; max pads with -inf, avg with 0 (counted).
 Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
                   std::array<std::int64_t, 2> padding = {0, 0});

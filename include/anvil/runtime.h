@@ -29,8 +29,8 @@ struct MemoryStats {
   std::uint64_t peak_allocated = 0;  // high-water mark of `allocated`
   std::uint64_t num_allocs = 0;      // allocations served (cached or fresh)
   std::uint64_t num_frees = 0;
-  std::uint64_t cache_hits = 0;      // allocations served from the cache
-  std::uint64_t limit = 0;           // 0 = none
+  std::uint64_t cache_hits = 0;  // allocations served from the cache
+  std::uint64_t limit = 0;       // 0 = none
 };
 std::ostream& operator<<(std::ostream& os, const MemoryStats& s);
 

@@ -67,10 +67,13 @@ class Tensor {
   Tensor cpu() const { return to(anvil::cpu()); }
 
   // --- host access (copies to the host and waits; counted by the ledger) -------
-  template <typename T> T item() const;
-  template <typename T> std::vector<T> to_vector() const;
+  template <typename T>
+  T item() const;
+  template <typename T>
+  std::vector<T> to_vector() const;
   // Pointer to the first element; CPU tensors only (NotSupported otherwise).
-  template <typename T> T* data_ptr() const;
+  template <typename T>
+  T* data_ptr() const;
   void* raw_data_ptr() const;
 
   // --- views (share storage) ------------------------------------------------

@@ -133,7 +133,8 @@ void check_inplace(const char* op, const Tensor& self, const Tensor* other) {
   if (!grad_mode_enabled()) return;
   ANVIL_CHECK(!requires_grad(self) && !(other && requires_grad(*other)), ValueError, op,
               ": in-place op on a tensor that requires grad would not be recorded; expected tensors without grad, got ",
-              requires_grad(self) ? "the in-place tensor" : "an argument", " requiring grad; run it under "
+              requires_grad(self) ? "the in-place tensor" : "an argument",
+              " requiring grad; run it under "
               "anvil::NoGradGuard or use the out-of-place op");
 }
 
@@ -180,8 +181,8 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
                 root.shape(), "; pass the gradient: backward(ones_like(y))");
     g = ones_like(root);
   } else {
-    ANVIL_CHECK(g.shape() == root.shape(), ShapeError, "backward: gradient has the wrong shape; expected ", root.shape(),
-                ", got ", g.shape());
+    ANVIL_CHECK(g.shape() == root.shape(), ShapeError, "backward: gradient has the wrong shape; expected ",
+                root.shape(), ", got ", g.shape());
     check_same_device("backward", {&root, &g});
   }
   NoGradGuard no_grad;
@@ -339,10 +340,10 @@ Tensor Tensor::grad() const {
 void Tensor::set_grad(const Tensor& g) const {
   detail::check_defined("set_grad", *this);
   if (g.defined()) {
-    ANVIL_CHECK(g.shape() == shape(), ShapeError, "set_grad: gradient has the wrong shape; expected ", shape(), ", got ",
-                g.shape());
-    ANVIL_CHECK(g.dtype() == dtype(), DTypeError, "set_grad: gradient has the wrong dtype; expected ", dtype(), ", got ",
-                g.dtype());
+    ANVIL_CHECK(g.shape() == shape(), ShapeError, "set_grad: gradient has the wrong shape; expected ", shape(),
+                ", got ", g.shape());
+    ANVIL_CHECK(g.dtype() == dtype(), DTypeError, "set_grad: gradient has the wrong dtype; expected ", dtype(),
+                ", got ", g.dtype());
     detail::check_same_device("set_grad", {this, &g});
   }
   if (!impl()->autograd && !g.defined()) return;

@@ -41,8 +41,9 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined() || !inputs[i].requires_grad()) continue;
     const Tensor grad = leaves[i].grad();
-    const std::vector<double> analytic =
-        grad.defined() ? grad.to_vector<double>() : std::vector<double>(static_cast<std::size_t>(inputs[i].numel()), 0.0);
+    const std::vector<double> analytic = grad.defined()
+                                             ? grad.to_vector<double>()
+                                             : std::vector<double>(static_cast<std::size_t>(inputs[i].numel()), 0.0);
     std::vector<double> x = inputs[i].to_vector<double>();
     for (std::size_t j = 0; j < x.size(); ++j) {
       const double orig = x[j];

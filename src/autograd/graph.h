@@ -42,8 +42,8 @@ struct AutogradMeta {
   bool requires_grad = false;
   std::shared_ptr<GradHookList> post_accumulate_hooks;  // null until one is registered
   Tensor grad;
-  std::shared_ptr<Node> grad_fn;               // null for leaves
-  std::weak_ptr<Node> grad_accumulator;        // leaves: their AccumulateGrad, made on first use
+  std::shared_ptr<Node> grad_fn;         // null for leaves
+  std::weak_ptr<Node> grad_accumulator;  // leaves: their AccumulateGrad, made on first use
 };
 
 // grads[i] for input i; an undefined tensor means "no gradient" (zero).

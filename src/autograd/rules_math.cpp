@@ -71,7 +71,8 @@ void record_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
              });
       return;
     }
-    default: return;  // comparisons have bool outputs
+    default:
+      return;  // comparisons have bool outputs
   }
 }
 
@@ -81,7 +82,8 @@ void record_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, const
   const double v = s.to_double();
   switch (op) {
     case BinaryOp::Add:
-      record("AddBackward", out, {&a}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
+      record("AddBackward", out, {&a},
+             [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
       return;
     case BinaryOp::Sub:
       record("SubBackward", out, {&a}, [scalar_first](const Tensor& g, const std::vector<bool>&) {
@@ -89,21 +91,18 @@ void record_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, const
       });
       return;
     case BinaryOp::Mul:
-      record("MulBackward", out, {&a}, [v](const Tensor& g, const std::vector<bool>&) {
-        return std::vector<Tensor>{g * v};
-      });
+      record("MulBackward", out, {&a},
+             [v](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g * v}; });
       return;
     case BinaryOp::Div: {
       if (!scalar_first) {
-        record("DivBackward", out, {&a}, [v](const Tensor& g, const std::vector<bool>&) {
-          return std::vector<Tensor>{g / v};
-        });
+        record("DivBackward", out, {&a},
+               [v](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g / v}; });
         return;
       }
       const Tensor so = saved(out);  // v / a: d/da = -out / a
-      record("DivBackward", out, {&a}, [sa, so](const Tensor& g, const std::vector<bool>&) {
-        return std::vector<Tensor>{-g * so / sa};
-      });
+      record("DivBackward", out, {&a},
+             [sa, so](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{-g * so / sa}; });
       return;
     }
     case BinaryOp::Pow: {
@@ -115,9 +114,8 @@ void record_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, const
         return;
       }
       const Tensor so = saved(out);  // v ** a: d/da = out * log(v)
-      record("PowBackward", out, {&a}, [so, v](const Tensor& g, const std::vector<bool>&) {
-        return std::vector<Tensor>{g * so * std::log(v)};
-      });
+      record("PowBackward", out, {&a},
+             [so, v](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g * so * std::log(v)}; });
       return;
     }
     case BinaryOp::Maximum:
@@ -129,7 +127,8 @@ void record_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, const
              });
       return;
     }
-    default: return;
+    default:
+      return;
   }
 }
 
@@ -137,22 +136,25 @@ void record_unary(UnaryOp op, const Tensor& out, const Tensor& x, const UnaryPar
   if (!floating_out(out) || !should_record({&x})) return;
   const Tensor sx = saved(x), so = saved(out);
   auto rule = [&](const char* name, auto f) {
-    record(name, out, {&x}, [f, sx, so](const Tensor& g, const std::vector<bool>&) {
-      return std::vector<Tensor>{f(g, sx, so)};
-    });
+    record(name, out, {&x},
+           [f, sx, so](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{f(g, sx, so)}; });
   };
   switch (op) {
-    case UnaryOp::Neg: return rule("NegBackward", [](const Tensor& g, const Tensor&, const Tensor&) { return -g; });
+    case UnaryOp::Neg:
+      return rule("NegBackward", [](const Tensor& g, const Tensor&, const Tensor&) { return -g; });
     case UnaryOp::Abs:
       return rule("AbsBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g * sign(x); });
-    case UnaryOp::Exp: return rule("ExpBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y; });
-    case UnaryOp::Log: return rule("LogBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g / x; });
+    case UnaryOp::Exp:
+      return rule("ExpBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y; });
+    case UnaryOp::Log:
+      return rule("LogBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g / x; });
     case UnaryOp::Sqrt:
       return rule("SqrtBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return g * 0.5 / y; });
     case UnaryOp::Rsqrt:
       return rule("RsqrtBackward",
                   [](const Tensor& g, const Tensor&, const Tensor& y) { return g * (y * y * y) * -0.5; });
-    case UnaryOp::Sin: return rule("SinBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g * cos(x); });
+    case UnaryOp::Sin:
+      return rule("SinBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g * cos(x); });
     case UnaryOp::Cos:
       return rule("CosBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return -g * sin(x); });
     case UnaryOp::Tanh:
@@ -177,7 +179,8 @@ void record_unary(UnaryOp op, const Tensor& out, const Tensor& x, const UnaryPar
       });
       return;
     }
-    default: return;
+    default:
+      return;
   }
 }
 
@@ -233,7 +236,8 @@ void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Shape&
              });
       return;
     }
-    default: return;
+    default:
+      return;
   }
 }
 

@@ -31,22 +31,21 @@ void record_conv2d(const Tensor& out, const Tensor& x, const Tensor& weight, con
                    const Window2d& win) {
   if (!should_record({&x, &weight, &bias})) return;
   const Tensor sw = saved(weight), sc = saved(cols);
-  record("ConvolutionBackward", out, {&x, &weight, &bias},
-         [sw, sc, win](const Tensor& g, const std::vector<bool>& n) {
-           const std::int64_t o = sw.size(0), ckk = win.c * win.kh * win.kw;
-           // [N, OH, OW, O]: a view when g has the channels-last layout of the forward result.
-           const Tensor g2 = g.permute({0, 2, 3, 1}).reshape({win.n * win.oh * win.ow, o});
-           Tensor gx, gw, gb;
-           if (n[1]) gw = matmul(g2.t(), sc).reshape(sw.shape());
-           if (n[2]) gb = sum(g2, {0});
-           if (n[0]) {
-             const Tensor gcols = matmul(g2, sw.reshape({o, ckk})).view({win.n, win.oh, win.ow, win.c, win.kh, win.kw});
-             gx = scatter_windows(win, g.device(), g.dtype(), [&](std::int64_t i, std::int64_t j) {
-               return gcols.select(5, j).select(4, i).permute({0, 3, 1, 2});
-             });
-           }
-           return Grads{gx, gw, gb};
-         });
+  record("ConvolutionBackward", out, {&x, &weight, &bias}, [sw, sc, win](const Tensor& g, const std::vector<bool>& n) {
+    const std::int64_t o = sw.size(0), ckk = win.c * win.kh * win.kw;
+    // [N, OH, OW, O]: a view when g has the channels-last layout of the forward result.
+    const Tensor g2 = g.permute({0, 2, 3, 1}).reshape({win.n * win.oh * win.ow, o});
+    Tensor gx, gw, gb;
+    if (n[1]) gw = matmul(g2.t(), sc).reshape(sw.shape());
+    if (n[2]) gb = sum(g2, {0});
+    if (n[0]) {
+      const Tensor gcols = matmul(g2, sw.reshape({o, ckk})).view({win.n, win.oh, win.ow, win.c, win.kh, win.kw});
+      gx = scatter_windows(win, g.device(), g.dtype(), [&](std::int64_t i, std::int64_t j) {
+        return gcols.select(5, j).select(4, i).permute({0, 3, 1, 2});
+      });
+    }
+    return Grads{gx, gw, gb};
+  });
 }
 
 void record_max_pool2d(const Tensor& out, const Tensor& x, const Tensor& windows, const Window2d& win) {

@@ -71,12 +71,12 @@ void record_permute(const Tensor& out, const Tensor& x, const Shape& dims) {
   if (!should_record({&x})) return;
   Shape inverse = dims;
   for (int i = 0; i < dims.size(); ++i) inverse[wrap_dim(static_cast<int>(dims[i]), dims.size(), "permute")] = i;
-  record("PermuteBackward", out, {&x}, [inverse](const Tensor& g, const std::vector<bool>&) {
-    return Grads{g.permute(inverse)};
-  });
+  record("PermuteBackward", out, {&x},
+         [inverse](const Tensor& g, const std::vector<bool>&) { return Grads{g.permute(inverse)}; });
 }
 
-void record_slice(const Tensor& out, const Tensor& x, int dim, std::int64_t start, std::int64_t end, std::int64_t step) {
+void record_slice(const Tensor& out, const Tensor& x, int dim, std::int64_t start, std::int64_t end,
+                  std::int64_t step) {
   if (!should_record({&x})) return;
   const Shape s = x.shape();
   record("SliceBackward", out, {&x}, [s, dim, start, end, step](const Tensor& g, const std::vector<bool>&) {
@@ -138,9 +138,9 @@ void record_gather(const Tensor& out, const Tensor& x, int dim, const Tensor& in
   const Tensor si = saved(index);
   record("GatherBackward", out, {&x}, [s, dim, si](const Tensor& g, const std::vector<bool>&) {
     // scatter_add through a one-hot expansion along `dim`.
-    const Tensor oh = one_hot(si, s[dim], g.dtype());          // index.shape + [n]
-    const Tensor contrib = sum(g.unsqueeze(-1) * oh, {dim});   // index.shape without dim + [n]
-    const Tensor placed = movedim_back(contrib, dim);          // index.shape with dim -> n
+    const Tensor oh = one_hot(si, s[dim], g.dtype());         // index.shape + [n]
+    const Tensor contrib = sum(g.unsqueeze(-1) * oh, {dim});  // index.shape without dim + [n]
+    const Tensor placed = movedim_back(contrib, dim);         // index.shape with dim -> n
     if (placed.shape() == s) return Grads{placed.contiguous()};
     Tensor z = zeros(s, g.device(), g.dtype());
     Tensor view = z;

@@ -52,7 +52,20 @@ struct ElementwiseArgs {
 };
 
 enum class UnaryOp : std::uint8_t {
-  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Sign, Square, Reciprocal,
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Sin,
+  Cos,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Sign,
+  Square,
+  Reciprocal,
   LogicalNot,
   Clamp,  // uses UnaryParams lo/hi (±inf when open)
   Count
@@ -63,8 +76,19 @@ struct UnaryParams {
 };
 
 enum class BinaryOp : std::uint8_t {
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
-  Eq, Ne, Lt, Le, Gt, Ge,  // output bool
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Maximum,
+  Minimum,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,  // output bool
   Count
 };
 const char* name(BinaryOp op) noexcept;
@@ -113,7 +137,7 @@ struct IndexArgs {
   int ndim = 0, dim = 0;
   std::int64_t shape[kMaxDims] = {};  // out's shape
   std::int64_t numel = 0;
-  std::int64_t src_dim_size = 0;      // x.size(dim), for bounds checks
+  std::int64_t src_dim_size = 0;  // x.size(dim), for bounds checks
   KernelOperand out, src, index;
 };
 
@@ -184,7 +208,17 @@ struct Pool2dArgs {
 // the device and the fix. A kernel compile error is never how a user learns
 // what a device lacks.
 enum class Primitive : std::uint8_t {
-  Fill, Arange, Copy, Unary, Binary, Where, Reduce, Gemm, Index, Random, Fused,
+  Fill,
+  Arange,
+  Copy,
+  Unary,
+  Binary,
+  Where,
+  Reduce,
+  Gemm,
+  Index,
+  Random,
+  Fused,
   Storage,  // a tensor of this dtype on the device at all: empty(), to(), from_host
   Count
 };
@@ -217,13 +251,11 @@ class Backend {
   virtual void set_memory_limit(int index, std::uint64_t bytes) = 0;
 
   // movement, byte offsets, enqueued on the device's queue. to_host waits.
-  virtual void copy_from_host(int index, void* dst, std::size_t dst_offset, const void* src,
-                              std::size_t bytes) = 0;
-  virtual void copy_to_host(int index, void* dst, const void* src, std::size_t src_offset,
-                            std::size_t bytes) = 0;
+  virtual void copy_from_host(int index, void* dst, std::size_t dst_offset, const void* src, std::size_t bytes) = 0;
+  virtual void copy_to_host(int index, void* dst, const void* src, std::size_t src_offset, std::size_t bytes) = 0;
   // Within this backend, possibly between two of its devices.
-  virtual void copy_device(int dst_index, void* dst, std::size_t dst_offset, int src_index,
-                           const void* src, std::size_t src_offset, std::size_t bytes) = 0;
+  virtual void copy_device(int dst_index, void* dst, std::size_t dst_offset, int src_index, const void* src,
+                           std::size_t src_offset, std::size_t bytes) = 0;
   // Whether copy_device can go directly from src_index to dst_index
   // (otherwise the frontend goes through the host).
   virtual bool can_copy_direct(int dst_index, int src_index) noexcept = 0;
@@ -252,8 +284,7 @@ class Backend {
   virtual Support supports(int index, Primitive p, DType t) noexcept = 0;
   virtual void fill(int index, const KernelOperand& out, std::int64_t numel, const Scalar& value) = 0;
   // out[i] = start + i * step, contiguous.
-  virtual void arange(int index, const KernelOperand& out, std::int64_t numel, double start,
-                      double step) = 0;
+  virtual void arange(int index, const KernelOperand& out, std::int64_t numel, double start, double step) = 0;
   // Strided copy with dtype conversion: out = in[0].
   virtual void copy(int index, const ElementwiseArgs& args) = 0;
   virtual void unary(int index, UnaryOp op, const UnaryParams& params, const ElementwiseArgs& args) = 0;

@@ -98,8 +98,8 @@ void CachingAllocator::throw_oom_locked(std::size_t bytes, std::size_t rounded, 
     if (bucket.live > 0) live.emplace_back(size, bucket.live);
   std::sort(live.begin(), live.end(), [](auto& a, auto& b) { return a.first > b.first; });
   std::ostringstream os;
-  os << "allocate: out of memory on " << device_name_ << "; tried to allocate " << format_bytes(bytes)
-     << " (" << format_bytes(rounded) << " block), refused by " << why << "; device total "
+  os << "allocate: out of memory on " << device_name_ << "; tried to allocate " << format_bytes(bytes) << " ("
+     << format_bytes(rounded) << " block), refused by " << why << "; device total "
      << (memory_total_ ? format_bytes(memory_total_) : std::string("unknown"));
   if (stats_.limit) os << ", limit " << format_bytes(stats_.limit);
   os << ", free " << format_bytes(memory_total_ > stats_.reserved ? memory_total_ - stats_.reserved : 0)
@@ -143,8 +143,10 @@ std::string format_bytes(std::uint64_t bytes) {
     ++u;
   }
   char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
-  else std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
   return buf;
 }
 
@@ -158,10 +160,14 @@ static std::uint64_t parse_size(std::string_view text) {
   ANVIL_CHECK(pos > 0, ValueError, "ANVIL_MEMORY_LIMIT: expected a size like 512M, got '", text, "'");
   std::string_view suffix = text.substr(pos);
   std::uint64_t mult = 1;
-  if (suffix.empty() || suffix == "B") mult = 1;
-  else if (suffix == "K" || suffix == "KiB") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "MiB") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "GiB") mult = 1ull << 30;
+  if (suffix.empty() || suffix == "B")
+    mult = 1;
+  else if (suffix == "K" || suffix == "KiB")
+    mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "MiB")
+    mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "GiB")
+    mult = 1ull << 30;
   else
     throw ValueError(cat("ANVIL_MEMORY_LIMIT: unknown size suffix; expected B, K, M or G, got '", suffix, "'"));
   ANVIL_CHECK(value <= UINT64_MAX / mult, ValueError, "ANVIL_MEMORY_LIMIT: size too large: ", text);

@@ -27,8 +27,7 @@ class CachingAllocator {
   };
   // `device_name` appears in OutOfMemory messages; `memory_total` too (0 if
   // unknown). `max_cached` bounds the bytes kept for reuse (0 = no bound).
-  CachingAllocator(std::string device_name, Raw raw, std::uint64_t memory_total,
-                   std::uint64_t max_cached = 0);
+  CachingAllocator(std::string device_name, Raw raw, std::uint64_t memory_total, std::uint64_t max_cached = 0);
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;

@@ -20,9 +20,12 @@ thread_local Device t_default_device{};
 
 std::string_view to_string(DeviceType type) noexcept {
   switch (type) {
-    case DeviceType::CPU: return "cpu";
-    case DeviceType::CUDA: return "cuda";
-    case DeviceType::OpenCL: return "opencl";
+    case DeviceType::CPU:
+      return "cpu";
+    case DeviceType::CUDA:
+      return "cuda";
+    case DeviceType::OpenCL:
+      return "opencl";
   }
   return "?";
 }
@@ -33,10 +36,14 @@ Device::Device(std::string_view spec) {
   };
   const std::size_t colon = spec.find(':');
   const std::string_view type_name = spec.substr(0, colon);
-  if (type_name == "cpu") type_ = DeviceType::CPU;
-  else if (type_name == "cuda") type_ = DeviceType::CUDA;
-  else if (type_name == "opencl") type_ = DeviceType::OpenCL;
-  else fail("unknown device type");
+  if (type_name == "cpu")
+    type_ = DeviceType::CPU;
+  else if (type_name == "cuda")
+    type_ = DeviceType::CUDA;
+  else if (type_name == "opencl")
+    type_ = DeviceType::OpenCL;
+  else
+    fail("unknown device type");
   index_ = 0;
   if (colon == std::string_view::npos) return;
   const std::string_view digits = spec.substr(colon + 1);
@@ -95,8 +102,9 @@ int gpu_count() noexcept { return static_cast<int>(accelerators().size()); }
 
 Device gpu(int i) {
   auto acc = accelerators();
-  ANVIL_CHECK(i >= 0 && i < static_cast<int>(acc.size()), DeviceError, "gpu: no accelerator ", i, "; expected an index below ",
-              acc.size(), ", got ", i, "; ", try_gpu_reason(i), "; use try_gpu(", i, ") to fall back to the CPU");
+  ANVIL_CHECK(i >= 0 && i < static_cast<int>(acc.size()), DeviceError, "gpu: no accelerator ", i,
+              "; expected an index below ", acc.size(), ", got ", i, "; ", try_gpu_reason(i), "; use try_gpu(", i,
+              ") to fall back to the CPU");
   return acc[i];
 }
 
@@ -118,8 +126,8 @@ std::string try_gpu_reason(int i) {
   std::string why;
   auto add = [&](const std::string& s) { why += (why.empty() ? "" : "; ") + s; };
   if (!acc.empty())
-    add(detail::cat("index ", i, " out of range: there ", acc.size() == 1 ? "is " : "are ", acc.size(),
-                    " accelerator", acc.size() == 1 ? "" : "s"));
+    add(detail::cat("index ", i, " out of range: there ", acc.size() == 1 ? "is " : "are ", acc.size(), " accelerator",
+                    acc.size() == 1 ? "" : "s"));
   for (DeviceType type : {DeviceType::CUDA, DeviceType::OpenCL}) {
     detail::Backend* b = detail::backend_for(type);
     const std::string name(to_string(type));
@@ -135,9 +143,8 @@ std::string try_gpu_reason(int i) {
     int hidden = 0;
     for (int d = 0; d < n; ++d) hidden += b->is_accelerator(d) ? 0 : 1;
     if (hidden > 0)
-      add(detail::cat(name, ": ", hidden, " cpu-type device", hidden == 1 ? "" : "s",
-                      " not counted as accelerator", hidden == 1 ? "" : "s", " (set ANVIL_OPENCL_CPU=1 to use ",
-                      hidden == 1 ? "it" : "them", ")"));
+      add(detail::cat(name, ": ", hidden, " cpu-type device", hidden == 1 ? "" : "s", " not counted as accelerator",
+                      hidden == 1 ? "" : "s", " (set ANVIL_OPENCL_CPU=1 to use ", hidden == 1 ? "it" : "them", ")"));
   }
   return why;
 }

@@ -86,13 +86,15 @@ std::ostream& operator<<(std::ostream& os, const LedgerReport& r) {
   os << std::left << std::setw(26) << "route" << std::right << std::setw(10) << "copies" << std::setw(14) << "bytes"
      << "\n";
   for (auto& [route, t] : r.transfers)
-    os << std::left << std::setw(26) << (route.first.str() + " -> " + route.second.str()) << std::right
-       << std::setw(10) << t.copies << std::setw(14) << detail::format_bytes(t.bytes) << "\n";
-  os << std::left << std::setw(26) << "device" << std::right << std::setw(10) << "host syncs" << "\n";
+    os << std::left << std::setw(26) << (route.first.str() + " -> " + route.second.str()) << std::right << std::setw(10)
+       << t.copies << std::setw(14) << detail::format_bytes(t.bytes) << "\n";
+  os << std::left << std::setw(26) << "device" << std::right << std::setw(10) << "host syncs"
+     << "\n";
   for (auto& [d, n] : r.syncs) os << std::left << std::setw(26) << d.str() << std::right << std::setw(10) << n << "\n";
   if (!r.collectives.empty()) {
     os << std::left << std::setw(26) << "device" << std::right << std::setw(10) << "collectives" << std::setw(14)
-       << "bytes" << "\n";
+       << "bytes"
+       << "\n";
     for (auto& [d, t] : r.collectives)
       os << std::left << std::setw(26) << d.str() << std::right << std::setw(10) << t.copies << std::setw(14)
          << detail::format_bytes(t.bytes) << "\n";

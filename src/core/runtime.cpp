@@ -32,8 +32,8 @@ bool openmp_wait_policy_defaulted() noexcept { return anvil_openmp_wait_policy_d
 std::ostream& operator<<(std::ostream& os, const MemoryStats& s) {
   using detail::format_bytes;
   os << "allocated " << format_bytes(s.allocated) << ", reserved " << format_bytes(s.reserved) << ", peak "
-     << format_bytes(s.peak_allocated) << ", " << s.num_allocs << " allocations (" << s.cache_hits
-     << " from cache), " << s.num_frees << " frees";
+     << format_bytes(s.peak_allocated) << ", " << s.num_allocs << " allocations (" << s.cache_hits << " from cache), "
+     << s.num_frees << " frees";
   if (s.limit) os << ", limit " << format_bytes(s.limit);
   return os;
 }

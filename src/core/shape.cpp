@@ -7,8 +7,8 @@
 namespace anvil {
 
 Shape::Shape(std::span<const std::int64_t> dims) {
-  ANVIL_CHECK(dims.size() <= static_cast<std::size_t>(kMaxDims), ShapeError, "shape: too many dimensions; expected at most ",
-              kMaxDims, ", got ", dims.size());
+  ANVIL_CHECK(dims.size() <= static_cast<std::size_t>(kMaxDims), ShapeError,
+              "shape: too many dimensions; expected at most ", kMaxDims, ", got ", dims.size());
   ndim_ = static_cast<int>(dims.size());
   for (int i = 0; i < ndim_; ++i) dims_[i] = dims[i];
 }

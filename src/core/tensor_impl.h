@@ -42,8 +42,8 @@ struct AutogradMeta;  // defined by src/autograd; null for tensors that need no 
 
 class TensorImpl {
  public:
-  TensorImpl(std::shared_ptr<Storage> storage, const Shape& shape, const Strides& strides,
-             std::int64_t offset, DType dtype);
+  TensorImpl(std::shared_ptr<Storage> storage, const Shape& shape, const Strides& strides, std::int64_t offset,
+             DType dtype);
 
   const std::shared_ptr<Storage>& storage() const noexcept { return storage_; }
   Device device() const noexcept { return storage_->device(); }

@@ -3,16 +3,20 @@
 #include <cstring>
 #include <type_traits>
 
-
 namespace anvil::dist {
 
 const char* to_string(ReduceOp op) noexcept {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-    case ReduceOp::Prod: return "prod";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Avg:
+      return "avg";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
+    case ReduceOp::Prod:
+      return "prod";
   }
   return "?";
 }
@@ -73,11 +77,16 @@ namespace detail {
 
 const char* name(CollectiveKind kind) noexcept {
   switch (kind) {
-    case CollectiveKind::Allreduce: return "allreduce";
-    case CollectiveKind::Broadcast: return "broadcast";
-    case CollectiveKind::Allgather: return "allgather";
-    case CollectiveKind::ReduceScatter: return "reduce_scatter";
-    case CollectiveKind::Barrier: return "barrier";
+    case CollectiveKind::Allreduce:
+      return "allreduce";
+    case CollectiveKind::Broadcast:
+      return "broadcast";
+    case CollectiveKind::Allgather:
+      return "allgather";
+    case CollectiveKind::ReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::Barrier:
+      return "barrier";
   }
   return "?";
 }
@@ -86,7 +95,8 @@ std::string CollectiveInfo::str() const {
   std::string s = anvil::detail::cat(name(kind), " #", seq);
   if (kind == CollectiveKind::Barrier) return s;
   s += " (";
-  if (kind == CollectiveKind::Allreduce || kind == CollectiveKind::ReduceScatter) s += std::string(to_string(op)) + ", ";
+  if (kind == CollectiveKind::Allreduce || kind == CollectiveKind::ReduceScatter)
+    s += std::string(to_string(op)) + ", ";
   if (kind == CollectiveKind::Broadcast) s += anvil::detail::cat("root ", root, ", ");
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
@@ -101,9 +111,9 @@ void check_tensor(const char* op, const Tensor& t, const char* what) {
 }
 
 void check_dtype(const char* op, DType t, bool reduces, ReduceOp rop) {
-  ANVIL_CHECK(t == DType::F32 || t == DType::F64 || t == DType::I32 || t == DType::I64 || t == DType::U8 ||
-                  t == DType::Bool,
-              DTypeError, op, ": unsupported dtype; expected one of f32, f64, i32, i64, u8, bool, got ", to_string(t));
+  ANVIL_CHECK(
+      t == DType::F32 || t == DType::F64 || t == DType::I32 || t == DType::I64 || t == DType::U8 || t == DType::Bool,
+      DTypeError, op, ": unsupported dtype; expected one of f32, f64, i32, i64, u8, bool, got ", to_string(t));
   ANVIL_CHECK(!(reduces && t == DType::Bool && rop != ReduceOp::Max && rop != ReduceOp::Min), DTypeError, op,
               ": bool tensors reduce only with max (any) or min (all); expected max or min, got ", to_string(rop),
               "; convert with .to(u8) or .to(i64) first");
@@ -126,8 +136,8 @@ void check_like(const char* op, const std::vector<Tensor>& ts, const char* what,
 }
 
 void check_root(const char* op, int root, int size) {
-  ANVIL_CHECK(root >= 0 && root < size, IndexError, op, ": root out of range; expected a rank in [0, ", size,
-              "), got ", root);
+  ANVIL_CHECK(root >= 0 && root < size, IndexError, op, ": root out of range; expected a rank in [0, ", size, "), got ",
+              root);
 }
 
 namespace {
@@ -153,8 +163,12 @@ void reduce_typed(T* d, const T* s, std::size_t n, ReduceOp op) {
 
 void reduce_host(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op) {
   switch (dtype) {
-    case DType::F32: reduce_typed(static_cast<float*>(dst), static_cast<const float*>(src), count, op); break;
-    case DType::F64: reduce_typed(static_cast<double*>(dst), static_cast<const double*>(src), count, op); break;
+    case DType::F32:
+      reduce_typed(static_cast<float*>(dst), static_cast<const float*>(src), count, op);
+      break;
+    case DType::F64:
+      reduce_typed(static_cast<double*>(dst), static_cast<const double*>(src), count, op);
+      break;
     case DType::I32:
       reduce_typed(static_cast<std::int32_t*>(dst), static_cast<const std::int32_t*>(src), count, op);
       break;
@@ -177,12 +191,22 @@ void divide_typed(T* d, std::size_t n, std::int64_t divisor) {
 
 void divide_host(void* data, std::size_t count, DType dtype, std::int64_t divisor) {
   switch (dtype) {
-    case DType::F32: divide_typed(static_cast<float*>(data), count, divisor); break;
-    case DType::F64: divide_typed(static_cast<double*>(data), count, divisor); break;
-    case DType::I32: divide_typed(static_cast<std::int32_t*>(data), count, divisor); break;
-    case DType::I64: divide_typed(static_cast<std::int64_t*>(data), count, divisor); break;
+    case DType::F32:
+      divide_typed(static_cast<float*>(data), count, divisor);
+      break;
+    case DType::F64:
+      divide_typed(static_cast<double*>(data), count, divisor);
+      break;
+    case DType::I32:
+      divide_typed(static_cast<std::int32_t*>(data), count, divisor);
+      break;
+    case DType::I64:
+      divide_typed(static_cast<std::int64_t*>(data), count, divisor);
+      break;
     case DType::U8:
-    case DType::Bool: divide_typed(static_cast<std::uint8_t*>(data), count, divisor); break;
+    case DType::Bool:
+      divide_typed(static_cast<std::uint8_t*>(data), count, divisor);
+      break;
   }
 }
 

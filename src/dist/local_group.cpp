@@ -41,9 +41,9 @@ void check_per_device(const char* op, const std::vector<Tensor>& ts, const std::
   for (std::size_t i = 0; i < ts.size(); ++i) {
     const std::string arg = cat(what, "[", i, "]");
     check_tensor(op, ts[i], arg.c_str());
-    ANVIL_CHECK(ts[i].device() == devices[i], DeviceMismatch, op, ": ", arg,
-                " must be on the group's device ", i, "; expected ", devices[i].str(), ", got ",
-                ts[i].device().str(), "; move it with .to(", devices[i].str(), ")");
+    ANVIL_CHECK(ts[i].device() == devices[i], DeviceMismatch, op, ": ", arg, " must be on the group's device ", i,
+                "; expected ", devices[i].str(), ", got ", ts[i].device().str(), "; move it with .to(",
+                devices[i].str(), ")");
     ANVIL_CHECK(ts[i].dtype() == ts[0].dtype(), DTypeError, op, ": ", arg, " has the wrong dtype; expected ",
                 to_string(ts[0].dtype()), " (as ", what, "[0]), got ", to_string(ts[i].dtype()));
     ANVIL_CHECK(ts[i].shape() == ts[0].shape(), ShapeError, op, ": ", arg, " has the wrong shape; expected ",
@@ -55,10 +55,18 @@ void check_per_device(const char* op, const std::vector<Tensor>& ts, const std::
 void reduce_into(Tensor& acc, const Tensor& x, ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Avg: acc.add_(x); break;
-    case ReduceOp::Prod: acc.mul_(x); break;
-    case ReduceOp::Max: acc = maximum(acc, x); break;
-    case ReduceOp::Min: acc = minimum(acc, x); break;
+    case ReduceOp::Avg:
+      acc.add_(x);
+      break;
+    case ReduceOp::Prod:
+      acc.mul_(x);
+      break;
+    case ReduceOp::Max:
+      acc = maximum(acc, x);
+      break;
+    case ReduceOp::Min:
+      acc = minimum(acc, x);
+      break;
   }
 }
 
@@ -108,8 +116,10 @@ Work LocalGroup::broadcast(std::vector<Tensor>& per_device, int root) {
 Work LocalGroup::allgather(std::vector<std::vector<Tensor>>& out, const std::vector<Tensor>& per_device) {
   check_per_device("allgather", per_device, devices_, "per_device");
   check_dtype("allgather", per_device[0].dtype(), false, ReduceOp::Sum);
-  ANVIL_CHECK(out.size() == devices_.size(), ValueError, "allgather: wrong number of out lists; expected one per "
-              "device of the group (", devices_.size(), "), got ", out.size());
+  ANVIL_CHECK(out.size() == devices_.size(), ValueError,
+              "allgather: wrong number of out lists; expected one per "
+              "device of the group (",
+              devices_.size(), "), got ", out.size());
   for (std::size_t i = 0; i < out.size(); ++i) {
     const std::string what = cat("out[", i, "]");
     detail::check_like("allgather", out[i], what.c_str(), per_device[0].dtype(), per_device[0].shape(), devices_[i],
@@ -125,8 +135,10 @@ Work LocalGroup::allgather(std::vector<std::vector<Tensor>>& out, const std::vec
 Work LocalGroup::reduce_scatter(std::vector<Tensor>& out, const std::vector<std::vector<Tensor>>& in, ReduceOp op) {
   check_per_device("reduce_scatter", out, devices_, "out");
   check_dtype("reduce_scatter", out[0].dtype(), true, op);
-  ANVIL_CHECK(in.size() == devices_.size(), ValueError, "reduce_scatter: wrong number of in lists; expected one per "
-              "device of the group (", devices_.size(), "), got ", in.size());
+  ANVIL_CHECK(in.size() == devices_.size(), ValueError,
+              "reduce_scatter: wrong number of in lists; expected one per "
+              "device of the group (",
+              devices_.size(), "), got ", in.size());
   for (std::size_t j = 0; j < in.size(); ++j) {
     const std::string what = cat("in[", j, "]");
     detail::check_like("reduce_scatter", in[j], what.c_str(), out[0].dtype(), out[0].shape(), devices_[j],

@@ -96,12 +96,17 @@ double env_seconds(const char* name, double fallback) {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::F32: return MPI_FLOAT;
-    case DType::F64: return MPI_DOUBLE;
-    case DType::I32: return MPI_INT32_T;
-    case DType::I64: return MPI_INT64_T;
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::F64:
+      return MPI_DOUBLE;
+    case DType::I32:
+      return MPI_INT32_T;
+    case DType::I64:
+      return MPI_INT64_T;
     case DType::U8:
-    case DType::Bool: return MPI_UINT8_T;
+    case DType::Bool:
+      return MPI_UINT8_T;
   }
   return MPI_BYTE;
 }
@@ -109,10 +114,14 @@ MPI_Datatype mpi_type(DType t) {
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Avg: return MPI_SUM;  // Avg = sum, then divide
-    case ReduceOp::Prod: return MPI_PROD;
-    case ReduceOp::Max: return MPI_MAX;
-    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Avg:
+      return MPI_SUM;  // Avg = sum, then divide
+    case ReduceOp::Prod:
+      return MPI_PROD;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
   }
   return MPI_SUM;
 }
@@ -177,8 +186,7 @@ std::string fingerprint_difference(const Fingerprint& a, int ra, const Fingerpri
 Tensor host_view(const std::shared_ptr<anvil::detail::Storage>& storage, std::size_t byte_offset, const Shape& shape,
                  DType dtype) {
   return Tensor(std::make_shared<anvil::detail::TensorImpl>(
-      storage, shape, contiguous_strides(shape),
-      static_cast<std::int64_t>(byte_offset / element_size(dtype)), dtype));
+      storage, shape, contiguous_strides(shape), static_cast<std::int64_t>(byte_offset / element_size(dtype)), dtype));
 }
 
 void* data_of(const Tensor& t) {
@@ -376,8 +384,8 @@ void MpiGroup::run_task(Task& task) {
   {
     std::lock_guard lock(mutex_);
     if (!broken_.empty()) {
-      task.work->finish(std::make_exception_ptr(DistTimeout(cat(
-          "dist: ", task.info.str(), " not run: the group is unusable after an earlier failure (", broken_, ")"))));
+      task.work->finish(std::make_exception_ptr(DistTimeout(
+          cat("dist: ", task.info.str(), " not run: the group is unusable after an earlier failure (", broken_, ")"))));
       return;
     }
   }
@@ -392,8 +400,7 @@ void MpiGroup::run_task(Task& task) {
     // Give the caller's wait() the error and time to act on it, then leave:
     // MPI cannot recover (Note [Who did not arrive]).
     std::unique_lock lock(mutex_);
-    const bool stopping =
-        cv_.wait_for(lock, std::chrono::duration<double>(kExitGraceSeconds), [&] { return stop_; });
+    const bool stopping = cv_.wait_for(lock, std::chrono::duration<double>(kExitGraceSeconds), [&] { return stop_; });
     if (!stopping) {
       std::fprintf(stderr, "anvil: leaving with status 1 after a failed collective (%s)\n", e.what());
       std::fflush(nullptr);
@@ -412,9 +419,8 @@ void MpiGroup::fail_broken(const std::string& message) {
     rest.swap(queue_);
   }
   for (auto& t : rest)
-    t->work->finish(std::make_exception_ptr(
-        DistTimeout(cat("dist: ", t->info.str(), " not run: the group is unusable after an earlier failure (",
-                        message, ")"))));
+    t->work->finish(std::make_exception_ptr(DistTimeout(
+        cat("dist: ", t->info.str(), " not run: the group is unusable after an earlier failure (", message, ")"))));
 }
 
 Work MpiGroup::submit(CollectiveInfo info, std::function<void(Task&)> run) {
@@ -426,9 +432,8 @@ Work MpiGroup::submit(CollectiveInfo info, std::function<void(Task&)> run) {
     info.seq = next_seq_++;
     task->info = std::move(info);
     if (!broken_.empty()) {
-      return failed_work(std::make_exception_ptr(
-          DistTimeout(cat("dist: ", task->info.str(), " not run: the group is unusable after an earlier failure (",
-                          broken_, ")"))));
+      return failed_work(std::make_exception_ptr(DistTimeout(cat(
+          "dist: ", task->info.str(), " not run: the group is unusable after an earlier failure (", broken_, ")"))));
     }
     ANVIL_CHECK(!stop_, ValueError, "dist: ", task->info.str(), " issued after the group was shut down (at exit)");
     queue_.push_back(task);
@@ -451,7 +456,8 @@ void MpiGroup::shutdown() noexcept {
     std::unique_lock lock(mutex_);
     const bool done = cv_.wait_for(lock, std::chrono::duration<double>(timeout_s_ + 5), [&] { return finished_; });
     if (!done) {
-      std::fprintf(stderr, "anvil: dist: MPI did not shut down within %.0f s (a rank is gone?); leaving with status 1\n",
+      std::fprintf(stderr,
+                   "anvil: dist: MPI did not shut down within %.0f s (a rank is gone?); leaving with status 1\n",
                    timeout_s_ + 5);
       std::fflush(nullptr);
       _exit(1);
@@ -504,13 +510,15 @@ void MpiGroup::timed_out(const CollectiveInfo& info) {
   for (int r = 0; r < size_; ++r) {
     if (heard_[r] >= info.seq) continue;
     missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    last += cat(last.empty() ? "" : ", ", "rank ", r, " at ", heard_[r] == 0 ? std::string("none") : cat("#", heard_[r]));
+    last +=
+        cat(last.empty() ? "" : ", ", "rank ", r, " at ", heard_[r] == 0 ? std::string("none") : cat("#", heard_[r]));
   }
-  const std::string who =
-      missing.empty() ? std::string("every rank arrived, so they disagree on the collective (run with "
+  const std::string who = missing.empty()
+                              ? std::string(
+                                    "every rank arrived, so they disagree on the collective (run with "
                                     "ANVIL_DIST_DEBUG=1 to find the difference)")
-                      : cat("ranks that did not arrive: [", missing, "] (last collective heard from: ", last,
-                            "); a rank died, hung, or skipped this collective");
+                              : cat("ranks that did not arrive: [", missing, "] (last collective heard from: ", last,
+                                    "); a rank died, hung, or skipped this collective");
   throw DistTimeout(cat("dist: ", info.str(), " did not complete within ", timeout_s_,
                         " s (ANVIL_DIST_TIMEOUT) on rank ", rank_, "; ", who,
                         "; the group is unusable and this process exits with status 1"));
@@ -549,8 +557,8 @@ void MpiGroup::check_fingerprints(const CollectiveInfo& info, Clock::time_point 
   const Fingerprint mine = fingerprint_of(info);
   std::vector<Fingerprint> all(static_cast<std::size_t>(size_));
   MPI_Request req = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallgather(&mine, sizeof(Fingerprint), MPI_BYTE, all.data(), sizeof(Fingerprint), MPI_BYTE,
-                           debug_comm_, &req),
+  check_mpi(MPI_Iallgather(&mine, sizeof(Fingerprint), MPI_BYTE, all.data(), sizeof(Fingerprint), MPI_BYTE, debug_comm_,
+                           &req),
             info, "MPI_Iallgather");
   progress(req, info, deadline);
   for (int r = 0; r < size_; ++r) {
@@ -613,23 +621,33 @@ void* MpiGroup::nccl_stream(const CollectiveInfo& info, Clock::time_point deadli
 
 int MpiGroup::nccl_type(DType t) {
   switch (t) {
-    case DType::F32: return NcclApi::Float32;
-    case DType::F64: return NcclApi::Float64;
-    case DType::I32: return NcclApi::Int32;
-    case DType::I64: return NcclApi::Int64;
+    case DType::F32:
+      return NcclApi::Float32;
+    case DType::F64:
+      return NcclApi::Float64;
+    case DType::I32:
+      return NcclApi::Int32;
+    case DType::I64:
+      return NcclApi::Int64;
     case DType::U8:
-    case DType::Bool: return NcclApi::Uint8;
+    case DType::Bool:
+      return NcclApi::Uint8;
   }
   return NcclApi::Uint8;
 }
 
 int MpiGroup::nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return NcclApi::Sum;
-    case ReduceOp::Avg: return NcclApi::Avg;  // NCCL's sum then divide (integers truncate)
-    case ReduceOp::Prod: return NcclApi::Prod;
-    case ReduceOp::Max: return NcclApi::Max;
-    case ReduceOp::Min: return NcclApi::Min;
+    case ReduceOp::Sum:
+      return NcclApi::Sum;
+    case ReduceOp::Avg:
+      return NcclApi::Avg;  // NCCL's sum then divide (integers truncate)
+    case ReduceOp::Prod:
+      return NcclApi::Prod;
+    case ReduceOp::Max:
+      return NcclApi::Max;
+    case ReduceOp::Min:
+      return NcclApi::Min;
   }
   return NcclApi::Sum;
 }
@@ -650,8 +668,8 @@ Work MpiGroup::allreduce(Tensor& t, ReduceOp op) {
   CollectiveInfo info{CollectiveKind::Allreduce, 0, op, 0, t.dtype(), t.shape(), t.device()};
   Tensor target = t;
   return submit(std::move(info), [this, target](Task& task) {
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(timeout_s_));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
     const CollectiveInfo& info = task.info;
     if (debug_) check_fingerprints(info, deadline);
     if (use_nccl(info.device)) {
@@ -687,8 +705,8 @@ Work MpiGroup::broadcast(Tensor& t, int root) {
   CollectiveInfo info{CollectiveKind::Broadcast, 0, ReduceOp::Sum, root, t.dtype(), t.shape(), t.device()};
   Tensor target = t;
   return submit(std::move(info), [this, target](Task& task) {
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(timeout_s_));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
     const CollectiveInfo& info = task.info;
     if (debug_) check_fingerprints(info, deadline);
     if (use_nccl(info.device)) {
@@ -724,8 +742,8 @@ Work MpiGroup::allgather(std::vector<Tensor>& out, const Tensor& in) {
   std::vector<Tensor> targets = out;
   Tensor source = in;
   return submit(std::move(info), [this, targets, source](Task& task) {
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(timeout_s_));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
     const CollectiveInfo& info = task.info;
     if (debug_) check_fingerprints(info, deadline);
     if (use_nccl(info.device)) {
@@ -755,7 +773,8 @@ Work MpiGroup::allgather(std::vector<Tensor>& out, const Tensor& in) {
                              comm_, &req),
               info, "MPI_Iallgather");
     progress(req, info, deadline);
-    for (int r = 0; r < size_; ++r) stage_out(targets[r], host_view(staging_, in_bytes + one * r, source.shape(), info.dtype));
+    for (int r = 0; r < size_; ++r)
+      stage_out(targets[r], host_view(staging_, in_bytes + one * r, source.shape(), info.dtype));
     anvil::detail::record_collective(info.device, one * static_cast<std::size_t>(size_));
   });
 }
@@ -769,8 +788,8 @@ Work MpiGroup::reduce_scatter(Tensor& out, const std::vector<Tensor>& in, Reduce
   Tensor target = out;
   std::vector<Tensor> sources = in;
   return submit(std::move(info), [this, target, sources](Task& task) {
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(timeout_s_));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
     const CollectiveInfo& info = task.info;
     if (debug_) check_fingerprints(info, deadline);
     if (use_nccl(info.device)) {
@@ -797,10 +816,10 @@ Work MpiGroup::reduce_scatter(Tensor& out, const std::vector<Tensor>& in, Reduce
                           : host_view(staging_, packed_bytes, target.shape(), info.dtype);
     post_arrival(info.seq);
     MPI_Request req = MPI_REQUEST_NULL;
-    check_mpi(MPI_Ireduce_scatter_block(data_of(host_view(staging_, 0, target.shape(), info.dtype)), data_of(host_out),
-                                        static_cast<int>(target.numel()), mpi_type(info.dtype), mpi_op(info.op), comm_,
-                                        &req),
-              info, "MPI_Ireduce_scatter_block");
+    check_mpi(
+        MPI_Ireduce_scatter_block(data_of(host_view(staging_, 0, target.shape(), info.dtype)), data_of(host_out),
+                                  static_cast<int>(target.numel()), mpi_type(info.dtype), mpi_op(info.op), comm_, &req),
+        info, "MPI_Ireduce_scatter_block");
     progress(req, info, deadline);
     if (info.op == ReduceOp::Avg)
       divide_host(data_of(host_out), static_cast<std::size_t>(host_out.numel()), info.dtype, size_);
@@ -812,8 +831,8 @@ Work MpiGroup::reduce_scatter(Tensor& out, const std::vector<Tensor>& in, Reduce
 Work MpiGroup::barrier() {
   CollectiveInfo info{CollectiveKind::Barrier, 0, ReduceOp::Sum, 0, DType::U8, Shape{}, cpu()};
   return submit(std::move(info), [this](Task& task) {
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(timeout_s_));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
     const CollectiveInfo& info = task.info;
     if (debug_) check_fingerprints(info, deadline);
     post_arrival(info.seq);

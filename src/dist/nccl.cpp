@@ -50,14 +50,12 @@ Loaded load() {
     return l;
   }
   NcclApi& a = l.api;
-  l.ok = bind(lib, "ncclGetUniqueId", a.get_unique_id, l.why) &&
-         bind(lib, "ncclCommInitRank", a.comm_init_rank, l.why) &&
-         bind(lib, "ncclCommDestroy", a.comm_destroy, l.why) && bind(lib, "ncclCommAbort", a.comm_abort, l.why) &&
-         bind(lib, "ncclAllReduce", a.all_reduce, l.why) && bind(lib, "ncclBroadcast", a.broadcast, l.why) &&
-         bind(lib, "ncclAllGather", a.all_gather, l.why) &&
-         bind(lib, "ncclReduceScatter", a.reduce_scatter, l.why) &&
-         bind(lib, "ncclGetErrorString", a.get_error_string, l.why) &&
-         bind(lib, "ncclGetVersion", a.get_version, l.why);
+  l.ok =
+      bind(lib, "ncclGetUniqueId", a.get_unique_id, l.why) && bind(lib, "ncclCommInitRank", a.comm_init_rank, l.why) &&
+      bind(lib, "ncclCommDestroy", a.comm_destroy, l.why) && bind(lib, "ncclCommAbort", a.comm_abort, l.why) &&
+      bind(lib, "ncclAllReduce", a.all_reduce, l.why) && bind(lib, "ncclBroadcast", a.broadcast, l.why) &&
+      bind(lib, "ncclAllGather", a.all_gather, l.why) && bind(lib, "ncclReduceScatter", a.reduce_scatter, l.why) &&
+      bind(lib, "ncclGetErrorString", a.get_error_string, l.why) && bind(lib, "ncclGetVersion", a.get_version, l.why);
   if (l.ok) {
     int version = 0;
     // ncclAvg arrived in 2.10 (version code 21000).

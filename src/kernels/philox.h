@@ -59,11 +59,17 @@ ANVIL_FN void anvil_philox4(anvil_u64 ctr, anvil_u64 seed, anvil_u32* out) {
     anvil_u32 n1 = (anvil_u32)p1;
     anvil_u32 n2 = (anvil_u32)(p0 >> 32) ^ c3 ^ k1;
     anvil_u32 n3 = (anvil_u32)p0;
-    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
     k0 += ANVIL_PHILOX_W0;
     k1 += ANVIL_PHILOX_W1;
   }
-  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
 }
 
 /* Lane `lane` (0..3) of the block at `ctr`. */
@@ -82,7 +88,10 @@ ANVIL_FN ANVIL_RNG_REAL anvil_u32_to_unit(anvil_u32 x) {
  * log(m) = 2 atanh(s), s = (m-1)/(m+1). */
 ANVIL_FN ANVIL_RNG_REAL anvil_det_log(ANVIL_RNG_REAL x) {
   int e = 0;
-  while (x < ANVIL_RNG_C(0.70710678118654752440)) { x = x * ANVIL_RNG_C(2.0); e = e - 1; }
+  while (x < ANVIL_RNG_C(0.70710678118654752440)) {
+    x = x * ANVIL_RNG_C(2.0);
+    e = e - 1;
+  }
   ANVIL_RNG_REAL s = (x - ANVIL_RNG_C(1.0)) / (x + ANVIL_RNG_C(1.0));
   ANVIL_RNG_REAL s2 = s * s;
   ANVIL_RNG_REAL term = s, sum = ANVIL_RNG_C(0.0);
@@ -96,8 +105,8 @@ ANVIL_FN ANVIL_RNG_REAL anvil_det_log(ANVIL_RNG_REAL x) {
 /* sin (which = 1) or cos (which = 0) of 2*pi*u for u in [0, 1): reduce to an
  * octant with exact arithmetic on u, then Taylor series on [-pi/4, pi/4]. */
 ANVIL_FN ANVIL_RNG_REAL anvil_det_sincos_2pi(ANVIL_RNG_REAL u, int which) {
-  ANVIL_RNG_REAL q = u * ANVIL_RNG_C(4.0);                 /* quarter turns, exact */
-  int quadrant = (int)(q + ANVIL_RNG_C(0.5));              /* nearest quarter turn: 0..4 */
+  ANVIL_RNG_REAL q = u * ANVIL_RNG_C(4.0);    /* quarter turns, exact */
+  int quadrant = (int)(q + ANVIL_RNG_C(0.5)); /* nearest quarter turn: 0..4 */
   ANVIL_RNG_REAL r = (q - (ANVIL_RNG_REAL)quadrant) * ANVIL_RNG_C(1.57079632679489661923); /* in [-pi/4, pi/4] */
   ANVIL_RNG_REAL r2 = r * r;
   ANVIL_RNG_REAL s = r, c = ANVIL_RNG_C(1.0), ts = r, tc = ANVIL_RNG_C(1.0);
@@ -116,7 +125,8 @@ ANVIL_FN ANVIL_RNG_REAL anvil_det_sincos_2pi(ANVIL_RNG_REAL u, int which) {
 
 /* A standard normal from lanes 0 and 1 of one block (which = 0: cosine branch, 1: sine). */
 ANVIL_FN ANVIL_RNG_REAL anvil_normal_from(anvil_u32 a, anvil_u32 b, int which) {
-  ANVIL_RNG_REAL u1 = ((ANVIL_RNG_REAL)(a >> 8) + ANVIL_RNG_C(1.0)) * (ANVIL_RNG_C(1.0) / ANVIL_RNG_C(16777216.0)); /* (0, 1]: log is finite */
+  ANVIL_RNG_REAL u1 = ((ANVIL_RNG_REAL)(a >> 8) + ANVIL_RNG_C(1.0)) *
+                      (ANVIL_RNG_C(1.0) / ANVIL_RNG_C(16777216.0)); /* (0, 1]: log is finite */
   ANVIL_RNG_REAL u2 = anvil_u32_to_unit(b);
   ANVIL_RNG_REAL radius = ANVIL_SQRT_F64(ANVIL_RNG_C(-2.0) * anvil_det_log(u1));
   return radius * anvil_det_sincos_2pi(u2, which);
@@ -142,8 +152,7 @@ ANVIL_FN anvil_i64 anvil_randint_from(const anvil_u32* lanes, anvil_u64 i, anvil
   return low + (anvil_i64)(x % span);
 }
 
-ANVIL_FN anvil_i64 anvil_randint_at(anvil_u64 seed, anvil_u64 offset, anvil_u64 i, anvil_i64 low,
-                                    anvil_i64 high) {
+ANVIL_FN anvil_i64 anvil_randint_at(anvil_u64 seed, anvil_u64 offset, anvil_u64 i, anvil_i64 low, anvil_i64 high) {
   anvil_u32 lanes[4];
   anvil_philox4(offset + (i >> 2), seed, lanes);
   return anvil_randint_from(lanes, i, low, high);

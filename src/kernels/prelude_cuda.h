@@ -19,8 +19,9 @@
 #define ANVIL_FN static __device__ __forceinline__
 
 #define ANVIL_CUDA_DIM(v, d) ((d) == 0 ? (v).x : (d) == 1 ? (v).y : (v).z)
-#define ANVIL_GID(d) \
-  ((anvil_i64)ANVIL_CUDA_DIM(blockIdx, d) * (anvil_i64)ANVIL_CUDA_DIM(blockDim, d) + (anvil_i64)ANVIL_CUDA_DIM(threadIdx, d))
+#define ANVIL_GID(d)                                                                 \
+  ((anvil_i64)ANVIL_CUDA_DIM(blockIdx, d) * (anvil_i64)ANVIL_CUDA_DIM(blockDim, d) + \
+   (anvil_i64)ANVIL_CUDA_DIM(threadIdx, d))
 #define ANVIL_LID(d) ((int)ANVIL_CUDA_DIM(threadIdx, d))
 #define ANVIL_LSIZE(d) ((int)ANVIL_CUDA_DIM(blockDim, d))
 #define ANVIL_GROUP(d) ((anvil_i64)ANVIL_CUDA_DIM(blockIdx, d))

@@ -45,99 +45,100 @@
 #define ANVIL_SCALAR_FN(T, op) ANVIL_SCALAR_NAME(T, op)
 
 /* ---- ops every type shares (T the type) ---- */
-#define ANVIL_SCALAR_COMMON(T)                                                                     \
-  ANVIL_FN int ANVIL_SCALAR_NAME(T, logical_not)(T x) { return x == (T)0; }                        \
-  ANVIL_FN int ANVIL_SCALAR_NAME(T, eq)(T a, T b) { return a == b; }                               \
-  ANVIL_FN int ANVIL_SCALAR_NAME(T, ne)(T a, T b) { return a != b; }                               \
-  ANVIL_FN int ANVIL_SCALAR_NAME(T, lt)(T a, T b) { return a < b; }                                \
-  ANVIL_FN int ANVIL_SCALAR_NAME(T, le)(T a, T b) { return a <= b; }                               \
-  ANVIL_FN int ANVIL_SCALAR_NAME(T, gt)(T a, T b) { return a > b; }                                \
+#define ANVIL_SCALAR_COMMON(T)                                              \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, logical_not)(T x) { return x == (T)0; } \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, eq)(T a, T b) { return a == b; }        \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, ne)(T a, T b) { return a != b; }        \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, lt)(T a, T b) { return a < b; }         \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, le)(T a, T b) { return a <= b; }        \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, gt)(T a, T b) { return a > b; }         \
   ANVIL_FN int ANVIL_SCALAR_NAME(T, ge)(T a, T b) { return a >= b; }
 
 /* clamp(x, lo, hi) = minimum(maximum(x, lo), hi), after maximum/minimum */
-#define ANVIL_SCALAR_CLAMP(T)                                                                      \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, clamp)(T x, T lo, T hi) {                                        \
-    return ANVIL_SCALAR_NAME(T, minimum)(ANVIL_SCALAR_NAME(T, maximum)(x, lo), hi);                \
+#define ANVIL_SCALAR_CLAMP(T)                                                       \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, clamp)(T x, T lo, T hi) {                         \
+    return ANVIL_SCALAR_NAME(T, minimum)(ANVIL_SCALAR_NAME(T, maximum)(x, lo), hi); \
   }
 
 /* relu of a signed type; unsigned types have relu(x) = x */
-#define ANVIL_SCALAR_RELU(T) ANVIL_FN T ANVIL_SCALAR_NAME(T, relu)(T x) { return x < (T)0 ? (T)0 : x; }
+#define ANVIL_SCALAR_RELU(T) \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, relu)(T x) { return x < (T)0 ? (T)0 : x; }
 
 /* ---- floating point ---- */
-#define ANVIL_SCALAR_FLOAT(T)                                                                      \
-  ANVIL_SCALAR_COMMON(T)                                                                           \
-  ANVIL_SCALAR_RELU(T)                                                                             \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, neg)(T x) { return -x; }                                         \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, abs)(T x) { return fabs(x); }                                    \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, exp)(T x) { return exp(x); }                                     \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, log)(T x) { return log(x); }                                     \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, sqrt)(T x) { return sqrt(x); }                                   \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, rsqrt)(T x) { return (T)1 / sqrt(x); }                           \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, sin)(T x) { return sin(x); }                                     \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, cos)(T x) { return cos(x); }                                     \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, tanh)(T x) { return tanh(x); }                                   \
-  /* exp(-x) = inf for x < -88 (f32) gives 1 / inf = 0, PyTorch's value */                         \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, sigmoid)(T x) { return (T)1 / ((T)1 + exp(-x)); }                \
-  /* (x > 0) - (x < 0): 0 for NaN and +0 for both zeros, as torch.sign */                          \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)((x > (T)0) - (x < (T)0)); }              \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, square)(T x) { return x * x; }                                   \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, reciprocal)(T x) { return (T)1 / x; }                            \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, add)(T a, T b) { return a + b; }                                 \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, sub)(T a, T b) { return a - b; }                                 \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, mul)(T a, T b) { return a * b; }                                 \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) { return a / b; }                                 \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) { return pow(a, b); }                             \
-  /* x != x is the NaN test of every dialect (no isnan overload needed) */                         \
+#define ANVIL_SCALAR_FLOAT(T)                                                                            \
+  ANVIL_SCALAR_COMMON(T)                                                                                 \
+  ANVIL_SCALAR_RELU(T)                                                                                   \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, neg)(T x) { return -x; }                                               \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, abs)(T x) { return fabs(x); }                                          \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, exp)(T x) { return exp(x); }                                           \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, log)(T x) { return log(x); }                                           \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sqrt)(T x) { return sqrt(x); }                                         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, rsqrt)(T x) { return (T)1 / sqrt(x); }                                 \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sin)(T x) { return sin(x); }                                           \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, cos)(T x) { return cos(x); }                                           \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, tanh)(T x) { return tanh(x); }                                         \
+  /* exp(-x) = inf for x < -88 (f32) gives 1 / inf = 0, PyTorch's value */                               \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sigmoid)(T x) { return (T)1 / ((T)1 + exp(-x)); }                      \
+  /* (x > 0) - (x < 0): 0 for NaN and +0 for both zeros, as torch.sign */                                \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)((x > (T)0) - (x < (T)0)); }                    \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, square)(T x) { return x * x; }                                         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, reciprocal)(T x) { return (T)1 / x; }                                  \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, add)(T a, T b) { return a + b; }                                       \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sub)(T a, T b) { return a - b; }                                       \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, mul)(T a, T b) { return a * b; }                                       \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) { return a / b; }                                       \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) { return pow(a, b); }                                   \
+  /* x != x is the NaN test of every dialect (no isnan overload needed) */                               \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, maximum)(T a, T b) { return a != a ? a : b != b ? b : a > b ? a : b; } \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; } \
   ANVIL_SCALAR_CLAMP(T)
 
 /* ---- integers: T the type, UT its unsigned twin (wrap-around arithmetic) ---- */
-#define ANVIL_SCALAR_INT(T, UT)                                                                    \
-  ANVIL_SCALAR_COMMON(T)                                                                           \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, add)(T a, T b) { return (T)((UT)a + (UT)b); }                    \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, sub)(T a, T b) { return (T)((UT)a - (UT)b); }                    \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, mul)(T a, T b) { return (T)((UT)a * (UT)b); }                    \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, neg)(T x) { return (T)((UT)0 - (UT)x); }                         \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, square)(T x) { return (T)((UT)x * (UT)x); }                      \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, maximum)(T a, T b) { return a > b ? a : b; }                     \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a < b ? a : b; }                     \
-  ANVIL_SCALAR_CLAMP(T)                                                                            \
-  /* b >= 0: square and multiply, wrapping */                                                      \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, pow_nonneg)(T a, T b) {                                          \
-    UT r = (UT)1, x = (UT)a;                                                                       \
-    while (b != (T)0) {                                                                            \
-      if ((b & (T)1) != (T)0) r = (UT)(r * x);                                                     \
-      b = (T)(b >> 1);                                                                             \
-      x = (UT)(x * x);                                                                             \
-    }                                                                                              \
-    return (T)r;                                                                                   \
+#define ANVIL_SCALAR_INT(T, UT)                                                 \
+  ANVIL_SCALAR_COMMON(T)                                                        \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, add)(T a, T b) { return (T)((UT)a + (UT)b); } \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sub)(T a, T b) { return (T)((UT)a - (UT)b); } \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, mul)(T a, T b) { return (T)((UT)a * (UT)b); } \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, neg)(T x) { return (T)((UT)0 - (UT)x); }      \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, square)(T x) { return (T)((UT)x * (UT)x); }   \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, maximum)(T a, T b) { return a > b ? a : b; }  \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a < b ? a : b; }  \
+  ANVIL_SCALAR_CLAMP(T)                                                         \
+  /* b >= 0: square and multiply, wrapping */                                   \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, pow_nonneg)(T a, T b) {                       \
+    UT r = (UT)1, x = (UT)a;                                                    \
+    while (b != (T)0) {                                                         \
+      if ((b & (T)1) != (T)0) r = (UT)(r * x);                                  \
+      b = (T)(b >> 1);                                                          \
+      x = (UT)(x * x);                                                          \
+    }                                                                           \
+    return (T)r;                                                                \
   }
 
 /* signed integers: T, its unsigned twin UT */
-#define ANVIL_SCALAR_SIGNED(T, UT)                                                                 \
-  ANVIL_SCALAR_INT(T, UT)                                                                          \
-  ANVIL_SCALAR_RELU(T)                                                                             \
+#define ANVIL_SCALAR_SIGNED(T, UT)                                                                  \
+  ANVIL_SCALAR_INT(T, UT)                                                                           \
+  ANVIL_SCALAR_RELU(T)                                                                              \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, abs)(T x) { return x < (T)0 ? ANVIL_SCALAR_NAME(T, neg)(x) : x; } \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)((x > (T)0) - (x < (T)0)); }              \
-  /* b == -1 negates: INT_MIN / -1 traps on x86 */                                                 \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) {                                                 \
-    return b == (T)0 ? (T)0 : b == (T)(-1) ? ANVIL_SCALAR_NAME(T, neg)(a) : (T)(a / b);            \
-  }                                                                                                \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) {                                                 \
-    if (b >= (T)0) return ANVIL_SCALAR_NAME(T, pow_nonneg)(a, b);                                  \
-    if (a == (T)1) return (T)1;                                                                    \
-    if (a == (T)(-1)) return (b & (T)1) != (T)0 ? (T)(-1) : (T)1;                                  \
-    return (T)0;                                                                                   \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)((x > (T)0) - (x < (T)0)); }               \
+  /* b == -1 negates: INT_MIN / -1 traps on x86 */                                                  \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) {                                                  \
+    return b == (T)0 ? (T)0 : b == (T)(-1) ? ANVIL_SCALAR_NAME(T, neg)(a) : (T)(a / b);             \
+  }                                                                                                 \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) {                                                  \
+    if (b >= (T)0) return ANVIL_SCALAR_NAME(T, pow_nonneg)(a, b);                                   \
+    if (a == (T)1) return (T)1;                                                                     \
+    if (a == (T)(-1)) return (b & (T)1) != (T)0 ? (T)(-1) : (T)1;                                   \
+    return (T)0;                                                                                    \
   }
 
 /* unsigned integers (u8, and bool held as u8 0/1) */
-#define ANVIL_SCALAR_UNSIGNED(T)                                                                   \
-  ANVIL_SCALAR_INT(T, T)                                                                           \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, abs)(T x) { return x; }                                          \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, relu)(T x) { return x; }                                         \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)(x != (T)0); }                            \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) { return b == (T)0 ? (T)0 : (T)(a / b); }         \
+#define ANVIL_SCALAR_UNSIGNED(T)                                                           \
+  ANVIL_SCALAR_INT(T, T)                                                                   \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, abs)(T x) { return x; }                                  \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, relu)(T x) { return x; }                                 \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)(x != (T)0); }                    \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) { return b == (T)0 ? (T)0 : (T)(a / b); } \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) { return ANVIL_SCALAR_NAME(T, pow_nonneg)(a, b); }
 
 ANVIL_SCALAR_FLOAT(anvil_f32)

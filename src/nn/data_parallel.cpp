@@ -86,11 +86,11 @@ DataParallel::DataParallel(ModuleFactory factory, std::vector<Device> devices) :
     if (!replicas_.empty()) {
       const auto want = replicas_.front()->named_parameters();
       const auto got = m->named_parameters();
-      ANVIL_CHECK(want.size() == got.size(), ValueError, kOp,
-                  ": the factory's modules differ; expected ", want.size(), " parameters, got ", got.size());
+      ANVIL_CHECK(want.size() == got.size(), ValueError, kOp, ": the factory's modules differ; expected ", want.size(),
+                  " parameters, got ", got.size());
       for (std::size_t k = 0; k < want.size(); ++k)
-        ANVIL_CHECK(want[k].first == got[k].first && want[k].second.shape() == got[k].second.shape(), ValueError,
-                    kOp, ": the factory's modules differ at parameter ", k, "; expected '", want[k].first, "' ",
+        ANVIL_CHECK(want[k].first == got[k].first && want[k].second.shape() == got[k].second.shape(), ValueError, kOp,
+                    ": the factory's modules differ at parameter ", k, "; expected '", want[k].first, "' ",
                     want[k].second.shape(), ", got '", got[k].first, "' ", got[k].second.shape());
     }
     replicas_.push_back(std::move(m));

@@ -83,8 +83,8 @@ void check_same_model(dist::ProcessGroup& g, const Module& m) {
       const std::string a = k < base.size() ? base[k] : "nothing";
       const std::string b = k < other.size() ? other[k] : "nothing";
       if (a == b) continue;
-      throw ValueError(detail::cat(kOp, ": the ranks hold different models; at entry ", k, " rank 0 has ", a,
-                                   ", rank ", r, " has ", b,
+      throw ValueError(detail::cat(kOp, ": the ranks hold different models; at entry ", k, " rank 0 has ", a, ", rank ",
+                                   r, " has ", b,
                                    "; expected the same parameter names, shapes and dtypes on every rank"));
     }
   }
@@ -171,8 +171,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     const auto size = static_cast<std::int64_t>(p.nbytes());
     // The bucket being filled is the first (smaller cap) while there is one bucket.
     const std::int64_t cap = s.buckets.size() == 1 ? options.first_bucket_bytes : options.bucket_bytes;
-    const bool start_new = s.buckets.empty() || bytes + size > cap ||
-                           s.params[s.buckets.back().params.front()].dtype() != p.dtype();
+    const bool start_new =
+        s.buckets.empty() || bytes + size > cap || s.params[s.buckets.back().params.front()].dtype() != p.dtype();
     if (start_new) {
       s.buckets.emplace_back();
       bytes = 0;
@@ -193,8 +193,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
         autograd::queue_callback([this] { finish_pass(); });
       }
       --st.buckets[st.bucket_of[k]].pending;
-      while (st.next_launch < st.buckets.size() && st.buckets[st.next_launch].pending == 0)
-        launch(st.next_launch++);
+      while (st.next_launch < st.buckets.size() && st.buckets[st.next_launch].pending == 0) launch(st.next_launch++);
     }));
   }
 }

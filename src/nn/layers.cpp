@@ -32,8 +32,8 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias) :
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  ANVIL_CHECK(x.dim() >= 1 && x.size(-1) == in_, ShapeError, "Linear: input has the wrong number of features; expected [..., ",
-              in_, "], got ", x.shape());
+  ANVIL_CHECK(x.dim() >= 1 && x.size(-1) == in_, ShapeError,
+              "Linear: input has the wrong number of features; expected [..., ", in_, "], got ", x.shape());
   if (x.dim() == 2 && b_.defined()) return addmm(b_, x, w_.t());
   Tensor y = matmul(x, w_.t());
   return b_.defined() ? y + b_ : y;
@@ -175,8 +175,12 @@ Tensor BatchNorm::forward(const Tensor& x) {
   return (x - mu) * rsqrt(var + eps_) * w_.reshape(bshape) + b_.reshape(bshape);
 }
 
-std::string BatchNorm1d::name() const { return str("BatchNorm1d(", features_, ", eps=", eps_, ", momentum=", momentum_, ")"); }
-std::string BatchNorm2d::name() const { return str("BatchNorm2d(", features_, ", eps=", eps_, ", momentum=", momentum_, ")"); }
+std::string BatchNorm1d::name() const {
+  return str("BatchNorm1d(", features_, ", eps=", eps_, ", momentum=", momentum_, ")");
+}
+std::string BatchNorm2d::name() const {
+  return str("BatchNorm2d(", features_, ", eps=", eps_, ", momentum=", momentum_, ")");
+}
 
 // --- init -----------------------------------------------------------------------------------
 namespace init {
@@ -204,8 +208,8 @@ Tensor& zeros_(Tensor& t) { return constant_(t, 0.0); }
 Tensor& ones_(Tensor& t) { return constant_(t, 1.0); }
 
 std::pair<std::int64_t, std::int64_t> fans(const Tensor& t) {
-  ANVIL_CHECK(t.dim() >= 2, ShapeError, "init: fan in and fan out need a weight with >= 2 dims; expected [out, in, ...], got ",
-              t.shape());
+  ANVIL_CHECK(t.dim() >= 2, ShapeError,
+              "init: fan in and fan out need a weight with >= 2 dims; expected [out, in, ...], got ", t.shape());
   std::int64_t receptive = 1;
   for (int i = 2; i < t.dim(); ++i) receptive *= t.size(i);
   return {t.size(1) * receptive, t.size(0) * receptive};

@@ -43,8 +43,8 @@ std::vector<Tensor> Module::buffers(bool recurse) const {
 Tensor Module::param(const std::string& pname) const {
   for (const auto& [n, t] : params_)
     if (n == pname) return t;
-  throw ValueError(detail::cat("Module: ", name(), " has no parameter '", pname, "'; expected one of its own parameters, got '",
-                       pname, "'"));
+  throw ValueError(detail::cat("Module: ", name(), " has no parameter '", pname,
+                               "'; expected one of its own parameters, got '", pname, "'"));
 }
 
 Module& Module::to(Device d) {
@@ -101,7 +101,8 @@ std::vector<std::pair<std::string, Tensor>> matched(const char* op, const Module
   if (strict)
     for (const auto& [n, t] : state)
       ANVIL_CHECK(known.count(n), ValueError, op, ": unexpected key '", n,
-                  "'; expected only the module's parameters and buffers, got '", n, "'; pass strict = false to ignore it");
+                  "'; expected only the module's parameters and buffers, got '", n,
+                  "'; pass strict = false to ignore it");
   for (const auto& [n, t] : mine)
     if (auto it = state.find(n); it != state.end()) check_entry(op, n, t, it->second);
   return mine;
@@ -165,9 +166,8 @@ void Module::add_child(const std::string& cname, std::shared_ptr<Module> m) {
   ANVIL_CHECK(m != nullptr, ValueError, "register_module: '", cname, "' is null; expected a module");
   // Names become state_dict keys ("conv1.weight"): an empty name or a '.'
   // would make keys that cannot be told apart or split back.
-  ANVIL_CHECK(!cname.empty() && cname.find('.') == std::string::npos, ValueError,
-              "register_module: bad child name '", cname, "' in ", name(),
-              "; expected a non-empty name without '.', got '", cname, "'");
+  ANVIL_CHECK(!cname.empty() && cname.find('.') == std::string::npos, ValueError, "register_module: bad child name '",
+              cname, "' in ", name(), "; expected a non-empty name without '.', got '", cname, "'");
   for (const auto& [n, c] : children_)
     ANVIL_CHECK(n != cname, ValueError, "register_module: ", name(), " already has a child '", cname,
                 "'; expected a new name, got '", cname, "' again");

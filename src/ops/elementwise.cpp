@@ -62,8 +62,8 @@ Tensor binary_scalar_op(BinaryOp op, const Tensor& a, const Scalar& s, bool scal
   record_binary_scalar(op, out, a, s, scalar_first);
   if (out.numel() == 0) return out;
   const Tensor ca = cast(a, ct);
-  ElementwiseArgs args = scalar_first ? elementwise_args(out, {nullptr, &ca}, {s}, ct)
-                                      : elementwise_args(out, {&ca, nullptr}, {s}, ct);
+  ElementwiseArgs args =
+      scalar_first ? elementwise_args(out, {nullptr, &ca}, {s}, ct) : elementwise_args(out, {&ca, nullptr}, {s}, ct);
   dispatch::binary(d, op, args);
   return out;
 }
@@ -72,15 +72,17 @@ Tensor binary_scalar_op(BinaryOp op, const Tensor& a, const Scalar& s, bool scal
 // other must broadcast to self's shape (self never grows).
 void binary_inplace(BinaryOp op, const Tensor& self, const Tensor* other, const Scalar* s) {
   const char* opname = name(op);
-  if (other) check_same_device(opname, {&self, other});
-  else check_defined(opname, self);
+  if (other)
+    check_same_device(opname, {&self, other});
+  else
+    check_defined(opname, self);
   check_inplace(opname, self, other);
   const TensorImpl& si = self.impl_ref();
   const DType promoted = other ? promote(si.dtype(), other->impl_ref().dtype()) : promote(si.dtype(), *s);
   const DType ct = compute_dtype(op, promoted);
-  ANVIL_CHECK(!(is_floating(ct) && !is_floating(si.dtype())), DTypeError, opname,
-              "_: result type ", ct, " cannot be stored in the in-place tensor; expected a result of dtype ",
-              si.dtype(), ", got ", ct, "; use the out-of-place op");
+  ANVIL_CHECK(!(is_floating(ct) && !is_floating(si.dtype())), DTypeError, opname, "_: result type ", ct,
+              " cannot be stored in the in-place tensor; expected a result of dtype ", si.dtype(), ", got ", ct,
+              "; use the out-of-place op");
   check_arithmetic(opname, op, si.dtype());
   if (other) {
     const Shape bs = broadcast_shapes(si.shape(), other->impl_ref().shape(), opname);
@@ -103,16 +105,27 @@ Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
   const TensorImpl& xi = x.impl_ref();
   DType t = xi.dtype();
   switch (op) {
-    case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sqrt: case UnaryOp::Rsqrt: case UnaryOp::Sin:
-    case UnaryOp::Cos: case UnaryOp::Tanh: case UnaryOp::Sigmoid: case UnaryOp::Reciprocal:
+    case UnaryOp::Exp:
+    case UnaryOp::Log:
+    case UnaryOp::Sqrt:
+    case UnaryOp::Rsqrt:
+    case UnaryOp::Sin:
+    case UnaryOp::Cos:
+    case UnaryOp::Tanh:
+    case UnaryOp::Sigmoid:
+    case UnaryOp::Reciprocal:
       if (!is_floating(t)) t = DType::F32;  // integers compute in the default float dtype
       break;
-    case UnaryOp::LogicalNot: t = DType::Bool; break;
-    case UnaryOp::Neg: case UnaryOp::Sign:
+    case UnaryOp::LogicalNot:
+      t = DType::Bool;
+      break;
+    case UnaryOp::Neg:
+    case UnaryOp::Sign:
       ANVIL_CHECK(t != DType::Bool, DTypeError, opname, ": not defined for bool tensors; expected a numeric dtype, ",
                   "got bool; use logical_not");
       break;
-    default: break;
+    default:
+      break;
   }
   Tensor out = make_empty(xi.shape(), t, xi.device());
   record_unary(op, out, x, params);
@@ -128,8 +141,8 @@ void unary_inplace(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) 
   const TensorImpl& xi = x.impl_ref();
   check_inplace(opname, x);
   if (op == UnaryOp::Exp)
-    ANVIL_CHECK(is_floating(xi.dtype()), DTypeError, opname, "_: result is floating point; expected a float tensor, got ",
-                xi.dtype());
+    ANVIL_CHECK(is_floating(xi.dtype()), DTypeError, opname,
+                "_: result is floating point; expected a float tensor, got ", xi.dtype());
   if (xi.numel() == 0) return;
   dispatch::unary(xi.device(), op, params, elementwise_args(x, {&x}));
 }
@@ -206,15 +219,21 @@ Tensor where_impl(const Tensor& cond, const Tensor* a, const Tensor* b, const Sc
   if (a) ts.push_back(a);
   if (b) ts.push_back(b);
   Device d;
-  if (ts.size() == 3) d = detail::check_same_device("where", {ts[0], ts[1], ts[2]});
-  else if (ts.size() == 2) d = detail::check_same_device("where", {ts[0], ts[1]});
-  else d = detail::check_same_device("where", {ts[0]});
+  if (ts.size() == 3)
+    d = detail::check_same_device("where", {ts[0], ts[1], ts[2]});
+  else if (ts.size() == 2)
+    d = detail::check_same_device("where", {ts[0], ts[1]});
+  else
+    d = detail::check_same_device("where", {ts[0]});
   ANVIL_CHECK(cond.dtype() == DType::Bool, DTypeError, "where: condition must be bool; expected bool, got ",
               cond.dtype(), "; compare first, e.g. x > 0");
   DType t;
-  if (a && b) t = promote(a->dtype(), b->dtype());
-  else if (a) t = promote(a->dtype(), *sb);
-  else t = promote(b->dtype(), *sa);
+  if (a && b)
+    t = promote(a->dtype(), b->dtype());
+  else if (a)
+    t = promote(a->dtype(), *sb);
+  else
+    t = promote(b->dtype(), *sa);
   Shape shape = cond.shape();
   if (a) shape = broadcast_shapes(shape, a->shape(), "where");
   if (b) shape = broadcast_shapes(shape, b->shape(), "where");
@@ -223,17 +242,26 @@ Tensor where_impl(const Tensor& cond, const Tensor* a, const Tensor* b, const Sc
   if (out.numel() == 0) return out;
   const Tensor ca = a ? detail::cast(*a, t) : Tensor(), cb = b ? detail::cast(*b, t) : Tensor();
   detail::ElementwiseArgs args;
-  if (a && b) args = detail::elementwise_args(out, {&cond, &ca, &cb});
-  else if (a) args = detail::elementwise_args(out, {&cond, &ca, nullptr}, {*sb}, t);
-  else args = detail::elementwise_args(out, {&cond, nullptr, &cb}, {*sa}, t);
+  if (a && b)
+    args = detail::elementwise_args(out, {&cond, &ca, &cb});
+  else if (a)
+    args = detail::elementwise_args(out, {&cond, &ca, nullptr}, {*sb}, t);
+  else
+    args = detail::elementwise_args(out, {&cond, nullptr, &cb}, {*sa}, t);
   detail::dispatch::where(d, args);
   return out;
 }
 }  // namespace
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { return where_impl(cond, &a, &b, nullptr, nullptr); }
-Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) { return where_impl(cond, nullptr, &b, &a, nullptr); }
-Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) { return where_impl(cond, &a, nullptr, nullptr, &b); }
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  return where_impl(cond, &a, &b, nullptr, nullptr);
+}
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) {
+  return where_impl(cond, nullptr, &b, &a, nullptr);
+}
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
+  return where_impl(cond, &a, nullptr, nullptr, &b);
+}
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -305,23 +333,59 @@ Tensor Tensor::pow(const Scalar& e) const { return anvil::pow(*this, e); }
 Tensor Tensor::pow(const Tensor& e) const { return anvil::pow(*this, e); }
 Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return anvil::clamp(*this, lo, hi); }
 
-Tensor& Tensor::add_(const Tensor& o) { detail::binary_inplace(BinaryOp::Add, *this, &o, nullptr); return *this; }
-Tensor& Tensor::add_(const Scalar& o) { detail::binary_inplace(BinaryOp::Add, *this, nullptr, &o); return *this; }
-Tensor& Tensor::sub_(const Tensor& o) { detail::binary_inplace(BinaryOp::Sub, *this, &o, nullptr); return *this; }
-Tensor& Tensor::sub_(const Scalar& o) { detail::binary_inplace(BinaryOp::Sub, *this, nullptr, &o); return *this; }
-Tensor& Tensor::mul_(const Tensor& o) { detail::binary_inplace(BinaryOp::Mul, *this, &o, nullptr); return *this; }
-Tensor& Tensor::mul_(const Scalar& o) { detail::binary_inplace(BinaryOp::Mul, *this, nullptr, &o); return *this; }
-Tensor& Tensor::div_(const Tensor& o) { detail::binary_inplace(BinaryOp::Div, *this, &o, nullptr); return *this; }
-Tensor& Tensor::div_(const Scalar& o) { detail::binary_inplace(BinaryOp::Div, *this, nullptr, &o); return *this; }
-Tensor& Tensor::pow_(const Scalar& o) { detail::binary_inplace(BinaryOp::Pow, *this, nullptr, &o); return *this; }
+Tensor& Tensor::add_(const Tensor& o) {
+  detail::binary_inplace(BinaryOp::Add, *this, &o, nullptr);
+  return *this;
+}
+Tensor& Tensor::add_(const Scalar& o) {
+  detail::binary_inplace(BinaryOp::Add, *this, nullptr, &o);
+  return *this;
+}
+Tensor& Tensor::sub_(const Tensor& o) {
+  detail::binary_inplace(BinaryOp::Sub, *this, &o, nullptr);
+  return *this;
+}
+Tensor& Tensor::sub_(const Scalar& o) {
+  detail::binary_inplace(BinaryOp::Sub, *this, nullptr, &o);
+  return *this;
+}
+Tensor& Tensor::mul_(const Tensor& o) {
+  detail::binary_inplace(BinaryOp::Mul, *this, &o, nullptr);
+  return *this;
+}
+Tensor& Tensor::mul_(const Scalar& o) {
+  detail::binary_inplace(BinaryOp::Mul, *this, nullptr, &o);
+  return *this;
+}
+Tensor& Tensor::div_(const Tensor& o) {
+  detail::binary_inplace(BinaryOp::Div, *this, &o, nullptr);
+  return *this;
+}
+Tensor& Tensor::div_(const Scalar& o) {
+  detail::binary_inplace(BinaryOp::Div, *this, nullptr, &o);
+  return *this;
+}
+Tensor& Tensor::pow_(const Scalar& o) {
+  detail::binary_inplace(BinaryOp::Pow, *this, nullptr, &o);
+  return *this;
+}
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
   detail::check_defined("clamp", *this);
   detail::unary_inplace(UnaryOp::Clamp, *this, detail::clamp_params("clamp", dtype(), lo, hi));
   return *this;
 }
-Tensor& Tensor::relu_() { detail::unary_inplace(UnaryOp::Relu, *this); return *this; }
-Tensor& Tensor::exp_() { detail::unary_inplace(UnaryOp::Exp, *this); return *this; }
-Tensor& Tensor::neg_() { detail::unary_inplace(UnaryOp::Neg, *this); return *this; }
+Tensor& Tensor::relu_() {
+  detail::unary_inplace(UnaryOp::Relu, *this);
+  return *this;
+}
+Tensor& Tensor::exp_() {
+  detail::unary_inplace(UnaryOp::Exp, *this);
+  return *this;
+}
+Tensor& Tensor::neg_() {
+  detail::unary_inplace(UnaryOp::Neg, *this);
+  return *this;
+}
 
 Tensor& Tensor::fill_(const Scalar& v) {
   detail::check_defined("fill_", *this);
@@ -341,8 +405,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
   detail::check_same_device("copy_", {this, &src});
   detail::check_inplace("copy_", *this, &src);
   const Shape bs = broadcast_shapes(shape(), src.shape(), "copy_");
-  ANVIL_CHECK(bs == shape(), ShapeError, "copy_: source does not broadcast to the destination; expected a shape "
-              "broadcastable to ", shape(), ", got ", src.shape());
+  ANVIL_CHECK(bs == shape(), ShapeError,
+              "copy_: source does not broadcast to the destination; expected a shape "
+              "broadcastable to ",
+              shape(), ", got ", src.shape());
   detail::copy_into(*this, src);
   return *this;
 }

@@ -27,9 +27,12 @@ Tensor filled(const char* op, const Shape& shape, const Scalar& value, Device d,
 
 DType scalar_dtype(const Scalar& v) {
   switch (v.kind()) {
-    case Scalar::Kind::Bool: return DType::Bool;
-    case Scalar::Kind::Int: return DType::I64;
-    case Scalar::Kind::Float: return DType::F32;
+    case Scalar::Kind::Bool:
+      return DType::Bool;
+    case Scalar::Kind::Int:
+      return DType::I64;
+    case Scalar::Kind::Float:
+      return DType::F32;
   }
   return DType::F32;
 }
@@ -53,11 +56,11 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Device
   const DType dt = t.value_or(all_int ? DType::I64 : DType::F32);
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   ANVIL_CHECK(st != 0, ValueError, "arange: step must be nonzero; expected step != 0, got ", step);
-  ANVIL_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, "arange: bounds must be finite; expected finite start and end, got ",
-              start, " and ", end);
+  ANVIL_CHECK(std::isfinite(s) && std::isfinite(e), ValueError,
+              "arange: bounds must be finite; expected finite start and end, got ", start, " and ", end);
   ANVIL_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError,
-              "arange: bounds inconsistent with step sign; expected start <= end for a positive step, got start ", start,
-              ", end ", end, ", step ", step);
+              "arange: bounds inconsistent with step sign; expected start <= end for a positive step, got start ",
+              start, ", end ", end, ", step ", step);
   const double count = std::ceil((e - s) / st);
   ANVIL_CHECK(count < 9.0e18, ShapeError, "arange: too many elements; expected fewer than 2^63, got ", count);
   const auto n = static_cast<std::int64_t>(count);
@@ -169,8 +172,8 @@ Tensor tensor(const std::vector<T>& values, Device d, std::optional<DType> t) {
 template <typename T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape, Device d, std::optional<DType> t) {
   ANVIL_CHECK(shape.numel() == static_cast<std::int64_t>(values.size()), ShapeError,
-              "tensor: shape does not match the number of values; expected ", shape.numel(), " values for shape ", shape,
-              ", got ", values.size());
+              "tensor: shape does not match the number of values; expected ", shape.numel(), " values for shape ",
+              shape, ", got ", values.size());
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<std::uint8_t> bytes(values.begin(), values.end());
     Tensor host = from_host(bytes.data(), shape, DType::Bool, cpu());
@@ -181,8 +184,8 @@ Tensor tensor(const std::vector<T>& values, const Shape& shape, Device d, std::o
   }
 }
 
-#define ANVIL_INSTANTIATE_TENSOR(T)                                                           \
-  template Tensor tensor<T>(const std::vector<T>&, Device, std::optional<DType>);             \
+#define ANVIL_INSTANTIATE_TENSOR(T)                                               \
+  template Tensor tensor<T>(const std::vector<T>&, Device, std::optional<DType>); \
   template Tensor tensor<T>(const std::vector<T>&, const Shape&, Device, std::optional<DType>);
 ANVIL_INSTANTIATE_TENSOR(bool)
 ANVIL_INSTANTIATE_TENSOR(std::uint8_t)
@@ -202,15 +205,16 @@ NestedList::NestedList(std::initializer_list<NestedList> children) {
   if (first)
     for (std::int64_t s : first->shape) shape.push_back(s);
   for (const NestedList& c : children) {
-    ANVIL_CHECK(c.shape == first->shape, ShapeError, "tensor: nested lists are ragged; expected every row to have shape ",
-                first->shape, ", got ", c.shape);
+    ANVIL_CHECK(c.shape == first->shape, ShapeError,
+                "tensor: nested lists are ragged; expected every row to have shape ", first->shape, ", got ", c.shape);
     values.insert(values.end(), c.values.begin(), c.values.end());
   }
 }
 
 Tensor tensor(const NestedList& v, Device d, std::optional<DType> t) {
   DType inferred = DType::Bool;
-  for (const Scalar& s : v.values) inferred = promote(inferred, s.is_floating() ? DType::F32 : s.is_bool() ? DType::Bool : DType::I64);
+  for (const Scalar& s : v.values)
+    inferred = promote(inferred, s.is_floating() ? DType::F32 : s.is_bool() ? DType::Bool : DType::I64);
   if (v.values.empty()) inferred = DType::F32;
   const DType dt = t.value_or(inferred);
   Tensor host = make_empty(v.shape, dt, cpu());

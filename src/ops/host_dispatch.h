@@ -13,12 +13,12 @@
     break;                             \
   }
 
-#define ANVIL_DISPATCH_HOST(dtype, T, ...)                          \
-  switch (dtype) {                                                  \
-    ANVIL_HOST_CASE(::anvil::DType::Bool, bool, T, __VA_ARGS__)     \
-    ANVIL_HOST_CASE(::anvil::DType::U8, std::uint8_t, T, __VA_ARGS__) \
+#define ANVIL_DISPATCH_HOST(dtype, T, ...)                             \
+  switch (dtype) {                                                     \
+    ANVIL_HOST_CASE(::anvil::DType::Bool, bool, T, __VA_ARGS__)        \
+    ANVIL_HOST_CASE(::anvil::DType::U8, std::uint8_t, T, __VA_ARGS__)  \
     ANVIL_HOST_CASE(::anvil::DType::I32, std::int32_t, T, __VA_ARGS__) \
     ANVIL_HOST_CASE(::anvil::DType::I64, std::int64_t, T, __VA_ARGS__) \
-    ANVIL_HOST_CASE(::anvil::DType::F32, float, T, __VA_ARGS__)     \
-    ANVIL_HOST_CASE(::anvil::DType::F64, double, T, __VA_ARGS__)    \
+    ANVIL_HOST_CASE(::anvil::DType::F32, float, T, __VA_ARGS__)        \
+    ANVIL_HOST_CASE(::anvil::DType::F64, double, T, __VA_ARGS__)       \
   }

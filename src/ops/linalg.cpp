@@ -114,8 +114,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   try {
     out_shape = broadcast_shapes(batch_a, batch_b, "matmul");
   } catch (const ShapeError&) {
-    throw ShapeError(detail::cat("matmul: batch dimensions do not broadcast; expected batch shapes equal or 1 per dim, "
-                                 "got a ", a.shape(), " and b ", b.shape()));
+    throw ShapeError(
+        detail::cat("matmul: batch dimensions do not broadcast; expected batch shapes equal or 1 per dim, "
+                    "got a ",
+                    a.shape(), " and b ", b.shape()));
   }
   const std::int64_t m = a2.shape()[a2.dim() - 2], n = b2.shape().back();
   Shape a_full = out_shape, b_full = out_shape;
@@ -145,14 +147,15 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   ANVIL_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "mm: both arguments must be 2-D; expected matrices, got ",
               a.shape(), " and ", b.shape());
   ANVIL_CHECK(a.shape()[1] == b.shape()[0], ShapeError,
-              "mm: inner dimensions do not match; expected a.size(1) == b.size(0), got a ", a.shape(), " and b ", b.shape());
+              "mm: inner dimensions do not match; expected a.size(1) == b.size(0), got a ", a.shape(), " and b ",
+              b.shape());
   return matmul(a, b);
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   detail::check_same_device("bmm", {&a, &b});
-  ANVIL_CHECK(a.dim() == 3 && b.dim() == 3, ShapeError, "bmm: both arguments must be 3-D; expected [batch, n, m] tensors, got ",
-              a.shape(), " and ", b.shape());
+  ANVIL_CHECK(a.dim() == 3 && b.dim() == 3, ShapeError,
+              "bmm: both arguments must be 3-D; expected [batch, n, m] tensors, got ", a.shape(), " and ", b.shape());
   ANVIL_CHECK(a.shape()[0] == b.shape()[0], ShapeError, "bmm: batch sizes differ; expected equal batch sizes, got ",
               a.shape(), " and ", b.shape());
   return matmul(a, b);
@@ -162,8 +165,8 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   detail::check_same_device("dot", {&a, &b});
   ANVIL_CHECK(a.dim() == 1 && b.dim() == 1, ShapeError, "dot: both arguments must be 1-D; expected vectors, got ",
               a.shape(), " and ", b.shape());
-  ANVIL_CHECK(a.numel() == b.numel(), ShapeError, "dot: lengths differ; expected equal lengths, got ", a.shape(), " and ",
-              b.shape());
+  ANVIL_CHECK(a.numel() == b.numel(), ShapeError, "dot: lengths differ; expected equal lengths, got ", a.shape(),
+              " and ", b.shape());
   return matmul(a, b);
 }
 

@@ -27,11 +27,12 @@ Tensor as_strided(const Tensor& x, const Shape& shape, const Strides& strides, s
     ANVIL_CHECK(shape[i] >= 0 && strides[i] >= 0, ShapeError,
                 "as_strided: sizes and strides must be non-negative; expected >= 0, got shape ", shape, " and strides ",
                 strides);
-    if (shape[i] == 0) empty = true;
-    else last += (shape[i] - 1) * strides[i];
+    if (shape[i] == 0)
+      empty = true;
+    else
+      last += (shape[i] - 1) * strides[i];
   }
-  const std::int64_t capacity =
-      static_cast<std::int64_t>(x.impl_ref().storage()->nbytes() / element_size(x.dtype()));
+  const std::int64_t capacity = static_cast<std::int64_t>(x.impl_ref().storage()->nbytes() / element_size(x.dtype()));
   ANVIL_CHECK(offset >= 0 && (empty || last < capacity), IndexError,
               "as_strided: the view reaches outside the storage; expected elements in [0, ", capacity, "), got offset ",
               offset, " up to element ", last);
@@ -53,12 +54,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   detail::check_same_device("cross_entropy", {&logits, &target});
   ANVIL_CHECK(logits.dim() == 2, ShapeError, "cross_entropy: logits must be [N, C]; expected 2 dims, got ",
               logits.shape());
-  ANVIL_CHECK(is_floating(logits.dtype()), DTypeError, "cross_entropy: logits must be floating; expected f32 or f64, got ",
-              logits.dtype());
+  ANVIL_CHECK(is_floating(logits.dtype()), DTypeError,
+              "cross_entropy: logits must be floating; expected f32 or f64, got ", logits.dtype());
   ANVIL_CHECK(is_integral(target.dtype()), DTypeError,
               "cross_entropy: target must hold integer class indices; expected i64, got ", target.dtype());
   ANVIL_CHECK(target.dim() == 1 && target.size(0) == logits.size(0), ShapeError,
-              "cross_entropy: target must be [N] for logits [N, C]; expected [", logits.size(0), "], got ", target.shape());
+              "cross_entropy: target must be [N] for logits [N, C]; expected [", logits.size(0), "], got ",
+              target.shape());
   Tensor log_probs, loss;
   {
     NoGradGuard no_grad;
@@ -86,9 +88,10 @@ detail::Window2d window(const char* op, const Tensor& x, std::array<std::int64_t
   detail::Window2d w;
   w.n = x.size(0), w.c = x.size(1), w.h = x.size(2), w.w = x.size(3);
   w.kh = kernel[0], w.kw = kernel[1], w.sh = stride[0], w.sw = stride[1], w.ph = padding[0], w.pw = padding[1];
-  ANVIL_CHECK(w.kh > 0 && w.kw > 0 && w.sh > 0 && w.sw > 0 && w.ph >= 0 && w.pw >= 0, ValueError, op,
-              ": kernel and stride must be positive and padding non-negative; expected e.g. kernel {2, 2}, got kernel {",
-              w.kh, ", ", w.kw, "}, stride {", w.sh, ", ", w.sw, "}, padding {", w.ph, ", ", w.pw, "}");
+  ANVIL_CHECK(
+      w.kh > 0 && w.kw > 0 && w.sh > 0 && w.sw > 0 && w.ph >= 0 && w.pw >= 0, ValueError, op,
+      ": kernel and stride must be positive and padding non-negative; expected e.g. kernel {2, 2}, got kernel {", w.kh,
+      ", ", w.kw, "}, stride {", w.sh, ", ", w.sw, "}, padding {", w.ph, ", ", w.pw, "}");
   ANVIL_CHECK(w.h + 2 * w.ph >= w.kh && w.w + 2 * w.pw >= w.kw, ShapeError, op,
               ": the kernel is larger than the padded input; expected a kernel within ", w.h + 2 * w.ph, "x",
               w.w + 2 * w.pw, ", got ", w.kh, "x", w.kw);
@@ -131,7 +134,8 @@ using detail::operand;
 Tensor im2col(const Tensor& x, const detail::Window2d& w) {
   Tensor cols = detail::make_empty({w.n, w.c * w.kh * w.kw, w.oh * w.ow}, x.dtype(), x.device());
   if (cols.numel() > 0)
-    detail::backend_of(x).im2col(x.device().index(), {.dtype = x.dtype(), .g = w, .image = operand(x), .cols = operand(cols)});
+    detail::backend_of(x).im2col(x.device().index(),
+                                 {.dtype = x.dtype(), .g = w, .image = operand(x), .cols = operand(cols)});
   detail::record_im2col(cols, x, w);
   return cols;
 }
@@ -169,8 +173,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   if (bias.defined()) detail::check_same_device("conv2d", {&x, &bias});
   check_4d("conv2d", x);
   ANVIL_CHECK(weight.dim() == 4 && weight.size(1) == x.size(1), ShapeError,
-              "conv2d: weight must be [O, C, KH, KW] with C = input channels; expected C = ", x.size(1), ", got weight ",
-              weight.shape(), " for input ", x.shape());
+              "conv2d: weight must be [O, C, KH, KW] with C = input channels; expected C = ", x.size(1),
+              ", got weight ", weight.shape(), " for input ", x.shape());
   const std::int64_t o = weight.size(0);
   ANVIL_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == o), ShapeError,
               "conv2d: bias must be [O]; expected [", o, "], got ", bias.shape());

@@ -32,16 +32,26 @@ struct Formatter {
   std::string raw(double v) const {
     char buf[64];
     switch (mode) {
-      case Mode::Bool: return v != 0 ? "True" : "False";
-      case Mode::Integer: std::snprintf(buf, sizeof buf, "%.0f", v); return buf;
-      default: break;
+      case Mode::Bool:
+        return v != 0 ? "True" : "False";
+      case Mode::Integer:
+        std::snprintf(buf, sizeof buf, "%.0f", v);
+        return buf;
+      default:
+        break;
     }
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
     switch (mode) {
-      case Mode::Int: std::snprintf(buf, sizeof buf, "%.0f.", v); break;
-      case Mode::Fixed: std::snprintf(buf, sizeof buf, "%.*f", precision, v); break;
-      default: std::snprintf(buf, sizeof buf, "%.*e", precision, v); break;
+      case Mode::Int:
+        std::snprintf(buf, sizeof buf, "%.0f.", v);
+        break;
+      case Mode::Fixed:
+        std::snprintf(buf, sizeof buf, "%.*f", precision, v);
+        break;
+      default:
+        std::snprintf(buf, sizeof buf, "%.*e", precision, v);
+        break;
     }
     return buf;
   }
@@ -54,8 +64,10 @@ struct Formatter {
 Formatter make_formatter(DType t, const std::vector<double>& shown, int precision) {
   Formatter f;
   f.precision = precision;
-  if (t == DType::Bool) f.mode = Formatter::Mode::Bool;
-  else if (!is_floating(t)) f.mode = Formatter::Mode::Integer;
+  if (t == DType::Bool)
+    f.mode = Formatter::Mode::Bool;
+  else if (!is_floating(t))
+    f.mode = Formatter::Mode::Integer;
   else {
     bool int_mode = true;
     double nz_max = 0, nz_min = INFINITY;
@@ -71,8 +83,10 @@ Formatter make_formatter(DType t, const std::vector<double>& shown, int precisio
       }
     }
     const bool wide = any && (nz_max / nz_min > 1000.0 || nz_max > 1.0e8);
-    if (int_mode) f.mode = any && (nz_max / nz_min > 1000.0 || nz_max > 1.0e8) ? Formatter::Mode::Sci : Formatter::Mode::Int;
-    else f.mode = any && (wide || nz_min < 1.0e-4) ? Formatter::Mode::Sci : Formatter::Mode::Fixed;
+    if (int_mode)
+      f.mode = any && (nz_max / nz_min > 1000.0 || nz_max > 1.0e8) ? Formatter::Mode::Sci : Formatter::Mode::Int;
+    else
+      f.mode = any && (wide || nz_min < 1.0e-4) ? Formatter::Mode::Sci : Formatter::Mode::Fixed;
   }
   // PyTorch measures the width over the nonzero finite values only.
   for (double v : shown)
@@ -125,8 +139,10 @@ struct Printer {
     for (std::int64_t i : shown(shape[dim])) {
       if (!first) os << sep;
       first = false;
-      if (i < 0) os << "...";
-      else print(os, dim + 1, base + i * strides[dim], indent + 1);
+      if (i < 0)
+        os << "...";
+      else
+        print(os, dim + 1, base + i * strides[dim], indent + 1);
     }
     os << ']';
   }
@@ -142,8 +158,10 @@ void collect_shown(const std::vector<double>& data, const Shape& shape, const St
   }
   const std::int64_t n = shape[dim];
   auto visit = [&](std::int64_t i) {
-    if (dim == shape.size() - 1) out.push_back(data[base + i * strides[dim]]);
-    else collect_shown(data, shape, strides, dim + 1, base + i * strides[dim], summarize, edge, out);
+    if (dim == shape.size() - 1)
+      out.push_back(data[base + i * strides[dim]]);
+    else
+      collect_shown(data, shape, strides, dim + 1, base + i * strides[dim], summarize, edge, out);
   };
   if (summarize && n > 2 * edge) {
     for (std::int64_t i = 0; i < edge; ++i) visit(i);
@@ -205,11 +223,13 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
     }
   }
   // An empty tensor shows any non-default dtype: there are no values to infer it from.
-  const bool default_dtype = h.numel() == 0 ? dt == DType::F32 : (dt == DType::F32 || dt == DType::I64 || dt == DType::Bool);
-  if (!default_dtype)
-    suffixes.push_back("dtype=" + std::string(to_string(dt)));
-  if (const std::string fn = t.grad_fn_name(); !fn.empty()) suffixes.push_back("grad_fn=<" + fn + ">");
-  else if (t.requires_grad()) suffixes.push_back("requires_grad=True");
+  const bool default_dtype =
+      h.numel() == 0 ? dt == DType::F32 : (dt == DType::F32 || dt == DType::I64 || dt == DType::Bool);
+  if (!default_dtype) suffixes.push_back("dtype=" + std::string(to_string(dt)));
+  if (const std::string fn = t.grad_fn_name(); !fn.empty())
+    suffixes.push_back("grad_fn=<" + fn + ">");
+  else if (t.requires_grad())
+    suffixes.push_back("requires_grad=True");
   os << prefix << body.str();
   for (const std::string& s : suffixes) os << ", " << s;
   return os << ')';

@@ -3,8 +3,8 @@
 // counted by the ledger (§4.8).
 #include <cmath>
 
-#include "core/ledger_counters.h"
 #include "autograd/graph.h"
+#include "core/ledger_counters.h"
 #include "ops/host_dispatch.h"
 #include "ops/op_common.h"
 
@@ -27,9 +27,7 @@ Device Tensor::device() const { return impl_ref().device(); }
 std::int64_t Tensor::offset() const { return impl_ref().offset(); }
 bool Tensor::is_contiguous() const { return impl_ref().is_contiguous(); }
 std::size_t Tensor::nbytes() const { return static_cast<std::size_t>(numel()) * element_size(dtype()); }
-bool Tensor::shares_storage(const Tensor& other) const {
-  return impl_ref().storage() == other.impl_ref().storage();
-}
+bool Tensor::shares_storage(const Tensor& other) const { return impl_ref().storage() == other.impl_ref().storage(); }
 
 namespace detail {
 
@@ -60,8 +58,8 @@ void transfer_into(const Tensor& out, const Tensor& src) {
   if (from.type() == dst.type() && src_backend.can_copy_direct(dst.index(), from.index())) {
     dst_backend.copy_device(dst.index(), dst_data, dst_off, from.index(), si.storage()->data(), src_off, bytes);
   } else if (from.is_cpu()) {
-    dst_backend.copy_from_host(dst.index(), dst_data, dst_off,
-                               static_cast<const char*>(si.storage()->data()) + src_off, bytes);
+    dst_backend.copy_from_host(dst.index(), dst_data, dst_off, static_cast<const char*>(si.storage()->data()) + src_off,
+                               bytes);
   } else if (dst.is_cpu()) {
     src_backend.copy_to_host(from.index(), static_cast<char*>(dst_data) + dst_off, si.storage()->data(), src_off,
                              bytes);
@@ -108,8 +106,9 @@ Tensor Tensor::copy_to(Device d) const {
 
 template <typename T>
 T Tensor::item() const {
-  ANVIL_CHECK(numel() == 1, ShapeError, "item: only one-element tensors can be read as a scalar; expected 1 element, got ",
-              numel(), " (shape ", shape(), ")");
+  ANVIL_CHECK(numel() == 1, ShapeError,
+              "item: only one-element tensors can be read as a scalar; expected 1 element, got ", numel(), " (shape ",
+              shape(), ")");
   const Tensor h = detail::host_contiguous(*this);
   T out{};
   const void* p = static_cast<const char*>(h.impl_ref().storage()->data()) +
@@ -123,7 +122,8 @@ std::vector<T> Tensor::to_vector() const {
   // Converted where the data is, unless the device cannot hold T's dtype
   // (to_vector<double>() of a GPU without fp64): then on the host.
   const Device d = impl_ref().device();
-  const bool here = detail::backend_checked(d, "to_vector").supports(d.index(), detail::Primitive::Storage, dtype_v<T>).ok;
+  const bool here =
+      detail::backend_checked(d, "to_vector").supports(d.index(), detail::Primitive::Storage, dtype_v<T>).ok;
   const Tensor h = here ? detail::host_contiguous(to(dtype_v<T>)) : detail::host_contiguous(*this).to(dtype_v<T>);
   std::vector<T> out(static_cast<std::size_t>(h.numel()));
   if (out.empty()) return out;
@@ -147,9 +147,9 @@ void* Tensor::raw_data_ptr() const {
   return static_cast<char*>(i.storage()->data()) + static_cast<std::size_t>(i.offset()) * element_size(i.dtype());
 }
 
-#define ANVIL_INSTANTIATE_HOST_ACCESS(T)                 \
-  template T Tensor::item<T>() const;                    \
-  template std::vector<T> Tensor::to_vector<T>() const;  \
+#define ANVIL_INSTANTIATE_HOST_ACCESS(T)                \
+  template T Tensor::item<T>() const;                   \
+  template std::vector<T> Tensor::to_vector<T>() const; \
   template T* Tensor::data_ptr<T>() const;
 ANVIL_INSTANTIATE_HOST_ACCESS(bool)
 ANVIL_INSTANTIATE_HOST_ACCESS(std::uint8_t)

@@ -17,8 +17,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (int i = 0; i < nd; ++i) {
     const int ia = i - (nd - a.size()), ib = i - (nd - b.size());
     const std::int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-    ANVIL_CHECK(da == db || da == 1 || db == 1, ShapeError, op, ": shapes cannot be broadcast; expected sizes equal or 1 in dim ",
-                i, ", got ", a, " and ", b);
+    ANVIL_CHECK(da == db || da == 1 || db == 1, ShapeError, op,
+                ": shapes cannot be broadcast; expected sizes equal or 1 in dim ", i, ", got ", a, " and ", b);
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -89,7 +89,8 @@ Tensor view(const Tensor& x, const Shape& shape) {
   Strides st;
   ANVIL_CHECK(view_strides(x.shape(), x.strides(), target, st), ShapeError,
               "view: size is not compatible with the tensor's strides; expected a shape that keeps its memory layout, "
-              "got ", target, " for a tensor of shape ", x.shape(), " and strides ", x.strides(),
+              "got ",
+              target, " for a tensor of shape ", x.shape(), " and strides ", x.strides(),
               "; use reshape() (it copies when it must)");
   Tensor r = make_view(x, target, st, x.offset());
   detail::record_reshape("ViewBackward", r, x);
@@ -144,14 +145,15 @@ Tensor permute(const Tensor& x, const Shape& dims) {
 
 Tensor t(const Tensor& x) {
   check_defined("t", x);
-  ANVIL_CHECK(x.dim() <= 2, ShapeError, "t: expects a tensor with <= 2 dims; expected <= 2, got ", x.dim(),
-              " (shape ", x.shape(), "); use transpose(dim0, dim1)");
+  ANVIL_CHECK(x.dim() <= 2, ShapeError, "t: expects a tensor with <= 2 dims; expected <= 2, got ", x.dim(), " (shape ",
+              x.shape(), "); use transpose(dim0, dim1)");
   return x.dim() < 2 ? x : transpose(x, 0, 1);
 }
 
 Tensor slice(const Tensor& x, int dim, std::int64_t start, std::int64_t end, std::int64_t step) {
   check_defined("slice", x);
-  ANVIL_CHECK(x.dim() > 0, IndexError, "slice: cannot slice a 0-dim tensor; expected a tensor with >= 1 dim, got shape []");
+  ANVIL_CHECK(x.dim() > 0, IndexError,
+              "slice: cannot slice a 0-dim tensor; expected a tensor with >= 1 dim, got shape []");
   dim = wrap_dim(dim, x.dim(), "slice");
   ANVIL_CHECK(step > 0, ValueError, "slice: step must be positive; expected step > 0, got ", step);
   const std::int64_t n = x.shape()[dim];
@@ -269,8 +271,8 @@ Tensor flatten(const Tensor& x, int start_dim, int end_dim) {
   if (x.dim() == 0) return reshape(x, {1});
   start_dim = wrap_dim(start_dim, x.dim(), "flatten");
   end_dim = wrap_dim(end_dim, x.dim(), "flatten");
-  ANVIL_CHECK(start_dim <= end_dim, ShapeError, "flatten: start_dim must not come after end_dim; expected start <= end, got ",
-              start_dim, " > ", end_dim);
+  ANVIL_CHECK(start_dim <= end_dim, ShapeError,
+              "flatten: start_dim must not come after end_dim; expected start <= end, got ", start_dim, " > ", end_dim);
   Shape s;
   for (int i = 0; i < start_dim; ++i) s.push_back(x.shape()[i]);
   std::int64_t n = 1;
@@ -308,14 +310,15 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
   DType t = first.dtype();
   for (const Tensor& x : tensors) t = promote(t, x.dtype());
   const int nd = first.dim();
-  ANVIL_CHECK(nd > 0, ShapeError, "cat: zero-dimensional tensors cannot be concatenated; expected >= 1 dim, got shape []");
+  ANVIL_CHECK(nd > 0, ShapeError,
+              "cat: zero-dimensional tensors cannot be concatenated; expected >= 1 dim, got shape []");
   dim = wrap_dim(dim, nd, "cat");
   Shape out_shape = first.shape();
   std::int64_t total = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Shape& s = tensors[i].shape();
-    ANVIL_CHECK(s.size() == nd, ShapeError, "cat: tensors must have the same number of dims; expected ", nd,
-                ", got ", s.size(), " for tensor ", i);
+    ANVIL_CHECK(s.size() == nd, ShapeError, "cat: tensors must have the same number of dims; expected ", nd, ", got ",
+                s.size(), " for tensor ", i);
     for (int d = 0; d < nd; ++d)
       ANVIL_CHECK(d == dim || s[d] == out_shape[d], ShapeError, "cat: sizes must match except in dim ", dim,
                   "; expected ", out_shape, ", got ", s, " for tensor ", i);
@@ -339,8 +342,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int dim) {
   std::vector<Tensor> expanded;
   expanded.reserve(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    ANVIL_CHECK(tensors[i].shape() == tensors[0].shape(), ShapeError, "stack: all tensors must have one shape; expected ",
-                tensors[0].shape(), ", got ", tensors[i].shape(), " for tensor ", i);
+    ANVIL_CHECK(tensors[i].shape() == tensors[0].shape(), ShapeError,
+                "stack: all tensors must have one shape; expected ", tensors[0].shape(), ", got ", tensors[i].shape(),
+                " for tensor ", i);
     expanded.push_back(unsqueeze(tensors[i], dim));
   }
   return cat(expanded, dim);
@@ -383,8 +387,8 @@ detail::IndexArgs index_args(detail::IndexOp op, const Tensor& out, const Tensor
 
 Tensor index_select(const Tensor& x, int dim, const Tensor& index) {
   const Device d = detail::check_same_device("index_select", {&x, &index});
-  ANVIL_CHECK(is_integral(index.dtype()), DTypeError, "index_select: index must be an integer tensor; expected i64 or i32, got ",
-              index.dtype());
+  ANVIL_CHECK(is_integral(index.dtype()), DTypeError,
+              "index_select: index must be an integer tensor; expected i64 or i32, got ", index.dtype());
   ANVIL_CHECK(index.dim() <= 1, ShapeError, "index_select: index must be 1-D; expected 1 dim, got ", index.shape());
   const Tensor xx = x.dim() == 0 ? x.reshape({1}) : x;
   dim = wrap_dim(dim, xx.dim(), "index_select");
@@ -410,12 +414,12 @@ Tensor gather(const Tensor& x, int dim, const Tensor& index) {
               x.dim(), ", got ", index.dim());
   dim = wrap_dim(dim, x.dim(), "gather");
   for (int i = 0; i < x.dim(); ++i)
-    ANVIL_CHECK(i == dim || index.shape()[i] <= x.shape()[i], ShapeError, "gather: index is larger than the input in dim ",
-                i, "; expected index.size(", i, ") <= ", x.shape()[i], ", got ", index.shape());
+    ANVIL_CHECK(i == dim || index.shape()[i] <= x.shape()[i], ShapeError,
+                "gather: index is larger than the input in dim ", i, "; expected index.size(", i, ") <= ", x.shape()[i],
+                ", got ", index.shape());
   const Tensor idx = detail::cast(index, DType::I64);
   Tensor out = detail::make_empty(index.shape(), x.dtype(), d);
-  if (out.numel() > 0)
-    detail::dispatch::index("gather", d, index_args(detail::IndexOp::Gather, out, x, idx, dim));
+  if (out.numel() > 0) detail::dispatch::index("gather", d, index_args(detail::IndexOp::Gather, out, x, idx, dim));
   detail::record_gather(out, x, dim, idx);
   return out;
 }

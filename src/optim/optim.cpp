@@ -1,9 +1,10 @@
 // SGD and Adam, written on the public op API.
+#include "anvil/optim.h"
+
 #include <cmath>
 
 #include "anvil/autograd.h"
 #include "anvil/ops.h"
-#include "anvil/optim.h"
 
 namespace anvil::optim {
 
@@ -44,8 +45,10 @@ Tensor adopt(const char* op, const std::string& key, const Tensor& state, const 
 }  // namespace
 
 void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
-  ANVIL_CHECK(state.empty(), ValueError, "load_state_dict: this optimiser keeps no state; expected an empty state, "
-              "got ", state.size(), " entries (first '", state.empty() ? "" : state.begin()->first, "')");
+  ANVIL_CHECK(state.empty(), ValueError,
+              "load_state_dict: this optimiser keeps no state; expected an empty state, "
+              "got ",
+              state.size(), " entries (first '", state.empty() ? "" : state.begin()->first, "')");
 }
 
 namespace {

@@ -7,7 +7,6 @@
 #include "scenarios.h"
 
 #include <anvil/anvil.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -297,8 +296,8 @@ void pair_rows(Table& t, const PairTimes& p, const std::string& n0, const std::s
                     clock_name(p.one1.device_clock)});
   t.rows.push_back({std::string("two, one after the other"), n0, p.sequential * 1e3, 2 * flop / p.sequential / 1e9,
                     clock_name(false)});
-  t.rows.push_back({std::string("two at once"), n0 + " + " + n1, p.at_once * 1e3, 2 * flop / p.at_once / 1e9,
-                    clock_name(false)});
+  t.rows.push_back(
+      {std::string("two at once"), n0 + " + " + n1, p.at_once * 1e3, 2 * flop / p.at_once / 1e9, clock_name(false)});
 }
 
 // "speedup 1.91x (ideal 2x), overlap 91%": overlap is how much of the ideal
@@ -342,10 +341,9 @@ SubdeviceRun run_on_subdevices(bool quick) {
   const int fd = mkstemp(err_path);
   if (fd < 0) return {std::nullopt, std::string("cannot create a temporary file: ") + std::strerror(errno)};
   close(fd);
-  const std::string cmd = std::string("env ") + kSubdeviceChild +
-                          "=1 ANVIL_OPENCL_SUBDEVICES=1 POCL_DEVICES=pthread '" + self.string() +
-                          "' two-devices --json --devices opencl:0,opencl:1" + (quick ? " --quick" : "") + " 2>'" +
-                          err_path + "'";
+  const std::string cmd =
+      std::string("env ") + kSubdeviceChild + "=1 ANVIL_OPENCL_SUBDEVICES=1 POCL_DEVICES=pthread '" + self.string() +
+      "' two-devices --json --devices opencl:0,opencl:1" + (quick ? " --quick" : "") + " 2>'" + err_path + "'";
   std::string text;
   int status = -1;
   if (FILE* p = popen(cmd.c_str(), "r"); p != nullptr) {
@@ -377,7 +375,8 @@ SubdeviceRun run_on_subdevices(bool quick) {
       if (c == "two, one after the other") p.sequential = s, seen |= 4;
       if (c == "two at once") p.at_once = s, seen |= 8;
     }
-    if (seen != 15) return {std::nullopt, "its table lacks a row: " + doc.at("scenarios").at(0).value("conclusion", "")};
+    if (seen != 15)
+      return {std::nullopt, "its table lacks a row: " + doc.at("scenarios").at(0).value("conclusion", "")};
     out.times = p;
   } catch (const std::exception& e) {
     return {std::nullopt, std::string("cannot read its output: ") + e.what()};
@@ -423,11 +422,12 @@ ScenarioResult run_two_devices(const Options& o) {
     const SubdeviceRun sub = run_on_subdevices(o.quick);
     if (sub.times) {
       const PairTimes& q = *sub.times;
-      Table ts{"the same on two one-core sub-devices of the CPU (ANVIL_OPENCL_SUBDEVICES=1 POCL_DEVICES=pthread, "
-               "measured in a second run of anvil-bench)",
-               r.tables.front().columns,
-               {},
-               r.tables.front().plot};
+      Table ts{
+          "the same on two one-core sub-devices of the CPU (ANVIL_OPENCL_SUBDEVICES=1 POCL_DEVICES=pthread, "
+          "measured in a second run of anvil-bench)",
+          r.tables.front().columns,
+          {},
+          r.tables.front().plot};
       pair_rows(ts, q, "sub-device 0", "sub-device 1", flop);
       r.tables.push_back(std::move(ts));
       c << "; on two one-core sub-devices of that CPU (ANVIL_OPENCL_SUBDEVICES=1 POCL_DEVICES=pthread, second "

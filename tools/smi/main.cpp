@@ -151,7 +151,8 @@ json snapshot() {
     // differ under CUDA_VISIBLE_DEVICES and CUDA's default (fastest first) order.
     json gpu_nvml = nullptr;
     if (d.type() == DeviceType::CUDA)
-      if (const int r = anvil::smi::nvml_row_for({bus_id}, nvml_bus_ids).front(); r >= 0) gpu_nvml = nvml_doc["gpus"][r];
+      if (const int r = anvil::smi::nvml_row_for({bus_id}, nvml_bus_ids).front(); r >= 0)
+        gpu_nvml = nvml_doc["gpus"][r];
     row["nvml"] = gpu_nvml;
     devices.push_back(row);
   }

@@ -21,7 +21,7 @@ struct NvmlGpu {
   int index = 0;
   std::string name;
   std::string uuid;
-  std::string pci_bus_id;  // NVML's busId, "00000000:3B:00.0"; "" when NVML cannot say
+  std::string pci_bus_id;                      // NVML's busId, "00000000:3B:00.0"; "" when NVML cannot say
   std::optional<unsigned> utilization_gpu;     // percent
   std::optional<unsigned> utilization_memory;  // percent
   std::optional<unsigned> temperature_c;

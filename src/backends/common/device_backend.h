@@ -352,7 +352,7 @@ class DeviceBackend final : public detail::Backend {
   // a runtime whose Queue has native_stream() gives it, with the device made
   // the calling thread's current one.
   void* native_stream(int index) noexcept override {
-    if constexpr (requires(typename R::Queue& q) { q.native_stream(); }) {
+    if constexpr (requires(typename R::Queue & q) { q.native_stream(); }) {
       try {
         Slot& s = slot(index);
         std::lock_guard lock(s.mutex);

@@ -88,8 +88,10 @@ IndexLayout index_layout(const detail::IndexArgs& a) {
     L.out_stride[d] = a.out.strides[d];
     L.src_stride[d] = a.src.strides[d];
     // index_select's index is 1-D: its one stride applies along `dim`.
-    if (a.op == detail::IndexOp::IndexSelect) L.idx_stride[d] = d == a.dim ? a.index.strides[0] : 0;
-    else L.idx_stride[d] = a.index.strides[d];
+    if (a.op == detail::IndexOp::IndexSelect)
+      L.idx_stride[d] = d == a.dim ? a.index.strides[0] : 0;
+    else
+      L.idx_stride[d] = a.index.strides[d];
   }
   return L;
 }
@@ -119,8 +121,25 @@ GemmLayout gemm_layout(const detail::GemmArgs& a) {
 
 WindowLayout window_layout(const detail::Window2dGeometry& g, const detail::KernelOperand& image,
                            std::int64_t out_offset, std::int64_t idx_offset) {
-  return {g.n,  g.c,  g.h,  g.w,  g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, image.offset, image.strides[0],
-          image.strides[1], image.strides[2], image.strides[3], out_offset, idx_offset};
+  return {g.n,
+          g.c,
+          g.h,
+          g.w,
+          g.kh,
+          g.kw,
+          g.sh,
+          g.sw,
+          g.ph,
+          g.pw,
+          g.oh,
+          g.ow,
+          image.offset,
+          image.strides[0],
+          image.strides[1],
+          image.strides[2],
+          image.strides[3],
+          out_offset,
+          idx_offset};
 }
 
 detail::KernelOperand contiguous_image(const detail::KernelOperand& img, const detail::Window2dGeometry& g) {

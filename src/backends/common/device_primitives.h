@@ -104,8 +104,10 @@ void arange(Q& q, const detail::KernelOperand& out, std::int64_t numel, double s
   if (numel <= 0) return;
   auto l = q.launch(q.kernel(FillKernel{true, out.dtype, q.fp64()}));
   l.buffer(out.data).arg(out.offset).arg(numel);
-  if (q.fp64()) l.arg(start).arg(step);
-  else l.arg(static_cast<float>(start)).arg(static_cast<float>(step));
+  if (q.fp64())
+    l.arg(start).arg(step);
+  else
+    l.arg(static_cast<float>(start)).arg(static_cast<float>(step));
   l.run(numel, "arange");
 }
 
@@ -160,9 +162,12 @@ void binary(Q& q, detail::BinaryOp op, const detail::ElementwiseArgs& a) {
   const detail::KernelOperand &x = a.in[0], &y = a.in[1];
   BinaryVariant variant = BinaryVariant::Strided;
   if (all_dense(a)) {
-    if (!x.is_scalar && !y.is_scalar) variant = BinaryVariant::Dense;
-    else if (!x.is_scalar) variant = BinaryVariant::DenseScalarB;
-    else if (!y.is_scalar) variant = BinaryVariant::DenseScalarA;
+    if (!x.is_scalar && !y.is_scalar)
+      variant = BinaryVariant::Dense;
+    else if (!x.is_scalar)
+      variant = BinaryVariant::DenseScalarB;
+    else if (!y.is_scalar)
+      variant = BinaryVariant::DenseScalarA;
   }
   auto l = q.launch(q.kernel(BinaryKernel{op, x.dtype, y.dtype, a.out.dtype, variant}));
   if (variant != BinaryVariant::Strided) {
@@ -192,9 +197,7 @@ void reduce(Q& q, detail::ReduceOp op, const detail::ReduceArgs& a) {
   if (a.out_numel <= 0) return;
   const char* opname = detail::name(op);
   ReduceLayout L = reduce_layout(a, op);
-  auto request = [&](ReduceVariant v) {
-    return ReduceKernel{op, a.in.dtype, a.out.dtype, q.fp64(), q.is_cpu(), v};
-  };
+  auto request = [&](ReduceVariant v) { return ReduceKernel{op, a.in.dtype, a.out.dtype, q.fp64(), q.is_cpu(), v}; };
   const DType ta = request(ReduceVariant::PerItem).accumulator();
   const ScalarArg scale = scalar_arg(a.scale, request(ReduceVariant::PerItem).scale_type());
   const std::int64_t M = a.out_numel, R = a.reduce_numel;
@@ -204,7 +207,8 @@ void reduce(Q& q, detail::ReduceOp op, const detail::ReduceArgs& a) {
   // to spread over every compute unit.
   if (R <= 32 || M >= cus * 64) {
     std::size_t group = std::clamp<std::size_t>(static_cast<std::size_t>(M / (4 * cus)), 1, q.local_size());
-    if (!q.is_cpu()) group = std::min(q.local_size(), std::max<std::size_t>(64, (group + 31) / 32 * 32));  // whole warps
+    if (!q.is_cpu())
+      group = std::min(q.local_size(), std::max<std::size_t>(64, (group + 31) / 32 * 32));  // whole warps
     const std::size_t global = (static_cast<std::size_t>(M) + group - 1) / group * group;
     q.launch(q.kernel(request(ReduceVariant::PerItem)))
         .buffer(a.out.data)
@@ -325,9 +329,12 @@ void random(Q& q, const detail::RandomArgs& a) {
   // Without fp64 the distributions compute in float (philox.h).
   auto l = q.launch(q.kernel(RandomKernel{a.kind, a.out.dtype, q.fp64()}));
   l.buffer(a.out.data).arg(a.out.offset).arg(a.numel).arg(a.seed).arg(a.offset);
-  if (a.kind == detail::RandomKind::Randint) l.arg(static_cast<std::int64_t>(a.a)).arg(static_cast<std::int64_t>(a.b));
-  else if (q.fp64()) l.arg(a.a).arg(a.b);
-  else l.arg(static_cast<float>(a.a)).arg(static_cast<float>(a.b));
+  if (a.kind == detail::RandomKind::Randint)
+    l.arg(static_cast<std::int64_t>(a.a)).arg(static_cast<std::int64_t>(a.b));
+  else if (q.fp64())
+    l.arg(a.a).arg(a.b);
+  else
+    l.arg(static_cast<float>(a.a)).arg(static_cast<float>(a.b));
   l.run(a.numel, opname);
 }
 

@@ -30,27 +30,38 @@ bool float_only(UnaryOp op) {
     case UnaryOp::Cos:
     case UnaryOp::Tanh:
     case UnaryOp::Sigmoid:
-    case UnaryOp::Reciprocal: return true;
-    default: return false;
+    case UnaryOp::Reciprocal:
+      return true;
+    default:
+      return false;
   }
 }
 
 std::string lowest_of(DType t) {
   switch (t) {
     case DType::Bool:
-    case DType::U8: return "0";
-    case DType::I32: return "(-2147483647-1)";
-    case DType::I64: return "ANVIL_I64_MIN";
-    default: return "(-ANVIL_INF)";
+    case DType::U8:
+      return "0";
+    case DType::I32:
+      return "(-2147483647-1)";
+    case DType::I64:
+      return "ANVIL_I64_MIN";
+    default:
+      return "(-ANVIL_INF)";
   }
 }
 std::string highest_of(DType t) {
   switch (t) {
-    case DType::Bool: return "1";
-    case DType::U8: return "255";
-    case DType::I32: return "2147483647";
-    case DType::I64: return "ANVIL_I64_MAX";
-    default: return "ANVIL_INF";
+    case DType::Bool:
+      return "1";
+    case DType::U8:
+      return "255";
+    case DType::I32:
+      return "2147483647";
+    case DType::I64:
+      return "ANVIL_I64_MAX";
+    default:
+      return "ANVIL_INF";
   }
 }
 
@@ -89,35 +100,52 @@ const char* dtype_name(DType t) noexcept {
 const char* kernel_type(DType t) noexcept {
   switch (t) {
     case DType::Bool:
-    case DType::U8: return "anvil_u8";  // bool is one byte holding 0 or 1
-    case DType::I32: return "anvil_i32";
-    case DType::I64: return "anvil_i64";
-    case DType::F32: return "anvil_f32";
-    case DType::F64: return "anvil_f64";
+    case DType::U8:
+      return "anvil_u8";  // bool is one byte holding 0 or 1
+    case DType::I32:
+      return "anvil_i32";
+    case DType::I64:
+      return "anvil_i64";
+    case DType::F32:
+      return "anvil_f32";
+    case DType::F64:
+      return "anvil_f64";
   }
   return "?";
 }
 
 ScalarArg scalar_arg(const Scalar& s, DType t) noexcept {
   switch (t) {
-    case DType::Bool: return pack<std::uint8_t>(s.to<bool>() ? 1 : 0);
-    case DType::U8: return pack<std::uint8_t>(s.to<std::uint8_t>());
-    case DType::I32: return pack<std::int32_t>(s.to<std::int32_t>());
-    case DType::I64: return pack<std::int64_t>(s.to<std::int64_t>());
-    case DType::F32: return pack<float>(s.to<float>());
-    case DType::F64: return pack<double>(s.to<double>());
+    case DType::Bool:
+      return pack<std::uint8_t>(s.to<bool>() ? 1 : 0);
+    case DType::U8:
+      return pack<std::uint8_t>(s.to<std::uint8_t>());
+    case DType::I32:
+      return pack<std::int32_t>(s.to<std::int32_t>());
+    case DType::I64:
+      return pack<std::int64_t>(s.to<std::int64_t>());
+    case DType::F32:
+      return pack<float>(s.to<float>());
+    case DType::F64:
+      return pack<double>(s.to<double>());
   }
   return {};
 }
 
 ScalarArg scalar_arg(double v, DType t) noexcept {
   switch (t) {
-    case DType::Bool: return pack<std::uint8_t>(v != 0.0 ? 1 : 0);
-    case DType::U8: return pack<std::uint8_t>(saturate<std::uint8_t>(v));
-    case DType::I32: return pack<std::int32_t>(saturate<std::int32_t>(v));
-    case DType::I64: return pack<std::int64_t>(saturate<std::int64_t>(v));
-    case DType::F32: return pack<float>(static_cast<float>(v));
-    case DType::F64: return pack<double>(v);
+    case DType::Bool:
+      return pack<std::uint8_t>(v != 0.0 ? 1 : 0);
+    case DType::U8:
+      return pack<std::uint8_t>(saturate<std::uint8_t>(v));
+    case DType::I32:
+      return pack<std::int32_t>(saturate<std::int32_t>(v));
+    case DType::I64:
+      return pack<std::int64_t>(saturate<std::int64_t>(v));
+    case DType::F32:
+      return pack<float>(static_cast<float>(v));
+    case DType::F64:
+      return pack<double>(v);
   }
   return {};
 }
@@ -148,11 +176,11 @@ KernelSpec UnaryKernel::spec() const {
   const DType tc = compute_type();
   std::string prefix = std::string(opname) + "_" + dtype_name(ti);
   if (to != ti) prefix += std::string("_") + dtype_name(to);
-  return {"unary.kern",
-          {def("KPREFIX", prefix), def("UN_FN", std::string("anvil_op_") + opname), type_def("TI", ti),
-           type_def("TC", tc), flag_def("TC_FLOAT", is_floating(tc)), type_def("TO", to),
-           flag_def("TO_BOOL", to == DType::Bool)},
-          prefix + (strided ? "_s" : "_c")};
+  return {
+      "unary.kern",
+      {def("KPREFIX", prefix), def("UN_FN", std::string("anvil_op_") + opname), type_def("TI", ti), type_def("TC", tc),
+       flag_def("TC_FLOAT", is_floating(tc)), type_def("TO", to), flag_def("TO_BOOL", to == DType::Bool)},
+      prefix + (strided ? "_s" : "_c")};
 }
 
 KernelSpec BinaryKernel::spec() const {
@@ -191,9 +219,8 @@ KernelSpec ReduceKernel::spec() const {
   static constexpr const char* kSuffix[] = {"_wi", "_wg", "_fin"};
   return {"reduce.kern",
           {def("KPREFIX", prefix), def("RED_OP", std::to_string(static_cast<int>(op))), type_def("TI", ti),
-           type_def("TA", ta), type_def("TO", to), type_def("TS", scale_type()),
-           flag_def("TO_BOOL", to == DType::Bool), def("TA_LOWEST", lowest_of(ta)),
-           def("TA_HIGHEST", highest_of(ta))},
+           type_def("TA", ta), type_def("TO", to), type_def("TS", scale_type()), flag_def("TO_BOOL", to == DType::Bool),
+           def("TA_LOWEST", lowest_of(ta)), def("TA_HIGHEST", highest_of(ta))},
           prefix + kSuffix[static_cast<int>(variant)]};
 }
 
@@ -204,10 +231,10 @@ KernelSpec IndexKernel::spec() const {
 
 KernelSpec GemmKernel::spec() const {
   const std::string prefix = std::string("gemm_") + dtype_name(t);
-  return {"gemm.kern",
-          {def("KPREFIX", prefix), type_def("T", t), type_def("TA", accumulator()),
-           flag_def("T_BOOL", t == DType::Bool)},
-          prefix + "_tiled"};
+  return {
+      "gemm.kern",
+      {def("KPREFIX", prefix), type_def("T", t), type_def("TA", accumulator()), flag_def("T_BOOL", t == DType::Bool)},
+      prefix + "_tiled"};
 }
 
 KernelSpec RandomKernel::spec() const {
@@ -235,9 +262,7 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
       for (bool strided : {false, true}) out.push_back(CopyKernel{t, to, strided}.spec());
     for (int op = 0; op < static_cast<int>(UnaryOp::Count); ++op) {
       const auto u = static_cast<UnaryOp>(op);
-      const DType to = u == UnaryOp::LogicalNot        ? DType::Bool
-                       : float_only(u) && !is_floating(t) ? DType::F32
-                                                          : t;
+      const DType to = u == UnaryOp::LogicalNot ? DType::Bool : float_only(u) && !is_floating(t) ? DType::F32 : t;
       for (bool strided : {false, true}) out.push_back(UnaryKernel{u, t, to, strided}.spec());
     }
     for (int op = 0; op < static_cast<int>(BinaryOp::Count); ++op) {

@@ -152,7 +152,9 @@ struct RandomKernel {
 struct WindowKernel {
   detail::FusedOp op;
   DType t;  // f32 or f64
-  std::uint64_t key() const noexcept { return kernel_key(Family::Window, static_cast<int>(op), 0, static_cast<int>(t)); }
+  std::uint64_t key() const noexcept {
+    return kernel_key(Family::Window, static_cast<int>(op), 0, static_cast<int>(t));
+  }
   KernelSpec spec() const;
 };
 

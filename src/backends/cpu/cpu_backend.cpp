@@ -50,8 +50,7 @@ void host_release(void* p, std::size_t) noexcept { std::free(p); }
 
 // The cache keeps at most a quarter of physical memory for reuse, so a
 // program that allocates many different sizes cannot hoard the machine.
-CpuBackend::CpuBackend()
-    : allocator_("cpu", {host_allocate, host_release}, physical_memory(), physical_memory() / 4) {
+CpuBackend::CpuBackend() : allocator_("cpu", {host_allocate, host_release}, physical_memory(), physical_memory() / 4) {
   try {
     allocator_.set_limit(detail::memory_limit_from_env(anvil::cpu()));
   } catch (...) {
@@ -84,9 +83,8 @@ void CpuBackend::set_memory_limit(int, std::uint64_t bytes) { allocator_.set_lim
 
 namespace {
 void parallel_memcpy(char* dst, const char* src, std::size_t bytes) {
-  parallel_for(static_cast<std::int64_t>(bytes), std::int64_t{1} << 20, [&](std::int64_t b, std::int64_t e) {
-    std::memcpy(dst + b, src + b, static_cast<std::size_t>(e - b));
-  });
+  parallel_for(static_cast<std::int64_t>(bytes), std::int64_t{1} << 20,
+               [&](std::int64_t b, std::int64_t e) { std::memcpy(dst + b, src + b, static_cast<std::size_t>(e - b)); });
 }
 }  // namespace
 

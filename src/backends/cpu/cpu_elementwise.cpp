@@ -22,13 +22,14 @@ namespace {
 
 template <typename O, typename I>
 inline O convert(I v) {
-  if constexpr (std::is_same_v<O, bool>) return v != I(0);
-  else return static_cast<O>(v);
+  if constexpr (std::is_same_v<O, bool>)
+    return v != I(0);
+  else
+    return static_cast<O>(v);
 }
 
 template <typename O, typename I, typename F>
-inline void unary_row(O* __restrict o, const I* __restrict x, std::int64_t n, std::int64_t so, std::int64_t sx,
-                      F f) {
+inline void unary_row(O* __restrict o, const I* __restrict x, std::int64_t n, std::int64_t so, std::int64_t sx, F f) {
   if (so == 1 && sx == 1) {
     for (std::int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
   } else if (so == 1 && sx == 0) {
@@ -43,8 +44,8 @@ inline void unary_row(O* __restrict o, const I* __restrict x, std::int64_t n, st
 // a[i] before writing o[i], so aliasing the same index is safe. They are
 // not marked __restrict for that reason.
 template <typename O, typename I, typename F>
-inline void binary_row(O* o, const I* a, const I* b, std::int64_t n, std::int64_t so, std::int64_t sa,
-                       std::int64_t sb, F f) {
+inline void binary_row(O* o, const I* a, const I* b, std::int64_t n, std::int64_t so, std::int64_t sa, std::int64_t sb,
+                       F f) {
   if (so == 1 && sa == 1 && sb == 1) {
     for (std::int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
   } else if (so == 1 && sa == 1 && sb == 0) {
@@ -79,8 +80,8 @@ void run_binary(const ElementwiseArgs& a, F f) {
   const std::int64_t es[3] = {sizeof(O), sizeof(I), sizeof(I)};
   const detail::KernelOperand* ops[3] = {&a.out, &a.in[0], &a.in[1]};
   for_each_row<3>(a, base, es, ops, [&](char* const* p, std::int64_t n, const std::int64_t* st) {
-    binary_row(reinterpret_cast<O*>(p[0]), reinterpret_cast<const I*>(p[1]), reinterpret_cast<const I*>(p[2]), n,
-               st[0], st[1], st[2], f);
+    binary_row(reinterpret_cast<O*>(p[0]), reinterpret_cast<const I*>(p[1]), reinterpret_cast<const I*>(p[2]), n, st[0],
+               st[1], st[2], f);
   });
 }
 
@@ -106,17 +107,17 @@ C clamp_bound(double v) {
 }
 
 // One case per op: out = fn(x) (or fn(x, y)) through the compute type.
-#define ANVIL_CPU_UNARY(Op, fn)                                                                            \
-  case UnaryOp::Op:                                                                                        \
+#define ANVIL_CPU_UNARY(Op, fn) \
+  case UnaryOp::Op:             \
     return run_unary<T, T>(a, [](T x) { return convert<T>(scalar::anvil_##fn(static_cast<C>(x))); })
-#define ANVIL_CPU_BINARY(Op, fn)                                                                           \
-  case BinaryOp::Op:                                                                                       \
-    return run_binary<T, T>(a, [](T x, T y) {                                                              \
-      return convert<T>(scalar::anvil_##fn(static_cast<C>(x), static_cast<C>(y)));                        \
-    })
-#define ANVIL_CPU_COMPARE(Op, fn)                                                                          \
-  case BinaryOp::Op:                                                                                       \
-    return run_binary<bool, T>(a, [](T x, T y) { return scalar::anvil_##fn(static_cast<C>(x), static_cast<C>(y)) != 0; })
+#define ANVIL_CPU_BINARY(Op, fn) \
+  case BinaryOp::Op:             \
+    return run_binary<T, T>(     \
+        a, [](T x, T y) { return convert<T>(scalar::anvil_##fn(static_cast<C>(x), static_cast<C>(y))); })
+#define ANVIL_CPU_COMPARE(Op, fn) \
+  case BinaryOp::Op:              \
+    return run_binary<bool, T>(a, \
+                               [](T x, T y) { return scalar::anvil_##fn(static_cast<C>(x), static_cast<C>(y)) != 0; })
 
 template <typename T>
 void binary_typed(BinaryOp op, const ElementwiseArgs& a) {
@@ -135,7 +136,8 @@ void binary_typed(BinaryOp op, const ElementwiseArgs& a) {
     ANVIL_CPU_COMPARE(Le, le);
     ANVIL_CPU_COMPARE(Gt, gt);
     ANVIL_CPU_COMPARE(Ge, ge);
-    case BinaryOp::Count: break;
+    case BinaryOp::Count:
+      break;
   }
   ANVIL_ASSERT(false, "binary op ", detail::name(op), " on ", to_string(dtype_v<T>));
 }
@@ -155,7 +157,8 @@ void unary_typed(UnaryOp op, const detail::UnaryParams& prm, const ElementwiseAr
       ANVIL_CPU_UNARY(Tanh, tanh);
       ANVIL_CPU_UNARY(Sigmoid, sigmoid);
       ANVIL_CPU_UNARY(Reciprocal, reciprocal);
-      default: break;
+      default:
+        break;
     }
   }
   switch (op) {
@@ -169,7 +172,8 @@ void unary_typed(UnaryOp op, const detail::UnaryParams& prm, const ElementwiseAr
       const C lo = clamp_bound<C>(prm.lo), hi = clamp_bound<C>(prm.hi);
       return run_unary<T, T>(a, [lo, hi](T x) { return convert<T>(scalar::anvil_clamp(static_cast<C>(x), lo, hi)); });
     }
-    default: break;
+    default:
+      break;
   }
   ANVIL_ASSERT(false, "unary op ", detail::name(op), " on ", to_string(dtype_v<T>));
 }
@@ -181,9 +185,8 @@ void unary_typed(UnaryOp op, const detail::UnaryParams& prm, const ElementwiseAr
 }  // namespace
 
 void CpuBackend::copy(int, const ElementwiseArgs& a) {
-  ANVIL_DISPATCH(a.out.dtype, O, ANVIL_DISPATCH(a.in[0].dtype, I, run_unary<O, I>(a, [](I x) {
-                   return convert<O>(x);
-                 })));
+  ANVIL_DISPATCH(a.out.dtype, O,
+                 ANVIL_DISPATCH(a.in[0].dtype, I, run_unary<O, I>(a, [](I x) { return convert<O>(x); })));
 }
 
 void CpuBackend::unary(int, UnaryOp op, const detail::UnaryParams& params, const ElementwiseArgs& a) {

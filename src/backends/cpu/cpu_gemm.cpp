@@ -47,8 +47,10 @@ void loop_gemm(const GemmArgs& g, std::int64_t b) {
 template <typename T>
 void gemm_typed(const GemmArgs& g) {
   auto one = [&](std::int64_t b) {
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) blas_gemm<T>(g, b);
-    else loop_gemm<T>(g, b);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+      blas_gemm<T>(g, b);
+    else
+      loop_gemm<T>(g, b);
   };
   // One matrix at a time, each parallel inside OpenBLAS where it is large
   // enough. Never call OpenBLAS from several threads at once: its OpenMP
@@ -59,8 +61,6 @@ void gemm_typed(const GemmArgs& g) {
 
 }  // namespace
 
-void CpuBackend::gemm(int, const GemmArgs& g) {
-  ANVIL_DISPATCH(g.dtype, T, gemm_typed<T>(g));
-}
+void CpuBackend::gemm(int, const GemmArgs& g) { ANVIL_DISPATCH(g.dtype, T, gemm_typed<T>(g)); }
 
 }  // namespace anvil::cpu_backend

@@ -37,8 +37,10 @@ void CpuBackend::index(int, const detail::IndexArgs& a) {
           const std::int64_t c = rem % a.shape[d];
           rem /= a.shape[d];
           out_off += c * a.out.strides[d];
-          if (d == a.dim) pos_dim = c;
-          else src_off += c * a.src.strides[d];
+          if (d == a.dim)
+            pos_dim = c;
+          else
+            src_off += c * a.src.strides[d];
           idx_off += c * a.index.strides[d];
         }
         const std::int64_t v = a.op == detail::IndexOp::IndexSelect ? idx[pos_dim * a.index.strides[0]] : idx[idx_off];

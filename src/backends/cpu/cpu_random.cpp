@@ -38,13 +38,15 @@ void CpuBackend::random(int, const detail::RandomArgs& a) {
           block = ctr;
         }
         switch (a.kind) {
-          case detail::RandomKind::Uniform: out[i] = static_cast<T>(philox::anvil_u32_to_unit(lanes[u & 3])); break;
+          case detail::RandomKind::Uniform:
+            out[i] = static_cast<T>(philox::anvil_u32_to_unit(lanes[u & 3]));
+            break;
           case detail::RandomKind::Normal:
             out[i] = static_cast<T>(philox::anvil_normal_from(lanes[0], lanes[1], static_cast<int>(u & 1)));
             break;
           case detail::RandomKind::Randint:
-            out[i] = static_cast<T>(philox::anvil_randint_from(lanes, u, static_cast<std::int64_t>(a.a),
-                                                               static_cast<std::int64_t>(a.b)));
+            out[i] = static_cast<T>(
+                philox::anvil_randint_from(lanes, u, static_cast<std::int64_t>(a.a), static_cast<std::int64_t>(a.b)));
             break;
         }
       }

@@ -19,30 +19,40 @@ using detail::ReduceOp;
 namespace {
 
 template <typename T>
-using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, std::int64_t, T>>;
+using acc_t = std::conditional_t<std::is_floating_point_v<T>, double,
+                                 std::conditional_t<std::is_same_v<T, bool>, std::int64_t, T>>;
 
-template <typename T> struct SumOp {
+template <typename T>
+struct SumOp {
   using Acc = acc_t<T>;
   static Acc init() { return Acc(0); }
   static Acc step(Acc a, T v) { return a + static_cast<Acc>(v); }
   static Acc merge(Acc a, Acc b) { return a + b; }
 };
-template <typename T> struct ProdOp {
+template <typename T>
+struct ProdOp {
   using Acc = acc_t<T>;
   static Acc init() { return Acc(1); }
   static Acc step(Acc a, T v) { return a * static_cast<Acc>(v); }
   static Acc merge(Acc a, Acc b) { return a * b; }
 };
 // NaN wins, as in PyTorch.
-template <typename T> struct MaxOp {
+template <typename T>
+struct MaxOp {
   using Acc = T;
-  static Acc init() { return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest(); }
+  static Acc init() {
+    return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                : std::numeric_limits<T>::lowest();
+  }
   static Acc step(Acc a, T v) { return (v > a || v != v) && a == a ? v : a; }
   static Acc merge(Acc a, Acc b) { return step(a, b); }
 };
-template <typename T> struct MinOp {
+template <typename T>
+struct MinOp {
   using Acc = T;
-  static Acc init() { return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max(); }
+  static Acc init() {
+    return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
+  }
   static Acc step(Acc a, T v) { return (v < a || v != v) && a == a ? v : a; }
   static Acc merge(Acc a, Acc b) { return step(a, b); }
 };
@@ -59,7 +69,6 @@ typename Op::Acc reduce_contiguous(const T* p, std::int64_t n) {
   }
   return acc;
 }
-
 
 // Where output `o` (row-major over the kept dims) reads from and writes to.
 inline void kept_offsets(const ReduceArgs& a, std::int64_t o, std::int64_t& in_off, std::int64_t& out_off) {
@@ -78,8 +87,10 @@ void reduce_typed(const ReduceArgs& a) {
   T* out = static_cast<T*>(a.out.data) + a.out.offset;
   const double scale = a.scale;
   auto store = [&](T* dst, Acc acc) {
-    if constexpr (std::is_floating_point_v<T>) *dst = static_cast<T>(static_cast<double>(acc) * scale);
-    else *dst = static_cast<T>(acc);
+    if constexpr (std::is_floating_point_v<T>)
+      *dst = static_cast<T>(static_cast<double>(acc) * scale);
+    else
+      *dst = static_cast<T>(acc);
   };
   const int nk = a.nkept, nr = a.nreduced;
   const std::int64_t* rshape = a.shape + nk;
@@ -105,7 +116,8 @@ void reduce_typed(const ReduceArgs& a) {
       std::vector<Acc> acc(static_cast<std::size_t>(e - b), Op::init());
       for (std::int64_t r = 0; r < rows; ++r) {
         const T* row = in + r * rs;
-        for (std::int64_t j = b; j < e; ++j) acc[static_cast<std::size_t>(j - b)] = Op::step(acc[static_cast<std::size_t>(j - b)], row[j]);
+        for (std::int64_t j = b; j < e; ++j)
+          acc[static_cast<std::size_t>(j - b)] = Op::step(acc[static_cast<std::size_t>(j - b)], row[j]);
       }
       for (std::int64_t j = b; j < e; ++j) store(out + j, acc[static_cast<std::size_t>(j - b)]);
     });
@@ -182,13 +194,26 @@ void arg_reduce(const ReduceArgs& a) {
 void CpuBackend::reduce(int, ReduceOp op, const ReduceArgs& a) {
   ANVIL_DISPATCH(a.in.dtype, T, {
     switch (op) {
-      case ReduceOp::Sum: reduce_typed<SumOp<T>, T>(a); break;
-      case ReduceOp::Prod: reduce_typed<ProdOp<T>, T>(a); break;
-      case ReduceOp::Max: reduce_typed<MaxOp<T>, T>(a); break;
-      case ReduceOp::Min: reduce_typed<MinOp<T>, T>(a); break;
-      case ReduceOp::ArgMax: arg_reduce<T, true>(a); break;
-      case ReduceOp::ArgMin: arg_reduce<T, false>(a); break;
-      case ReduceOp::Count: ANVIL_ASSERT(false, "bad reduce op");
+      case ReduceOp::Sum:
+        reduce_typed<SumOp<T>, T>(a);
+        break;
+      case ReduceOp::Prod:
+        reduce_typed<ProdOp<T>, T>(a);
+        break;
+      case ReduceOp::Max:
+        reduce_typed<MaxOp<T>, T>(a);
+        break;
+      case ReduceOp::Min:
+        reduce_typed<MinOp<T>, T>(a);
+        break;
+      case ReduceOp::ArgMax:
+        arg_reduce<T, true>(a);
+        break;
+      case ReduceOp::ArgMin:
+        arg_reduce<T, false>(a);
+        break;
+      case ReduceOp::Count:
+        ANVIL_ASSERT(false, "bad reduce op");
     }
   });
 }

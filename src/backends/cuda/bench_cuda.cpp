@@ -79,10 +79,11 @@ void elementwise(int gpu) {
     cudaFree(src);
     cudaFree(dst);
     const double bw = bytes / t;
-    std::printf("elementwise cuda:%d add %3lldM f32: %7.1f GB/s = %5.1f%% of the %7.1f GB/s peak (cudaMemcpy d2d: %7.1f "
-                "GB/s, %5.1f%%); target >= 80%% of peak: %s\n",
-                gpu, static_cast<long long>(n >> 20), bw / 1e9, 100 * bw / peak, peak / 1e9, copy_bw / 1e9,
-                100 * copy_bw / peak, verdict(bw >= 0.8 * peak));
+    std::printf(
+        "elementwise cuda:%d add %3lldM f32: %7.1f GB/s = %5.1f%% of the %7.1f GB/s peak (cudaMemcpy d2d: %7.1f "
+        "GB/s, %5.1f%%); target >= 80%% of peak: %s\n",
+        gpu, static_cast<long long>(n >> 20), bw / 1e9, 100 * bw / peak, peak / 1e9, copy_bw / 1e9,
+        100 * copy_bw / peak, verdict(bw >= 0.8 * peak));
   }
 }
 
@@ -110,16 +111,16 @@ void matmul_vs_cublas(int gpu) {
     cudaMemcpy(B, host.data(), bytes, cudaMemcpyHostToDevice);
     const float one = 1, zero = 0;
     const int ni = static_cast<int>(n);
-    const double tb = cuda_seconds(10, [&] {
-      cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, B, ni, A, ni, &zero, C, ni);
-    });
+    const double tb = cuda_seconds(
+        10, [&] { cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, B, ni, A, ni, &zero, C, ni); });
     cudaFree(A);
     cudaFree(B);
     cudaFree(C);
     const double flop = 2.0 * static_cast<double>(n) * n * n;
-    std::printf("matmul      cuda:%d n=%4lld: anvil %8.1f GFLOP/s, cublasSgemm %8.1f GFLOP/s, ratio %.3f; target >= 0.9: "
-                "%s\n",
-                gpu, static_cast<long long>(n), flop / ta / 1e9, flop / tb / 1e9, tb / ta, verdict(tb / ta >= 0.9));
+    std::printf(
+        "matmul      cuda:%d n=%4lld: anvil %8.1f GFLOP/s, cublasSgemm %8.1f GFLOP/s, ratio %.3f; target >= 0.9: "
+        "%s\n",
+        gpu, static_cast<long long>(n), flop / ta / 1e9, flop / tb / 1e9, tb / ta, verdict(tb / ta >= 0.9));
   }
   cublasDestroy(h);
 }
@@ -136,8 +137,9 @@ void launch(int gpu) {
     synchronize(d);
     return t / kCalls;
   });
-  std::printf("launch      cuda:%d: %.2f us host time per add_out of 16 elements (median of 15x%d); target <= 10 us: %s\n",
-              gpu, m * 1e6, kCalls, verdict(m <= 10e-6));
+  std::printf(
+      "launch      cuda:%d: %.2f us host time per add_out of 16 elements (median of 15x%d); target <= 10 us: %s\n", gpu,
+      m * 1e6, kCalls, verdict(m <= 10e-6));
 }
 
 }  // namespace

@@ -10,8 +10,8 @@ std::string error_text(cudaError_t e) {
 
 void throw_cuda_error(cudaError_t e, const char* expr, const char* file, int line, const std::string& device) {
   cudaGetLastError();  // clear a non-sticky error so the library stays usable
-  throw BackendError(detail::cat(current_op(), ": ", expr, " failed with ", error_text(e), " on ", device, " at ",
-                                 file, ":", line));
+  throw BackendError(
+      detail::cat(current_op(), ": ", expr, " failed with ", error_text(e), " on ", device, " at ", file, ":", line));
 }
 
 }  // namespace anvil::cuda

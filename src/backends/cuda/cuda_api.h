@@ -31,9 +31,9 @@ std::string error_text(cudaError_t e);
 
 // Every runtime call goes through this (STYLE "Errors"). `device` is what
 // the message names ("cuda:0").
-#define ANVIL_CUDA_CHECK(device, expr)                                                       \
-  do {                                                                                       \
-    const cudaError_t anvil_cuda_status_ = (expr);                                           \
-    if (anvil_cuda_status_ != cudaSuccess)                                                   \
+#define ANVIL_CUDA_CHECK(device, expr)                                                        \
+  do {                                                                                        \
+    const cudaError_t anvil_cuda_status_ = (expr);                                            \
+    if (anvil_cuda_status_ != cudaSuccess)                                                    \
       ::anvil::cuda::throw_cuda_error(anvil_cuda_status_, #expr, __FILE__, __LINE__, device); \
   } while (0)

@@ -1,7 +1,6 @@
 #include "backends/cuda/nvrtc_compile.h"
 
 #include <nvrtc.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -118,7 +117,8 @@ std::uint64_t fnv1a(const std::string& text, std::uint64_t h = 14695981039346656
 }
 
 std::filesystem::path cache_dir() {
-  if (const char* d = std::getenv("ANVIL_CACHE_DIR"); d != nullptr && *d != '\0') return std::filesystem::path(d) / "cuda";
+  if (const char* d = std::getenv("ANVIL_CACHE_DIR"); d != nullptr && *d != '\0')
+    return std::filesystem::path(d) / "cuda";
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0')
     return std::filesystem::path(x) / "anvil" / "cuda";
   if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0')

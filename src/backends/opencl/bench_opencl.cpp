@@ -55,8 +55,9 @@ void launch() {
     per_call.push_back(t / kCalls);
   }
   std::sort(per_call.begin(), per_call.end());
-  std::printf("launch   opencl:0  %8.2f us per add_out of 16 elements, enqueue to return (min of 15x%d; median %.2f us)\n",
-              per_call.front() * 1e6, kCalls, per_call[per_call.size() / 2] * 1e6);
+  std::printf(
+      "launch   opencl:0  %8.2f us per add_out of 16 elements, enqueue to return (min of 15x%d; median %.2f us)\n",
+      per_call.front() * 1e6, kCalls, per_call[per_call.size() / 2] * 1e6);
 }
 
 void two() {
@@ -81,9 +82,10 @@ void two() {
     synchronize(d0);
     synchronize(d1);
   });
-  std::printf("two      %lldx%lld f32 matmul x2: one after the other on opencl:0 %8.2f ms, at once on opencl:0 + "
-              "opencl:1 %8.2f ms, ratio %.2f\n",
-              static_cast<long long>(n), static_cast<long long>(n), serial * 1e3, parallel * 1e3, parallel / serial);
+  std::printf(
+      "two      %lldx%lld f32 matmul x2: one after the other on opencl:0 %8.2f ms, at once on opencl:0 + "
+      "opencl:1 %8.2f ms, ratio %.2f\n",
+      static_cast<long long>(n), static_cast<long long>(n), serial * 1e3, parallel * 1e3, parallel / serial);
   for (Device d : {d0, d1}) std::printf("         %s: %s\n", d.str().c_str(), properties(d).name.c_str());
 }
 

@@ -7,7 +7,8 @@ namespace anvil::opencl {
 std::string status_name(cl_int status) {
   switch (status) {
 #define ANVIL_CL_STATUS(name) \
-  case name: return #name;
+  case name:                  \
+    return #name;
     ANVIL_CL_STATUS(CL_SUCCESS)
     ANVIL_CL_STATUS(CL_DEVICE_NOT_FOUND)
     ANVIL_CL_STATUS(CL_DEVICE_NOT_AVAILABLE)
@@ -68,14 +69,16 @@ std::string status_name(cl_int status) {
     ANVIL_CL_STATUS(CL_INVALID_LINKER_OPTIONS)
     ANVIL_CL_STATUS(CL_INVALID_DEVICE_PARTITION_COUNT)
 #undef ANVIL_CL_STATUS
-    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
-    default: return "CL_ERROR(" + std::to_string(status) + ")";
+    case -1001:
+      return "CL_PLATFORM_NOT_FOUND_KHR";
+    default:
+      return "CL_ERROR(" + std::to_string(status) + ")";
   }
 }
 
 void throw_cl_error(cl_int status, const char* expr, const char* file, int line, const std::string& device) {
-  throw BackendError(detail::cat(current_op(), ": ", expr, " failed with ", status_name(status), " (", status,
-                                 ") on ", device, " at ", file, ":", line));
+  throw BackendError(detail::cat(current_op(), ": ", expr, " failed with ", status_name(status), " (", status, ") on ",
+                                 device, " at ", file, ":", line));
 }
 
 }  // namespace anvil::opencl

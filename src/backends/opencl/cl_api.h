@@ -32,9 +32,9 @@ inline const char* current_op() noexcept { return kernels::current_op_or("opencl
 // Every native call goes through this (STYLE "Errors"). `device` is what the
 // message names ("opencl:0"); calls returning an object report through their
 // errcode argument: ANVIL_CL_CHECK(dev, (buf = clCreateBuffer(..., &err), err)).
-#define ANVIL_CL_CHECK(device, expr)                                                    \
-  do {                                                                                  \
-    const cl_int anvil_cl_status_ = (expr);                                             \
-    if (anvil_cl_status_ != CL_SUCCESS) [[unlikely]]                                    \
+#define ANVIL_CL_CHECK(device, expr)                                                          \
+  do {                                                                                        \
+    const cl_int anvil_cl_status_ = (expr);                                                   \
+    if (anvil_cl_status_ != CL_SUCCESS) [[unlikely]]                                          \
       ::anvil::opencl::throw_cl_error(anvil_cl_status_, #expr, __FILE__, __LINE__, (device)); \
   } while (0)

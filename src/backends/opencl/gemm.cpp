@@ -43,36 +43,39 @@ bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator&) {
   clblast::StatusCode st;
   auto run = [&](auto alpha, auto beta) {
     if (a.batch == 1)
-      return clblast::Gemm(clblast::Layout::kRowMajor, ta, tb, m, n, k, alpha, A, ao, lda, B, bo, ldb, beta, C, co,
-                           ldc, &handle, &ev);
-    return clblast::GemmStridedBatched(clblast::Layout::kRowMajor, ta, tb, m, n, k, alpha, A, ao, lda,
-                                       static_cast<std::size_t>(a.a.batch_stride), B, bo, ldb,
-                                       static_cast<std::size_t>(a.b.batch_stride), beta, C, co, ldc,
-                                       static_cast<std::size_t>(a.c.batch_stride), static_cast<std::size_t>(a.batch),
-                                       &handle, &ev);
+      return clblast::Gemm(clblast::Layout::kRowMajor, ta, tb, m, n, k, alpha, A, ao, lda, B, bo, ldb, beta, C, co, ldc,
+                           &handle, &ev);
+    return clblast::GemmStridedBatched(
+        clblast::Layout::kRowMajor, ta, tb, m, n, k, alpha, A, ao, lda, static_cast<std::size_t>(a.a.batch_stride), B,
+        bo, ldb, static_cast<std::size_t>(a.b.batch_stride), beta, C, co, ldc,
+        static_cast<std::size_t>(a.c.batch_stride), static_cast<std::size_t>(a.batch), &handle, &ev);
   };
-  if (a.dtype == DType::F32) st = run(static_cast<float>(a.alpha), static_cast<float>(a.beta));
-  else st = run(a.alpha, a.beta);
+  if (a.dtype == DType::F32)
+    st = run(static_cast<float>(a.alpha), static_cast<float>(a.beta));
+  else
+    st = run(a.alpha, a.beta);
   switch (st) {
-    case clblast::StatusCode::kSuccess: break;
+    case clblast::StatusCode::kSuccess:
+      break;
     // Shapes or devices CLBlast does not handle: our kernel does.
     case clblast::StatusCode::kNotImplemented:
     case clblast::StatusCode::kInvalidLocalMemUsage:
     case clblast::StatusCode::kNoDoublePrecision:
     case clblast::StatusCode::kInvalidLeadDimA:
     case clblast::StatusCode::kInvalidLeadDimB:
-    case clblast::StatusCode::kInvalidLeadDimC: return false;
+    case clblast::StatusCode::kInvalidLeadDimC:
+      return false;
     default:
       throw BackendError(detail::cat("matmul: CLBlast gemm failed with status ", static_cast<int>(st), " (",
-                                     status_name(static_cast<cl_int>(st)), ") on ", label_, " for [", a.batch,
-                                     ", ", a.m, ", ", a.k, "] @ [", a.k, ", ", a.n, "] ", kernels::dtype_name(a.dtype)));
+                                     status_name(static_cast<cl_int>(st)), ") on ", label_, " for [", a.batch, ", ",
+                                     a.m, ", ", a.k, "] @ [", a.k, ", ", a.n, "] ", kernels::dtype_name(a.dtype)));
   }
   if (ev != nullptr) {
     // Note [A kernel's first run waits on CPU devices] (launch.h), for the
     // kernels CLBlast launches: they too compile at their first run.
     if (programs.first_runs_wait()) {
-      const std::string call = detail::cat(kernels::dtype_name(a.dtype), a.a.trans, a.b.trans, ' ', a.batch > 1, ' ',
-                                           m, 'x', n, 'x', k, ' ', lda, ' ', ldb, ' ', ldc);
+      const std::string call = detail::cat(kernels::dtype_name(a.dtype), a.a.trans, a.b.trans, ' ', a.batch > 1, ' ', m,
+                                           'x', n, 'x', k, ' ', lda, ' ', ldb, ' ', ldc);
       if (!programs.has_run_gemm(call) && clWaitForEvents(1, &ev) == CL_SUCCESS) programs.note_run_gemm(call);
     }
     track(ev, "matmul");

@@ -14,8 +14,7 @@ std::string build_log(cl_program program, cl_device_id device) {
   std::size_t size = 0;
   if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) != CL_SUCCESS) return "";
   std::string log(size, '\0');
-  if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr) != CL_SUCCESS)
-    return "";
+  if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr) != CL_SUCCESS) return "";
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   constexpr std::size_t kMaxLog = 4000;
   if (log.size() > kMaxLog) log = log.substr(0, kMaxLog) + "\n...";
@@ -53,13 +52,14 @@ cl_program ProgramCache::program(const std::string& file, const std::string& def
   if (status != CL_SUCCESS) {
     const std::string log = build_log(program, device_);
     clReleaseProgram(program);
-    throw CompileError(detail::cat(current_op(), ": building kernel source ", file, " for ", label_,
-                                   " failed with ", status_name(status), "; options: ", options, "\n", log));
+    throw CompileError(detail::cat(current_op(), ": building kernel source ", file, " for ", label_, " failed with ",
+                                   status_name(status), "; options: ", options, "\n", log));
   }
   if (env_flag("ANVIL_OPENCL_BUILD_LOG")) {
     const std::string log = build_log(program, device_);
-    if (!log.empty()) std::fprintf(stderr, "anvil: build log of %s (%s) on %s:\n%s\n", file.c_str(), options.c_str(),
-                                   label_.c_str(), log.c_str());
+    if (!log.empty())
+      std::fprintf(stderr, "anvil: build log of %s (%s) on %s:\n%s\n", file.c_str(), options.c_str(), label_.c_str(),
+                   log.c_str());
   }
   programs_.emplace(key, program);
   return program;

@@ -30,7 +30,8 @@ class ProgramCache {
   cl_kernel kernel(const Request& request) {
     const std::uint64_t key = request.key();
     auto it = kernels_.find(key);
-    if (it != kernels_.end()) [[likely]] return it->second;
+    if (it != kernels_.end()) [[likely]]
+      return it->second;
     return build(key, request.spec());
   }
 

@@ -6,12 +6,18 @@ namespace anvil::opencl::testing {
 
 const char* to_string(CommandStatus s) noexcept {
   switch (s) {
-    case CommandStatus::None: return "none";
-    case CommandStatus::Queued: return "queued";
-    case CommandStatus::Submitted: return "submitted";
-    case CommandStatus::Running: return "running";
-    case CommandStatus::Complete: return "complete";
-    case CommandStatus::Failed: return "failed";
+    case CommandStatus::None:
+      return "none";
+    case CommandStatus::Queued:
+      return "queued";
+    case CommandStatus::Submitted:
+      return "submitted";
+    case CommandStatus::Running:
+      return "running";
+    case CommandStatus::Complete:
+      return "complete";
+    case CommandStatus::Failed:
+      return "failed";
   }
   return "?";
 }
@@ -26,11 +32,16 @@ CommandStatus last_command_status(int index) {
   clReleaseEvent(ev);
   ANVIL_CL_CHECK(s.label(), err);
   switch (status) {
-    case CL_QUEUED: return CommandStatus::Queued;
-    case CL_SUBMITTED: return CommandStatus::Submitted;
-    case CL_RUNNING: return CommandStatus::Running;
-    case CL_COMPLETE: return CommandStatus::Complete;
-    default: return CommandStatus::Failed;
+    case CL_QUEUED:
+      return CommandStatus::Queued;
+    case CL_SUBMITTED:
+      return CommandStatus::Submitted;
+    case CL_RUNNING:
+      return CommandStatus::Running;
+    case CL_COMPLETE:
+      return CommandStatus::Complete;
+    default:
+      return CommandStatus::Failed;
   }
 }
 
