@@ -12,6 +12,7 @@ packages=(
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
   libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev libomp-dev   # libFuzzer targets (clang build)
+  clang-format                         # scripts/check-format.sh, run by ./run tests
   libopenmpi-dev openmpi-bin           # anvil::dist's engine between processes
   dataset-fashion-mnist gnuplot-nox
   python3 python3-numpy python3-venv python3-pip
