@@ -2,7 +2,7 @@
 // backend is not compiled in or its module did not load. The CPU backend is
 // part of the core; the device backends are modules loaded on first use
 // (Note [Backend modules] in core/backend_module.h). Adding a backend is one
-// row in kModules here.
+// row in kModules here (the rest: docs/adding-a-backend.md).
 #include <dlfcn.h>
 
 #include <array>

@@ -11,6 +11,6 @@ template class kernels::DeviceBackend<cuda::Runtime>;
 }  // namespace anvil
 
 namespace anvil::detail {
-// Registered by core/registry.cpp.
+// Returned by the module's entry point (module.cpp), which the registry calls.
 Backend* make_cuda_backend() { return &cuda::backend(); }
 }  // namespace anvil::detail

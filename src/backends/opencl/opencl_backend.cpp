@@ -9,6 +9,6 @@ template class kernels::DeviceBackend<opencl::Runtime>;
 }  // namespace anvil
 
 namespace anvil::detail {
-// Registered by core/registry.cpp.
+// Returned by the module's entry point (module.cpp), which the registry calls.
 Backend* make_opencl_backend() { return &opencl::backend(); }
 }  // namespace anvil::detail
