@@ -10,10 +10,14 @@
 #include <string>
 
 #include "anvil/anvil.h"
+#include "core/env_flag.h"
 
 namespace anvil::testing {
 
 inline int opencl_count() { return device_count(DeviceType::OpenCL); }
+
+// Whether this process is a child started by run_child (ANVIL_OPENCL_TEST_CHILD=1).
+inline bool in_child() noexcept { return ::anvil::detail::env_flag("ANVIL_OPENCL_TEST_CHILD"); }
 
 // Runs this test binary again with ANVIL_OPENCL_TEST_CHILD=1 and `env`
 // prepended, selecting the tests matching `filter`; returns its output (and

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/env_flag.h"
 #include "device_test.h"
 #include "ops/op_common.h"
 
@@ -357,8 +358,7 @@ Tensor run(const OpCase& c, const Operands& in, DType t, Device d) {
 }
 
 void report_measured() {
-  const char* r = std::getenv("ANVIL_CONFORMANCE_REPORT");
-  if (r == nullptr || *r == '\0') return;
+  if (!anvil::detail::env_flag("ANVIL_CONFORMANCE_REPORT")) return;
   for (const auto& [k, v] : measured())
     if (v > 0) std::printf("measured %s: %lld ulp\n", k.c_str(), static_cast<long long>(v));
 }

@@ -99,7 +99,7 @@ TEST(OpenCLAsync, DeviceErrorsSurfaceAtTheNextSyncNamingTheOp) {
 }
 
 TEST(OpenCLAsyncChild, SyncEveryOp) {
-  if (std::getenv("ANVIL_OPENCL_TEST_CHILD") == nullptr) GTEST_SKIP() << "runs as a child of SyncAfterEveryOp";
+  if (!anvil::testing::in_child()) GTEST_SKIP() << "runs as a child of SyncAfterEveryOp";
   const Device d(DeviceType::OpenCL, 0);
   const Tensor x = arange(12, d, f32).reshape({4, 3});
   try {

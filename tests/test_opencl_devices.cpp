@@ -22,7 +22,7 @@ using namespace anvil;
 using anvil::testing::opencl_count;
 using anvil::testing::run_child;
 
-bool is_child() { return std::getenv("ANVIL_OPENCL_TEST_CHILD") != nullptr; }
+bool is_child() { return anvil::testing::in_child(); }
 
 // The value printed by a child as "RESULT key=value".
 std::optional<std::string> result(const std::string& out, const std::string& key) {

@@ -26,7 +26,7 @@ namespace {
 using namespace anvil;
 using anvil::testing::opencl_count;
 
-bool is_child() { return std::getenv("ANVIL_OPENCL_TEST_CHILD") != nullptr; }
+bool is_child() { return anvil::testing::in_child(); }
 
 // Different kernels (fill, arange, random, elementwise, reductions, index,
 // tiled matmul, strided copy), each launched for the first time on `d`.

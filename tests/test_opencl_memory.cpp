@@ -72,7 +72,7 @@ TEST(OpenCLMemory, CacheIsPerDevice) {
 }
 
 TEST(OpenCLMemoryChild, EnvLimit) {
-  if (std::getenv("ANVIL_OPENCL_TEST_CHILD") == nullptr) GTEST_SKIP() << "runs as a child of LimitFromTheEnvironment";
+  if (!anvil::testing::in_child()) GTEST_SKIP() << "runs as a child of LimitFromTheEnvironment";
   const Device d(DeviceType::OpenCL, 0);
   std::printf("RESULT limit=%llu\n", static_cast<unsigned long long>(memory_stats(d).limit));
   try {

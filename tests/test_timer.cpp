@@ -171,7 +171,7 @@ TEST(OpenCLEvent, TheDeviceClockIgnoresTimeTheQueueWasHeld) {
 }
 
 TEST(OpenCLEventChild, ProfilingOff) {
-  if (std::getenv("ANVIL_OPENCL_TEST_CHILD") == nullptr) GTEST_SKIP() << "runs as a child of ProfilingOff...";
+  if (!anvil::testing::in_child()) GTEST_SKIP() << "runs as a child of ProfilingOff...";
   const Device d(DeviceType::OpenCL, 0);
   const Tensor a = ones({64, 64}, d);
   Ledger l;

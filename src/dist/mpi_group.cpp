@@ -68,6 +68,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/env_flag.h"
 #include "core/ledger_counters.h"
 #include "core/tensor_impl.h"
 #include "dist/collective.h"
@@ -201,10 +202,7 @@ std::size_t round_up(std::size_t n) { return (n + 63) / 64 * 64; }
 
 double dist_timeout_seconds() { return env_seconds("ANVIL_DIST_TIMEOUT", 300); }
 
-bool dist_debug() {
-  const char* v = std::getenv("ANVIL_DIST_DEBUG");
-  return v != nullptr && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0);
-}
+bool dist_debug() { return anvil::detail::env_flag("ANVIL_DIST_DEBUG"); }
 
 namespace {
 

@@ -2,11 +2,10 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 #include "anvil/error.h"
+#include "core/env_flag.h"
 
 namespace anvil::dist::detail {
 
@@ -37,9 +36,8 @@ bool bind(void* lib, const char* name, F& fn, std::string& why) {
 
 Loaded load() {
   Loaded l;
-  const char* off = std::getenv("ANVIL_DIST_NCCL");
-  if (off != nullptr && std::strcmp(off, "0") == 0) {
-    l.why = "ANVIL_DIST_NCCL=0";
+  if (anvil::detail::env_flag_off("ANVIL_DIST_NCCL")) {
+    l.why = "ANVIL_DIST_NCCL is off";
     return l;
   }
   // RTLD_LOCAL: NCCL's symbols stay out of the process's global scope.

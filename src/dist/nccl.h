@@ -36,7 +36,7 @@ struct NcclApi {
 };
 
 // The loaded library, or null with the reason in `why` (no library, a symbol
-// missing, or ANVIL_DIST_NCCL=0). Loaded once per process.
+// missing, or ANVIL_DIST_NCCL=0/off/false/no). Loaded once per process.
 const NcclApi* load_nccl(std::string* why) noexcept;
 
 }  // namespace anvil::dist::detail
