@@ -20,8 +20,6 @@
 // device its share, as a DataLoader on the CPU would). samples/s is the
 // median over rounds. The load average is printed with the figures: other
 // processes on the two cores take from the two-device run first.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -35,6 +33,7 @@
 #include "anvil/nn.h"
 #include "anvil/nn/parallel.h"
 #include "anvil/optim.h"
+#include "timing.h"
 
 using namespace anvil;
 
@@ -101,12 +100,6 @@ std::string load_average() {
   return a + " " + b + " " + c;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 struct Config {
   std::vector<Device> devices;
   std::unique_ptr<nn::DataParallel> dp;
@@ -165,12 +158,10 @@ int main(int argc, char** argv) {
         for (int k = 0; k < 2; ++k) {
           // Alternate which configuration goes first in a round.
           Config& c = configs[static_cast<std::size_t>((r + k) % 2)];
-          const auto t0 = std::chrono::steady_clock::now();
-          run_steps(c, x, y, args.steps);
-          const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          const double secs = anvil::bench::host_seconds([&] { run_steps(c, x, y, args.steps); });
           c.rates.push_back(static_cast<double>(args.batch * args.steps) / secs);
         }
-      const double one = median(configs[0].rates), two = median(configs[1].rates);
+      const double one = anvil::bench::median(configs[0].rates), two = anvil::bench::median(configs[1].rates);
       std::printf("  %-6s %-20s %10.1f %12.1f %8s\n", model.c_str(), "opencl:0", 1e3 * args.batch / one, one, "");
       std::printf("  %-6s %-20s %10.1f %12.1f %7.2fx\n", model.c_str(), "opencl:0 + opencl:1", 1e3 * args.batch / two,
                   two, two / one);

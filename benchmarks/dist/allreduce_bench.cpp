@@ -21,7 +21,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -29,14 +28,10 @@
 
 #include "anvil/anvil.h"
 #include "anvil/dist.h"
+#include "timing.h"
 
-namespace {
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-}  // namespace
+using anvil::bench::host_seconds;
+using anvil::bench::median;
 
 int main(int argc, char** argv) {
   double min_ms = 100;
@@ -57,31 +52,33 @@ int main(int argc, char** argv) {
     anvil::Tensor t = anvil::ones({n}, anvil::cpu());
     float* p = t.data_ptr<float>();
     // Calls per sample: enough to fill min_ms, agreed on by every rank.
-    double t0 = now();
-    MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    world.allreduce(t).wait();
-    double one = (now() - t0) / 2;
+    const double both = host_seconds([&] {
+      MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      world.allreduce(t).wait();
+    });
+    double one = both / 2;
     MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     const int calls = std::max(1, static_cast<int>(min_ms / 1e3 / one));
+    // Seconds per call of `call`, timed over `calls` calls.
+    auto per_call = [&](auto&& call) {
+      const double seconds = host_seconds([&] {
+        for (int c = 0; c < calls; ++c) call();
+      });
+      return seconds / calls;
+    };
     std::vector<double> raw, nb, ours;
     for (int s = 0; s < samples; ++s) {
       MPI_Barrier(MPI_COMM_WORLD);
-      t0 = now();
-      for (int c = 0; c < calls; ++c)
-        MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      raw.push_back((now() - t0) / calls);
+      raw.push_back(
+          per_call([&] { MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); }));
       MPI_Barrier(MPI_COMM_WORLD);
-      t0 = now();
-      for (int c = 0; c < calls; ++c) {
+      nb.push_back(per_call([&] {
         MPI_Request req;
         MPI_Iallreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
         MPI_Wait(&req, MPI_STATUS_IGNORE);
-      }
-      nb.push_back((now() - t0) / calls);
+      }));
       MPI_Barrier(MPI_COMM_WORLD);
-      t0 = now();
-      for (int c = 0; c < calls; ++c) world.allreduce(t).wait();
-      ours.push_back((now() - t0) / calls);
+      ours.push_back(per_call([&] { world.allreduce(t).wait(); }));
     }
     const double r = median(raw), b = median(nb), o = median(ours);
     if (rank == 0)

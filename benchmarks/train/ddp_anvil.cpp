@@ -12,8 +12,6 @@
 //   hidden         (compute_s + comm_s - step_s) / comm_s: the share of the
 //                  communication hidden behind backward (1 = all of it)
 //   wait_s         how long the end of backward waited for outstanding allreduces, median
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -22,17 +20,14 @@
 #include "anvil/anvil.h"
 #include "anvil/dist.h"
 #include "anvil/nn/parallel.h"
+#include "timing.h"
 
 using namespace anvil;
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using anvil::bench::host_seconds;
+using anvil::bench::median;
 
 std::shared_ptr<nn::Module> make_model(const std::string& name) {
   if (name == "mlp") {
@@ -104,11 +99,11 @@ int main(int argc, char** argv) {
     std::vector<double> epoch_s;
     for (int e = 0; e < epochs; ++e) {
       world.barrier().wait();
-      const double t0 = now();
-      for (const Batch& b : loader) step(b);
-      synchronize(device);
-      world.barrier().wait();
-      epoch_s.push_back(now() - t0);
+      epoch_s.push_back(host_seconds([&] {
+        for (const Batch& b : loader) step(b);
+        synchronize(device);
+        world.barrier().wait();
+      }));
     }
     if (epoch_s.size() > 1) epoch_s.erase(epoch_s.begin());
 
@@ -130,19 +125,19 @@ int main(int argc, char** argv) {
     std::vector<double> full, compute, comm, waits;
     for (int k = 0; k < overlap_steps; ++k) {
       world.barrier().wait();
-      double t0 = now();
-      step(b);
-      synchronize(device);
-      full.push_back(now() - t0);
+      full.push_back(host_seconds([&] {
+        step(b);
+        synchronize(device);
+      }));
       waits.push_back(ddp.last_wait_seconds());
       world.barrier().wait();
-      t0 = now();
-      {
-        auto guard = ddp.no_sync();
-        step(b);
-      }
-      synchronize(device);
-      compute.push_back(now() - t0);
+      compute.push_back(host_seconds([&] {
+        {
+          auto guard = ddp.no_sync();
+          step(b);
+        }
+        synchronize(device);
+      }));
     }
     std::vector<Tensor> buckets;
     for (const auto& idx : ddp.bucket_indices()) {
@@ -152,12 +147,12 @@ int main(int argc, char** argv) {
     }
     for (int k = 0; k < overlap_steps; ++k) {
       world.barrier().wait();
-      const double t0 = now();
-      std::vector<dist::Work> works;
-      for (Tensor& t : buckets) works.push_back(world.allreduce(t, dist::ReduceOp::Avg));
-      for (auto& w : works) w.wait();
-      synchronize(device);
-      comm.push_back(now() - t0);
+      comm.push_back(host_seconds([&] {
+        std::vector<dist::Work> works;
+        for (Tensor& t : buckets) works.push_back(world.allreduce(t, dist::ReduceOp::Avg));
+        for (auto& w : works) w.wait();
+        synchronize(device);
+      }));
     }
     if (rank == 0) {
       const double s = median(full), c = median(compute), m = median(comm);

@@ -39,10 +39,10 @@
 #include <thread>
 #include <vector>
 
-#include "../timing.h"
 #include "../worker_process.h"
 #include "anvil/anvil.h"
 #include "anvil/data.h"
+#include "timing.h"
 
 namespace {
 

@@ -19,7 +19,6 @@
 // SGD step.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -30,6 +29,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "timing.h"  // benchmarks/timing.h (anvil_bench_timing)
 
 namespace anvil_train_bench {
 
@@ -92,9 +93,8 @@ inline int serve(const std::string& info, const MakeTrainer& make) {
         if (command == "eval") {
           std::cout << "ok " << trainer->test_accuracy() << std::endl;
         } else {
-          const auto start = std::chrono::steady_clock::now();
-          const double loss = trainer->train_epoch();
-          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          double loss = 0;
+          const double seconds = anvil::bench::host_seconds([&] { loss = trainer->train_epoch(); });
           std::cout << "ok " << seconds << " " << loss << std::endl;
         }
       } else {
