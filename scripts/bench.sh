@@ -9,6 +9,9 @@
 #   BENCH_OPS=1 scripts/bench.sh          # also anvil's per-op Google Benchmark
 #   scripts/bench.sh --train              # training: MLP and LeNet on Fashion-MNIST (~5 min)
 #   scripts/bench.sh --train --models mlp --epochs 10 --markdown
+#   scripts/bench.sh --dist               # issue 10's figures: allreduce vs raw MPI, DDP vs
+#                                         # PyTorch DDP (MLP, LeNet) with 2-rank scaling,
+#                                         # DataParallel on two one-core sub-devices (~6 min)
 #
 # With --train as the first argument the rest go to bench_train
 # (benchmarks/train/) instead of bench_compare.
@@ -19,15 +22,20 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 train=""
+dist=""
 if [[ "${1:-}" == "--train" ]]; then
   train=1
+  shift
+elif [[ "${1:-}" == "--dist" ]]; then
+  dist=1
   shift
 fi
 build="${root}/build-bench"
 jobs="${JOBS:-$(nproc)}"
 
 packages=(cmake ninja-build g++ libopenblas-openmp-dev zlib1g-dev libtorch-dev libbenchmark-dev)
-if [[ -n "${train}" ]]; then packages+=(dataset-fashion-mnist); fi
+if [[ -n "${train}" || -n "${dist}" ]]; then packages+=(dataset-fashion-mnist); fi
+if [[ -n "${dist}" ]]; then packages+=(libopenmpi-dev openmpi-bin python3-torch pocl-opencl-icd); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -49,7 +57,9 @@ fi
 
 cmake -S "${root}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DANVIL_BUILD_BENCHMARKS=ON -DANVIL_BUILD_TESTS=OFF >/dev/null
-if [[ -n "${train}" ]]; then
+if [[ -n "${dist}" ]]; then
+  cmake --build "${build}" -j "${jobs}" --target bench_ddp_anvil allreduce_bench bench_data_parallel
+elif [[ -n "${train}" ]]; then
   cmake --build "${build}" -j "${jobs}" --target bench_train bench_train_anvil \
     $(grep -q '^build bench_train_torch:' "${build}/build.ninja" && echo bench_train_torch)
 else
@@ -65,6 +75,17 @@ fi
 
 if [[ -n "${train}" ]]; then
   exec "${build}/benchmarks/train/bench_train" "$@"
+fi
+if [[ -n "${dist}" ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+  echo "== allreduce: anvil's ProcessGroup against raw MPI_Allreduce, 2 ranks (target >= 0.9x from 1 MiB)"
+  mpirun -np 2 --bind-to none "${build}/benchmarks/dist/allreduce_bench"
+  for model in mlp lenet; do
+    echo "== DDP ${model}: anvil against PyTorch DDP (Gloo), 2 ranks x 1 thread (target: anvil epoch <= 0.8x)"
+    "${root}/benchmarks/train/ddp_compare.sh" "${build}" --model "${model}" --epochs 2 --threads 1 "$@"
+  done
+  echo "== DataParallel on two one-core PoCL sub-devices against one (target >= 1.6x)"
+  exec "${build}/benchmarks/bench_data_parallel"
 fi
 "${build}/benchmarks/bench_compare" "$@"
 if [[ -n "${BENCH_OPS:-}" && -x "${build}/benchmarks/bench_ops" ]]; then

@@ -1,7 +1,8 @@
 #!/bin/sh
 # DDP benchmark: anvil (mpirun -np 2, ddp_anvil.cpp) against PyTorch DDP
 # (Gloo, 2 processes, ddp_torch.py) on the CPU, same model, global batch 256
-# and threads per rank; prints both sides' figures and anvil ÷ PyTorch.
+# and threads per rank; prints both sides' figures and anvil ÷ PyTorch, then
+# anvil's scaling: 2 ranks against 1 rank on the same global batch.
 #   benchmarks/train/ddp_compare.sh BUILD_DIR [--model mlp|lenet] [--epochs 3] [--threads 1] [--train-subset N]
 set -eu
 build=$1; shift
@@ -10,6 +11,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_va
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 a=$(ANVIL_DIST_DEVICE=cpu mpirun -np 2 --bind-to none "$build/benchmarks/train/bench_ddp_anvil" "$@")
 t=$(OMP_NUM_THREADS=1 /usr/bin/python3 "$here/ddp_torch.py" "$@")
+# Scaling: the same global batch and threads per rank on one rank.
+one=$(ANVIL_DIST_DEVICE=cpu mpirun -np 1 --bind-to none "$build/benchmarks/train/bench_ddp_anvil" "$@")
 printf '%s\n' "$a" > /tmp/ddp_anvil.$$; printf '%s\n' "$t" > /tmp/ddp_torch.$$
 printf '%-10s %12s %12s %8s\n' figure anvil pytorch ratio
 for k in epoch_s step_s compute_s comm_s hidden acc buckets; do
@@ -17,5 +20,8 @@ for k in epoch_s step_s compute_s comm_s hidden acc buckets; do
   r=$(awk -v a="$av" -v b="$tv" 'BEGIN{ if (b+0 != 0) printf "%.2f", a/b; else print "-" }')
   printf '%-10s %12s %12s %8s\n' "$k" "$av" "$tv" "$r"
 done
+e1=$(printf '%s\n' "$one" | awk '$1=="epoch_s"{print $2}')
+e2=$(awk '$1=="epoch_s"{print $2}' /tmp/ddp_anvil.$$)
+awk -v a="$e1" -v b="$e2" 'BEGIN{ printf "scaling    anvil 2 ranks vs 1 rank (same global batch, threads per rank): epoch %s s vs %s s, samples/s %.2fx (target >= 1.7x)\n", b, a, a/b }'
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 rm -f /tmp/ddp_anvil.$$ /tmp/ddp_torch.$$
