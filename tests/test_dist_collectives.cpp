@@ -6,7 +6,6 @@
 // ProcessGroup suites (rank r works on cpu, or on opencl:r). Rank r's input
 // is a known function of (r, i), so every rank computes the expected result
 // for any world size.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -222,7 +221,7 @@ TEST_P(ProcessGroupTest, LedgerCountsCollectiveAndStaging) {
   const auto r = scope.report();
   EXPECT_EQ(r.collective_count(device()), 1u);
   EXPECT_EQ(r.collective_bytes(device()), t.nbytes());
-  const bool nccl = device().type() == DeviceType::CUDA && dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL) != nullptr;
+  const bool nccl = w.engine_for(device()) == "nccl";
   if (device().is_cpu() || w.size() == 1 || nccl) {
     EXPECT_EQ(r.total_copies(), 0u) << r;  // CPU tensors (and NCCL) go straight in; alone, nothing moves
   } else {
@@ -279,6 +278,72 @@ INSTANTIATE_TEST_SUITE_P(World, ProcessGroupTest,
                                            WorldCase{"opencl", f64}, WorldCase{"opencl", i64}, WorldCase{"cuda", f32},
                                            WorldCase{"cuda", f64}, WorldCase{"cuda", i64}),
                          case_name);
+
+// ---- NCCL: which engine runs CUDA tensors --------------------------------------------
+
+bool cuda_required() { return anvil::testing::required_device_types().count(DeviceType::CUDA) > 0; }
+
+// Every rank takes the same path for a collective on its own device
+// (dist::device()), whatever the devices: NCCL only when every rank is on
+// CUDA and NCCL loaded everywhere, else MPI with host staging. On a machine
+// with one GPU, rank 0 is on cuda:0 and rank 1 on the CPU: this allreduce
+// must then be staged on both, not NCCL on one and MPI on the other.
+TEST(ProcessGroupNccl, EveryRankTakesTheSamePath) {
+  auto& w = dist::init();
+  const Device d = dist::device();
+  const std::int64_t mine = d.type() == DeviceType::CUDA && dist::nccl_available() ? 1 : 0;
+  std::vector<Tensor> flags;
+  for (int r = 0; r < w.size(); ++r) flags.push_back(zeros({1}, i64, cpu()));
+  w.allgather(flags, full({1}, mine, cpu(), i64)).wait();
+  bool all = true;
+  for (const Tensor& f : flags) all = all && f.item<std::int64_t>() == 1;
+  const bool mpi = w.engine() == "mpi";
+  EXPECT_EQ(w.engine_for(Device("cuda:0")), mpi && all ? "nccl" : w.engine());
+  EXPECT_EQ(w.engine_for(cpu()), w.engine());
+  g_dtype = f32;
+  Tensor t = rank_tensor(w.rank(), {5, 3}, f32, d);
+  w.allreduce(t, ReduceOp::Sum).wait();
+  EXPECT_EQ(t.device(), d);
+  const auto got = values_of(t);
+  for (std::int64_t i = 0; i < 15; ++i)
+    ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(ReduceOp::Sum, w.size(), i, f32)) << "on " << d.str();
+}
+
+// Under ANVIL_REQUIRE_DEVICES=cuda the CUDA cases must really run on NCCL,
+// not pass quietly through the host staging because libnccl did not load.
+TEST(ProcessGroupNccl, CudaCollectivesGoToNccl) {
+  auto& w = dist::init();
+  std::string why;
+  const bool loaded = dist::nccl_available(&why);
+  if (!loaded) {
+    if (cuda_required()) FAIL() << "ANVIL_REQUIRE_DEVICES names cuda but NCCL is not usable: " << why;
+    GTEST_SKIP() << "NCCL is not usable: " << why;
+  }
+  EXPECT_EQ(why, "") << "no reason when it loaded";
+  const int gpus = device_count(DeviceType::CUDA);
+  if (gpus == 0) {
+    const std::string no = "no CUDA device: " + device_unavailable_reason(DeviceType::CUDA);
+    if (cuda_required()) FAIL() << "ANVIL_REQUIRE_DEVICES names cuda but there is " << no;
+    GTEST_SKIP() << no;
+  }
+  if (w.engine() != "mpi")
+    GTEST_SKIP() << "a world of one without a launcher (engine " << w.engine()
+                 << ") has no NCCL; ctest's test_dist_collectives_mpi_np1 runs this under mpirun -np 1";
+  if (gpus < w.size()) GTEST_SKIP() << "needs a GPU per rank (" << w.size() << "), have " << gpus;
+  if (dist::device().type() != DeviceType::CUDA)
+    GTEST_SKIP() << "dist::device() is " << dist::device().str() << ", not a GPU (ANVIL_DIST_DEVICE?)";
+  const Device d("cuda:" + std::to_string(w.rank()));
+  ASSERT_EQ(w.engine_for(d), "nccl");
+  Tensor t = rank_tensor(w.rank(), {64}, f32, d);
+  Ledger scope;
+  w.allreduce(t, ReduceOp::Sum).wait();
+  const auto r = scope.report();
+  EXPECT_EQ(r.total_copies(), 0u) << "NCCL reduces on the device, no host staging: " << r;
+  EXPECT_EQ(r.collective_count(d), 1u) << r;
+  const auto got = values_of(t);
+  for (std::int64_t i = 0; i < 64; ++i)
+    ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(ReduceOp::Sum, w.size(), i, f32));
+}
 
 TEST(ProcessGroupWorld, InitReadsTheLauncher) {
   auto& w = dist::init();
