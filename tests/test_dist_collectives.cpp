@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -349,16 +351,23 @@ TEST(ProcessGroupNccl, CudaCollectivesGoToNccl) {
     ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(ReduceOp::Sum, w.size(), i, f32));
 }
 
+int env_int_or(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? fallback : std::atoi(v);
+}
+
 TEST(ProcessGroupWorld, InitReadsTheLauncher) {
   auto& w = dist::init();
   EXPECT_EQ(&w, &dist::init());  // one world
   EXPECT_TRUE(dist::is_initialized());
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (size == nullptr) {
+    // Alone, or launched with WORLD_SIZE=1 (RANK, LOCAL_RANK; see
+    // DistInit.WorldOfOneKeepsTheLaunchersLocalRank).
     EXPECT_EQ(w.engine(), "single");
     EXPECT_EQ(w.size(), 1);
     EXPECT_EQ(dist::rank(), 0);
-    EXPECT_EQ(dist::local_rank(), 0);
+    EXPECT_EQ(dist::local_rank(), env_int_or("LOCAL_RANK", 0));
   } else {
     EXPECT_EQ(w.engine(), "mpi");
     EXPECT_EQ(w.size(), std::atoi(size));
@@ -367,6 +376,25 @@ TEST(ProcessGroupWorld, InitReadsTheLauncher) {
   }
   EXPECT_EQ(dist::world_size(), w.size());
   EXPECT_EQ(dist::device(), try_gpu(dist::local_rank()));
+}
+
+// A launcher's RANK/WORLD_SIZE/LOCAL_RANK with a world of one: the single
+// engine, and the local rank it gave (so dist::device() is try_gpu(1)). The
+// world is made once per process, so a child process runs
+// ProcessGroupWorld.InitReadsTheLauncher under that environment.
+TEST(DistInit, WorldOfOneKeepsTheLaunchersLocalRank) {
+  ASSERT_EQ(std::getenv("OMPI_COMM_WORLD_SIZE"), nullptr) << "run alone, not under mpirun";
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd = "env WORLD_SIZE=1 RANK=0 LOCAL_RANK=1 " + exe +
+                          " --gtest_filter=ProcessGroupWorld.InitReadsTheLauncher --gtest_color=no 2>&1";
+  FILE* child = popen(cmd.c_str(), "r");
+  ASSERT_NE(child, nullptr);
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, child)) > 0;) out.append(buf, n);
+  const int status = pclose(child);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 1 test."), std::string::npos) << "the child ran the test and it passed:\n" << out;
 }
 
 // ---- LocalGroup: one process, several devices ----------------------------------------
