@@ -31,6 +31,32 @@ bool have(const std::vector<Device>& want) {
   return true;
 }
 
+// What is missing of `want` ("" when every device is there), and whether a
+// missing one is of a type ANVIL_REQUIRE_DEVICES names.
+std::string missing_devices(const std::vector<Device>& want, bool* required) {
+  const auto all = all_devices();
+  const auto types = anvil::testing::required_device_types();
+  std::string why;
+  *required = false;
+  for (Device d : want) {
+    if (std::find(all.begin(), all.end(), d) != all.end()) continue;
+    why += (why.empty() ? "needs " : "; needs ") + d.str() + ": " + device_unavailable_reason(d.type());
+    *required = *required || types.count(d.type()) > 0;
+  }
+  return why;
+}
+
+// Skips the test when a device of the list is missing, or fails it when
+// ANVIL_REQUIRE_DEVICES names that device's type (like the device-generic
+// suites of device_test.h).
+#define NEED_DEVICES(...)                                                                       \
+  do {                                                                                          \
+    bool required_ = false;                                                                     \
+    const std::string why_ = missing_devices({__VA_ARGS__}, &required_);                        \
+    if (!why_.empty() && required_) FAIL() << "ANVIL_REQUIRE_DEVICES is set and this " << why_; \
+    if (!why_.empty()) GTEST_SKIP() << why_;                                                    \
+  } while (0)
+
 // Trains `steps` SGD steps (momentum) on a fixed synthetic batch stream with
 // DataParallel over `devices` and with one model on `reference` from the same
 // initial weights; the parameters must agree after every step and the
@@ -90,26 +116,25 @@ void expect_matches_one_device(const nn::ModuleFactory& factory, const Shape& in
 }
 
 TEST(DataParallel, TwoOpenCLDevicesMatchOneOnAnMLP) {
-  if (!have({Device("opencl:0"), Device("opencl:1")})) GTEST_SKIP() << "needs opencl:0 and opencl:1";
+  NEED_DEVICES(Device("opencl:0"), Device("opencl:1"));
   expect_matches_one_device(make_mlp, {12}, {Device("opencl:0"), Device("opencl:1")}, cpu(), 9);
 }
 
 TEST(DataParallel, CpuAndOpenCLMatchOneDeviceOnAConvNet) {
-  if (!have({cpu(), Device("opencl:0")})) GTEST_SKIP() << "needs opencl:0";
+  NEED_DEVICES(Device("opencl:0"));
   expect_matches_one_device(make_convnet, {1, 8, 8}, {cpu(), Device("opencl:0")}, Device("opencl:0"), 8);
 }
 
 TEST(DataParallel, TwoOpenCLDevicesMatchOneOnAConvNet) {
-  if (!have({Device("opencl:0"), Device("opencl:1")})) GTEST_SKIP() << "needs opencl:0 and opencl:1";
+  NEED_DEVICES(Device("opencl:0"), Device("opencl:1"));
   expect_matches_one_device(make_convnet, {1, 8, 8}, {Device("opencl:0"), Device("opencl:1")}, cpu(), 10);
 }
 
 TEST(DataParallel, OneDeviceIsPlainTraining) { expect_matches_one_device(make_mlp, {12}, {cpu()}, cpu(), 7); }
 
 TEST(DataParallel, BatchSmallerThanTheDeviceCountAndGradModeKept) {
-  nn::DataParallel dp(
-      make_mlp, {cpu(), cpu().type() == DeviceType::CPU && have({Device("opencl:0")}) ? Device("opencl:0") : cpu()});
-  if (dp.num_replicas() < 2) GTEST_SKIP();
+  NEED_DEVICES(Device("opencl:0"));
+  nn::DataParallel dp(make_mlp, {cpu(), Device("opencl:0")});
   NoGradGuard no_grad;  // the caller's mode is left alone
   const auto r = dp.train_step(randn({1, 12}), randint(0, 5, {1}), nn::cross_entropy);
   EXPECT_FALSE(is_grad_enabled());
@@ -118,7 +143,7 @@ TEST(DataParallel, BatchSmallerThanTheDeviceCountAndGradModeKept) {
 }
 
 TEST(DataParallel, BuffersAreTheMastersAndReachEveryReplica) {
-  if (!have({Device("opencl:0")})) GTEST_SKIP() << "needs opencl:0";
+  NEED_DEVICES(Device("opencl:0"));
   auto factory = [] { return std::make_shared<nn::Sequential>(nn::Linear(3, 4), nn::BatchNorm1d(4)); };
   nn::DataParallel dp(factory, {Device("opencl:0"), cpu()});
   manual_seed(5);
@@ -147,6 +172,9 @@ TEST(DataParallel, TypedErrors) {
     } catch (const ValueError& e) {
       EXPECT_NE(std::string(e.what()).find("differ"), std::string::npos) << e.what();
     }
+  } else if (anvil::testing::required_device_types().count(DeviceType::OpenCL) > 0) {
+    ADD_FAILURE() << "ANVIL_REQUIRE_DEVICES names opencl but there is no opencl:0: "
+                  << device_unavailable_reason(DeviceType::OpenCL);
   }
   nn::DataParallel dp(make_mlp, {cpu()});
   EXPECT_THROW(dp.train_step(randn({4, 12}), randint(0, 5, {3}), nn::cross_entropy), ShapeError);

@@ -13,6 +13,7 @@
 // tests/CMakeLists.txt) and compares the results in the launching process.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -250,6 +251,35 @@ TEST(DDP, TypedErrors) {
     net->named_children()[0].second->to(Device("opencl:0"));
     EXPECT_THROW(nn::DistributedDataParallel(net, g), ValueError) << "a module on two devices";
   }
+}
+
+// Rank 0 cannot write the checkpoint (its folder does not exist): every rank
+// raises the same IOError at once, instead of the others waiting at the
+// barrier until the watchdog (ANVIL_DIST_TIMEOUT, 60 s under ctest).
+TEST(DDP, CheckpointWriteFailureIsAnErrorOnEveryRankAtOnce) {
+  auto& g = world();
+  manual_seed(12);
+  auto net = make_mlp();
+  net->to(dist::device());
+  optim::SGD opt(net->parameters(), {.lr = 0.1});
+  const std::string path = "/nonexistent-anvil-test-folder/ckpt.safetensors";
+  ASSERT_FALSE(std::filesystem::exists(std::filesystem::path(path).parent_path()));
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    nn::save_checkpoint(path, *net, opt, {0, 1}, &g);
+    ADD_FAILURE() << "expected IOError on rank " << g.rank();
+  } catch (const IOError& e) {
+    const std::string msg = e.what();
+    if (g.size() > 1) {
+      EXPECT_NE(msg.find("save_checkpoint: rank 0 could not write '" + path + "': "), std::string::npos) << msg;
+    }
+    EXPECT_NE(msg.find("cannot create a temporary file"), std::string::npos)
+        << "rank 0's own error, on rank " << g.rank() << ": " << msg;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 10) << "rank " << g.rank() << " waited for the watchdog";
+  // Every rank left save_checkpoint together: the group is still in step.
+  expect_same_on_every_rank(tensor({1.f}), "a tensor after the failed save");
 }
 
 // ---- launching ranks ------------------------------------------------------------------

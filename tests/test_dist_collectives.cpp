@@ -6,11 +6,12 @@
 // ProcessGroup suites (rank r works on cpu, or on opencl:r). Rank r's input
 // is a known function of (r, i), so every rank computes the expected result
 // for any world size.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -89,14 +90,18 @@ class ProcessGroupTest : public ::testing::TestWithParam<WorldCase> {
       // through NCCL where it loads (else staged too).
       const Device first(GetParam().device_kind + ":0");
       const bool required = anvil::testing::required_device_types().count(first.type()) > 0;
-      if (device_count(first.type()) < w.size()) {
-        const std::string why = "needs " + std::to_string(w.size()) + " " + GetParam().device_kind +
-                                " devices (rank r uses " + GetParam().device_kind + ":r), have " +
-                                std::to_string(device_count(first.type())) + ": " +
-                                device_unavailable_reason(first.type());
-        if (required) FAIL() << why;
+      const int have = device_count(first.type());
+      if (have == 0) {
+        const std::string why = "no " + GetParam().device_kind + " device: " + device_unavailable_reason(first.type());
+        if (required) FAIL() << "ANVIL_REQUIRE_DEVICES names " << GetParam().device_kind << " but there is " << why;
         GTEST_SKIP() << why;
       }
+      // Fewer devices than ranks is a normal machine (one GPU), not a missing
+      // device: a skip even when the type is required. The ctest entry
+      // test_dist_collectives_mpi_np1 runs these cases on one GPU.
+      if (have < w.size())
+        GTEST_SKIP() << "needs " << w.size() << " " << GetParam().device_kind << " devices (rank r uses "
+                     << GetParam().device_kind << ":r), have " << have;
       device_ = Device(GetParam().device_kind + ":" + std::to_string(w.rank()));
     }
     g_dtype = GetParam().dtype;
@@ -222,7 +227,7 @@ TEST_P(ProcessGroupTest, LedgerCountsCollectiveAndStaging) {
   const auto r = scope.report();
   EXPECT_EQ(r.collective_count(device()), 1u);
   EXPECT_EQ(r.collective_bytes(device()), t.nbytes());
-  const bool nccl = device().type() == DeviceType::CUDA && dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL) != nullptr;
+  const bool nccl = w.engine_for(device()) == "nccl";
   if (device().is_cpu() || w.size() == 1 || nccl) {
     EXPECT_EQ(r.total_copies(), 0u) << r;  // CPU tensors (and NCCL) go straight in; alone, nothing moves
   } else {
@@ -280,16 +285,89 @@ INSTANTIATE_TEST_SUITE_P(World, ProcessGroupTest,
                                            WorldCase{"cuda", f64}, WorldCase{"cuda", i64}),
                          case_name);
 
+// ---- NCCL: which engine runs CUDA tensors --------------------------------------------
+
+bool cuda_required() { return anvil::testing::required_device_types().count(DeviceType::CUDA) > 0; }
+
+// Every rank takes the same path for a collective on its own device
+// (dist::device()), whatever the devices: NCCL only when every rank is on
+// CUDA and NCCL loaded everywhere, else MPI with host staging. On a machine
+// with one GPU, rank 0 is on cuda:0 and rank 1 on the CPU: this allreduce
+// must then be staged on both, not NCCL on one and MPI on the other.
+TEST(ProcessGroupNccl, EveryRankTakesTheSamePath) {
+  auto& w = dist::init();
+  const Device d = dist::device();
+  const std::int64_t mine = d.type() == DeviceType::CUDA && dist::nccl_available() ? 1 : 0;
+  std::vector<Tensor> flags;
+  for (int r = 0; r < w.size(); ++r) flags.push_back(zeros({1}, i64, cpu()));
+  w.allgather(flags, full({1}, mine, cpu(), i64)).wait();
+  bool all = true;
+  for (const Tensor& f : flags) all = all && f.item<std::int64_t>() == 1;
+  const bool mpi = w.engine() == "mpi";
+  EXPECT_EQ(w.engine_for(Device("cuda:0")), mpi && all ? "nccl" : w.engine());
+  EXPECT_EQ(w.engine_for(cpu()), w.engine());
+  g_dtype = f32;
+  Tensor t = rank_tensor(w.rank(), {5, 3}, f32, d);
+  w.allreduce(t, ReduceOp::Sum).wait();
+  EXPECT_EQ(t.device(), d);
+  const auto got = values_of(t);
+  for (std::int64_t i = 0; i < 15; ++i)
+    ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(ReduceOp::Sum, w.size(), i, f32)) << "on " << d.str();
+}
+
+// Under ANVIL_REQUIRE_DEVICES=cuda the CUDA cases must really run on NCCL,
+// not pass quietly through the host staging because libnccl did not load.
+TEST(ProcessGroupNccl, CudaCollectivesGoToNccl) {
+  auto& w = dist::init();
+  std::string why;
+  const bool loaded = dist::nccl_available(&why);
+  if (!loaded) {
+    if (cuda_required()) FAIL() << "ANVIL_REQUIRE_DEVICES names cuda but NCCL is not usable: " << why;
+    GTEST_SKIP() << "NCCL is not usable: " << why;
+  }
+  EXPECT_EQ(why, "") << "no reason when it loaded";
+  const int gpus = device_count(DeviceType::CUDA);
+  if (gpus == 0) {
+    const std::string no = "no CUDA device: " + device_unavailable_reason(DeviceType::CUDA);
+    if (cuda_required()) FAIL() << "ANVIL_REQUIRE_DEVICES names cuda but there is " << no;
+    GTEST_SKIP() << no;
+  }
+  if (w.engine() != "mpi")
+    GTEST_SKIP() << "a world of one without a launcher (engine " << w.engine()
+                 << ") has no NCCL; ctest's test_dist_collectives_mpi_np1 runs this under mpirun -np 1";
+  if (gpus < w.size()) GTEST_SKIP() << "needs a GPU per rank (" << w.size() << "), have " << gpus;
+  if (dist::device().type() != DeviceType::CUDA)
+    GTEST_SKIP() << "dist::device() is " << dist::device().str() << ", not a GPU (ANVIL_DIST_DEVICE?)";
+  const Device d("cuda:" + std::to_string(w.rank()));
+  ASSERT_EQ(w.engine_for(d), "nccl");
+  Tensor t = rank_tensor(w.rank(), {64}, f32, d);
+  Ledger scope;
+  w.allreduce(t, ReduceOp::Sum).wait();
+  const auto r = scope.report();
+  EXPECT_EQ(r.total_copies(), 0u) << "NCCL reduces on the device, no host staging: " << r;
+  EXPECT_EQ(r.collective_count(d), 1u) << r;
+  const auto got = values_of(t);
+  for (std::int64_t i = 0; i < 64; ++i)
+    ASSERT_EQ(got[static_cast<std::size_t>(i)], reduced(ReduceOp::Sum, w.size(), i, f32));
+}
+
+int env_int_or(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? fallback : std::atoi(v);
+}
+
 TEST(ProcessGroupWorld, InitReadsTheLauncher) {
   auto& w = dist::init();
   EXPECT_EQ(&w, &dist::init());  // one world
   EXPECT_TRUE(dist::is_initialized());
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (size == nullptr) {
+    // Alone, or launched with WORLD_SIZE=1 (RANK, LOCAL_RANK; see
+    // DistInit.WorldOfOneKeepsTheLaunchersLocalRank).
     EXPECT_EQ(w.engine(), "single");
     EXPECT_EQ(w.size(), 1);
     EXPECT_EQ(dist::rank(), 0);
-    EXPECT_EQ(dist::local_rank(), 0);
+    EXPECT_EQ(dist::local_rank(), env_int_or("LOCAL_RANK", 0));
   } else {
     EXPECT_EQ(w.engine(), "mpi");
     EXPECT_EQ(w.size(), std::atoi(size));
@@ -298,6 +376,25 @@ TEST(ProcessGroupWorld, InitReadsTheLauncher) {
   }
   EXPECT_EQ(dist::world_size(), w.size());
   EXPECT_EQ(dist::device(), try_gpu(dist::local_rank()));
+}
+
+// A launcher's RANK/WORLD_SIZE/LOCAL_RANK with a world of one: the single
+// engine, and the local rank it gave (so dist::device() is try_gpu(1)). The
+// world is made once per process, so a child process runs
+// ProcessGroupWorld.InitReadsTheLauncher under that environment.
+TEST(DistInit, WorldOfOneKeepsTheLaunchersLocalRank) {
+  ASSERT_EQ(std::getenv("OMPI_COMM_WORLD_SIZE"), nullptr) << "run alone, not under mpirun";
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd = "env WORLD_SIZE=1 RANK=0 LOCAL_RANK=1 " + exe +
+                          " --gtest_filter=ProcessGroupWorld.InitReadsTheLauncher --gtest_color=no 2>&1";
+  FILE* child = popen(cmd.c_str(), "r");
+  ASSERT_NE(child, nullptr);
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, child)) > 0;) out.append(buf, n);
+  const int status = pclose(child);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 1 test."), std::string::npos) << "the child ran the test and it passed:\n" << out;
 }
 
 // ---- LocalGroup: one process, several devices ----------------------------------------

@@ -27,16 +27,27 @@
 // collectives fail at once with DistTimeout) and the process ends with
 // status 1 — when it exits, or 10 s after the error if it is still running
 // then (the error is printed to stderr first). ANVIL_DIST_DEBUG=1 first
-// compares every collective's op, sequence number, dtype and shape across
-// ranks and raises CollectiveMismatch naming both ranks and the field.
+// compares every collective's op, sequence number, dtype, shape and device
+// type (cpu, opencl, cuda) across ranks and raises CollectiveMismatch
+// naming both ranks and the field.
 //
 // Engines: Open MPI between processes ("mpi"; one background thread per
 // group runs the collectives in issue order and is the only thread that
-// calls MPI), NCCL for cuda:N tensors when libnccl.so.2 loads (at run time;
-// ANVIL_DIST_NCCL=0 turns it off; an NCCL collective's Work completes once
-// it is enqueued on the device's stream, and the watchdog does not cover its
-// kernels), a world of one without a launcher ("single"), and LocalGroup in
-// one process.
+// calls MPI), NCCL for cuda:N tensors (see below), a world of one without a
+// launcher ("single"), and LocalGroup in one process.
+//
+// NCCL: libnccl.so.2 (2.14 or newer) is loaded at run time; ANVIL_DIST_NCCL=0
+// turns it off, and nccl_available() says whether it loaded and why not. An
+// MPI group uses NCCL only when, at its creation, every rank's device()
+// is a CUDA device and NCCL loaded on every rank; then its collectives on
+// cuda:N tensors go to NCCL (engine_for() says "nccl"), and every rank must
+// pass CUDA tensors to the same collectives (ANVIL_DIST_DEBUG=1 checks the
+// device type too). Otherwise CUDA tensors are staged through the host like
+// OpenCL ones. NCCL's communicator is made at the group's first CUDA
+// collective without blocking, bounded by ANVIL_DIST_TIMEOUT like any
+// collective (DistTimeout); an NCCL collective's Work completes once it is
+// enqueued on the device's stream, and the watchdog does not cover its
+// kernels.
 #pragma once
 
 #include <cstdint>
@@ -86,7 +97,13 @@ class ProcessGroup {
   virtual ~ProcessGroup() = default;
   virtual int rank() const noexcept = 0;
   virtual int size() const noexcept = 0;
-  virtual std::string engine() const = 0;  // "mpi", "nccl", "single"
+  virtual std::string engine() const = 0;  // "mpi", "single"
+  // The engine that runs this group's collectives on `d`'s tensors: "nccl"
+  // for cuda:N tensors of an MPI group that uses NCCL (see above), else engine().
+  virtual std::string engine_for(Device d) const {
+    (void)d;
+    return engine();
+  }
 
   // In place on every rank: t = op over every rank's t.
   virtual Work allreduce(Tensor& t, ReduceOp op = ReduceOp::Sum) = 0;
@@ -144,6 +161,11 @@ int local_rank();  // this process's index among the ranks of its machine
 // names one ("opencl:1").
 Device device();
 
+// Whether NCCL loaded in this process (libnccl.so.2, 2.14 or newer, at run
+// time; not turned off by ANVIL_DIST_NCCL=0). When it did not, *why (if
+// given) says why; loading is tried once per process. Needs no GPU.
+bool nccl_available(std::string* why = nullptr);
+
 // Raised on every surviving rank when a collective does not complete in
 // time (a rank died, hung, or skipped the collective).
 class DistTimeout : public Error {
@@ -151,7 +173,7 @@ class DistTimeout : public Error {
   using Error::Error;
 };
 // ANVIL_DIST_DEBUG=1: the ranks disagree on a collective (op, sequence
-// number, dtype or shape); names both ranks and the field.
+// number, dtype, shape or device type); names both ranks and the field.
 class CollectiveMismatch : public Error {
  public:
   using Error::Error;

@@ -31,16 +31,32 @@
 // libnbc picks the ring for large messages by itself.
 //
 // Note [NCCL]
-// Tensors on cuda:N go to NCCL when libnccl.so.2 loads (dist/nccl.h): one
-// communicator per group, made at the group's first CUDA collective from a
-// unique id that rank 0 broadcasts over MPI, and every NCCL call enqueued by
-// the worker — in issue order, like the MPI collectives — on the device's
-// own stream (Backend::native_stream). Such a collective's Work completes
-// once it is enqueued: the result is then queued on the stream ahead of
-// anything enqueued later. The watchdog covers the unique id's broadcast but
-// not the kernels themselves: a rank missing from an NCCL collective shows
-// as a wait at the next synchronize. Without NCCL, CUDA tensors are staged
-// through the host like OpenCL ones.
+// Whether a collective goes to NCCL must be the same decision on every rank,
+// or one rank waits in NCCL while another waits in MPI. A rank cannot decide
+// it from its own tensor: on a machine with one GPU, dist::device() is
+// cuda:0 on rank 0 and the CPU on rank 1. So the ranks agree once, when the
+// group starts: each says whether NCCL loads for it and its device() is a
+// CUDA device, and the group uses NCCL only when every rank says yes (an
+// MPI_MIN over those flags). Then tensors on cuda:N go to NCCL, else they
+// are staged through the host like OpenCL ones, on every rank alike. A rank
+// that then passes a CPU tensor where the others pass CUDA ones is a
+// mismatch like any other: ANVIL_DIST_DEBUG=1 names it (the fingerprint
+// holds the device type), and without it the watchdog ends it.
+// NCCL's communicator is made at the group's first CUDA collective from a
+// unique id that rank 0 broadcasts over MPI, nonblocking
+// (ncclCommInitRankConfig with blocking = 0): the worker polls its state
+// with ncclCommGetAsyncError against the collective's deadline and, past it,
+// aborts it (ncclCommAbort) and raises DistTimeout, so a rank that never
+// joins cannot hang the others in NCCL's init. On such a communicator any
+// NCCL call may return ncclInProgress, after which nothing may be enqueued
+// until the state is ncclSuccess again: every call is polled the same way.
+// Every NCCL call is enqueued by the worker — in issue order, like the MPI
+// collectives — on the device's own stream (Backend::native_stream). Such a
+// collective's Work completes once it is enqueued: the result is then queued
+// on the stream ahead of anything enqueued later. The watchdog covers the
+// unique id's broadcast, the init and the enqueueing but not the kernels
+// themselves: a rank missing from an NCCL collective shows as a wait at the
+// next synchronize.
 //
 // Note [Staging]
 // CPU tensors go straight to MPI. Tensors on other devices are copied into one
@@ -137,7 +153,7 @@ std::string mpi_error_string(int code) {
 // What ANVIL_DIST_DEBUG=1 compares across ranks (Note [Who did not arrive]).
 struct Fingerprint {
   std::int64_t seq = 0;
-  std::int32_t kind = 0, op = 0, root = 0, dtype = 0, ndim = 0, pad = 0;
+  std::int32_t kind = 0, op = 0, root = 0, dtype = 0, ndim = 0, device_type = 0;
   std::int64_t dims[kMaxDims] = {};
 };
 
@@ -150,6 +166,8 @@ Fingerprint fingerprint_of(const CollectiveInfo& info) {
   f.root = info.kind == CollectiveKind::Broadcast ? info.root : 0;
   if (info.kind != CollectiveKind::Barrier) {
     f.dtype = static_cast<std::int32_t>(info.dtype);
+    // The type, not the index: rank r works on its own cuda:r or opencl:r.
+    f.device_type = static_cast<std::int32_t>(info.device.type());
     f.ndim = info.shape.size();
     for (int i = 0; i < f.ndim; ++i) f.dims[i] = info.shape[i];
   }
@@ -180,6 +198,9 @@ std::string fingerprint_difference(const Fingerprint& a, int ra, const Fingerpri
   bool same_shape = a.ndim == b.ndim;
   for (int i = 0; same_shape && i < a.ndim; ++i) same_shape = a.dims[i] == b.dims[i];
   if (!same_shape) return both("shape", shape_of(a).str(), shape_of(b).str());
+  if (a.device_type != b.device_type)
+    return both("device type", std::string(to_string(static_cast<DeviceType>(a.device_type))),
+                std::string(to_string(static_cast<DeviceType>(b.device_type))));
   return "";
 }
 
@@ -208,12 +229,13 @@ namespace {
 
 class MpiGroup final : public ProcessGroup {
  public:
-  explicit MpiGroup(int expected_size);
+  MpiGroup(int expected_size, std::function<Device()> world_device);
   ~MpiGroup() override { shutdown(); }
 
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
   std::string engine() const override { return "mpi"; }
+  std::string engine_for(Device d) const override { return use_nccl(d) ? "nccl" : engine(); }
 
   Work allreduce(Tensor& t, ReduceOp op) override;
   Work broadcast(Tensor& t, int root) override;
@@ -232,7 +254,9 @@ class MpiGroup final : public ProcessGroup {
   };
 
   Work submit(CollectiveInfo info, std::function<void(Task&)> run);
-  void worker_main(int expected_size);
+  void worker_main(int expected_size, const std::function<Device()>& world_device);
+  // Note [NCCL]: the ranks' agreement, at start.
+  void agree_on_nccl(const std::function<Device()>& world_device);
   void run_task(Task& task);
   void fail_broken(const std::string& message);
 
@@ -240,7 +264,8 @@ class MpiGroup final : public ProcessGroup {
   void post_arrival(std::uint64_t seq);
   void poll_arrivals();
   void progress(MPI_Request& req, const CollectiveInfo& info, Clock::time_point deadline);
-  [[noreturn]] void timed_out(const CollectiveInfo& info);
+  // `waiting_for`: what the worker was waiting in when the deadline passed, if not MPI.
+  [[noreturn]] void timed_out(const CollectiveInfo& info, const char* waiting_for = nullptr);
   void check_mpi(int code, const CollectiveInfo& info, const char* call);
   void check_fingerprints(const CollectiveInfo& info, Clock::time_point deadline);
   // Host memory for a tensor of `bytes` at `offset` in the staging buffer;
@@ -249,8 +274,13 @@ class MpiGroup final : public ProcessGroup {
 
   // Note [NCCL]: whether `d`'s tensors go to NCCL, and the stream to enqueue
   // on (the communicator made first when needed).
-  bool use_nccl(Device d);
+  bool use_nccl(Device d) const { return nccl_all_ && d.type() == DeviceType::CUDA; }
   void* nccl_stream(const CollectiveInfo& info, Clock::time_point deadline);
+  // Checks what NCCL's `call` returned; on ncclInProgress waits, until the
+  // deadline, for the communicator to be ready again.
+  void nccl_call(int code, const char* call, const CollectiveInfo& info, Clock::time_point deadline);
+  // Aborts the communicator (if any); later CUDA collectives fail with `why`.
+  void abort_nccl(const std::string& why) noexcept;
   static int nccl_type(DType t);
   static int nccl_op(ReduceOp op);
 
@@ -272,8 +302,10 @@ class MpiGroup final : public ProcessGroup {
   std::deque<std::pair<std::unique_ptr<std::uint64_t>, MPI_Request>> sends_;
   std::shared_ptr<anvil::detail::Storage> staging_;
   const NcclApi* nccl_ = nullptr;
+  bool nccl_all_ = false;  // every rank agreed on NCCL at start (set before the constructor returns)
   NcclApi::Comm nccl_comm_ = nullptr;
   int nccl_device_ = -1;
+  std::string nccl_failed_;  // why the communicator was aborted; "" while usable
 
   std::thread worker_;
   std::mutex mutex_;
@@ -286,10 +318,11 @@ class MpiGroup final : public ProcessGroup {
   bool mpi_initialized_ = false;
 };
 
-MpiGroup::MpiGroup(int expected_size) {
+MpiGroup::MpiGroup(int expected_size, std::function<Device()> world_device) {
   timeout_s_ = dist_timeout_seconds();
   debug_ = dist_debug();
-  worker_ = std::thread([this, expected_size] { worker_main(expected_size); });
+  worker_ = std::thread(
+      [this, expected_size, world_device = std::move(world_device)] { worker_main(expected_size, world_device); });
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return started_; });
   if (start_error_) {
@@ -299,7 +332,7 @@ MpiGroup::MpiGroup(int expected_size) {
   }
 }
 
-void MpiGroup::worker_main(int expected_size) {
+void MpiGroup::worker_main(int expected_size, const std::function<Device()>& world_device) {
   try {
     // Note [Ring for two ranks]; setenv before MPI reads its parameters.
     if (expected_size >= 2 && expected_size <= 3)
@@ -327,6 +360,7 @@ void MpiGroup::worker_main(int expected_size) {
     arrive_req_.assign(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
     for (int r = 0; r < size_; ++r)
       if (r != rank_) MPI_Irecv(&arrive_buf_[r], 1, MPI_UINT64_T, r, kArriveTag, arrive_comm_, &arrive_req_[r]);
+    agree_on_nccl(world_device);
   } catch (...) {
     std::lock_guard lock(mutex_);
     start_error_ = std::current_exception();
@@ -376,6 +410,38 @@ void MpiGroup::worker_main(int expected_size) {
   std::lock_guard lock(mutex_);
   finished_ = true;
   cv_.notify_all();
+}
+
+void MpiGroup::agree_on_nccl(const std::function<Device()>& world_device) {
+  // Every rank takes part, whatever it says (Note [NCCL]).
+  const NcclApi* api = load_nccl(nullptr);
+  int mine = 0;
+  if (api != nullptr) {
+    try {
+      mine = world_device().type() == DeviceType::CUDA ? 1 : 0;
+    } catch (...) {
+      // A bad ANVIL_DIST_DEVICE: no NCCL here; dist::device() reports it.
+    }
+  }
+  int all = 0;
+  MPI_Request req = MPI_REQUEST_NULL;
+  int code = MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_, &req);
+  ANVIL_CHECK(code == MPI_SUCCESS, BackendError,
+              "dist::init: MPI_Iallreduce (the ranks' agreement on NCCL) failed: ", mpi_error_string(code));
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+  for (int flag = 0; !flag;) {
+    code = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    ANVIL_CHECK(code == MPI_SUCCESS, BackendError,
+                "dist::init: MPI_Test (the ranks' agreement on NCCL) failed: ", mpi_error_string(code));
+    if (!flag && Clock::now() > deadline)
+      throw DistTimeout(cat("dist::init: the ranks' agreement on NCCL did not complete within ", timeout_s_,
+                            " s (ANVIL_DIST_TIMEOUT) on rank ", rank_, " of ", size_,
+                            "; a rank died or hung while starting"));
+    if (!flag) sched_yield();
+  }
+  nccl_all_ = all == 1;
+  if (nccl_all_) nccl_ = api;
 }
 
 void MpiGroup::run_task(Task& task) {
@@ -502,7 +568,7 @@ void MpiGroup::poll_arrivals() {
   }
 }
 
-void MpiGroup::timed_out(const CollectiveInfo& info) {
+void MpiGroup::timed_out(const CollectiveInfo& info, const char* waiting_for) {
   poll_arrivals();
   std::string missing, last;
   for (int r = 0; r < size_; ++r) {
@@ -518,7 +584,8 @@ void MpiGroup::timed_out(const CollectiveInfo& info) {
                               : cat("ranks that did not arrive: [", missing, "] (last collective heard from: ", last,
                                     "); a rank died, hung, or skipped this collective");
   throw DistTimeout(cat("dist: ", info.str(), " did not complete within ", timeout_s_,
-                        " s (ANVIL_DIST_TIMEOUT) on rank ", rank_, "; ", who,
+                        " s (ANVIL_DIST_TIMEOUT) on rank ", rank_,
+                        waiting_for != nullptr ? cat(" (waiting in ", waiting_for, ")") : std::string(), "; ", who,
                         "; the group is unusable and this process exits with status 1"));
 }
 
@@ -590,24 +657,73 @@ void MpiGroup::stage_out(const Tensor& t, const Tensor& host) {
   }
 }
 
-bool MpiGroup::use_nccl(Device d) {
-  if (d.type() != DeviceType::CUDA) return false;
-  if (nccl_ == nullptr) nccl_ = load_nccl(nullptr);
-  return nccl_ != nullptr;
+void MpiGroup::abort_nccl(const std::string& why) noexcept {
+  if (nccl_comm_ != nullptr) nccl_->comm_abort(nccl_comm_);
+  nccl_comm_ = nullptr;
+  nccl_failed_ = why;
+}
+
+void MpiGroup::nccl_call(int code, const char* call, const CollectiveInfo& info, Clock::time_point deadline) {
+  if (code != NcclApi::kInProgress) {
+    nccl_->check(code, call);
+    return;
+  }
+  // Note [NCCL]: a nonblocking communicator is busy until its state is
+  // ncclSuccess; nothing else may be enqueued before. An error state leaves
+  // the communicator unusable: it is aborted.
+  for (unsigned spins = 1;; ++spins) {
+    int state = NcclApi::kInProgress;
+    const int query = nccl_->comm_get_async_error(nccl_comm_, &state);
+    const int failure = query != 0 ? query : state != NcclApi::kInProgress ? state : 0;
+    if (query == 0 && state == 0) return;
+    if (failure != 0) {
+      const char* what = query != 0 ? "ncclCommGetAsyncError" : call;
+      abort_nccl(cat(what, " failed at ", info.str(), ": ", nccl_->get_error_string(failure)));
+      nccl_->check(failure, what);
+    }
+    if ((spins & 255) == 0) {
+      poll_arrivals();
+      if (Clock::now() > deadline) {
+        abort_nccl(cat(call, " timed out at ", info.str()));
+        timed_out(info, call);
+      }
+    }
+    sched_yield();
+  }
 }
 
 void* MpiGroup::nccl_stream(const CollectiveInfo& info, Clock::time_point deadline) {
   anvil::detail::Backend& backend = anvil::detail::backend_checked(info.device, name(info.kind));
+  ANVIL_CHECK(nccl_failed_.empty(), BackendError, "dist (nccl): ", info.str(),
+              " not run: this group's NCCL communicator was aborted after an earlier error (", nccl_failed_, ")");
   if (nccl_comm_ == nullptr) {
-    NcclApi::UniqueId id{};
-    if (rank_ == 0) nccl_->check(nccl_->get_unique_id(&id), "ncclGetUniqueId");
+    // Rank 0 sends its ncclGetUniqueId status with the id, so that every
+    // rank fails alike when it failed.
+    struct {
+      NcclApi::UniqueId id;
+      std::int32_t status;
+    } unique{};
+    if (rank_ == 0) unique.status = nccl_->get_unique_id(&unique.id);
     MPI_Request req = MPI_REQUEST_NULL;
-    check_mpi(MPI_Ibcast(&id, sizeof id, MPI_BYTE, 0, comm_, &req), info, "MPI_Ibcast (NCCL's unique id)");
+    check_mpi(MPI_Ibcast(&unique, sizeof unique, MPI_BYTE, 0, comm_, &req), info, "MPI_Ibcast (NCCL's unique id)");
     progress(req, info, deadline);
+    if (unique.status != 0) {
+      abort_nccl(cat("ncclGetUniqueId failed on rank 0: ", nccl_->get_error_string(unique.status)));
+      throw BackendError(cat("dist (nccl): ", info.str(), ": ", nccl_failed_, " (ncclResult_t ", unique.status, ")"));
+    }
+    // native_stream also makes the device current, which NCCL's init needs.
     ANVIL_CHECK(backend.native_stream(info.device.index()) != nullptr, BackendError, name(info.kind), ": ",
                 info.device.str(), " has no stream for NCCL");
-    nccl_->check(nccl_->comm_init_rank(&nccl_comm_, size_, id, rank_), "ncclCommInitRank");
+    NcclApi::Config config;
+    config.blocking = 0;  // Note [NCCL]: polled against the deadline below
+    const int code = nccl_->comm_init_rank_config(&nccl_comm_, size_, unique.id, rank_, &config);
     nccl_device_ = info.device.index();
+    if (code != NcclApi::kInProgress && code != 0) {
+      nccl_comm_ = nullptr;  // failing at once, NCCL frees the communicator itself: nothing to abort
+      abort_nccl(cat("ncclCommInitRankConfig failed at ", info.str(), ": ", nccl_->get_error_string(code)));
+      nccl_->check(code, "ncclCommInitRankConfig");
+    }
+    nccl_call(code, "ncclCommInitRankConfig", info, deadline);
   }
   ANVIL_CHECK(info.device.index() == nccl_device_, ValueError, name(info.kind),
               ": this group's NCCL communicator is on cuda:", nccl_device_, "; expected tensors on it, got ",
@@ -672,11 +788,11 @@ Work MpiGroup::allreduce(Tensor& t, ReduceOp op) {
     if (debug_) check_fingerprints(info, deadline);
     if (use_nccl(info.device)) {
       Tensor dense = target.contiguous();
-      void* stream = nccl_stream(info, deadline);
       post_arrival(info.seq);
-      nccl_->check(nccl_->all_reduce(data_of(dense), data_of(dense), static_cast<std::size_t>(dense.numel()),
-                                     nccl_type(info.dtype), nccl_op(info.op), nccl_comm_, stream),
-                   "ncclAllReduce");
+      void* stream = nccl_stream(info, deadline);
+      nccl_call(nccl_->all_reduce(data_of(dense), data_of(dense), static_cast<std::size_t>(dense.numel()),
+                                  nccl_type(info.dtype), nccl_op(info.op), nccl_comm_, stream),
+                "ncclAllReduce", info, deadline);
       if (!dense.is_same(target)) Tensor(target).copy_(dense);
       anvil::detail::record_collective(info.device, target.nbytes());
       return;
@@ -709,11 +825,11 @@ Work MpiGroup::broadcast(Tensor& t, int root) {
     if (debug_) check_fingerprints(info, deadline);
     if (use_nccl(info.device)) {
       Tensor dense = target.contiguous();
-      void* stream = nccl_stream(info, deadline);
       post_arrival(info.seq);
-      nccl_->check(nccl_->broadcast(data_of(dense), data_of(dense), static_cast<std::size_t>(dense.numel()),
-                                    nccl_type(info.dtype), info.root, nccl_comm_, stream),
-                   "ncclBroadcast");
+      void* stream = nccl_stream(info, deadline);
+      nccl_call(nccl_->broadcast(data_of(dense), data_of(dense), static_cast<std::size_t>(dense.numel()),
+                                 nccl_type(info.dtype), info.root, nccl_comm_, stream),
+                "ncclBroadcast", info, deadline);
       if (!dense.is_same(target)) Tensor(target).copy_(dense);
       anvil::detail::record_collective(info.device, target.nbytes());
       return;
@@ -749,11 +865,11 @@ Work MpiGroup::allgather(std::vector<Tensor>& out, const Tensor& in) {
       Shape all_shape = source.shape();
       all_shape.insert(0, size_);
       Tensor gathered = empty(all_shape, info.dtype, info.device);
-      void* stream = nccl_stream(info, deadline);
       post_arrival(info.seq);
-      nccl_->check(nccl_->all_gather(data_of(dense), data_of(gathered), static_cast<std::size_t>(dense.numel()),
-                                     nccl_type(info.dtype), nccl_comm_, stream),
-                   "ncclAllGather");
+      void* stream = nccl_stream(info, deadline);
+      nccl_call(nccl_->all_gather(data_of(dense), data_of(gathered), static_cast<std::size_t>(dense.numel()),
+                                  nccl_type(info.dtype), nccl_comm_, stream),
+                "ncclAllGather", info, deadline);
       for (int r = 0; r < size_; ++r) Tensor(targets[r]).copy_(gathered[r]);
       anvil::detail::record_collective(info.device, source.nbytes() * static_cast<std::size_t>(size_));
       return;
@@ -796,11 +912,11 @@ Work MpiGroup::reduce_scatter(Tensor& out, const std::vector<Tensor>& in, Reduce
       Tensor packed = empty(all_shape, info.dtype, info.device);
       for (int r = 0; r < size_; ++r) packed[r].copy_(sources[r]);
       Tensor dense = target.is_contiguous() ? target : empty(target.shape(), info.dtype, info.device);
-      void* stream = nccl_stream(info, deadline);
       post_arrival(info.seq);
-      nccl_->check(nccl_->reduce_scatter(data_of(packed), data_of(dense), static_cast<std::size_t>(dense.numel()),
-                                         nccl_type(info.dtype), nccl_op(info.op), nccl_comm_, stream),
-                   "ncclReduceScatter");
+      void* stream = nccl_stream(info, deadline);
+      nccl_call(nccl_->reduce_scatter(data_of(packed), data_of(dense), static_cast<std::size_t>(dense.numel()),
+                                      nccl_type(info.dtype), nccl_op(info.op), nccl_comm_, stream),
+                "ncclReduceScatter", info, deadline);
       if (!dense.is_same(target)) Tensor(target).copy_(dense);
       anvil::detail::record_collective(info.device, target.nbytes() * static_cast<std::size_t>(size_));
       return;
@@ -842,7 +958,9 @@ Work MpiGroup::barrier() {
 
 }  // namespace
 
-std::unique_ptr<ProcessGroup> make_mpi_group(int expected_size) { return std::make_unique<MpiGroup>(expected_size); }
+std::unique_ptr<ProcessGroup> make_mpi_group(int expected_size, std::function<Device()> world_device) {
+  return std::make_unique<MpiGroup>(expected_size, std::move(world_device));
+}
 
 void shutdown_mpi_group(ProcessGroup& group) noexcept { static_cast<MpiGroup&>(group).shutdown(); }
 

@@ -3,6 +3,7 @@
 // thread that calls MPI (initialised MPI_THREAD_SERIALIZED).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "anvil/dist.h"
@@ -13,7 +14,10 @@ class Nccl;
 
 // Starts the worker, which initialises MPI; throws BackendError when MPI
 // cannot start. `expected_size` > 0: ValueError unless MPI sees that many ranks.
-std::unique_ptr<ProcessGroup> make_mpi_group(int expected_size);
+// `world_device` gives this rank's device (dist::device()); it is asked once,
+// after MPI started and only when NCCL loads, for the ranks' agreement on
+// NCCL (Note [NCCL] in mpi_group.cpp).
+std::unique_ptr<ProcessGroup> make_mpi_group(int expected_size, std::function<Device()> world_device);
 
 // Called at exit (see Note [Leaving MPI]): finishes queued collectives,
 // finalises MPI within the timeout, or leaves with status 1 when the group

@@ -4,10 +4,16 @@
 
 #include <mutex>
 
+#include "anvil/dist.h"
 #include "anvil/error.h"
 #include "core/env_flag.h"
 
 namespace anvil::dist::detail {
+
+// The layouts NCCL reads (x86-64, aarch64): ncclUniqueId is 128 bytes, the
+// 2.14 ncclConfig_t 40.
+static_assert(sizeof(NcclApi::UniqueId) == 128);
+static_assert(sizeof(void*) != 8 || sizeof(NcclApi::Config) == 40);
 
 void NcclApi::check(int code, const char* call) const {
   if (code == 0) return;
@@ -48,18 +54,20 @@ Loaded load() {
     return l;
   }
   NcclApi& a = l.api;
-  l.ok =
-      bind(lib, "ncclGetUniqueId", a.get_unique_id, l.why) && bind(lib, "ncclCommInitRank", a.comm_init_rank, l.why) &&
-      bind(lib, "ncclCommDestroy", a.comm_destroy, l.why) && bind(lib, "ncclCommAbort", a.comm_abort, l.why) &&
-      bind(lib, "ncclAllReduce", a.all_reduce, l.why) && bind(lib, "ncclBroadcast", a.broadcast, l.why) &&
-      bind(lib, "ncclAllGather", a.all_gather, l.why) && bind(lib, "ncclReduceScatter", a.reduce_scatter, l.why) &&
-      bind(lib, "ncclGetErrorString", a.get_error_string, l.why) && bind(lib, "ncclGetVersion", a.get_version, l.why);
+  l.ok = bind(lib, "ncclGetUniqueId", a.get_unique_id, l.why) &&
+         bind(lib, "ncclCommInitRankConfig", a.comm_init_rank_config, l.why) &&
+         bind(lib, "ncclCommGetAsyncError", a.comm_get_async_error, l.why) &&
+         bind(lib, "ncclCommDestroy", a.comm_destroy, l.why) && bind(lib, "ncclCommAbort", a.comm_abort, l.why) &&
+         bind(lib, "ncclAllReduce", a.all_reduce, l.why) && bind(lib, "ncclBroadcast", a.broadcast, l.why) &&
+         bind(lib, "ncclAllGather", a.all_gather, l.why) && bind(lib, "ncclReduceScatter", a.reduce_scatter, l.why) &&
+         bind(lib, "ncclGetErrorString", a.get_error_string, l.why) &&
+         bind(lib, "ncclGetVersion", a.get_version, l.why);
   if (l.ok) {
     int version = 0;
-    // ncclAvg arrived in 2.10 (version code 21000).
-    if (a.get_version(&version) != 0 || version < 21000) {
+    // ncclCommInitRankConfig (the nonblocking init) arrived in 2.14, ncclAvg in 2.10.
+    if (a.get_version(&version) != 0 || version < 21400) {
       l.ok = false;
-      l.why = "libnccl.so.2 is older than 2.10 (version code " + std::to_string(version) + ")";
+      l.why = "libnccl.so.2 is older than 2.14 (version code " + std::to_string(version) + ")";
     }
   }
   // The library stays loaded for the life of the process (communicators
@@ -84,3 +92,9 @@ const NcclApi* load_nccl(std::string* why) noexcept {
 }
 
 }  // namespace anvil::dist::detail
+
+namespace anvil::dist {
+
+bool nccl_available(std::string* why) { return detail::load_nccl(why) != nullptr; }
+
+}  // namespace anvil::dist

@@ -46,6 +46,13 @@ int env_int(const char* name, int fallback) {
 
 void leave_mpi() { detail::shutdown_mpi_group(*the_world().group); }
 
+// dist::device() for a process of local rank `local`.
+Device device_of(int local) {
+  const char* spec = std::getenv("ANVIL_DIST_DEVICE");
+  if (spec != nullptr && *spec != '\0') return Device(spec);
+  return try_gpu(local);
+}
+
 }  // namespace
 
 ProcessGroup& init() {
@@ -57,7 +64,8 @@ ProcessGroup& init() {
     if (ompi_size > 0 || world_size > 1) {
       // Launched by mpirun (or a launcher that MPI understands and that sets
       // RANK/WORLD_SIZE): MPI forms the world and must agree on its size.
-      auto g = detail::make_mpi_group(ompi_size > 0 ? ompi_size : world_size);
+      const int local = w.local_rank;
+      auto g = detail::make_mpi_group(ompi_size > 0 ? ompi_size : world_size, [local] { return device_of(local); });
       w.group = g.release();
       w.is_mpi = true;
       std::atexit(leave_mpi);
@@ -84,11 +92,6 @@ int local_rank() {
   return the_world().local_rank;
 }
 
-Device device() {
-  const int local = local_rank();
-  const char* spec = std::getenv("ANVIL_DIST_DEVICE");
-  if (spec != nullptr && *spec != '\0') return Device(spec);
-  return try_gpu(local);
-}
+Device device() { return device_of(local_rank()); }
 
 }  // namespace anvil::dist

@@ -29,20 +29,40 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
                      TrainingPosition position, dist::ProcessGroup* group) {
   ANVIL_CHECK(position.epoch >= 0 && position.step >= 0, ValueError,
               "save_checkpoint: expected a non-negative epoch and step, got ", position.epoch, " and ", position.step);
+  const bool distributed = group != nullptr && group->size() > 1;
   // Only rank 0 writes: every replica holds the same state. The io layer
   // writes atomically (temporary file, fsync, rename), so a reader never
   // sees half a checkpoint even if rank 0 dies while writing.
+  std::string failure;  // rank 0's error, in a distributed run
   if (group == nullptr || group->rank() == 0) {
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (const auto& [n, t] : model.state_dict()) tensors.emplace_back("model." + n, t);
     for (const auto& [n, t] : optimizer.state_dict()) tensors.emplace_back("optim." + n, t);
-    save_safetensors(path, tensors,
-                     {{"format", "anvil-checkpoint-1"},
-                      {"epoch", std::to_string(position.epoch)},
-                      {"step", std::to_string(position.step)}});
+    try {
+      save_safetensors(path, tensors,
+                       {{"format", "anvil-checkpoint-1"},
+                        {"epoch", std::to_string(position.epoch)},
+                        {"step", std::to_string(position.step)}});
+    } catch (const std::exception& e) {
+      if (!distributed) throw;
+      failure = *e.what() != '\0' ? e.what() : "unknown error";
+    }
   }
-  // The others return only once the file is complete.
-  if (group != nullptr && group->size() > 1) group->barrier().wait();
+  if (!distributed) return;
+  // The others return only once the file is complete, and learn whether it
+  // was written: rank 0 sends the length of its error message (0: written),
+  // then the message, so every rank raises the same IOError at once instead
+  // of waiting for a collective rank 0 will never join.
+  Tensor length = full({1}, static_cast<std::int64_t>(failure.size()), cpu(), i64);
+  group->broadcast(length, 0).wait();
+  const std::int64_t n = length.item<std::int64_t>();
+  if (n == 0) return;
+  Tensor message = zeros({n}, u8, cpu());
+  if (group->rank() == 0) message = from_host(failure.data(), {n}, u8, cpu());
+  group->broadcast(message, 0).wait();
+  const auto bytes = message.to_vector<std::uint8_t>();
+  throw IOError(
+      detail::cat("save_checkpoint: rank 0 could not write '", path, "': ", std::string(bytes.begin(), bytes.end())));
 }
 
 TrainingPosition load_checkpoint(const std::string& path, Module& model, optim::Optimizer& optimizer) {

@@ -168,8 +168,10 @@ class DistributedDataParallel : public Module {
 // One safetensors file holds the model's state_dict ("model.<name>"), the
 // optimiser's state ("optim.<key>") and the training position
 // ("meta.epoch", "meta.step"). In a group, rank 0 writes (atomically) and
-// every rank waits at a barrier until the file is complete; every rank loads
-// it onto its own device. Since the file holds one replica and no rank
+// the others wait until the file is complete; when rank 0 cannot write it,
+// every rank raises the same IOError ("save_checkpoint: rank 0 could not
+// write '<path>': <rank 0's error>") at once. Every rank loads it onto its
+// own device. Since the file holds one replica and no rank
 // count, a run resumed with a different number of ranks continues from the
 // same state.
 struct TrainingPosition {
