@@ -1,12 +1,14 @@
 // Parallel loops for the CPU backend. See Note [One thread pool] in
 // src/core/runtime.cpp: everything runs on the one OpenMP pool that
-// OpenBLAS shares.
+// OpenBLAS shares; and Note [Threads from the work's size] in threads.h.
 #pragma once
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
+
+#include "backends/cpu/threads.h"
 
 namespace anvil::cpu_backend {
 
@@ -15,7 +17,9 @@ namespace anvil::cpu_backend {
 // pool costs several µs, more than splitting such a loop saves.
 inline constexpr std::int64_t kParallelGrain = 1 << 17;
 
-// fn(begin, end) over [0, n) in contiguous chunks, one per thread.
+// fn(begin, end) over [0, n) in contiguous chunks, one per thread, on at
+// most n / grain threads: below 2 * grain it runs on the calling thread and
+// the pool is never woken.
 template <typename F>
 void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
   if (n <= 0) return;
@@ -29,6 +33,7 @@ void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
   {
     const int t = omp_get_thread_num();
     const int nt = omp_get_num_threads();
+    if (t == 0) record_parallel_region(nt);
     // Chunks aligned to 16 elements keep vector loops on cache-line bounds.
     const std::int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
     const std::int64_t begin = std::min<std::int64_t>(n, t * chunk);
