@@ -123,6 +123,22 @@ TEST(ThreadChoice, LargeWorkUsesEveryAllowedThread) {
   EXPECT_EQ(cpu_threads::blas_threads(), 1);
 }
 
+TEST(ThreadChoice, CostlyElementsSplitSooner) {
+  // The grain follows an element's cost: 20,000 additions stay on one
+  // thread, 20,000 logarithms (libm, one element at a time) take two.
+  ThreadsGuard guard;
+  set_num_threads(2);
+  const Tensor x = rand({20000}, cpu());
+  cpu_threads::reset_parallel_stats();
+  (void)(x + x);
+  (void)exp(x);
+  EXPECT_EQ(cpu_threads::parallel_stats().regions, 0u);
+  (void)log(x);
+  const auto s = cpu_threads::parallel_stats();
+  EXPECT_EQ(s.regions, 1u);
+  EXPECT_EQ(s.region_threads, 2u);
+}
+
 TEST(ThreadChoice, SmallAndLargeProductsAlternate) {
   // OpenBLAS's count follows each product: a large one after small ones is
   // threaded again, and results stay right throughout.

@@ -12,10 +12,16 @@
 
 namespace anvil::cpu_backend {
 
-// Below this many elements (half a MiB of f32) a loop runs on the calling
-// thread: with passive waiting (Note [Passive OpenMP waiting]) waking the
-// pool costs several µs, more than splitting such a loop saves.
-inline constexpr std::int64_t kParallelGrain = 1 << 17;
+// The least work worth a thread of its own, in elements, by an element's
+// cost (Note [Threads from the work's size]): a loop of n elements runs on
+// n / grain threads, and below 2 * grain on the calling thread alone. With
+// passive waiting a parallel region cost ~10 µs here (issue 12's 2-core
+// machine, under load); one thread took per f32 element ~0.2 ns for add, mul
+// or copy, ~0.7 ns for exp and sigmoid (vectorised polynomials), and 3-15 ns
+// for log, sin, cos, tanh and pow (libm, one element at a time).
+inline constexpr std::int64_t kParallelGrain = 1 << 17;            // half a MiB of f32
+inline constexpr std::int64_t kParallelGrainVectorMath = 1 << 15;  // exp, sigmoid (f32)
+inline constexpr std::int64_t kParallelGrainLibm = 1 << 13;        // log, sin, cos, tanh, pow; f64 exp
 
 // fn(begin, end) over [0, n) in contiguous chunks, one per thread, on at
 // most n / grain threads: below 2 * grain it runs on the calling thread and
