@@ -73,6 +73,7 @@ TEST(ThreadChoice, SmallWorkNeverEntersAParallelRegion) {
   const Tensor m = randn({64, 64}, cpu());
   const Tensor x = randn({30000}, cpu());
   const Tensor y = randn({30000}, cpu());
+  const Tensor wide = randn({1, 10000}, cpu());
   Tensor out = empty({30000}, cpu());
   cpu_threads::reset_parallel_stats();
   for (int i = 0; i < 3; ++i) {
@@ -82,6 +83,7 @@ TEST(ThreadChoice, SmallWorkNeverEntersAParallelRegion) {
     (void)(exp(x) * y);
     (void)x.sum();
     (void)sum(a, {0});
+    (void)sum(wide, {0});  // many columns, one row: little work
     (void)a.t().contiguous();
   }
   const auto s = cpu_threads::parallel_stats();
@@ -101,9 +103,10 @@ TEST(ThreadChoice, LargeWorkUsesEveryAllowedThread) {
     cpu_threads::reset_parallel_stats();
     (void)(big + big);
     (void)exp(big);
+    (void)sum(big.reshape({4, 1 << 20}), {0});
     auto s = cpu_threads::parallel_stats();
-    EXPECT_EQ(s.regions, 2u) << n << " threads";
-    EXPECT_EQ(s.region_threads, 2u * static_cast<unsigned>(n)) << "every allowed thread took part";
+    EXPECT_EQ(s.regions, 3u) << n << " threads";
+    EXPECT_EQ(s.region_threads, 3u * static_cast<unsigned>(n)) << "every allowed thread took part";
     (void)matmul(a, a);
     s = cpu_threads::parallel_stats();
     EXPECT_EQ(s.blas_threaded, 1u);
