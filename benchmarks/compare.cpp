@@ -497,7 +497,7 @@ int run(int argc, char** argv) {
 
   std::cout << "anvil vs peers: median of " << o.repeats << " samples of ~" << o.sample_s * 1e3
             << " ms each, implementations alternating, one process per library\n";
-  for (const auto& w : workers) std::cout << "  " << std::left << std::setw(9) << w.key << " " << w.info << "\n";
+  for (const auto& w : workers) std::cout << "  " << std::left << std::setw(10) << w.key << " " << w.info << "\n";
   std::cout << "  load average at start: " << loadavg() << "\n" << std::flush;
 
   const auto start = std::chrono::steady_clock::now();

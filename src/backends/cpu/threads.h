@@ -20,11 +20,16 @@ namespace anvil::cpu_backend {
 //     pool (Note [One thread pool]) and takes its thread count from a global
 //     that openblas_set_num_threads sets, so BlasThreads sets it around each
 //     call, changing it only when the wanted count differs from the last.
-// The thresholds were measured on the 2-core machine of issue 12 with
-// passive waiting (benchmarks/README.md, "Threads from the work's size").
+// What was measured, on issue 12's 2-core machine with passive waiting and
+// other builds running: a parallel region cost ~10 µs; the loops' grains are
+// in parallel.h. OpenBLAS on two threads was slower than on one for every
+// square product up to n = 320 (n = 100: 74 against 44 µs; n = 200: 344
+// against 243 µs), even at n = 512, because the second core was busy.
 
 // GEMMs below this many multiply-adds per thread gain less from another
-// thread than its wake-up costs.
+// thread than its wake-up costs: 4M is ~100 µs of one core, so a product
+// gets a second thread from n ≈ 200, where on an idle machine it would save
+// ~120 µs against the region's ~10 µs, and on a busy one lose ~40%.
 inline constexpr std::int64_t kGemmWorkPerThread = std::int64_t{4} << 20;
 
 // Threads for an m×k by k×n product: 1 below 2·kGemmWorkPerThread, then one
