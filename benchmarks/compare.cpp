@@ -42,7 +42,7 @@ namespace {
 using anvil_bench::WorkerProcess;
 
 struct Worker {
-  std::string key;      // `anvil`, `openblas`, `torch`, `torch-t2`
+  std::string key;      // `anvil`, `anvil-t1`, `anvil-base`, `openblas`, `torch`, `torch-t1`, `torch-t2`
   std::string program;  // executable next to bench_compare
   std::vector<std::string> args;
   bool pthread_blas = false;  // its BLAS threads spin after a call; see pause_after
@@ -120,6 +120,12 @@ std::vector<Group> make_groups(const std::vector<std::int64_t>& sizes) {
               {"  mm_out (preallocated)", anvil_out, blas, {}},
               {"  vs LibTorch", anvil, torch, vs_torch},
               {"  vs LibTorch set_num_threads(2)", anvil, torch2, vs_torch}};
+    if (n <= 128) {
+      // Small products: also both libraries on one thread (BLAS included).
+      const auto anvil1 = g.add("anvil-t1", id, "alloc", "anvil, 1 thr");
+      const auto torch1 = g.add("torch-t1", id, "alloc", "LibTorch, 1 thr, BLAS 1");
+      g.rows.push_back({"  equal threads: both on 1", anvil1, torch1, vs_torch});
+    }
     groups.push_back(std::move(g));
   }
   {
@@ -172,11 +178,28 @@ std::vector<Group> make_groups(const std::vector<std::int64_t>& sizes) {
     const auto anvil = g.add("anvil", id, "alloc", "anvil");
     const auto torch = g.add("torch", id, "alloc", "LibTorch");
     const auto torch2 = g.add("torch-t2", id, "alloc", "LibTorch, 2 thr");
+    const auto anvil1 = g.add("anvil-t1", id, "alloc", "anvil, 1 thr");
+    const auto torch1 = g.add("torch-t1", id, "alloc", "LibTorch, 1 thr, BLAS 1");
+    // Issue 12: 1.25x LibTorch at its defaults, at least even at equal threads.
     g.rows = {{"1000 x matmul(100x100).norm().item()", anvil, torch, {TargetKind::RatioAtMost, 0.8}},
-              {"  vs LibTorch set_num_threads(2)", anvil, torch2, {TargetKind::RatioAtMost, 0.8}}};
+              {"  vs LibTorch set_num_threads(2)", anvil, torch2, {TargetKind::RatioAtMost, 1.0}},
+              {"  equal threads: both on 1", anvil1, torch1, {TargetKind::RatioAtMost, 1.0}}};
     groups.push_back(std::move(g));
   }
   return groups;
+}
+
+// With --baseline: each group's first row again with the baseline build's
+// anvil in place of this one, against the same peer (before/after, one run).
+void add_baseline_rows(std::vector<Group>& groups) {
+  for (auto& g : groups) {
+    if (g.rows.empty()) continue;
+    const Row first = g.rows.front();
+    const Impl a = g.impls[first.anvil];
+    const std::string label = "  baseline build vs " + g.impls[first.peer].name;
+    const auto base = g.add("anvil-base", a.case_id, a.variant, "baseline " + a.name);
+    g.rows.insert(g.rows.begin() + 1, Row{label, base, first.peer, {}});
+  }
 }
 
 // --- measuring ------------------------------------------------------------------------
@@ -188,6 +211,7 @@ struct Options {
   std::vector<std::int64_t> sizes{64, 128, 256, 512, 1024, 2048, 4096};
   bool markdown = false;
   bool verbose = false;
+  std::string baseline;  // another build's anvil worker, for before/after rows
 };
 
 // One timed request; seconds per op, or nullopt with impl.failure set.
@@ -392,13 +416,15 @@ std::string here() {
 
 void usage() {
   std::cout << "usage: bench_compare [--repeats N] [--sample-ms MS] [--filter TEXT] [--sizes 64,256,...]\n"
-               "                     [--markdown] [--verbose]\n"
+               "                     [--markdown] [--verbose] [--baseline PROGRAM]\n"
                "  --repeats    samples per implementation, median reported (default 7)\n"
                "  --sample-ms  length of one sample (default 200)\n"
                "  --filter     only cases whose title contains TEXT (e.g. matmul, add, exp, overhead, exercise)\n"
                "  --sizes      matmul sizes (default 64,128,256,512,1024,2048,4096)\n"
                "  --markdown   print the table as Markdown\n"
-               "  --verbose    print every sample to stderr\n";
+               "  --verbose    print every sample to stderr\n"
+               "  --baseline   another build's bench_worker_anvil (or a script that runs it): each\n"
+               "               group's first row is measured with it too, as a \"before\" row\n";
 }
 
 Options parse(int argc, char** argv) {
@@ -419,6 +445,8 @@ Options parse(int argc, char** argv) {
       o.markdown = true;
     else if (a == "--verbose")
       o.verbose = true;
+    else if (a == "--baseline")
+      o.baseline = next();
     else if (a == "--sizes") {
       o.sizes.clear();
       std::istringstream in(next());
@@ -439,8 +467,12 @@ int run(int argc, char** argv) {
   const std::string dir = here();
   std::vector<Worker> workers;
   workers.push_back({"anvil", dir + "/bench_worker_anvil", {}, false, nullptr, {}});
+  workers.push_back({"anvil-t1", dir + "/bench_worker_anvil", {"--threads", "1"}, false, nullptr, {}});
+  if (!o.baseline.empty()) workers.push_back({"anvil-base", o.baseline, {}, false, nullptr, {}});
   workers.push_back({"openblas", dir + "/bench_worker_openblas", {}, false, nullptr, {}});
   workers.push_back({"torch", dir + "/bench_worker_torch", {}, true, nullptr, {}});
+  workers.push_back(
+      {"torch-t1", dir + "/bench_worker_torch", {"--threads", "1", "--blas-threads", "1"}, true, nullptr, {}});
   workers.push_back({"torch-t2", dir + "/bench_worker_torch", {"--threads", "2"}, true, nullptr, {}});
   std::map<std::string, Worker*> by_key;
   for (auto& w : workers) {
@@ -461,10 +493,11 @@ int run(int argc, char** argv) {
 
   auto groups = make_groups(o.sizes);
   std::erase_if(groups, [&](const Group& g) { return g.title.find(o.filter) == std::string::npos; });
+  if (!o.baseline.empty()) add_baseline_rows(groups);
 
   std::cout << "anvil vs peers: median of " << o.repeats << " samples of ~" << o.sample_s * 1e3
             << " ms each, implementations alternating, one process per library\n";
-  for (const auto& w : workers) std::cout << "  " << std::left << std::setw(9) << w.key << " " << w.info << "\n";
+  for (const auto& w : workers) std::cout << "  " << std::left << std::setw(10) << w.key << " " << w.info << "\n";
   std::cout << "  load average at start: " << loadavg() << "\n" << std::flush;
 
   const auto start = std::chrono::steady_clock::now();

@@ -1,13 +1,17 @@
 // benchmarks/worker_anvil.cpp — times anvil for bench_compare (see worker.h).
 //
 // anvil runs in its default configuration: no set_num_threads call, no
-// environment variable, so the figures are what a user gets.
+// environment variable, so the figures are what a user gets; with
+// `--threads N` it calls anvil::set_num_threads(N) first (the equal-threads
+// rows).
 //
 // Variants: `alloc` — the allocating API a user writes (`c = a + b`), the
 // result dropped each iteration so the allocator's reuse is part of the cost;
 // `out` — the same op into a preallocated tensor (`add_out`, `mm_out`).
 #include <anvil/anvil.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "worker.h"
@@ -70,8 +74,15 @@ Body prepare(const CaseId& id, const std::string& variant) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::string how = "defaults";
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--threads") == 0) {
+      anvil::set_num_threads(std::atoi(argv[i + 1]));
+      how = std::string("set_num_threads(") + argv[i + 1] + ")";
+    }
+  }
   const std::string info =
-      std::string("anvil ") + anvil::kVersion + ", threads=" + std::to_string(anvil::num_threads()) + " (defaults)";
+      std::string("anvil ") + anvil::kVersion + ", threads=" + std::to_string(anvil::num_threads()) + " (" + how + ")";
   return anvil_bench::serve(info, prepare);
 }

@@ -4,10 +4,14 @@
 //                                   1 intra-op thread; its OpenBLAS keeps its own
 //                                   pthread pool of 2)
 //   bench_worker_torch --threads 2  at::set_num_threads(2) first
+//   bench_worker_torch --threads 1 --blas-threads 1
+//                                   also its OpenBLAS held to 1 thread (the
+//                                   equal-threads rows: every library on one)
 //
 // Variants: `alloc` — what a user writes (`c = a + b`), a fresh result each
 // iteration; `out` — the out= variants into preallocated tensors;
 // `inference` — `alloc` under c10::InferenceMode (skips autograd bookkeeping).
+#include <dlfcn.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -84,17 +88,29 @@ Body prepare(const CaseId& id, const std::string& variant) {
   return {};
 }
 
+// LibTorch's OpenBLAS (the pthread build) is not linked here directly; its
+// thread count is set through the symbol the loaded library exports.
+std::string set_blas_threads(int n) {
+  using SetThreads = void (*)(int);
+  auto* set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (set == nullptr) return ", BLAS threads unchanged (no openblas_set_num_threads)";
+  set(n);
+  return ", BLAS threads=" + std::to_string(n);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string how = "defaults";
+  std::string blas;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--threads") == 0) {
       at::set_num_threads(std::atoi(argv[i + 1]));
       how = std::string("set_num_threads(") + argv[i + 1] + ")";
     }
+    if (std::strcmp(argv[i], "--blas-threads") == 0) blas = set_blas_threads(std::atoi(argv[i + 1]));
   }
   const std::string info = std::string("LibTorch ") + TORCH_VERSION +
-                           ", intra-op threads=" + std::to_string(at::get_num_threads()) + " (" + how + ")";
+                           ", intra-op threads=" + std::to_string(at::get_num_threads()) + " (" + how + ")" + blas;
   return anvil_bench::serve(info, prepare);
 }

@@ -1,12 +1,15 @@
 // Threads: one thread budget for anvil's loops and BLAS (issue 2). Results do
 // not depend on the thread count beyond rounding, and distinct tensors can be
-// used from distinct threads.
+// used from distinct threads. Small work runs on the calling thread and large
+// work on every allowed thread (issue 12; Note [Threads from the work's
+// size]), seen through the CPU backend's counters, never through timings.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/threads.h"
 #include "device_test.h"
 #include "reference.h"
 
@@ -36,6 +39,122 @@ TEST(ThreadCount, SetAndGet) {
   EXPECT_THROW(set_num_threads(0), ValueError);
   EXPECT_THROW(set_num_threads(-2), ValueError);
   EXPECT_EQ(num_threads(), 3) << "a rejected value leaves the setting alone";
+}
+
+// --- threads from the work's size (Note [Threads from the work's size]) ---
+
+namespace cpu_threads = anvil::cpu_backend;
+
+TEST(ThreadChoice, GemmThreadsFromTheProductsSize) {
+  using cpu_threads::gemm_threads;
+  EXPECT_EQ(gemm_threads(64, 64, 64, 2), 1);
+  EXPECT_EQ(gemm_threads(100, 100, 100, 2), 1) << "the chapter's exercise";
+  EXPECT_EQ(gemm_threads(128, 128, 128, 2), 1);
+  EXPECT_EQ(gemm_threads(1024, 1024, 1024, 2), 2);
+  EXPECT_EQ(gemm_threads(1024, 1024, 1024, 1), 1) << "set_num_threads is the upper bound";
+  EXPECT_EQ(gemm_threads(1024, 1024, 1024, 64), 64);
+  // Grows with the work, one thread per kGemmWorkPerThread.
+  const std::int64_t w = cpu_threads::kGemmWorkPerThread;
+  EXPECT_EQ(gemm_threads(4096, 4096, 4096, 1 << 30), std::int64_t{4096} * 4096 * 4096 / w);
+  EXPECT_EQ(gemm_threads(w, 2, 1, 8), 2);
+  EXPECT_EQ(gemm_threads(w, 2, 1, 1), 1);
+  EXPECT_EQ(gemm_threads(w, 1, 1, 8), 1);
+  EXPECT_EQ(gemm_threads(w, 5, 1, 8), 5);
+  // Degenerate and enormous products.
+  EXPECT_EQ(gemm_threads(0, 1000, 1000, 8), 1);
+  EXPECT_EQ(gemm_threads(std::int64_t{1} << 40, std::int64_t{1} << 40, std::int64_t{1} << 40, 8), 8);
+}
+
+TEST(ThreadChoice, SmallWorkNeverEntersAParallelRegion) {
+  ThreadsGuard guard;
+  set_num_threads(2);
+  const Tensor a = randn({100, 100}, cpu());
+  const Tensor b = randn({100, 100}, cpu());
+  const Tensor m = randn({64, 64}, cpu());
+  const Tensor x = randn({30000}, cpu());
+  const Tensor y = randn({30000}, cpu());
+  const Tensor wide = randn({1, 10000}, cpu());
+  Tensor out = empty({30000}, cpu());
+  cpu_threads::reset_parallel_stats();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(std::isfinite(matmul(a, b).norm().item<float>()));  // the chapter's exercise
+    (void)matmul(m, m);
+    add_out(out, x, y);
+    (void)(exp(x) * y);
+    (void)x.sum();
+    (void)sum(a, {0});
+    (void)sum(wide, {0});  // many columns, one row: little work
+    (void)a.t().contiguous();
+  }
+  const auto s = cpu_threads::parallel_stats();
+  EXPECT_EQ(s.regions, 0u) << "small ops must not wake the pool";
+  EXPECT_EQ(s.blas_threaded, 0u);
+  EXPECT_EQ(s.blas_single, 6u) << "every product went through the thread choice";
+  EXPECT_EQ(cpu_threads::blas_threads(), 1) << "OpenBLAS itself is held to one thread";
+  EXPECT_EQ(num_threads(), 2) << "the BLAS choice leaves the caller's thread count alone";
+}
+
+TEST(ThreadChoice, LargeWorkUsesEveryAllowedThread) {
+  ThreadsGuard guard;
+  const Tensor big = randn({4 << 20}, cpu());
+  const Tensor a = randn({512, 512}, cpu());
+  for (const int n : {2, 3}) {
+    set_num_threads(n);
+    cpu_threads::reset_parallel_stats();
+    (void)(big + big);
+    (void)exp(big);
+    (void)sum(big.reshape({4, 1 << 20}), {0});
+    auto s = cpu_threads::parallel_stats();
+    EXPECT_EQ(s.regions, 3u) << n << " threads";
+    EXPECT_EQ(s.region_threads, 3u * static_cast<unsigned>(n)) << "every allowed thread took part";
+    (void)matmul(a, a);
+    s = cpu_threads::parallel_stats();
+    EXPECT_EQ(s.blas_threaded, 1u);
+    EXPECT_EQ(s.blas_single, 0u);
+    EXPECT_EQ(cpu_threads::blas_threads(), n) << "OpenBLAS ran on " << n << " threads";
+    EXPECT_EQ(num_threads(), n);
+  }
+  // One allowed thread: the same work never enters a parallel region.
+  set_num_threads(1);
+  cpu_threads::reset_parallel_stats();
+  (void)(big + big);
+  (void)matmul(a, a);
+  const auto s = cpu_threads::parallel_stats();
+  EXPECT_EQ(s.regions, 0u);
+  EXPECT_EQ(s.blas_threaded, 0u);
+  EXPECT_EQ(s.blas_single, 1u);
+  EXPECT_EQ(cpu_threads::blas_threads(), 1);
+}
+
+TEST(ThreadChoice, CostlyElementsSplitSooner) {
+  // The grain follows an element's cost: 20,000 additions stay on one
+  // thread, 20,000 logarithms (libm, one element at a time) take two.
+  ThreadsGuard guard;
+  set_num_threads(2);
+  const Tensor x = rand({20000}, cpu());
+  cpu_threads::reset_parallel_stats();
+  (void)(x + x);
+  (void)exp(x);
+  EXPECT_EQ(cpu_threads::parallel_stats().regions, 0u);
+  (void)log(x);
+  const auto s = cpu_threads::parallel_stats();
+  EXPECT_EQ(s.regions, 1u);
+  EXPECT_EQ(s.region_threads, 2u);
+}
+
+TEST(ThreadChoice, SmallAndLargeProductsAlternate) {
+  // OpenBLAS's count follows each product: a large one after small ones is
+  // threaded again, and results stay right throughout.
+  ThreadsGuard guard;
+  set_num_threads(2);
+  const Tensor small = full({100, 100}, 1.0, cpu());
+  const Tensor large = full({512, 512}, 1.0, cpu());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(matmul(small, small).sum().item<float>(), 1e6f);
+    EXPECT_EQ(cpu_threads::blas_threads(), 1);
+    EXPECT_EQ(matmul(large, large).sum().item<float>(), 512.0f * 512.0f * 512.0f);
+    EXPECT_EQ(cpu_threads::blas_threads(), 2);
+  }
 }
 
 TEST_P(Threads, ResultsDoNotDependOnTheThreadCount) {

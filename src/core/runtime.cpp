@@ -8,20 +8,23 @@
 #include "core/backend.h"
 #include "core/caching_allocator.h"
 
-extern "C" void openblas_set_num_threads(int);
-
 namespace anvil {
+
+namespace cpu_backend {
+void set_thread_bound(int threads);  // src/backends/cpu/threads.h
+}  // namespace cpu_backend
 
 // Note [One thread pool]
 // anvil's CPU loops run on OpenMP and link the OpenMP build of OpenBLAS, so
 // BLAS calls reuse the same worker threads. With two pools (OpenMP workers
 // spinning while OpenBLAS's pthreads run, LibTorch's configuration after
 // set_num_threads) a 2-core machine runs 5x slower; with one pool there is
-// nothing to oversubscribe. set_num_threads() sets both.
+// nothing to oversubscribe. set_num_threads() sets both, as an upper bound:
+// each loop and each BLAS call takes at most that many threads, and small
+// ones take one (Note [Threads from the work's size]).
 void set_num_threads(int n) {
   ANVIL_CHECK(n >= 1, ValueError, "set_num_threads: expected a thread count >= 1, got ", n);
-  omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  cpu_backend::set_thread_bound(n);
 }
 
 int num_threads() noexcept { return omp_get_max_threads(); }

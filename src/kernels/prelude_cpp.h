@@ -7,7 +7,8 @@
 // Everything is inlined into the CPU's loops, which is what lets GCC
 // vectorise them: no call may stay out of line in a hot loop. Scalar libm
 // expf caps a loop at ~4 GB/s, so exp(float) is a branch-free polynomial
-// that vectorises; the rest is libm.
+// that vectorises (given -fno-trapping-math: Note [Vectorised elementwise
+// loops] in CMakeLists.txt); the rest is libm.
 
 // Inlined into every loop that calls them, or the loop cannot vectorise: GCC
 // otherwise keeps one out-of-line copy for the many kernel instantiations.

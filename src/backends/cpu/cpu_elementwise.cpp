@@ -60,29 +60,35 @@ inline void binary_row(O* o, const I* a, const I* b, std::int64_t n, std::int64_
 }
 
 template <typename O, typename I, typename F>
-void run_unary(const ElementwiseArgs& a, F f) {
+void run_unary(const ElementwiseArgs& a, F f, std::int64_t grain = kParallelGrain) {
   I slot{};
   char* base[2] = {reinterpret_cast<char*>(static_cast<O*>(a.out.data) + a.out.offset),
                    reinterpret_cast<char*>(operand_ptr<I>(a.in[0], &slot))};
   const std::int64_t es[2] = {sizeof(O), sizeof(I)};
   const detail::KernelOperand* ops[2] = {&a.out, &a.in[0]};
-  for_each_row<2>(a, base, es, ops, [&](char* const* p, std::int64_t n, const std::int64_t* st) {
-    unary_row(reinterpret_cast<O*>(p[0]), reinterpret_cast<const I*>(p[1]), n, st[0], st[1], f);
-  });
+  for_each_row<2>(
+      a, base, es, ops,
+      [&](char* const* p, std::int64_t n, const std::int64_t* st) {
+        unary_row(reinterpret_cast<O*>(p[0]), reinterpret_cast<const I*>(p[1]), n, st[0], st[1], f);
+      },
+      grain);
 }
 
 template <typename O, typename I, typename F>
-void run_binary(const ElementwiseArgs& a, F f) {
+void run_binary(const ElementwiseArgs& a, F f, std::int64_t grain = kParallelGrain) {
   I slot_a{}, slot_b{};
   char* base[3] = {reinterpret_cast<char*>(static_cast<O*>(a.out.data) + a.out.offset),
                    reinterpret_cast<char*>(operand_ptr<I>(a.in[0], &slot_a)),
                    reinterpret_cast<char*>(operand_ptr<I>(a.in[1], &slot_b))};
   const std::int64_t es[3] = {sizeof(O), sizeof(I), sizeof(I)};
   const detail::KernelOperand* ops[3] = {&a.out, &a.in[0], &a.in[1]};
-  for_each_row<3>(a, base, es, ops, [&](char* const* p, std::int64_t n, const std::int64_t* st) {
-    binary_row(reinterpret_cast<O*>(p[0]), reinterpret_cast<const I*>(p[1]), reinterpret_cast<const I*>(p[2]), n, st[0],
-               st[1], st[2], f);
-  });
+  for_each_row<3>(
+      a, base, es, ops,
+      [&](char* const* p, std::int64_t n, const std::int64_t* st) {
+        binary_row(reinterpret_cast<O*>(p[0]), reinterpret_cast<const I*>(p[1]), reinterpret_cast<const I*>(p[2]), n,
+                   st[0], st[1], st[2], f);
+      },
+      grain);
 }
 
 // What each op computes per element is src/kernels/scalar.h (scalar_ops.h),
@@ -106,14 +112,40 @@ C clamp_bound(double v) {
   }
 }
 
+// The least elements worth a thread for an op computed in C (parallel.h):
+// f32 exp and sigmoid are vectorised polynomials, the rest of the
+// transcendental functions call libm once per element.
+template <typename C>
+constexpr std::int64_t unary_grain(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Exp:
+    case UnaryOp::Sigmoid:
+      return std::is_same_v<C, float> ? kParallelGrainVectorMath : kParallelGrainLibm;
+    case UnaryOp::Log:
+    case UnaryOp::Sin:
+    case UnaryOp::Cos:
+    case UnaryOp::Tanh:
+      return kParallelGrainLibm;
+    default:
+      return kParallelGrain;
+  }
+}
+
+template <typename C>
+constexpr std::int64_t binary_grain(BinaryOp op) {
+  return op == BinaryOp::Pow && std::is_floating_point_v<C> ? kParallelGrainLibm : kParallelGrain;
+}
+
 // One case per op: out = fn(x) (or fn(x, y)) through the compute type.
 #define ANVIL_CPU_UNARY(Op, fn) \
   case UnaryOp::Op:             \
-    return run_unary<T, T>(a, [](T x) { return convert<T>(scalar::anvil_##fn(static_cast<C>(x))); })
-#define ANVIL_CPU_BINARY(Op, fn) \
-  case BinaryOp::Op:             \
-    return run_binary<T, T>(     \
-        a, [](T x, T y) { return convert<T>(scalar::anvil_##fn(static_cast<C>(x), static_cast<C>(y))); })
+    return run_unary<T, T>(     \
+        a, [](T x) { return convert<T>(scalar::anvil_##fn(static_cast<C>(x))); }, unary_grain<C>(UnaryOp::Op))
+#define ANVIL_CPU_BINARY(Op, fn)                                                                          \
+  case BinaryOp::Op:                                                                                      \
+    return run_binary<T, T>(                                                                              \
+        a, [](T x, T y) { return convert<T>(scalar::anvil_##fn(static_cast<C>(x), static_cast<C>(y))); }, \
+        binary_grain<C>(BinaryOp::Op))
 #define ANVIL_CPU_COMPARE(Op, fn) \
   case BinaryOp::Op:              \
     return run_binary<bool, T>(a, \

@@ -1,9 +1,11 @@
-// GEMM: OpenBLAS for f32/f64 (parallel inside, on anvil's one pool), plain
-// loops for integer dtypes.
+// GEMM: OpenBLAS for f32/f64 (parallel inside, on anvil's one pool, on as
+// many threads as the product's size repays), plain loops for integer dtypes.
 #include <cblas.h>
+#include <omp.h>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dispatch.h"
+#include "backends/cpu/threads.h"
 
 namespace anvil::cpu_backend {
 
@@ -46,17 +48,16 @@ void loop_gemm(const GemmArgs& g, std::int64_t b) {
 
 template <typename T>
 void gemm_typed(const GemmArgs& g) {
-  auto one = [&](std::int64_t b) {
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-      blas_gemm<T>(g, b);
-    else
-      loop_gemm<T>(g, b);
-  };
   // One matrix at a time, each parallel inside OpenBLAS where it is large
   // enough. Never call OpenBLAS from several threads at once: its OpenMP
   // build serialises concurrent calls on a lock, and a batch of 32x32
   // products run "in parallel" that way took 50x longer than in sequence.
-  for (std::int64_t i = 0; i < g.batch; ++i) one(i);
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    const BlasThreads threads(gemm_threads(g.m, g.n, g.k, omp_get_max_threads()));
+    for (std::int64_t i = 0; i < g.batch; ++i) blas_gemm<T>(g, i);
+  } else {
+    for (std::int64_t i = 0; i < g.batch; ++i) loop_gemm<T>(g, i);
+  }
 }
 
 }  // namespace

@@ -112,7 +112,9 @@ void reduce_typed(const ReduceArgs& a) {
   // Columns: one kept dim with unit stride, one reduced dim.
   if (nk == 1 && nr == 1 && a.in.strides[0] == 1 && a.out.strides[0] == 1) {
     const std::int64_t cols = a.shape[0], rows = rshape[0], rs = rstride[0];
-    parallel_for(cols, 4096, [&](std::int64_t b, std::int64_t e) {
+    // A thread per kParallelGrain elements read, whatever the shape.
+    const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, rows));
+    parallel_for(cols, grain, [&](std::int64_t b, std::int64_t e) {
       std::vector<Acc> acc(static_cast<std::size_t>(e - b), Op::init());
       for (std::int64_t r = 0; r < rows; ++r) {
         const T* row = in + r * rs;

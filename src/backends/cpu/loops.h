@@ -27,9 +27,10 @@ inline std::int64_t operand_stride(const detail::KernelOperand& op, int dim) {
 
 // row(ptrs..., n, strides...) is called for every row; `ptrs` is a tuple-free
 // array of up to 4 base pointers (out first) as char* with element sizes.
+// `grain`: the least elements worth a thread (parallel.h).
 template <int N, typename Row>
 void for_each_row(const detail::ElementwiseArgs& a, char* const (&base)[N], const std::int64_t (&elem_size)[N],
-                  const detail::KernelOperand* const (&ops)[N], Row&& row) {
+                  const detail::KernelOperand* const (&ops)[N], Row&& row, std::int64_t grain = kParallelGrain) {
   const int nd = a.ndim;
   if (a.numel == 0) return;
   if (nd == 0) {
@@ -41,7 +42,7 @@ void for_each_row(const detail::ElementwiseArgs& a, char* const (&base)[N], cons
   std::int64_t inner_stride[N];
   for (int k = 0; k < N; ++k) inner_stride[k] = operand_stride(*ops[k], nd - 1);
   if (nd == 1) {
-    parallel_for(inner, kParallelGrain, [&](std::int64_t begin, std::int64_t end) {
+    parallel_for(inner, grain, [&](std::int64_t begin, std::int64_t end) {
       char* p[N];
       for (int k = 0; k < N; ++k) p[k] = base[k] + begin * inner_stride[k] * elem_size[k];
       row(p, end - begin, inner_stride);
@@ -49,8 +50,8 @@ void for_each_row(const detail::ElementwiseArgs& a, char* const (&base)[N], cons
     return;
   }
   const std::int64_t rows = a.numel / inner;
-  const std::int64_t grain = inner >= kParallelGrain ? 1 : kParallelGrain / inner;
-  parallel_for(rows, grain, [&](std::int64_t begin, std::int64_t end) {
+  const std::int64_t row_grain = inner >= grain ? 1 : grain / inner;
+  parallel_for(rows, row_grain, [&](std::int64_t begin, std::int64_t end) {
     // Position of row `begin` (one div/mod per dim), then an odometer: rows
     // are often short (an im2col row is a kernel width), so per-row division
     // would cost more than the row itself.

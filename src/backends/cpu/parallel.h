@@ -1,6 +1,6 @@
 // Parallel loops for the CPU backend. See Note [One thread pool] in
 // src/core/runtime.cpp: everything runs on the one OpenMP pool that
-// OpenBLAS shares.
+// OpenBLAS shares; and Note [Threads from the work's size] in threads.h.
 #pragma once
 
 #include <omp.h>
@@ -8,14 +8,24 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backends/cpu/threads.h"
+
 namespace anvil::cpu_backend {
 
-// Below this many elements (half a MiB of f32) a loop runs on the calling
-// thread: with passive waiting (Note [Passive OpenMP waiting]) waking the
-// pool costs several µs, more than splitting such a loop saves.
-inline constexpr std::int64_t kParallelGrain = 1 << 17;
+// The least work worth a thread of its own, in elements, by an element's
+// cost (Note [Threads from the work's size]): a loop of n elements runs on
+// n / grain threads, and below 2 * grain on the calling thread alone. With
+// passive waiting a parallel region cost ~10 µs here (issue 12's 2-core
+// machine, under load); one thread took per f32 element ~0.2 ns for add, mul
+// or copy, ~0.7 ns for exp and sigmoid (vectorised polynomials), and 3-15 ns
+// for log, sin, cos, tanh and pow (libm, one element at a time).
+inline constexpr std::int64_t kParallelGrain = 1 << 17;            // half a MiB of f32
+inline constexpr std::int64_t kParallelGrainVectorMath = 1 << 15;  // exp, sigmoid (f32)
+inline constexpr std::int64_t kParallelGrainLibm = 1 << 13;        // log, sin, cos, tanh, pow; f64 exp
 
-// fn(begin, end) over [0, n) in contiguous chunks, one per thread.
+// fn(begin, end) over [0, n) in contiguous chunks, one per thread, on at
+// most n / grain threads: below 2 * grain it runs on the calling thread and
+// the pool is never woken.
 template <typename F>
 void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
   if (n <= 0) return;
@@ -29,6 +39,7 @@ void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
   {
     const int t = omp_get_thread_num();
     const int nt = omp_get_num_threads();
+    if (t == 0) record_parallel_region(nt);
     // Chunks aligned to 16 elements keep vector loops on cache-line bounds.
     const std::int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
     const std::int64_t begin = std::min<std::int64_t>(n, t * chunk);

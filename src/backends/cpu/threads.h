@@ -1,0 +1,76 @@
+// How many threads a piece of CPU work runs on, chosen per call from its
+// size, and the counters that let tests see the choice. See Note [Threads
+// from the work's size].
+#pragma once
+
+#include <cstdint>
+
+namespace anvil::cpu_backend {
+
+// Note [Threads from the work's size]
+// Waking the pool's passive workers (Note [Passive OpenMP waiting]) costs a
+// futex wake and a context switch per worker, and a barrier at the end:
+// several µs on an idle machine, far more when other processes hold the
+// cores. Work too small to repay that runs on the calling thread without
+// entering a parallel region at all, and large work uses every thread that
+// anvil::set_num_threads allows (the upper bound, omp_get_max_threads()):
+//   - anvil's loops (parallel_for, parallel.h) by their element count and a
+//     grain per element's cost;
+//   - OpenBLAS by m·n·k (gemm_threads). Its OpenMP build runs on the same
+//     pool (Note [One thread pool]) and takes its thread count from a global
+//     that openblas_set_num_threads sets, so BlasThreads sets it around each
+//     call, changing it only when the wanted count differs from the last.
+// What was measured, on issue 12's 2-core machine with passive waiting and
+// other builds running: a parallel region cost ~10 µs; the loops' grains are
+// in parallel.h. OpenBLAS on two threads was slower than on one for every
+// square product up to n = 320 (n = 100: 74 against 44 µs; n = 200: 344
+// against 243 µs), even at n = 512, because the second core was busy.
+
+// GEMMs below this many multiply-adds per thread gain less from another
+// thread than its wake-up costs: 4M is ~100 µs of one core, so a product
+// gets a second thread from n ≈ 200, where on an idle machine it would save
+// ~120 µs against the region's ~10 µs, and on a busy one lose ~40%.
+inline constexpr std::int64_t kGemmWorkPerThread = std::int64_t{4} << 20;
+
+// Threads for an m×k by k×n product: 1 below 2·kGemmWorkPerThread, then one
+// per kGemmWorkPerThread, at most max_threads.
+int gemm_threads(std::int64_t m, std::int64_t n, std::int64_t k, int max_threads) noexcept;
+
+// Holds OpenBLAS at `threads` threads (at most omp_get_max_threads()) for
+// its lifetime: anvil's BLAS calls at the same count run concurrently, and a
+// call that needs another count waits for them and changes it. Inside a
+// parallel region it does nothing (OpenBLAS then runs on the calling thread).
+class BlasThreads {
+ public:
+  explicit BlasThreads(int threads);
+  ~BlasThreads();
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+
+ private:
+  enum class Held { Nothing, Shared, Exclusive };
+  Held held_ = Held::Nothing;
+  int bound_ = 1;  // this thread's OpenMP thread count, restored at the end
+};
+
+// anvil::set_num_threads: the upper bound for anvil's loops and OpenBLAS.
+void set_thread_bound(int threads);
+
+// OpenBLAS's thread count as its next call would see it (for tests).
+int blas_threads() noexcept;
+
+// What the choices above did, process-wide, since the last reset. Counted
+// always (one relaxed atomic add per parallel region or BLAS call); tests
+// read them, nothing else does.
+struct ParallelStats {
+  std::uint64_t regions = 0;         // parallel regions entered by parallel_for
+  std::uint64_t region_threads = 0;  // the team sizes of those regions, summed
+  std::uint64_t blas_single = 0;     // BLAS calls held to one thread
+  std::uint64_t blas_threaded = 0;   // BLAS calls allowed more than one thread
+};
+ParallelStats parallel_stats() noexcept;
+void reset_parallel_stats() noexcept;
+// Called by parallel_for's first thread with the team size.
+void record_parallel_region(int threads) noexcept;
+
+}  // namespace anvil::cpu_backend
