@@ -58,9 +58,9 @@ Tensor randint_like(const Tensor& t, std::int64_t low, std::int64_t high);
 // From host data; copied to `d` (the buffer may be reused as soon as this
 // returns). dtype from the C++ type unless given.
 Tensor from_host(const void* data, const Shape& shape, DType t, Device d = default_device());
-template <typename T>
+template <HasDType T>
 Tensor tensor(const std::vector<T>& values, Device d = default_device(), std::optional<DType> t = std::nullopt);
-template <typename T>
+template <HasDType T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape, Device d = default_device(),
               std::optional<DType> t = std::nullopt);
 // A 0-dim tensor.

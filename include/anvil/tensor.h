@@ -67,9 +67,11 @@ class Tensor {
   Tensor cpu() const { return to(anvil::cpu()); }
 
   // --- host access (copies to the host and waits; counted by the ledger) -------
-  template <typename T>
+  // T: bool, float, double or an integer type of a dtype's width (int,
+  // long, long long, std::int64_t, unsigned char, ...; see dtype_of).
+  template <HasDType T>
   T item() const;
-  template <typename T>
+  template <HasDType T>
   std::vector<T> to_vector() const;
   // Pointer to the first element; CPU tensors only (NotSupported otherwise).
   template <typename T>
