@@ -32,6 +32,7 @@ namespace anvil {
 namespace detail {
 class TensorImpl;
 }
+struct ValuesIndices;
 
 class Tensor {
  public:
@@ -82,14 +83,14 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
   Tensor view(const Shape& shape) const;     // a view or ShapeError
   Tensor transpose(int dim0, int dim1) const;
-  Tensor permute(const Shape& dims) const;
+  Tensor permute(const Dims& dims) const;
   Tensor t() const;  // transpose of a ≤2-D tensor
   Tensor slice(int dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
   Tensor narrow(int dim, std::int64_t start, std::int64_t length) const;
   Tensor select(int dim, std::int64_t index) const;
   Tensor expand(const Shape& shape) const;  // -1 keeps a dim
   Tensor squeeze() const;
-  Tensor squeeze(int dim) const;
+  Tensor squeeze(const Dims& dims) const;  // those of `dims` that are size 1
   Tensor unsqueeze(int dim) const;
   Tensor flatten(int start_dim = 0, int end_dim = -1) const;
   Tensor contiguous() const;  // this tensor when already contiguous
@@ -110,7 +111,7 @@ class Tensor {
   Tensor relu() const;
   Tensor pow(const Scalar& e) const;
   Tensor pow(const Tensor& e) const;
-  Tensor clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const;
+  Tensor clamp(std::optional<Scalar> lo, std::optional<Scalar> hi = std::nullopt) const;
 
   // In place: write the result into this tensor (its dtype must hold it).
   Tensor& add_(const Tensor& o);
@@ -131,18 +132,25 @@ class Tensor {
   // Copies `src` (broadcast, converted) into this tensor; same device.
   Tensor& copy_(const Tensor& src);
 
-  // --- reductions -------------------------------------------------------------
-  Tensor sum() const;
-  Tensor sum(const Shape& dims, bool keepdim = false) const;
-  Tensor mean() const;
-  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  // --- reductions (ops.h): dims are one dim or a list, x.sum(1), x.sum({0, 1}) ---
+  Tensor sum(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor mean(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor prod(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor amax(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor amin(const Dims& dims = {}, bool keepdim = false) const;
   Tensor max() const;
   Tensor min() const;
+  // Values and indices along one dim: `auto [values, indices] = x.max(1);`.
+  ValuesIndices max(int dim, bool keepdim = false) const;
+  ValuesIndices min(int dim, bool keepdim = false) const;
   Tensor argmax() const;
   Tensor argmax(int dim, bool keepdim = false) const;
   Tensor argmin() const;
   Tensor argmin(int dim, bool keepdim = false) const;
-  Tensor norm() const;
+  Tensor var(const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1) const;
+  Tensor std(const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1) const;
+  Tensor norm(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor logsumexp(const Dims& dims, bool keepdim = false) const;
 
   // --- linear algebra ---------------------------------------------------------
   Tensor matmul(const Tensor& o) const;
@@ -176,6 +184,13 @@ class Tensor {
 
  private:
   std::shared_ptr<detail::TensorImpl> impl_;
+};
+
+// What max / min along a dim return, as torch.max(x, dim) does:
+//   auto [values, indices] = x.max(1);   // or r.values, r.indices
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // i64
 };
 
 // PyTorch's format: tensor([[1., 1.],\n        [1., 1.]], device='opencl:0').
