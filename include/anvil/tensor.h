@@ -96,6 +96,11 @@ class Tensor {
   Tensor contiguous() const;  // this tensor when already contiguous
   Tensor clone() const;       // always a contiguous copy on the same device
   Tensor operator[](std::int64_t index) const { return select(0, index); }
+  Tensor index_select(int dim, const Tensor& index) const;
+  Tensor gather(int dim, const Tensor& index) const;
+  std::vector<Tensor> split(std::int64_t split_size, int dim = 0) const;
+  std::vector<Tensor> chunk(std::int64_t chunks, int dim = 0) const;
+  Tensor as_strided(const Shape& shape, const Strides& strides, std::int64_t offset) const;
 
   // --- elementwise ------------------------------------------------------------
   Tensor exp() const;
@@ -109,9 +114,42 @@ class Tensor {
   Tensor tanh() const;
   Tensor sigmoid() const;
   Tensor relu() const;
+  Tensor sign() const;
+  Tensor square() const;
+  Tensor reciprocal() const;
+  Tensor logical_not() const;
   Tensor pow(const Scalar& e) const;
   Tensor pow(const Tensor& e) const;
   Tensor clamp(std::optional<Scalar> lo, std::optional<Scalar> hi = std::nullopt) const;
+  // The free functions of ops.h with this tensor first: x.add(y) is add(x, y).
+  Tensor add(const Tensor& o) const;
+  Tensor add(const Tensor& o, const Scalar& alpha) const;  // x + alpha * o
+  Tensor add(const Scalar& o) const;
+  Tensor sub(const Tensor& o) const;
+  Tensor sub(const Scalar& o) const;
+  Tensor mul(const Tensor& o) const;
+  Tensor mul(const Scalar& o) const;
+  Tensor div(const Tensor& o) const;
+  Tensor div(const Scalar& o) const;
+  Tensor maximum(const Tensor& o) const;
+  Tensor maximum(const Scalar& o) const;
+  Tensor minimum(const Tensor& o) const;
+  Tensor minimum(const Scalar& o) const;
+  Tensor eq(const Tensor& o) const;
+  Tensor eq(const Scalar& o) const;
+  Tensor ne(const Tensor& o) const;
+  Tensor ne(const Scalar& o) const;
+  Tensor lt(const Tensor& o) const;
+  Tensor lt(const Scalar& o) const;
+  Tensor le(const Tensor& o) const;
+  Tensor le(const Scalar& o) const;
+  Tensor gt(const Tensor& o) const;
+  Tensor gt(const Scalar& o) const;
+  Tensor ge(const Tensor& o) const;
+  Tensor ge(const Scalar& o) const;
+  // condition ? this : other (torch.Tensor.where).
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+  Tensor where(const Tensor& condition, const Scalar& other) const;
 
   // In place: write the result into this tensor (its dtype must hold it).
   Tensor& add_(const Tensor& o);
@@ -151,9 +189,21 @@ class Tensor {
   Tensor std(const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1) const;
   Tensor norm(const Dims& dims = {}, bool keepdim = false) const;
   Tensor logsumexp(const Dims& dims, bool keepdim = false) const;
+  Tensor softmax(int dim) const;
+  Tensor log_softmax(int dim) const;
 
   // --- linear algebra ---------------------------------------------------------
   Tensor matmul(const Tensor& o) const;
+  Tensor mm(const Tensor& o) const;
+  Tensor bmm(const Tensor& o) const;
+  Tensor dot(const Tensor& o) const;
+  Tensor outer(const Tensor& o) const;
+  // beta * this + alpha * (a @ b), this the bias (torch.Tensor.addmm).
+  Tensor addmm(const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1) const;
+
+  // --- comparing (ops.h) ------------------------------------------------------
+  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;
+  bool equal(const Tensor& other) const;
 
   // --- autograd (anvil/autograd.h) --------------------------------------------
   bool requires_grad() const;

@@ -278,4 +278,11 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_s
   return matmul(matmul(ph, x), pw.t());
 }
 
+// --- Tensor members ---------------------------------------------------------------------
+Tensor Tensor::softmax(int dim) const { return anvil::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int dim) const { return anvil::log_softmax(*this, dim); }
+Tensor Tensor::as_strided(const Shape& shape, const Strides& strides, std::int64_t offset) const {
+  return anvil::as_strided(*this, shape, strides, offset);
+}
+
 }  // namespace anvil

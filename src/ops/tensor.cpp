@@ -194,4 +194,9 @@ bool equal(const Tensor& a, const Tensor& b) {
   return a.to_vector<double>() == b.to_vector<double>();
 }
 
+bool Tensor::allclose(const Tensor& other, double rtol, double atol) const {
+  return anvil::allclose(*this, other, rtol, atol);
+}
+bool Tensor::equal(const Tensor& other) const { return anvil::equal(*this, other); }
+
 }  // namespace anvil

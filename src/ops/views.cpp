@@ -450,6 +450,12 @@ Tensor Tensor::select(int dim, std::int64_t index) const { return anvil::select(
 Tensor Tensor::expand(const Shape& s) const { return anvil::expand(*this, s); }
 Tensor Tensor::squeeze() const { return anvil::squeeze(*this); }
 Tensor Tensor::squeeze(const Dims& dims) const { return anvil::squeeze(*this, dims); }
+Tensor Tensor::index_select(int dim, const Tensor& index) const { return anvil::index_select(*this, dim, index); }
+Tensor Tensor::gather(int dim, const Tensor& index) const { return anvil::gather(*this, dim, index); }
+std::vector<Tensor> Tensor::split(std::int64_t split_size, int dim) const {
+  return anvil::split(*this, split_size, dim);
+}
+std::vector<Tensor> Tensor::chunk(std::int64_t chunks, int dim) const { return anvil::chunk(*this, chunks, dim); }
 Tensor Tensor::unsqueeze(int dim) const { return anvil::unsqueeze(*this, dim); }
 Tensor Tensor::flatten(int start_dim, int end_dim) const { return anvil::flatten(*this, start_dim, end_dim); }
 Tensor Tensor::contiguous() const { return anvil::contiguous(*this); }
