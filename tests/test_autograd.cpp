@@ -46,7 +46,8 @@ std::vector<Case> cases() {
          return sum(x[0], {0, 2}) + sum(x[0]).reshape({1});
        }},
       {"mean", {{3, 4}}, [](V x) { return mean(x[0], {1}, true) * mean(x[0]); }},
-      {"max_min", {{3, 4}}, [](V x) { return max(x[0], {1}) + min(x[0], {0}).sum() + max(x[0]); }},
+      {"amax_amin", {{3, 4}}, [](V x) { return amax(x[0], {1}) + amin(x[0], {0}).sum() + max(x[0]); }},
+      {"max_min_dim", {{3, 4}}, [](V x) { return max(x[0], 1).values + min(x[0], 0, true).values.sum(); }},
       {"var_std", {{3, 5}}, [](V x) { return var(x[0], {1}) + anvil::std(x[0]); }},
       {"norm_logsumexp", {{3, 4}}, [](V x) { return norm(x[0], {1}) + logsumexp(x[0], {1}); }},
       {"prod", {{2, 3}}, [](V x) { return prod(x[0], {1}); }, true},

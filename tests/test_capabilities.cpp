@@ -230,7 +230,7 @@ TEST(Capabilities, EveryF32OpStillRuns) {
       {"sum mean", [](auto& x, auto&, auto&, auto&, auto&, auto&) { return x.sum({1}) + mean(x, {1}); }},
       {"long sums", [](auto&, auto&, auto& big, auto&, auto&, auto&) { return big.sum({1}) / 70000; }},
       {"total sum", [](auto&, auto&, auto& big, auto&, auto&, auto&) { return big.sum() / 280000; }},
-      {"max min prod", [](auto& x, auto& y, auto&, auto&, auto&, auto&) { return max(x, {0}) + min(x, {0}) + prod(y, {0}); }},
+      {"max min prod", [](auto& x, auto& y, auto&, auto&, auto&, auto&) { return amax(x, {0}) + amin(x, {0}) + prod(y, {0}); }},
       {"argmax", [](auto& x, auto&, auto&, auto&, auto&, auto&) { return argmax(x, 1).to(f32); }},
       {"softmax logsumexp var",
        [](auto& x, auto&, auto&, auto&, auto&, auto&) { return softmax(x, 1).sum({1}) + logsumexp(x, {1}) + var(x, {1}); }},

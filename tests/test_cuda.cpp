@@ -231,7 +231,7 @@ TEST(CudaKernels, EveryKernelTheOpenCLBackendBuiltExistsForCuda) {
   if (device_count(DeviceType::OpenCL) == 0) GTEST_SKIP() << "no OpenCL device to compare with";
   const Device d(DeviceType::OpenCL, 0);
   Tensor x = randn({8, 16}, d), i = arange(0, 4, 1, d, DType::I64);
-  Tensor y = relu(exp(x + 2) * x).sum({1}) + max(x, {1}) + x.argmax(1).to(DType::F32) + x.mean({1});
+  Tensor y = relu(exp(x + 2) * x).sum({1}) + amax(x, {1}) + x.argmax(1).to(DType::F32) + x.mean({1});
   Tensor z = index_select(matmul(x, x.t()), 0, i) + where(matmul(x.t(), x) > 0, 1.0, zeros({16, 16}, d)).sum();
   (void)(y.to(DType::I32) / 3).to_vector<std::int32_t>();
   (void)z.to_vector<float>();

@@ -47,24 +47,24 @@ constexpr DType promote(DType a, DType b) noexcept {
   return static_cast<std::uint8_t>(a) > static_cast<std::uint8_t>(b) ? a : b;
 }
 
-// The dtype a tensor gets from a C++ type, for tensor({...}) and item<T>().
+// The dtype a tensor gets from a C++ type, for tensor({...}), item<T>() and
+// to_vector<T>(). Every integer type of a dtype's width maps to it, whatever
+// its name: long long as well as std::int64_t (long on LP64 Linux), int,
+// unsigned char. Character types and widths with no dtype (short) do not.
 template <typename T>
 struct dtype_of;
 template <>
 struct dtype_of<bool> {
   static constexpr DType value = DType::Bool;
 };
-template <>
-struct dtype_of<std::uint8_t> {
-  static constexpr DType value = DType::U8;
-};
-template <>
-struct dtype_of<std::int32_t> {
-  static constexpr DType value = DType::I32;
-};
-template <>
-struct dtype_of<std::int64_t> {
-  static constexpr DType value = DType::I64;
+template <typename T>
+concept DTypeInteger =
+    std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, char> && !std::is_same_v<T, wchar_t> &&
+    !std::is_same_v<T, char8_t> && !std::is_same_v<T, char16_t> && !std::is_same_v<T, char32_t> &&
+    ((std::is_signed_v<T> && (sizeof(T) == 4 || sizeof(T) == 8)) || (std::is_unsigned_v<T> && sizeof(T) == 1));
+template <DTypeInteger T>
+struct dtype_of<T> {
+  static constexpr DType value = std::is_unsigned_v<T> ? DType::U8 : sizeof(T) == 4 ? DType::I32 : DType::I64;
 };
 template <>
 struct dtype_of<float> {
@@ -73,6 +73,12 @@ struct dtype_of<float> {
 template <>
 struct dtype_of<double> {
   static constexpr DType value = DType::F64;
+};
+// A C++ type that has a dtype: what item<T>(), to_vector<T>() and tensor()
+// take.
+template <typename T>
+concept HasDType = requires {
+  dtype_of<T>::value;
 };
 template <typename T>
 inline constexpr DType dtype_v = dtype_of<T>::value;

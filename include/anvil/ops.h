@@ -2,7 +2,7 @@
 //
 //   auto a = anvil::rand({256, 256}, anvil::try_gpu());
 //   auto b = anvil::randn({256, 256}, a.device());
-//   auto c = anvil::matmul(a, b).relu().sum({1});
+//   auto c = anvil::matmul(a, b).relu().sum(1);    // or sum(c, {0, 1}), x.mean(0, true)
 //
 // Ops run where their operands are and put the result there (DESIGN §4.4).
 // Operands on different devices raise DeviceMismatch before anything runs
@@ -58,9 +58,9 @@ Tensor randint_like(const Tensor& t, std::int64_t low, std::int64_t high);
 // From host data; copied to `d` (the buffer may be reused as soon as this
 // returns). dtype from the C++ type unless given.
 Tensor from_host(const void* data, const Shape& shape, DType t, Device d = default_device());
-template <typename T>
+template <HasDType T>
 Tensor tensor(const std::vector<T>& values, Device d = default_device(), std::optional<DType> t = std::nullopt);
-template <typename T>
+template <HasDType T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape, Device d = default_device(),
               std::optional<DType> t = std::nullopt);
 // A 0-dim tensor.
@@ -125,7 +125,7 @@ Tensor sign(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor logical_not(const Tensor& x);
-Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi);
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi = std::nullopt);
 // cond ? a : b, broadcast; cond must be bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
@@ -169,21 +169,32 @@ Tensor& operator/=(Tensor& a, const Scalar& b);
 void add_out(Tensor& out, const Tensor& a, const Tensor& b);
 void mul_out(Tensor& out, const Tensor& a, const Tensor& b);
 
-// --- reductions (dims may be negative; empty dims = all) ------------------------------
-Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
-Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
-Tensor prod(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
-Tensor max(const Tensor& x, const Shape& dims = {}, bool keepdim = false);  // values
-Tensor min(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// --- reductions ----------------------------------------------------------------------
+// `dims` is one dim or a list (Dims): sum(x, 1) is sum(x, {1}); dims may be
+// negative; empty dims = all.
+Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+// Largest / smallest values over `dims` (torch.amax / amin).
+Tensor amax(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+// Of all elements, a 0-dim tensor (torch.max(x)).
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+// Along one dim, the values and the (i64) index of the first max / min, as
+// torch.max(x, dim): `auto [values, indices] = max(x, 1);`. The gradient
+// goes to that index alone.
+ValuesIndices max(const Tensor& x, int dim, bool keepdim = false);
+ValuesIndices min(const Tensor& x, int dim, bool keepdim = false);
 // Index (i64) of the first max/min; over the flattened tensor without a dim.
 Tensor argmax(const Tensor& x, std::optional<int> dim = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int> dim = std::nullopt, bool keepdim = false);
 // correction = 1: the unbiased estimator, as torch.var.
-Tensor var(const Tensor& x, const Shape& dims = {}, bool keepdim = false, std::int64_t correction = 1);
-Tensor std(const Tensor& x, const Shape& dims = {}, bool keepdim = false, std::int64_t correction = 1);
+Tensor var(const Tensor& x, const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1);
+Tensor std(const Tensor& x, const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1);
 // Frobenius / L2 norm.
-Tensor norm(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
-Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor norm(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim = false);
 
 // --- linear algebra -------------------------------------------------------------
 // torch.matmul: 1-D·1-D dot, 2-D mm, batched with broadcasting of batch dims.
@@ -202,13 +213,16 @@ void mm_out(Tensor& out, const Tensor& a, const Tensor& b);
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor view(const Tensor& x, const Shape& shape);
 Tensor transpose(const Tensor& x, int dim0, int dim1);
-Tensor permute(const Tensor& x, const Shape& dims);
+Tensor permute(const Tensor& x, const Dims& dims);
 Tensor t(const Tensor& x);
 Tensor slice(const Tensor& x, int dim, std::int64_t start, std::int64_t end, std::int64_t step = 1);
 Tensor narrow(const Tensor& x, int dim, std::int64_t start, std::int64_t length);
 Tensor select(const Tensor& x, int dim, std::int64_t index);
 Tensor expand(const Tensor& x, const Shape& shape);
-Tensor squeeze(const Tensor& x, std::optional<int> dim = std::nullopt);
+// Without dims, every size-1 dim goes; with dims, those of them that are
+// size 1 (the others stay, as in PyTorch).
+Tensor squeeze(const Tensor& x);
+Tensor squeeze(const Tensor& x, const Dims& dims);
 Tensor unsqueeze(const Tensor& x, int dim);
 Tensor flatten(const Tensor& x, int start_dim = 0, int end_dim = -1);
 Tensor contiguous(const Tensor& x);

@@ -1,6 +1,7 @@
 // anvil/optim.h — optimisers (DESIGN §5).
 //
 //   anvil::optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
+//   anvil::optim::Adam adam(net.parameters(), 1e-3);   // the learning rate alone
 //   for (...) { opt.zero_grad(); auto loss = ...; loss.backward(); opt.step(); }
 //
 // Updates run in place on each parameter's own device, without recording.
@@ -8,9 +9,12 @@
 // before a move keeps working; its state follows the parameters.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "anvil/tensor.h"
@@ -44,9 +48,17 @@ struct SGDOptions {
   bool nesterov = false;
 };
 
+// A learning rate given alone, as torch.optim.SGD(params, 0.1). A template
+// so that `{}` still means the options (an empty list would convert to a
+// double 0 ahead of an aggregate).
+template <typename T>
+concept LearningRate = std::is_arithmetic_v<T> && !std::same_as<T, bool>;
+
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, SGDOptions options);
+  template <LearningRate T>
+  SGD(std::vector<Tensor> params, T lr) : SGD(std::move(params), SGDOptions{.lr = static_cast<double>(lr)}) {}
   void step() override;
   SGDOptions& options() noexcept { return options_; }
   std::map<std::string, Tensor> state_dict() const override;
@@ -68,6 +80,8 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, AdamOptions options = {});
+  template <LearningRate T>
+  Adam(std::vector<Tensor> params, T lr) : Adam(std::move(params), AdamOptions{.lr = static_cast<double>(lr)}) {}
   void step() override;
   AdamOptions& options() noexcept { return options_; }
   std::map<std::string, Tensor> state_dict() const override;

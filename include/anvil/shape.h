@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
@@ -56,6 +57,38 @@ class Shape {
 std::ostream& operator<<(std::ostream& os, const Shape& s);
 
 using Strides = Shape;
+
+// The dims an op works over (a reduction's, permute's, squeeze's): one
+// integer or a list, as LibTorch's IntArrayRef, so that `x.sum(1)` and
+// `x.sum({0, 1})` both read as in PyTorch. Dims may be negative (counting
+// from the end); the op checks them against its input. Stored inline, at
+// most kMaxDims of them (ShapeError past that).
+class Dims {
+ public:
+  Dims() noexcept = default;
+  template <std::integral T>
+  requires(!std::same_as<T, bool>) Dims(T dim)
+  noexcept  // NOLINT: one dim converts implicitly
+      : dims_{static_cast<std::int64_t>(dim)}, size_(1) {}
+  Dims(std::initializer_list<std::int64_t> dims) : Dims(std::span<const std::int64_t>(dims.begin(), dims.size())) {}
+  Dims(const std::vector<std::int64_t>& dims) : Dims(std::span<const std::int64_t>(dims)) {}
+  Dims(const Shape& dims) : Dims(std::span<const std::int64_t>(dims.begin(), static_cast<std::size_t>(dims.size()))) {}
+  explicit Dims(std::span<const std::int64_t> dims);
+
+  int size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  std::int64_t operator[](int i) const noexcept { return dims_[i]; }
+  const std::int64_t* begin() const noexcept { return dims_.data(); }
+  const std::int64_t* end() const noexcept { return dims_.data() + size_; }
+  std::vector<std::int64_t> vec() const { return {begin(), end()}; }
+
+  friend bool operator==(const Dims& a, const Dims& b) noexcept;
+
+ private:
+  std::array<std::int64_t, kMaxDims> dims_{};
+  int size_ = 0;
+};
+std::ostream& operator<<(std::ostream& os, const Dims& d);  // [0, -1]
 
 // Row-major strides of `shape`, in elements.
 Strides contiguous_strides(const Shape& shape);

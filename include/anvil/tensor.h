@@ -32,6 +32,7 @@ namespace anvil {
 namespace detail {
 class TensorImpl;
 }
+struct ValuesIndices;
 
 class Tensor {
  public:
@@ -67,9 +68,11 @@ class Tensor {
   Tensor cpu() const { return to(anvil::cpu()); }
 
   // --- host access (copies to the host and waits; counted by the ledger) -------
-  template <typename T>
+  // T: bool, float, double or an integer type of a dtype's width (int,
+  // long, long long, std::int64_t, unsigned char, ...; see dtype_of).
+  template <HasDType T>
   T item() const;
-  template <typename T>
+  template <HasDType T>
   std::vector<T> to_vector() const;
   // Pointer to the first element; CPU tensors only (NotSupported otherwise).
   template <typename T>
@@ -80,19 +83,24 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
   Tensor view(const Shape& shape) const;     // a view or ShapeError
   Tensor transpose(int dim0, int dim1) const;
-  Tensor permute(const Shape& dims) const;
+  Tensor permute(const Dims& dims) const;
   Tensor t() const;  // transpose of a ≤2-D tensor
   Tensor slice(int dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
   Tensor narrow(int dim, std::int64_t start, std::int64_t length) const;
   Tensor select(int dim, std::int64_t index) const;
   Tensor expand(const Shape& shape) const;  // -1 keeps a dim
   Tensor squeeze() const;
-  Tensor squeeze(int dim) const;
+  Tensor squeeze(const Dims& dims) const;  // those of `dims` that are size 1
   Tensor unsqueeze(int dim) const;
   Tensor flatten(int start_dim = 0, int end_dim = -1) const;
   Tensor contiguous() const;  // this tensor when already contiguous
   Tensor clone() const;       // always a contiguous copy on the same device
   Tensor operator[](std::int64_t index) const { return select(0, index); }
+  Tensor index_select(int dim, const Tensor& index) const;
+  Tensor gather(int dim, const Tensor& index) const;
+  std::vector<Tensor> split(std::int64_t split_size, int dim = 0) const;
+  std::vector<Tensor> chunk(std::int64_t chunks, int dim = 0) const;
+  Tensor as_strided(const Shape& shape, const Strides& strides, std::int64_t offset) const;
 
   // --- elementwise ------------------------------------------------------------
   Tensor exp() const;
@@ -106,9 +114,42 @@ class Tensor {
   Tensor tanh() const;
   Tensor sigmoid() const;
   Tensor relu() const;
+  Tensor sign() const;
+  Tensor square() const;
+  Tensor reciprocal() const;
+  Tensor logical_not() const;
   Tensor pow(const Scalar& e) const;
   Tensor pow(const Tensor& e) const;
-  Tensor clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const;
+  Tensor clamp(std::optional<Scalar> lo, std::optional<Scalar> hi = std::nullopt) const;
+  // The free functions of ops.h with this tensor first: x.add(y) is add(x, y).
+  Tensor add(const Tensor& o) const;
+  Tensor add(const Tensor& o, const Scalar& alpha) const;  // x + alpha * o
+  Tensor add(const Scalar& o) const;
+  Tensor sub(const Tensor& o) const;
+  Tensor sub(const Scalar& o) const;
+  Tensor mul(const Tensor& o) const;
+  Tensor mul(const Scalar& o) const;
+  Tensor div(const Tensor& o) const;
+  Tensor div(const Scalar& o) const;
+  Tensor maximum(const Tensor& o) const;
+  Tensor maximum(const Scalar& o) const;
+  Tensor minimum(const Tensor& o) const;
+  Tensor minimum(const Scalar& o) const;
+  Tensor eq(const Tensor& o) const;
+  Tensor eq(const Scalar& o) const;
+  Tensor ne(const Tensor& o) const;
+  Tensor ne(const Scalar& o) const;
+  Tensor lt(const Tensor& o) const;
+  Tensor lt(const Scalar& o) const;
+  Tensor le(const Tensor& o) const;
+  Tensor le(const Scalar& o) const;
+  Tensor gt(const Tensor& o) const;
+  Tensor gt(const Scalar& o) const;
+  Tensor ge(const Tensor& o) const;
+  Tensor ge(const Scalar& o) const;
+  // condition ? this : other (torch.Tensor.where).
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+  Tensor where(const Tensor& condition, const Scalar& other) const;
 
   // In place: write the result into this tensor (its dtype must hold it).
   Tensor& add_(const Tensor& o);
@@ -129,21 +170,40 @@ class Tensor {
   // Copies `src` (broadcast, converted) into this tensor; same device.
   Tensor& copy_(const Tensor& src);
 
-  // --- reductions -------------------------------------------------------------
-  Tensor sum() const;
-  Tensor sum(const Shape& dims, bool keepdim = false) const;
-  Tensor mean() const;
-  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  // --- reductions (ops.h): dims are one dim or a list, x.sum(1), x.sum({0, 1}) ---
+  Tensor sum(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor mean(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor prod(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor amax(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor amin(const Dims& dims = {}, bool keepdim = false) const;
   Tensor max() const;
   Tensor min() const;
+  // Values and indices along one dim: `auto [values, indices] = x.max(1);`.
+  ValuesIndices max(int dim, bool keepdim = false) const;
+  ValuesIndices min(int dim, bool keepdim = false) const;
   Tensor argmax() const;
   Tensor argmax(int dim, bool keepdim = false) const;
   Tensor argmin() const;
   Tensor argmin(int dim, bool keepdim = false) const;
-  Tensor norm() const;
+  Tensor var(const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1) const;
+  Tensor std(const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1) const;
+  Tensor norm(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor logsumexp(const Dims& dims, bool keepdim = false) const;
+  Tensor softmax(int dim) const;
+  Tensor log_softmax(int dim) const;
 
   // --- linear algebra ---------------------------------------------------------
   Tensor matmul(const Tensor& o) const;
+  Tensor mm(const Tensor& o) const;
+  Tensor bmm(const Tensor& o) const;
+  Tensor dot(const Tensor& o) const;
+  Tensor outer(const Tensor& o) const;
+  // beta * this + alpha * (a @ b), this the bias (torch.Tensor.addmm).
+  Tensor addmm(const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1) const;
+
+  // --- comparing (ops.h) ------------------------------------------------------
+  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;
+  bool equal(const Tensor& other) const;
 
   // --- autograd (anvil/autograd.h) --------------------------------------------
   bool requires_grad() const;
@@ -174,6 +234,13 @@ class Tensor {
 
  private:
   std::shared_ptr<detail::TensorImpl> impl_;
+};
+
+// What max / min along a dim return, as torch.max(x, dim) does:
+//   auto [values, indices] = x.max(1);   // or r.values, r.indices
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // i64
 };
 
 // PyTorch's format: tensor([[1., 1.],\n        [1., 1.]], device='opencl:0').

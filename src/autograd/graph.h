@@ -109,8 +109,8 @@ void record_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
 void record_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, const Scalar& s, bool scalar_first);
 void record_unary(UnaryOp op, const Tensor& out, const Tensor& x, const UnaryParams& params);
 void record_where(const Tensor& out, const Tensor& cond, const Tensor* a, const Tensor* b);
-void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Shape& dims, bool keepdim, double scale);
-void record_norm(const Tensor& out, const Tensor& x, const Shape& dims);  // 0 gradient where the norm is 0
+void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Dims& dims, bool keepdim, double scale);
+void record_norm(const Tensor& out, const Tensor& x, const Dims& dims);  // 0 gradient where the norm is 0
 void record_matmul(const Tensor& out, const Tensor& a, const Tensor& b);
 void record_addmm(const Tensor& out, const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha);
 void record_cast(const Tensor& out, const Tensor& x);
@@ -118,7 +118,7 @@ void record_to_device(const Tensor& out, const Tensor& x);
 void record_clone(const Tensor& out, const Tensor& x);
 void record_reshape(const char* name, const Tensor& out, const Tensor& x);  // view, reshape, (un)squeeze
 void record_transpose(const Tensor& out, const Tensor& x, int dim0, int dim1);
-void record_permute(const Tensor& out, const Tensor& x, const Shape& dims);
+void record_permute(const Tensor& out, const Tensor& x, const Dims& dims);
 void record_slice(const Tensor& out, const Tensor& x, int dim, std::int64_t start, std::int64_t end, std::int64_t step);
 void record_select(const Tensor& out, const Tensor& x, int dim, std::int64_t index);
 void record_expand(const Tensor& out, const Tensor& x);

@@ -194,7 +194,7 @@ void record_where(const Tensor& out, const Tensor& cond, const Tensor* a, const 
 
 namespace {
 // The shape of a keepdim reduction of `shape` over `dims` (empty = all).
-Shape keepdim_shape(const Shape& shape, const Shape& dims) {
+Shape keepdim_shape(const Shape& shape, const Dims& dims) {
   Shape s = shape;
   if (dims.empty()) {
     for (int i = 0; i < s.size(); ++i) s[i] = 1;
@@ -206,7 +206,7 @@ Shape keepdim_shape(const Shape& shape, const Shape& dims) {
 }
 }  // namespace
 
-void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Shape& dims, bool, double scale) {
+void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Dims& dims, bool, double scale) {
   if (!floating_out(out) || !should_record({&x})) return;
   const Shape keep = keepdim_shape(x.shape(), dims);
   const Shape xs = x.shape();
@@ -243,7 +243,7 @@ void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Shape&
 
 // d|x|/dx = x / |x|, and 0 where |x| = 0 (PyTorch's norm_backward), where
 // the chain sqrt'(0) * 2x would give inf * 0 = NaN.
-void record_norm(const Tensor& out, const Tensor& x, const Shape& dims) {
+void record_norm(const Tensor& out, const Tensor& x, const Dims& dims) {
   if (!floating_out(out) || !should_record({&x})) return;
   const Tensor sx = saved(x), so = saved(out);
   const Shape keep = keepdim_shape(x.shape(), dims);

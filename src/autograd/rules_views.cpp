@@ -67,9 +67,9 @@ void record_transpose(const Tensor& out, const Tensor& x, int dim0, int dim1) {
   });
 }
 
-void record_permute(const Tensor& out, const Tensor& x, const Shape& dims) {
+void record_permute(const Tensor& out, const Tensor& x, const Dims& dims) {
   if (!should_record({&x})) return;
-  Shape inverse = dims;
+  Shape inverse = Shape::filled(dims.size(), 0);
   for (int i = 0; i < dims.size(); ++i) inverse[wrap_dim(static_cast<int>(dims[i]), dims.size(), "permute")] = i;
   record("PermuteBackward", out, {&x},
          [inverse](const Tensor& g, const std::vector<bool>&) { return Grads{g.permute(inverse)}; });

@@ -76,6 +76,26 @@ bool operator==(const Shape& a, const Shape& b) noexcept {
 
 std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << s.str(); }
 
+Dims::Dims(std::span<const std::int64_t> dims) {
+  ANVIL_CHECK(dims.size() <= static_cast<std::size_t>(kMaxDims), ShapeError, "dims: too many dims; expected at most ",
+              kMaxDims, " (a tensor has no more), got ", dims.size());
+  size_ = static_cast<int>(dims.size());
+  for (int i = 0; i < size_; ++i) dims_[i] = dims[i];
+}
+
+bool operator==(const Dims& a, const Dims& b) noexcept {
+  if (a.size_ != b.size_) return false;
+  for (int i = 0; i < a.size_; ++i)
+    if (a.dims_[i] != b.dims_[i]) return false;
+  return true;
+}
+
+std::ostream& operator<<(std::ostream& os, const Dims& d) {
+  os << "[";
+  for (int i = 0; i < d.size(); ++i) os << (i ? ", " : "") << d[i];
+  return os << "]";
+}
+
 Strides contiguous_strides(const Shape& shape) {
   Strides st = Shape::filled(shape.size(), 1);
   std::int64_t acc = 1;

@@ -332,6 +332,41 @@ Tensor Tensor::relu() const { return anvil::relu(*this); }
 Tensor Tensor::pow(const Scalar& e) const { return anvil::pow(*this, e); }
 Tensor Tensor::pow(const Tensor& e) const { return anvil::pow(*this, e); }
 Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return anvil::clamp(*this, lo, hi); }
+Tensor Tensor::sign() const { return anvil::sign(*this); }
+Tensor Tensor::square() const { return anvil::square(*this); }
+Tensor Tensor::reciprocal() const { return anvil::reciprocal(*this); }
+Tensor Tensor::logical_not() const { return anvil::logical_not(*this); }
+Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return anvil::add(*this, o, alpha); }
+Tensor Tensor::add(const Tensor& o) const { return anvil::add(*this, o); }
+Tensor Tensor::add(const Scalar& o) const { return anvil::add(*this, o); }
+Tensor Tensor::sub(const Tensor& o) const { return anvil::sub(*this, o); }
+Tensor Tensor::sub(const Scalar& o) const { return anvil::sub(*this, o); }
+Tensor Tensor::mul(const Tensor& o) const { return anvil::mul(*this, o); }
+Tensor Tensor::mul(const Scalar& o) const { return anvil::mul(*this, o); }
+Tensor Tensor::div(const Tensor& o) const { return anvil::div(*this, o); }
+Tensor Tensor::div(const Scalar& o) const { return anvil::div(*this, o); }
+Tensor Tensor::maximum(const Tensor& o) const { return anvil::maximum(*this, o); }
+Tensor Tensor::maximum(const Scalar& o) const { return anvil::maximum(*this, o); }
+Tensor Tensor::minimum(const Tensor& o) const { return anvil::minimum(*this, o); }
+Tensor Tensor::minimum(const Scalar& o) const { return anvil::minimum(*this, o); }
+Tensor Tensor::eq(const Tensor& o) const { return anvil::eq(*this, o); }
+Tensor Tensor::eq(const Scalar& o) const { return anvil::eq(*this, o); }
+Tensor Tensor::ne(const Tensor& o) const { return anvil::ne(*this, o); }
+Tensor Tensor::ne(const Scalar& o) const { return anvil::ne(*this, o); }
+Tensor Tensor::lt(const Tensor& o) const { return anvil::lt(*this, o); }
+Tensor Tensor::lt(const Scalar& o) const { return anvil::lt(*this, o); }
+Tensor Tensor::le(const Tensor& o) const { return anvil::le(*this, o); }
+Tensor Tensor::le(const Scalar& o) const { return anvil::le(*this, o); }
+Tensor Tensor::gt(const Tensor& o) const { return anvil::gt(*this, o); }
+Tensor Tensor::gt(const Scalar& o) const { return anvil::gt(*this, o); }
+Tensor Tensor::ge(const Tensor& o) const { return anvil::ge(*this, o); }
+Tensor Tensor::ge(const Scalar& o) const { return anvil::ge(*this, o); }
+Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
+  return anvil::where(condition, *this, other);
+}
+Tensor Tensor::where(const Tensor& condition, const Scalar& other) const {
+  return anvil::where(condition, *this, other);
+}
 
 Tensor& Tensor::add_(const Tensor& o) {
   detail::binary_inplace(BinaryOp::Add, *this, &o, nullptr);

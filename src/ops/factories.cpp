@@ -164,12 +164,12 @@ Tensor from_host(const void* data, const Shape& shape, DType t, Device d) {
   return out;
 }
 
-template <typename T>
+template <HasDType T>
 Tensor tensor(const std::vector<T>& values, Device d, std::optional<DType> t) {
   return tensor(values, Shape{static_cast<std::int64_t>(values.size())}, d, t);
 }
 
-template <typename T>
+template <HasDType T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape, Device d, std::optional<DType> t) {
   ANVIL_CHECK(shape.numel() == static_cast<std::int64_t>(values.size()), ShapeError,
               "tensor: shape does not match the number of values; expected ", shape.numel(), " values for shape ",
@@ -188,9 +188,10 @@ Tensor tensor(const std::vector<T>& values, const Shape& shape, Device d, std::o
   template Tensor tensor<T>(const std::vector<T>&, Device, std::optional<DType>); \
   template Tensor tensor<T>(const std::vector<T>&, const Shape&, Device, std::optional<DType>);
 ANVIL_INSTANTIATE_TENSOR(bool)
-ANVIL_INSTANTIATE_TENSOR(std::uint8_t)
-ANVIL_INSTANTIATE_TENSOR(std::int32_t)
-ANVIL_INSTANTIATE_TENSOR(std::int64_t)
+ANVIL_INSTANTIATE_TENSOR(unsigned char)
+ANVIL_INSTANTIATE_TENSOR(int)
+ANVIL_INSTANTIATE_TENSOR(long)
+ANVIL_INSTANTIATE_TENSOR(long long)
 ANVIL_INSTANTIATE_TENSOR(float)
 ANVIL_INSTANTIATE_TENSOR(double)
 #undef ANVIL_INSTANTIATE_TENSOR

@@ -230,5 +230,12 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
 }
 
 Tensor Tensor::matmul(const Tensor& o) const { return anvil::matmul(*this, o); }
+Tensor Tensor::mm(const Tensor& o) const { return anvil::mm(*this, o); }
+Tensor Tensor::bmm(const Tensor& o) const { return anvil::bmm(*this, o); }
+Tensor Tensor::dot(const Tensor& o) const { return anvil::dot(*this, o); }
+Tensor Tensor::outer(const Tensor& o) const { return anvil::outer(*this, o); }
+Tensor Tensor::addmm(const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) const {
+  return anvil::addmm(*this, a, b, beta, alpha);
+}
 
 }  // namespace anvil

@@ -41,13 +41,13 @@ Tensor as_strided(const Tensor& x, const Shape& shape, const Strides& strides, s
 
 Tensor softmax(const Tensor& x, int dim) {
   detail::check_defined("softmax", x);
-  const Tensor e = exp(x - max(x, {dim}, true).detach());
-  return e / sum(e, {dim}, true);
+  const Tensor e = exp(x - amax(x, dim, true).detach());
+  return e / sum(e, dim, true);
 }
 
 Tensor log_softmax(const Tensor& x, int dim) {
   detail::check_defined("log_softmax", x);
-  return x - logsumexp(x, {dim}, true);
+  return x - logsumexp(x, dim, true);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
@@ -222,7 +222,7 @@ Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
   {
     NoGradGuard no_grad;
     windows = windows_nc(pad2d(x, w, -std::numeric_limits<double>::infinity()), w);
-    out = max(windows, {4, 5});
+    out = amax(windows, {4, 5});
   }
   detail::record_max_pool2d(out, x, windows, w);
   return out;
@@ -276,6 +276,13 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_s
   const Tensor ph = adaptive_bins(h, oh, x.device(), x.dtype());
   const Tensor pw = adaptive_bins(w, ow, x.device(), x.dtype());
   return matmul(matmul(ph, x), pw.t());
+}
+
+// --- Tensor members ---------------------------------------------------------------------
+Tensor Tensor::softmax(int dim) const { return anvil::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int dim) const { return anvil::log_softmax(*this, dim); }
+Tensor Tensor::as_strided(const Shape& shape, const Strides& strides, std::int64_t offset) const {
+  return anvil::as_strided(*this, shape, strides, offset);
 }
 
 }  // namespace anvil

@@ -15,7 +15,7 @@ namespace detail {
 
 // Runs a reduction primitive over `dims` (empty = all). `out_dtype` is the
 // result's dtype; the input is converted to it first (except for arg ops).
-Tensor reduce_op(ReduceOp op, const char* opname, const Tensor& x, const Shape& dims, bool keepdim, DType out_dtype,
+Tensor reduce_op(ReduceOp op, const char* opname, const Tensor& x, const Dims& dims, bool keepdim, DType out_dtype,
                  double scale = 1.0) {
   check_defined(opname, x);
   const TensorImpl& xi = x.impl_ref();
@@ -108,18 +108,18 @@ void check_floating(const char* op, DType t) {
 
 using detail::reduce_op;
 
-Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor sum(const Tensor& x, const Dims& dims, bool keepdim) {
   detail::check_defined("sum", x);
   return reduce_op(ReduceOp::Sum, "sum", x, dims, keepdim, detail::sum_dtype(x.dtype()));
 }
 
-Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {
   detail::check_defined("prod", x);
   return reduce_op(ReduceOp::Prod, "prod", x, dims, keepdim, detail::sum_dtype(x.dtype()));
 }
 
 namespace {
-std::int64_t reduced_count(const Tensor& x, const Shape& dims, const char* op) {
+std::int64_t reduced_count(const Tensor& x, const Dims& dims, const char* op) {
   if (dims.empty()) return x.numel();
   std::int64_t n = 1;
   for (std::int64_t d : dims) n *= x.dim() == 0 ? 1 : x.shape()[detail::wrap_dim(static_cast<int>(d), x.dim(), op)];
@@ -127,7 +127,7 @@ std::int64_t reduced_count(const Tensor& x, const Shape& dims, const char* op) {
 }
 }  // namespace
 
-Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   detail::check_defined("mean", x);
   detail::check_floating("mean", x.dtype());
   const std::int64_t n = reduced_count(x, dims, "mean");
@@ -135,14 +135,46 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   return reduce_op(ReduceOp::Sum, "mean", x, dims, keepdim, x.dtype(), scale);
 }
 
-Tensor max(const Tensor& x, const Shape& dims, bool keepdim) {
-  detail::check_defined("max", x);
-  return reduce_op(ReduceOp::Max, "max", x, dims, keepdim, x.dtype());
+Tensor amax(const Tensor& x, const Dims& dims, bool keepdim) {
+  detail::check_defined("amax", x);
+  return reduce_op(ReduceOp::Max, "amax", x, dims, keepdim, x.dtype());
 }
 
-Tensor min(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor amin(const Tensor& x, const Dims& dims, bool keepdim) {
+  detail::check_defined("amin", x);
+  return reduce_op(ReduceOp::Min, "amin", x, dims, keepdim, x.dtype());
+}
+
+Tensor max(const Tensor& x) {
+  detail::check_defined("max", x);
+  return reduce_op(ReduceOp::Max, "max", x, {}, false, x.dtype());
+}
+
+Tensor min(const Tensor& x) {
   detail::check_defined("min", x);
-  return reduce_op(ReduceOp::Min, "min", x, dims, keepdim, x.dtype());
+  return reduce_op(ReduceOp::Min, "min", x, {}, false, x.dtype());
+}
+
+namespace {
+// torch.max(x, dim): the arg reduction validates (under `name`), and the
+// values are gathered at its indices, so they agree with them and the
+// gradient reaches that index alone (GatherBackward), as in PyTorch.
+ValuesIndices values_indices(ReduceOp arg_op, const char* name, const Tensor& x, int dim, bool keepdim) {
+  detail::check_defined(name, x);
+  Tensor indices = reduce_op(arg_op, name, x, dim, true, DType::I64);
+  if (x.dim() == 0) return {x.clone(), indices};  // gather needs a dim to index
+  dim = detail::wrap_dim(dim, x.dim(), name);
+  Tensor values = gather(x, dim, indices);
+  if (!keepdim) return {values.squeeze(dim), indices.squeeze(dim)};
+  return {values, indices};
+}
+}  // namespace
+
+ValuesIndices max(const Tensor& x, int dim, bool keepdim) {
+  return values_indices(ReduceOp::ArgMax, "max", x, dim, keepdim);
+}
+ValuesIndices min(const Tensor& x, int dim, bool keepdim) {
+  return values_indices(ReduceOp::ArgMin, "min", x, dim, keepdim);
 }
 
 namespace {
@@ -152,7 +184,7 @@ Tensor arg_reduce(ReduceOp op, const char* name, const Tensor& x, std::optional<
     Tensor r = reduce_op(op, name, x.reshape({-1}), {}, false, DType::I64);
     return keepdim ? r.reshape(Shape::filled(x.dim(), 1)) : r;
   }
-  return reduce_op(op, name, x, {*dim}, keepdim, DType::I64);
+  return reduce_op(op, name, x, *dim, keepdim, DType::I64);
 }
 }  // namespace
 
@@ -163,7 +195,7 @@ Tensor argmin(const Tensor& x, std::optional<int> dim, bool keepdim) {
   return arg_reduce(ReduceOp::ArgMin, "argmin", x, dim, keepdim);
 }
 
-Tensor var(const Tensor& x, const Shape& dims, bool keepdim, std::int64_t correction) {
+Tensor var(const Tensor& x, const Dims& dims, bool keepdim, std::int64_t correction) {
   detail::check_defined("var", x);
   detail::check_floating("var", x.dtype());
   const std::int64_t n = reduced_count(x, dims, "var");
@@ -173,11 +205,11 @@ Tensor var(const Tensor& x, const Shape& dims, bool keepdim, std::int64_t correc
   return reduce_op(ReduceOp::Sum, "var", centered * centered, dims, keepdim, x.dtype(), scale);
 }
 
-Tensor std(const Tensor& x, const Shape& dims, bool keepdim, std::int64_t correction) {
+Tensor std(const Tensor& x, const Dims& dims, bool keepdim, std::int64_t correction) {
   return sqrt(var(x, dims, keepdim, correction));
 }
 
-Tensor norm(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor norm(const Tensor& x, const Dims& dims, bool keepdim) {
   detail::check_defined("norm", x);
   detail::check_floating("norm", x.dtype());
   Tensor out;
@@ -189,12 +221,12 @@ Tensor norm(const Tensor& x, const Shape& dims, bool keepdim) {
   return out;
 }
 
-Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
   detail::check_defined("logsumexp", x);
   const Tensor xf = is_floating(x.dtype()) ? x : x.to(f32);
   // Shift by the max for stability; an all -inf (or +inf) slice shifts by 0
   // so the result is -inf (or inf) rather than nan.
-  Tensor m = max(xf, dims, true).detach();  // the shift cancels out of the gradient
+  Tensor m = amax(xf, dims, true).detach();  // the shift cancels out of the gradient
   m = where(abs(m) == std::numeric_limits<double>::infinity(), 0.0, m);
   Tensor r = log(sum(exp(xf - m), dims, true)) + m;
   if (keepdim) return r;
@@ -202,16 +234,26 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
 }
 
 // --- Tensor members ---------------------------------------------------------------------
-Tensor Tensor::sum() const { return anvil::sum(*this); }
-Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return anvil::sum(*this, dims, keepdim); }
-Tensor Tensor::mean() const { return anvil::mean(*this); }
-Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return anvil::mean(*this, dims, keepdim); }
+Tensor Tensor::sum(const Dims& dims, bool keepdim) const { return anvil::sum(*this, dims, keepdim); }
+Tensor Tensor::mean(const Dims& dims, bool keepdim) const { return anvil::mean(*this, dims, keepdim); }
+Tensor Tensor::prod(const Dims& dims, bool keepdim) const { return anvil::prod(*this, dims, keepdim); }
+Tensor Tensor::amax(const Dims& dims, bool keepdim) const { return anvil::amax(*this, dims, keepdim); }
+Tensor Tensor::amin(const Dims& dims, bool keepdim) const { return anvil::amin(*this, dims, keepdim); }
 Tensor Tensor::max() const { return anvil::max(*this); }
 Tensor Tensor::min() const { return anvil::min(*this); }
+ValuesIndices Tensor::max(int dim, bool keepdim) const { return anvil::max(*this, dim, keepdim); }
+ValuesIndices Tensor::min(int dim, bool keepdim) const { return anvil::min(*this, dim, keepdim); }
 Tensor Tensor::argmax() const { return anvil::argmax(*this); }
 Tensor Tensor::argmax(int dim, bool keepdim) const { return anvil::argmax(*this, dim, keepdim); }
 Tensor Tensor::argmin() const { return anvil::argmin(*this); }
 Tensor Tensor::argmin(int dim, bool keepdim) const { return anvil::argmin(*this, dim, keepdim); }
-Tensor Tensor::norm() const { return anvil::norm(*this); }
+Tensor Tensor::var(const Dims& dims, bool keepdim, std::int64_t correction) const {
+  return anvil::var(*this, dims, keepdim, correction);
+}
+Tensor Tensor::std(const Dims& dims, bool keepdim, std::int64_t correction) const {
+  return anvil::std(*this, dims, keepdim, correction);
+}
+Tensor Tensor::norm(const Dims& dims, bool keepdim) const { return anvil::norm(*this, dims, keepdim); }
+Tensor Tensor::logsumexp(const Dims& dims, bool keepdim) const { return anvil::logsumexp(*this, dims, keepdim); }
 
 }  // namespace anvil

@@ -104,7 +104,7 @@ Tensor Tensor::copy_to(Device d) const {
   return r;
 }
 
-template <typename T>
+template <HasDType T>
 T Tensor::item() const {
   ANVIL_CHECK(numel() == 1, ShapeError,
               "item: only one-element tensors can be read as a scalar; expected 1 element, got ", numel(), " (shape ",
@@ -117,7 +117,7 @@ T Tensor::item() const {
   return out;
 }
 
-template <typename T>
+template <HasDType T>
 std::vector<T> Tensor::to_vector() const {
   // Converted where the data is, unless the device cannot hold T's dtype
   // (to_vector<double>() of a GPU without fp64): then on the host.
@@ -127,8 +127,12 @@ std::vector<T> Tensor::to_vector() const {
   const Tensor h = here ? detail::host_contiguous(to(dtype_v<T>)) : detail::host_contiguous(*this).to(dtype_v<T>);
   std::vector<T> out(static_cast<std::size_t>(h.numel()));
   if (out.empty()) return out;
-  const T* p = static_cast<const T*>(h.impl_ref().storage()->data()) + h.offset();
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = p[i];
+  // Read as the dtype's own C++ type: T may be another name of its width
+  // (long long for the std::int64_t, i.e. long, the kernels wrote).
+  ANVIL_DISPATCH_HOST(h.dtype(), S, {
+    const S* p = static_cast<const S*>(h.impl_ref().storage()->data()) + h.offset();
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[i]);
+  });
   return out;
 }
 
@@ -147,10 +151,21 @@ void* Tensor::raw_data_ptr() const {
   return static_cast<char*>(i.storage()->data()) + static_cast<std::size_t>(i.offset()) * element_size(i.dtype());
 }
 
-#define ANVIL_INSTANTIATE_HOST_ACCESS(T)                \
-  template T Tensor::item<T>() const;                   \
-  template std::vector<T> Tensor::to_vector<T>() const; \
-  template T* Tensor::data_ptr<T>() const;
+// Host reads for every fundamental type with a dtype (dtype_of): each C++
+// name of a width once, whichever of them the fixed-width aliases are.
+#define ANVIL_INSTANTIATE_HOST_READ(T) \
+  template T Tensor::item<T>() const;  \
+  template std::vector<T> Tensor::to_vector<T>() const;
+ANVIL_INSTANTIATE_HOST_READ(bool)
+ANVIL_INSTANTIATE_HOST_READ(unsigned char)
+ANVIL_INSTANTIATE_HOST_READ(int)
+ANVIL_INSTANTIATE_HOST_READ(long)
+ANVIL_INSTANTIATE_HOST_READ(long long)
+ANVIL_INSTANTIATE_HOST_READ(float)
+ANVIL_INSTANTIATE_HOST_READ(double)
+#undef ANVIL_INSTANTIATE_HOST_READ
+// A pointer into the storage only as the type the kernels write.
+#define ANVIL_INSTANTIATE_HOST_ACCESS(T) template T* Tensor::data_ptr<T>() const;
 ANVIL_INSTANTIATE_HOST_ACCESS(bool)
 ANVIL_INSTANTIATE_HOST_ACCESS(std::uint8_t)
 ANVIL_INSTANTIATE_HOST_ACCESS(std::int32_t)
@@ -178,5 +193,10 @@ bool equal(const Tensor& a, const Tensor& b) {
   if (!(a.shape() == b.shape()) || a.dtype() != b.dtype()) return false;
   return a.to_vector<double>() == b.to_vector<double>();
 }
+
+bool Tensor::allclose(const Tensor& other, double rtol, double atol) const {
+  return anvil::allclose(*this, other, rtol, atol);
+}
+bool Tensor::equal(const Tensor& other) const { return anvil::equal(*this, other); }
 
 }  // namespace anvil

@@ -124,7 +124,7 @@ Tensor transpose(const Tensor& x, int dim0, int dim1) {
   return r;
 }
 
-Tensor permute(const Tensor& x, const Shape& dims) {
+Tensor permute(const Tensor& x, const Dims& dims) {
   check_defined("permute", x);
   const int nd = x.dim();
   ANVIL_CHECK(dims.size() == nd, ShapeError, "permute: number of dims does not match; expected ", nd, ", got ", dims);
@@ -226,28 +226,38 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   return r;
 }
 
-Tensor squeeze(const Tensor& x, std::optional<int> dim) {
+Tensor squeeze(const Tensor& x) {
   check_defined("squeeze", x);
   Shape s;
   Strides st;
-  if (dim) {
-    const int d = wrap_dim(*dim, x.dim(), "squeeze");
-    if (x.dim() == 0 || x.shape()[d] != 1) {
-      Tensor r = make_view(x, x.shape(), x.strides(), x.offset());
-      detail::record_reshape("SqueezeBackward", r, x);
-      return r;
+  for (int i = 0; i < x.dim(); ++i)
+    if (x.shape()[i] != 1) {
+      s.push_back(x.shape()[i]);
+      st.push_back(x.strides()[i]);
     }
-    s = x.shape();
-    st = x.strides();
-    s.erase(d);
-    st.erase(d);
-  } else {
-    for (int i = 0; i < x.dim(); ++i)
-      if (x.shape()[i] != 1) {
-        s.push_back(x.shape()[i]);
-        st.push_back(x.strides()[i]);
-      }
+  Tensor r = make_view(x, s, st, x.offset());
+  detail::record_reshape("SqueezeBackward", r, x);
+  return r;
+}
+
+Tensor squeeze(const Tensor& x, const Dims& dims) {
+  check_defined("squeeze", x);
+  bool seen[kMaxDims] = {}, drop[kMaxDims] = {};
+  for (std::int64_t d : dims) {
+    const int w = wrap_dim(static_cast<int>(d), x.dim(), "squeeze");
+    if (x.dim() == 0) continue;
+    ANVIL_CHECK(!seen[w], IndexError, "squeeze: dim ", w, " appears more than once; expected distinct dims, got ",
+                dims);
+    seen[w] = true;
+    drop[w] = x.shape()[w] == 1;
   }
+  Shape s;
+  Strides st;
+  for (int i = 0; i < x.dim(); ++i)
+    if (!drop[i]) {
+      s.push_back(x.shape()[i]);
+      st.push_back(x.strides()[i]);
+    }
   Tensor r = make_view(x, s, st, x.offset());
   detail::record_reshape("SqueezeBackward", r, x);
   return r;
@@ -428,7 +438,7 @@ Tensor gather(const Tensor& x, int dim, const Tensor& index) {
 Tensor Tensor::reshape(const Shape& s) const { return anvil::reshape(*this, s); }
 Tensor Tensor::view(const Shape& s) const { return anvil::view(*this, s); }
 Tensor Tensor::transpose(int d0, int d1) const { return anvil::transpose(*this, d0, d1); }
-Tensor Tensor::permute(const Shape& dims) const { return anvil::permute(*this, dims); }
+Tensor Tensor::permute(const Dims& dims) const { return anvil::permute(*this, dims); }
 Tensor Tensor::t() const { return anvil::t(*this); }
 Tensor Tensor::slice(int dim, std::int64_t start, std::int64_t end, std::int64_t step) const {
   return anvil::slice(*this, dim, start, end, step);
@@ -439,7 +449,13 @@ Tensor Tensor::narrow(int dim, std::int64_t start, std::int64_t length) const {
 Tensor Tensor::select(int dim, std::int64_t index) const { return anvil::select(*this, dim, index); }
 Tensor Tensor::expand(const Shape& s) const { return anvil::expand(*this, s); }
 Tensor Tensor::squeeze() const { return anvil::squeeze(*this); }
-Tensor Tensor::squeeze(int dim) const { return anvil::squeeze(*this, dim); }
+Tensor Tensor::squeeze(const Dims& dims) const { return anvil::squeeze(*this, dims); }
+Tensor Tensor::index_select(int dim, const Tensor& index) const { return anvil::index_select(*this, dim, index); }
+Tensor Tensor::gather(int dim, const Tensor& index) const { return anvil::gather(*this, dim, index); }
+std::vector<Tensor> Tensor::split(std::int64_t split_size, int dim) const {
+  return anvil::split(*this, split_size, dim);
+}
+std::vector<Tensor> Tensor::chunk(std::int64_t chunks, int dim) const { return anvil::chunk(*this, chunks, dim); }
 Tensor Tensor::unsqueeze(int dim) const { return anvil::unsqueeze(*this, dim); }
 Tensor Tensor::flatten(int start_dim, int end_dim) const { return anvil::flatten(*this, start_dim, end_dim); }
 Tensor Tensor::contiguous() const { return anvil::contiguous(*this); }
