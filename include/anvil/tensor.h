@@ -118,6 +118,12 @@ class Tensor {
   Tensor square() const;
   Tensor reciprocal() const;
   Tensor logical_not() const;
+  Tensor log1p() const;
+  Tensor expm1() const;
+  Tensor erf() const;
+  Tensor floor() const;
+  Tensor ceil() const;
+  Tensor round() const;
   Tensor pow(const Scalar& e) const;
   Tensor pow(const Tensor& e) const;
   Tensor clamp(std::optional<Scalar> lo, std::optional<Scalar> hi = std::nullopt) const;
