@@ -48,6 +48,13 @@ std::vector<Case> cases() {
        {{9}},
        [](V x) { return floor(x[0]) + ceil(x[0] * 2.0) + round(x[0] * 3.0) * x[0] + x[0].floor() + x[0].round(); }},
       {"where", {{6}, {6}}, [](V x) { return where(x[0] > 0, x[0] * x[1], x[1]); }},
+      {"masked_fill", {{2, 3}}, [](V x) { return masked_fill(x[0], x[0].sum(0) > 0, 0.5) * x[0]; }},
+      {"masked_fill_broadcast_mask",
+       {{3}},
+       [](V x) {
+         return x[0].masked_fill(ones({2, 3}, x[0].device()) > x[0], -2.0) * 3.0;
+       }},
+      {"tril_triu", {{2, 3, 4}}, [](V x) { return tril(x[0], 1) * 2.0 + x[0].triu(-1) * x[0]; }},
       {"sum_dims",
        {{2, 3, 4}},
        [](V x) {

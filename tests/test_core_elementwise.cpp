@@ -720,6 +720,55 @@ TEST_P(ElementwiseWhere, ClampOnEveryLayout) {
       }
 }
 
+// masked_fill keeps x's dtype and broadcasts the mask (torch.masked_fill).
+TEST_P(ElementwiseWhere, MaskedFill) {
+  const Device d = device();
+  auto x = ref::make_input({2, 3}, Layout::Transposed, f32, d, kSym, 5);
+  auto m = tensor(std::vector<std::uint8_t>{1, 0, 1}, d, boolean);
+  auto out = masked_fill(x.t, m, -1.5);
+  EXPECT_EQ(out.shape(), Shape({2, 3}));
+  ref::Array want = x.r;
+  for (std::int64_t i = 0; i < 6; ++i)
+    if (i % 3 != 1) want.v[i] = -1.5;
+  EXPECT_TRUE(ref::exact(out, want));
+  EXPECT_TRUE(ref::exact(x.t.masked_fill(m, -1.5), want));
+  auto i = tensor(std::vector<std::int64_t>{1, 2, 3}, d);
+  EXPECT_EQ(masked_fill(i, m, 7.9).dtype(), i64);  // the value truncates into x's dtype
+  EXPECT_EQ(masked_fill(i, m, 7.9).to_vector<std::int64_t>(), (std::vector<std::int64_t>{7, 2, 7}));
+  auto b = tensor(std::vector<std::uint8_t>{1, 1, 0}, d, boolean);
+  EXPECT_EQ(masked_fill(b, m, 0).to(i32).to_vector<std::int32_t>(), (std::vector<std::int32_t>{0, 1, 0}));
+  EXPECT_EQ(masked_fill(ones({0, 3}, d), m, 2).shape(), Shape({0, 3}));
+  EXPECT_THROW(masked_fill(x.t, ones({3}, d), 0), DTypeError);
+  EXPECT_THROW(masked_fill(x.t, tensor(std::vector<std::uint8_t>{1, 0}, d, boolean), 0), ShapeError);
+}
+
+// tril/triu against the definition, on batches, offsets past either edge and every layout.
+TEST_P(ElementwiseWhere, TrilTriu) {
+  const Device d = device();
+  std::uint64_t seed = 40;
+  for (DType dt : kAll)
+    for (const ref::Dims& shape : std::vector<ref::Dims>{{4, 6}, {2, 5, 3}, {1, 1}, {0, 3}, {3, 33, 65}})
+      for (Layout layout : kLayouts)
+        for (std::int64_t k : {-7, -1, 0, 2, 70}) {
+          SCOPED_TRACE(trace(dt, shape, layout) + " diagonal=" + std::to_string(k));
+          const ref::Input in = ref::make_input(shape, layout, dt, d, kSym, seed++);
+          const std::int64_t rows = shape[shape.size() - 2], cols = shape.back();
+          ref::Array lo = in.r, up = in.r;
+          for (std::size_t e = 0; e < lo.v.size(); ++e) {
+            const std::int64_t c = static_cast<std::int64_t>(e) % cols;
+            const std::int64_t r = (static_cast<std::int64_t>(e) / cols) % rows;
+            if (c - r > k) lo.v[e] = 0;
+            if (c - r < k) up.v[e] = 0;
+          }
+          EXPECT_TRUE(ref::exact(tril(in.t, k), lo));
+          EXPECT_TRUE(ref::exact(in.t.triu(k), up));
+          EXPECT_EQ(tril(in.t, k).dtype(), dt);
+        }
+  EXPECT_TRUE(ref::exact(ones({2, 2}, d).tril(), ref::Array({2, 2}, {1, 0, 1, 1})));
+  EXPECT_TRUE(ref::exact(triu(ones({2, 2}, d)), ref::Array({2, 2}, {1, 1, 0, 1})));
+  EXPECT_THROW(tril(ones({3}, d)), ShapeError);
+}
+
 ANVIL_INSTANTIATE_DEVICE_TEST(ElementwiseWhere);
 
 // ---- in place ------------------------------------------------------------------------------

@@ -143,6 +143,13 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
+// value where mask (bool, broadcast with x) is true, x elsewhere; x's dtype
+// (value converted to it, as torch.masked_fill). Gradient to x where mask is false.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
+// The lower (tril: column - row <= diagonal) or upper (triu: >= diagonal)
+// triangle of the last two dims, zero elsewhere; x has at least 2 dims.
+Tensor tril(const Tensor& x, std::int64_t diagonal = 0);
+Tensor triu(const Tensor& x, std::int64_t diagonal = 0);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

@@ -283,6 +283,39 @@ Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
   return where_impl(cond, &a, nullptr, nullptr, &b);
 }
 
+namespace {
+// value as a scalar of dtype t (a float truncates into an integer dtype, as in PyTorch),
+// so that where() keeps t.
+Scalar scalar_of(DType t, const Scalar& value) {
+  if (is_floating(t)) return Scalar(value.to_double());
+  if (t == DType::Bool) return Scalar(value.to<bool>());
+  return Scalar(value.to<std::int64_t>());
+}
+
+Tensor triangle(const char* op, const Tensor& x, std::int64_t diagonal, bool lower) {
+  detail::check_defined(op, x);
+  ANVIL_CHECK(x.dim() >= 2, ShapeError, op, ": needs a matrix or a batch of them; expected at least 2 dims, got ",
+              x.dim());
+  const Device d = x.device();
+  const Tensor rows = arange(x.size(-2), d, DType::I64).unsqueeze(1);
+  const Tensor cols = arange(x.size(-1), d, DType::I64);
+  const Tensor offset = cols - rows;  // [rows, cols]: column - row
+  const Tensor keep = lower ? offset <= diagonal : offset >= diagonal;
+  return where(keep, x, scalar_of(x.dtype(), 0));
+}
+}  // namespace
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  detail::check_defined("masked_fill", x);
+  detail::check_defined("masked_fill", mask);
+  ANVIL_CHECK(mask.dtype() == DType::Bool, DTypeError, "masked_fill: mask must be bool; expected bool, got ",
+              mask.dtype(), "; compare first, e.g. x > 0");
+  const Tensor out = where(mask, scalar_of(x.dtype(), value), x);
+  return out.dtype() == x.dtype() ? out : out.to(x.dtype());
+}
+Tensor tril(const Tensor& x, std::int64_t diagonal) { return triangle("tril", x, diagonal, true); }
+Tensor triu(const Tensor& x, std::int64_t diagonal) { return triangle("triu", x, diagonal, false); }
+
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
@@ -362,6 +395,11 @@ Tensor Tensor::erf() const { return anvil::erf(*this); }
 Tensor Tensor::floor() const { return anvil::floor(*this); }
 Tensor Tensor::ceil() const { return anvil::ceil(*this); }
 Tensor Tensor::round() const { return anvil::round(*this); }
+Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& value) const {
+  return anvil::masked_fill(*this, mask, value);
+}
+Tensor Tensor::tril(std::int64_t diagonal) const { return anvil::tril(*this, diagonal); }
+Tensor Tensor::triu(std::int64_t diagonal) const { return anvil::triu(*this, diagonal); }
 Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return anvil::add(*this, o, alpha); }
 Tensor Tensor::add(const Tensor& o) const { return anvil::add(*this, o); }
 Tensor Tensor::add(const Scalar& o) const { return anvil::add(*this, o); }
