@@ -39,7 +39,22 @@ std::vector<Case> cases() {
          return sin(x[0]) * cos(x[0]) + tanh(x[0]) + sigmoid(x[0]) + relu(x[0]) + abs(x[0]) + square(x[0]) - x[0];
        }},
       {"clamp", {{8}}, [](V x) { return clamp(x[0], -0.3, 0.4); }},
+      {"log1p_expm1", {{7}}, [](V x) { return log1p(x[0]) * expm1(x[0]) + x[0].log1p() + x[0].expm1(); }, true},
+      {"erf_gelu", {{9}}, [](V x) { return erf(x[0]) + x[0].erf() * gelu(x[0]) + gelu(x[0] * 3.0); }},
+      // Both sides of the threshold: x + 25 > 20 is the identity.
+      {"softplus", {{9}}, [](V x) { return softplus(x[0]) + softplus(x[0] + 25.0) * x[0]; }},
+      // Zero almost everywhere; the + x keeps the gradient nonzero.
+      {"floor_ceil_round",
+       {{9}},
+       [](V x) { return floor(x[0]) + ceil(x[0] * 2.0) + round(x[0] * 3.0) * x[0] + x[0].floor() + x[0].round(); }},
       {"where", {{6}, {6}}, [](V x) { return where(x[0] > 0, x[0] * x[1], x[1]); }},
+      {"masked_fill", {{2, 3}}, [](V x) { return masked_fill(x[0], x[0].sum(0) > 0, 0.5) * x[0]; }},
+      {"masked_fill_broadcast_mask",
+       {{3}},
+       [](V x) {
+         return x[0].masked_fill(ones({2, 3}, x[0].device()) > x[0], -2.0) * 3.0;
+       }},
+      {"tril_triu", {{2, 3, 4}}, [](V x) { return tril(x[0], 1) * 2.0 + x[0].triu(-1) * x[0]; }},
       {"sum_dims",
        {{2, 3, 4}},
        [](V x) {

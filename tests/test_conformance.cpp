@@ -148,7 +148,7 @@ const std::vector<DType> kSigned = {f32, f64, i32, i64};
 const std::vector<DType> kFloat = {f32, f64};
 
 // Ulp bounds (f32, f64): what the OpenCL 1.2 full profile allows a device's
-// math library (§7.4: exp, log 3; sin, cos 4; tanh 5; pow 16; sqrt 3 and
+// math library (§7.4: exp, log, expm1 3; log1p 2; sin, cos 4; tanh 5; pow, erf 16; sqrt 3 and
 // divide 2.5 in f32, correctly rounded in f64) plus the CPU's own error (its
 // f32 exp is a polynomial of ~2 ulp), rounded up; CUDA's documented bounds
 // are within them. "measured": the largest distance seen here (CPU against
@@ -183,6 +183,19 @@ std::vector<OpCase> cases() {
       un("reciprocal", [](const Tensor& x) { return reciprocal(x); }, kEvery, {3, 0}),  // measured 0, 0
       un(
           "logical_not", [](const Tensor& x) { return logical_not(x); }, kEvery),
+      un("log1p", [](const Tensor& x) { return log1p(x); }, kEvery, {3, 3}),  // measured 1, 1
+      un("expm1", [](const Tensor& x) { return expm1(x); }, kEvery, {3, 3}),  // measured 1, 1
+      un("erf", [](const Tensor& x) { return erf(x); }, kEvery, {16, 16}),    // measured 0, 0
+      // x/2 (1 + erf(x/√2)) cancels for x < 0: erf's error grows by up to ~80x
+      // at x = -2.5 (1 + erf = 0.012), so erf's 16 ulp may become ~1300.
+      un("gelu", [](const Tensor& x) { return gelu(x); }, kEvery, {2048, 2048}),    // measured 0, 0
+      un("softplus", [](const Tensor& x) { return softplus(x); }, kEvery, {6, 6}),  // measured 1, 1
+      un(
+          "floor", [](const Tensor& x) { return floor(x); }, kNumeric),
+      un(
+          "ceil", [](const Tensor& x) { return ceil(x); }, kNumeric),
+      un(
+          "round", [](const Tensor& x) { return round(x); }, kNumeric),
       un(
           "clamp(-1,1)", [](const Tensor& x) { return clamp(x, -1.0, 1.0); }, kFloat),
       un(

@@ -102,6 +102,9 @@ const Domain kInts{-50, 50, true};
 
 double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double sign_ref(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }
+double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double softplus_ref(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
+double round_ref(double x) { return std::nearbyint(x); }  // half to even in the default rounding mode
 
 UNARY_TEST(
     neg, [](const Tensor& x) { return neg(x); }, [](double x) { return -x; }, kSym, kAll)
@@ -192,6 +195,37 @@ UNARY_TEST(
     clamp_hi_only_method, [](const Tensor& x) { return x.clamp(std::nullopt, Scalar(1)); },
     [](double x) { return std::min(x, 1.0); }, kSym, kAll)
 
+UNARY_TEST(
+    log1p, [](const Tensor& x) { return log1p(x); }, [](double x) { return std::log1p(x); }, Domain{-0.99, 10}, kFloat)
+UNARY_TEST(
+    log1p_method, [](const Tensor& x) { return x.log1p(); }, [](double x) { return std::log1p(x); },
+    Domain{-1e-3, 1e-3}, kFloat)
+UNARY_TEST(
+    expm1, [](const Tensor& x) { return expm1(x); }, [](double x) { return std::expm1(x); }, Domain{-10, 10}, kFloat)
+UNARY_TEST(
+    expm1_method, [](const Tensor& x) { return x.expm1(); }, [](double x) { return std::expm1(x); },
+    Domain{-1e-3, 1e-3}, kFloat)
+UNARY_TEST(
+    erf, [](const Tensor& x) { return erf(x); }, [](double x) { return std::erf(x); }, Domain{-4, 4}, kFloat)
+UNARY_TEST(
+    erf_method, [](const Tensor& x) { return x.erf(); }, [](double x) { return std::erf(x); }, kSym, kFloat)
+UNARY_TEST(
+    gelu, [](const Tensor& x) { return gelu(x); }, gelu_ref, Domain{-6, 6}, kFloat)
+UNARY_TEST(
+    softplus, [](const Tensor& x) { return softplus(x); }, softplus_ref, Domain{-30, 30}, kFloat)
+UNARY_TEST(
+    floor, [](const Tensor& x) { return floor(x); }, [](double x) { return std::floor(x); }, Domain{-5, 5}, kFloat)
+UNARY_TEST(
+    floor_method, [](const Tensor& x) { return x.floor(); }, [](double x) { return std::floor(x); }, kSym, kFloat)
+UNARY_TEST(
+    ceil, [](const Tensor& x) { return ceil(x); }, [](double x) { return std::ceil(x); }, Domain{-5, 5}, kFloat)
+UNARY_TEST(
+    ceil_method, [](const Tensor& x) { return x.ceil(); }, [](double x) { return std::ceil(x); }, kSym, kFloat)
+UNARY_TEST(
+    round, [](const Tensor& x) { return round(x); }, round_ref, Domain{-5, 5}, kFloat)
+UNARY_TEST(
+    round_method, [](const Tensor& x) { return x.round(); }, round_ref, kSym, kFloat)
+
 // Integer unary ops keep the integer dtype over a wider range.
 UNARY_TEST(
     neg_ints_wide, [](const Tensor& x) { return neg(x); }, [](double x) { return -x; }, kInts, kInt)
@@ -205,6 +239,27 @@ UNARY_TEST(
 UNARY_TEST(
     sqrt_of_ints, [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }, Domain{0, 100, true},
     kInt, Out::FloatForInt)
+UNARY_TEST(
+    log1p_of_ints, [](const Tensor& x) { return log1p(x); }, [](double x) { return std::log1p(x); },
+    Domain{0, 50, true}, kInt, Out::FloatForInt)
+UNARY_TEST(
+    expm1_of_ints, [](const Tensor& x) { return expm1(x); }, [](double x) { return std::expm1(x); },
+    Domain{-5, 5, true}, kInt, Out::FloatForInt)
+UNARY_TEST(
+    erf_of_ints, [](const Tensor& x) { return erf(x); }, [](double x) { return std::erf(x); }, Domain{-3, 3, true},
+    kInt, Out::FloatForInt)
+UNARY_TEST(
+    gelu_of_ints, [](const Tensor& x) { return gelu(x); }, gelu_ref, Domain{-5, 5, true}, kInt, Out::FloatForInt)
+UNARY_TEST(
+    softplus_of_ints, [](const Tensor& x) { return softplus(x); }, softplus_ref, Domain{-30, 30, true}, kInt,
+    Out::FloatForInt)
+// An integer is its own floor, ceil and round, in its own dtype (PyTorch's rule).
+UNARY_TEST(
+    floor_of_ints, [](const Tensor& x) { return floor(x); }, [](double x) { return x; }, kInts, kInt)
+UNARY_TEST(
+    ceil_of_ints, [](const Tensor& x) { return x.ceil(); }, [](double x) { return x; }, kInts, kInt)
+UNARY_TEST(
+    round_of_ints, [](const Tensor& x) { return round(x); }, [](double x) { return x; }, kInts, kInt)
 UNARY_TEST(
     sigmoid_of_ints, [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, Domain{-5, 5, true}, kInt,
     Out::FloatForInt)
@@ -253,6 +308,23 @@ TEST_P(ElementwiseSpecial, InfinitiesAndNaNs) {
   // Division by zero follows IEEE for floats.
   auto z = ref::to_tensor(ref::Array({3}, {1, -1, 0}), f32, d);
   EXPECT_TRUE(ref::close(z / 0.0, ref::Array({3}, {inf, -inf, nan}), tolerance_for(f32)));
+}
+
+// round is half to even, as torch.round; floor, ceil and round keep the sign of zero.
+TEST_P(ElementwiseSpecial, RoundingHalvesAndZeros) {
+  const Device d = device();
+  for (DType dt : kFloat) {
+    SCOPED_TRACE(to_string(dt));
+    const Tensor x = ref::to_tensor(ref::Array({8}, {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.25, 0.25}), dt, d);
+    EXPECT_EQ(round(x).to(f64).to_vector<double>(), (std::vector<double>{0, 2, 2, -0., -2, -2, -0., 0}));
+    EXPECT_TRUE(std::signbit(round(x).to(f64).to_vector<double>()[3]));
+    EXPECT_TRUE(std::signbit(ceil(x).to(f64).to_vector<double>()[6]));
+    EXPECT_EQ(floor(x).to(f64).to_vector<double>(), (std::vector<double>{0, 1, 2, -1, -2, -3, -1, 0}));
+  }
+  const Tensor b = ref::to_tensor(ref::Array({2}, {0, 1}), boolean, d);
+  EXPECT_THROW(floor(b), DTypeError);
+  EXPECT_THROW(ceil(b), DTypeError);
+  EXPECT_THROW(round(b), DTypeError);
 }
 
 ANVIL_INSTANTIATE_DEVICE_TEST(ElementwiseSpecial);
@@ -646,6 +718,55 @@ TEST_P(ElementwiseWhere, ClampOnEveryLayout) {
           EXPECT_EQ(clamp(x.t, Scalar(-3), Scalar(4)).dtype(), dt);
         });
       }
+}
+
+// masked_fill keeps x's dtype and broadcasts the mask (torch.masked_fill).
+TEST_P(ElementwiseWhere, MaskedFill) {
+  const Device d = device();
+  auto x = ref::make_input({2, 3}, Layout::Transposed, f32, d, kSym, 5);
+  auto m = tensor(std::vector<std::uint8_t>{1, 0, 1}, d, boolean);
+  auto out = masked_fill(x.t, m, -1.5);
+  EXPECT_EQ(out.shape(), Shape({2, 3}));
+  ref::Array want = x.r;
+  for (std::int64_t i = 0; i < 6; ++i)
+    if (i % 3 != 1) want.v[i] = -1.5;
+  EXPECT_TRUE(ref::exact(out, want));
+  EXPECT_TRUE(ref::exact(x.t.masked_fill(m, -1.5), want));
+  auto i = tensor(std::vector<std::int64_t>{1, 2, 3}, d);
+  EXPECT_EQ(masked_fill(i, m, 7.9).dtype(), i64);  // the value truncates into x's dtype
+  EXPECT_EQ(masked_fill(i, m, 7.9).to_vector<std::int64_t>(), (std::vector<std::int64_t>{7, 2, 7}));
+  auto b = tensor(std::vector<std::uint8_t>{1, 1, 0}, d, boolean);
+  EXPECT_EQ(masked_fill(b, m, 0).to(i32).to_vector<std::int32_t>(), (std::vector<std::int32_t>{0, 1, 0}));
+  EXPECT_EQ(masked_fill(ones({0, 3}, d), m, 2).shape(), Shape({0, 3}));
+  EXPECT_THROW(masked_fill(x.t, ones({3}, d), 0), DTypeError);
+  EXPECT_THROW(masked_fill(x.t, tensor(std::vector<std::uint8_t>{1, 0}, d, boolean), 0), ShapeError);
+}
+
+// tril/triu against the definition, on batches, offsets past either edge and every layout.
+TEST_P(ElementwiseWhere, TrilTriu) {
+  const Device d = device();
+  std::uint64_t seed = 40;
+  for (DType dt : kAll)
+    for (const ref::Dims& shape : std::vector<ref::Dims>{{4, 6}, {2, 5, 3}, {1, 1}, {0, 3}, {3, 33, 65}})
+      for (Layout layout : kLayouts)
+        for (std::int64_t k : {-7, -1, 0, 2, 70}) {
+          SCOPED_TRACE(trace(dt, shape, layout) + " diagonal=" + std::to_string(k));
+          const ref::Input in = ref::make_input(shape, layout, dt, d, kSym, seed++);
+          const std::int64_t rows = shape[shape.size() - 2], cols = shape.back();
+          ref::Array lo = in.r, up = in.r;
+          for (std::size_t e = 0; e < lo.v.size(); ++e) {
+            const std::int64_t c = static_cast<std::int64_t>(e) % cols;
+            const std::int64_t r = (static_cast<std::int64_t>(e) / cols) % rows;
+            if (c - r > k) lo.v[e] = 0;
+            if (c - r < k) up.v[e] = 0;
+          }
+          EXPECT_TRUE(ref::exact(tril(in.t, k), lo));
+          EXPECT_TRUE(ref::exact(in.t.triu(k), up));
+          EXPECT_EQ(tril(in.t, k).dtype(), dt);
+        }
+  EXPECT_TRUE(ref::exact(ones({2, 2}, d).tril(), ref::Array({2, 2}, {1, 0, 1, 1})));
+  EXPECT_TRUE(ref::exact(triu(ones({2, 2}, d)), ref::Array({2, 2}, {1, 1, 0, 1})));
+  EXPECT_THROW(tril(ones({3}, d)), ShapeError);
 }
 
 ANVIL_INSTANTIATE_DEVICE_TEST(ElementwiseWhere);

@@ -125,11 +125,31 @@ Tensor sign(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor logical_not(const Tensor& x);
+// log(1 + x) and exp(x) - 1, accurate near 0; the error function. Integers compute in f32.
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor erf(const Tensor& x);
+// x Φ(x) = x/2 (1 + erf(x/√2)), torch.nn.functional.gelu's default (approximate='none').
+Tensor gelu(const Tensor& x);
+// log(1 + exp(x)), and x where x > 20: torch.nn.functional.softplus (beta 1, threshold 20).
+Tensor softplus(const Tensor& x);
+// Rounding of floats, keeping ±0, ±inf and NaN; round is half to even (torch.round).
+// An integer tensor is returned as a copy; bool is an error. Their gradient is 0.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi = std::nullopt);
 // cond ? a : b, broadcast; cond must be bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
+// value where mask (bool, broadcast with x) is true, x elsewhere; x's dtype
+// (value converted to it, as torch.masked_fill). Gradient to x where mask is false.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
+// The lower (tril: column - row <= diagonal) or upper (triu: >= diagonal)
+// triangle of the last two dims, zero elsewhere; x has at least 2 dims.
+Tensor tril(const Tensor& x, std::int64_t diagonal = 0);
+Tensor triu(const Tensor& x, std::int64_t diagonal = 0);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

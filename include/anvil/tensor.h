@@ -118,6 +118,15 @@ class Tensor {
   Tensor square() const;
   Tensor reciprocal() const;
   Tensor logical_not() const;
+  Tensor log1p() const;
+  Tensor expm1() const;
+  Tensor erf() const;
+  Tensor floor() const;
+  Tensor ceil() const;
+  Tensor round() const;
+  Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
+  Tensor tril(std::int64_t diagonal = 0) const;
+  Tensor triu(std::int64_t diagonal = 0) const;
   Tensor pow(const Scalar& e) const;
   Tensor pow(const Tensor& e) const;
   Tensor clamp(std::optional<Scalar> lo, std::optional<Scalar> hi = std::nullopt) const;

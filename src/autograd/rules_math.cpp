@@ -169,6 +169,30 @@ void record_unary(UnaryOp op, const Tensor& out, const Tensor& x, const UnaryPar
       return rule("PowBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g * x * 2.0; });
     case UnaryOp::Reciprocal:
       return rule("ReciprocalBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return -g * y * y; });
+    case UnaryOp::Log1p:
+      return rule("Log1pBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g / (x + 1.0); });
+    case UnaryOp::Expm1:
+      return rule("Expm1Backward", [](const Tensor& g, const Tensor&, const Tensor& y) { return g * (y + 1.0); });
+    case UnaryOp::Erf:  // 2/√π exp(-x²)
+      return rule("ErfBackward", [](const Tensor& g, const Tensor& x, const Tensor&) {
+        return g * exp(-(x * x)) * 1.12837916709551257390;
+      });
+    case UnaryOp::Gelu:  // Φ(x) + x φ(x)
+      return rule("GeluBackward", [](const Tensor& g, const Tensor& x, const Tensor&) {
+        const Tensor cdf = (erf(x * 0.70710678118654752440) + 1.0) * 0.5;
+        const Tensor pdf = exp(x * x * -0.5) * 0.39894228040143267794;
+        return g * (cdf + x * pdf);
+      });
+    case UnaryOp::Softplus:  // sigmoid(x), and 1 where the forward is x (x > 20)
+      return rule("SoftplusBackward",
+                  [](const Tensor& g, const Tensor& x, const Tensor&) { return where(x > 20.0, g, g * sigmoid(x)); });
+    case UnaryOp::Floor:
+    case UnaryOp::Ceil:
+    case UnaryOp::Round:
+      return rule(op == UnaryOp::Floor  ? "FloorBackward"
+                  : op == UnaryOp::Ceil ? "CeilBackward"
+                                        : "RoundBackward",
+                  [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); });
     case UnaryOp::Clamp: {
       const double lo = params.lo, hi = params.hi;
       record("ClampBackward", out, {&x}, [sx, lo, hi](const Tensor& g, const std::vector<bool>&) {

@@ -17,8 +17,9 @@ bool ElementwiseArgs::contiguous() const noexcept {
 }
 
 const char* name(UnaryOp op) noexcept {
-  static const char* names[] = {"neg",  "abs",     "exp",  "log",  "sqrt",   "rsqrt",      "sin",         "cos",
-                                "tanh", "sigmoid", "relu", "sign", "square", "reciprocal", "logical_not", "clamp"};
+  static const char* names[] = {"neg",   "abs",     "exp",  "log",  "sqrt",     "rsqrt",      "sin",         "cos",
+                                "tanh",  "sigmoid", "relu", "sign", "square",   "reciprocal", "logical_not", "clamp",
+                                "log1p", "expm1",   "erf",  "gelu", "softplus", "floor",      "ceil",        "round"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(UnaryOp::Count), "one name per UnaryOp");
   return names[static_cast<int>(op)];
 }

@@ -68,6 +68,14 @@ enum class UnaryOp : std::uint8_t {
   Reciprocal,
   LogicalNot,
   Clamp,  // uses UnaryParams lo/hi (±inf when open)
+  Log1p,
+  Expm1,
+  Erf,
+  Gelu,      // exact: x Φ(x), through erf
+  Softplus,  // beta 1, threshold 20
+  Floor,
+  Ceil,
+  Round,  // half to even
   Count
 };
 const char* name(UnaryOp op) noexcept;  // "exp", … (kernel symbols derive from it)

@@ -25,10 +25,16 @@ typedef std::uint64_t anvil_u64;
 typedef float anvil_f32;
 typedef double anvil_f64;
 
+using std::ceil;
 using std::cos;
+using std::erf;
+using std::expm1;
 using std::fabs;
+using std::floor;
 using std::log;
+using std::log1p;
 using std::pow;
+using std::rint;
 using std::sin;
 using std::sqrt;
 using std::tanh;

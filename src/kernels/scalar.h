@@ -7,7 +7,8 @@
  *   C++ (the CPU backend): prelude_cpp.h, through src/backends/cpu/scalar_ops.h.
  * So it is written in what the three share: no templates, no headers, no
  * overloading of its own names, the prelude's fixed-width types, and math
- * through the overloaded names exp, log, sqrt, sin, cos, tanh, pow, fabs.
+ * through the overloaded names exp, log, sqrt, sin, cos, tanh, pow, fabs,
+ * log1p, expm1, erf, floor, ceil, rint.
  * The prelude also names the functions: ANVIL_SCALAR_NAME(anvil_f32, exp)
  * is anvil_f32_exp on the devices and the overload anvil_exp(float) in C++.
  *
@@ -36,13 +37,20 @@
  *    it: true division of integers computes in f32, as in PyTorch.
  *  - transcendental functions are the platform's (prelude), within the ulp
  *    bounds stated in tests/test_conformance.cpp; their special values
- *    (exp(-inf) = 0, log(0) = -inf, sqrt(-0) = -0, …) are exact.
+ *    (exp(-inf) = 0, log(0) = -inf, sqrt(-0) = -0, log1p(-1) = -inf,
+ *    expm1(-inf) = -1, erf(±inf) = ±1, …) are exact;
+ *  - floor, ceil and round (half to even) keep ±0, ±inf and NaN; on integer
+ *    tensors they are the identity, decided in the frontend (no integer
+ *    kernel), as in PyTorch.
  */
 #ifndef ANVIL_KERNELS_SCALAR_H
 #define ANVIL_KERNELS_SCALAR_H
 
 /* ANVIL_SCALAR_FN(T, op): the function for type T; T may itself be a macro (TC). */
 #define ANVIL_SCALAR_FN(T, op) ANVIL_SCALAR_NAME(T, op)
+
+/* 1/sqrt(2), for gelu (a literal: M_SQRT1_2 is not in every dialect) */
+#define ANVIL_SQRT1_2 0.70710678118654752440
 
 /* ---- ops every type shares (T the type) ---- */
 #define ANVIL_SCALAR_COMMON(T)                                              \
@@ -83,6 +91,17 @@
   ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)((x > (T)0) - (x < (T)0)); }                    \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, square)(T x) { return x * x; }                                         \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, reciprocal)(T x) { return (T)1 / x; }                                  \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, log1p)(T x) { return log1p(x); }                                       \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, expm1)(T x) { return expm1(x); }                                       \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, erf)(T x) { return erf(x); }                                           \
+  /* x/2 (1 + erf(x/sqrt 2)) as ATen: gelu(-0) = -0, gelu(-inf) = NaN */                                 \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, gelu)(T x) { return x * (T)0.5 * ((T)1 + erf(x * (T)ANVIL_SQRT1_2)); } \
+  /* beta 1, threshold 20, as F.softplus: x above 20, else log1p(exp(x)) */                              \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, softplus)(T x) { return x > (T)20 ? x : log1p(exp(x)); }               \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, floor)(T x) { return floor(x); }                                       \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, ceil)(T x) { return ceil(x); }                                         \
+  /* rint: half to even in the default rounding mode, as torch.round */                                  \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, round)(T x) { return rint(x); }                                        \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, add)(T a, T b) { return a + b; }                                       \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, sub)(T a, T b) { return a - b; }                                       \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, mul)(T a, T b) { return a * b; }                                       \

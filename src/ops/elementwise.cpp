@@ -114,10 +114,22 @@ Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
     case UnaryOp::Tanh:
     case UnaryOp::Sigmoid:
     case UnaryOp::Reciprocal:
+    case UnaryOp::Log1p:
+    case UnaryOp::Expm1:
+    case UnaryOp::Erf:
+    case UnaryOp::Gelu:
+    case UnaryOp::Softplus:
       if (!is_floating(t)) t = DType::F32;  // integers compute in the default float dtype
       break;
     case UnaryOp::LogicalNot:
       t = DType::Bool;
+      break;
+    case UnaryOp::Floor:
+    case UnaryOp::Ceil:
+    case UnaryOp::Round:
+      ANVIL_CHECK(t != DType::Bool, DTypeError, opname, ": not defined for bool tensors; expected a numeric dtype, ",
+                  "got bool");
+      if (!is_floating(t)) return clone(x);  // an integer is its own floor, ceil and round, as in PyTorch
       break;
     case UnaryOp::Neg:
     case UnaryOp::Sign:
@@ -208,6 +220,14 @@ Tensor sign(const Tensor& x) { return detail::unary_op(UnaryOp::Sign, x); }
 Tensor square(const Tensor& x) { return detail::unary_op(UnaryOp::Square, x); }
 Tensor reciprocal(const Tensor& x) { return detail::unary_op(UnaryOp::Reciprocal, x); }
 Tensor logical_not(const Tensor& x) { return detail::unary_op(UnaryOp::LogicalNot, x); }
+Tensor log1p(const Tensor& x) { return detail::unary_op(UnaryOp::Log1p, x); }
+Tensor expm1(const Tensor& x) { return detail::unary_op(UnaryOp::Expm1, x); }
+Tensor erf(const Tensor& x) { return detail::unary_op(UnaryOp::Erf, x); }
+Tensor gelu(const Tensor& x) { return detail::unary_op(UnaryOp::Gelu, x); }
+Tensor softplus(const Tensor& x) { return detail::unary_op(UnaryOp::Softplus, x); }
+Tensor floor(const Tensor& x) { return detail::unary_op(UnaryOp::Floor, x); }
+Tensor ceil(const Tensor& x) { return detail::unary_op(UnaryOp::Ceil, x); }
+Tensor round(const Tensor& x) { return detail::unary_op(UnaryOp::Round, x); }
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   detail::check_defined("clamp", x);
   return detail::unary_op(UnaryOp::Clamp, x, detail::clamp_params("clamp", x.dtype(), lo, hi));
@@ -262,6 +282,39 @@ Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) {
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
   return where_impl(cond, &a, nullptr, nullptr, &b);
 }
+
+namespace {
+// value as a scalar of dtype t (a float truncates into an integer dtype, as in PyTorch),
+// so that where() keeps t.
+Scalar scalar_of(DType t, const Scalar& value) {
+  if (is_floating(t)) return Scalar(value.to_double());
+  if (t == DType::Bool) return Scalar(value.to<bool>());
+  return Scalar(value.to<std::int64_t>());
+}
+
+Tensor triangle(const char* op, const Tensor& x, std::int64_t diagonal, bool lower) {
+  detail::check_defined(op, x);
+  ANVIL_CHECK(x.dim() >= 2, ShapeError, op, ": needs a matrix or a batch of them; expected at least 2 dims, got ",
+              x.dim());
+  const Device d = x.device();
+  const Tensor rows = arange(x.size(-2), d, DType::I64).unsqueeze(1);
+  const Tensor cols = arange(x.size(-1), d, DType::I64);
+  const Tensor offset = cols - rows;  // [rows, cols]: column - row
+  const Tensor keep = lower ? offset <= diagonal : offset >= diagonal;
+  return where(keep, x, scalar_of(x.dtype(), 0));
+}
+}  // namespace
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  detail::check_defined("masked_fill", x);
+  detail::check_defined("masked_fill", mask);
+  ANVIL_CHECK(mask.dtype() == DType::Bool, DTypeError, "masked_fill: mask must be bool; expected bool, got ",
+              mask.dtype(), "; compare first, e.g. x > 0");
+  const Tensor out = where(mask, scalar_of(x.dtype(), value), x);
+  return out.dtype() == x.dtype() ? out : out.to(x.dtype());
+}
+Tensor tril(const Tensor& x, std::int64_t diagonal) { return triangle("tril", x, diagonal, true); }
+Tensor triu(const Tensor& x, std::int64_t diagonal) { return triangle("triu", x, diagonal, false); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -336,6 +389,17 @@ Tensor Tensor::sign() const { return anvil::sign(*this); }
 Tensor Tensor::square() const { return anvil::square(*this); }
 Tensor Tensor::reciprocal() const { return anvil::reciprocal(*this); }
 Tensor Tensor::logical_not() const { return anvil::logical_not(*this); }
+Tensor Tensor::log1p() const { return anvil::log1p(*this); }
+Tensor Tensor::expm1() const { return anvil::expm1(*this); }
+Tensor Tensor::erf() const { return anvil::erf(*this); }
+Tensor Tensor::floor() const { return anvil::floor(*this); }
+Tensor Tensor::ceil() const { return anvil::ceil(*this); }
+Tensor Tensor::round() const { return anvil::round(*this); }
+Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& value) const {
+  return anvil::masked_fill(*this, mask, value);
+}
+Tensor Tensor::tril(std::int64_t diagonal) const { return anvil::tril(*this, diagonal); }
+Tensor Tensor::triu(std::int64_t diagonal) const { return anvil::triu(*this, diagonal); }
 Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return anvil::add(*this, o, alpha); }
 Tensor Tensor::add(const Tensor& o) const { return anvil::add(*this, o); }
 Tensor Tensor::add(const Scalar& o) const { return anvil::add(*this, o); }

@@ -40,7 +40,8 @@ DTYPES = {"f32": (torch.float32, F32), "f64": (torch.float64, F64), "i32": (torc
           "i64": (torch.int64, I64), "u8": (torch.uint8, U8), "bool": (torch.bool, BOOL)}
 NAMES = {v[0]: k for k, v in DTYPES.items()}
 
-FLOAT_ONLY = {"exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "reciprocal"}
+FLOAT_ONLY = {"exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "reciprocal", "log1p", "expm1", "erf",
+              "gelu", "softplus"}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 # Clamp bounds per dtype class: (name, lo, hi); None = open.
@@ -75,6 +76,26 @@ def bits(t):
     return " ".join("%x" % (v & ((1 << width) - 1)) for v in vals)
 
 
+def gelu_aten(x):
+    """ATen's own GELU kernel: PyTorch's f32 CPU path goes through oneDNN when it
+    is enabled, which returns +0 for gelu(-0) and gelu(-large); ATen's kernel
+    (and PyTorch's f64) computes x/2 (1 + erf(x/sqrt 2)) and keeps the -0."""
+    with torch.backends.mkldnn.flags(enabled=False):
+        return torch.nn.functional.gelu(x)
+
+
+def log1p_exact(x):
+    """torch.log1p, except where it overflows: PyTorch's CPU log1p is SLEEF's,
+    which returns inf above 1e38 (f32) and 1e307 (f64), where log1p is finite
+    (88.7 at FLT_MAX). There the reference is the correctly rounded value."""
+    r = torch.log1p(x)
+    if not r.is_floating_point():
+        return r
+    wrong = torch.isinf(r) & torch.isfinite(x)
+    exact = torch.tensor([math.log1p(v) for v in x.double().tolist()], dtype=torch.float64).to(r.dtype)
+    return torch.where(wrong, exact, r)
+
+
 def int_trunc_div(a, b, lo):
     safe = (b != 0) & ~((a == lo) & (b == -1))
     q = torch.div(a, torch.where(safe, b, torch.ones_like(b)), rounding_mode="trunc")
@@ -86,7 +107,9 @@ UNARY = {
     "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
     "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
     "relu": torch.relu, "sign": torch.sign, "square": torch.square, "reciprocal": torch.reciprocal,
-    "logical_not": torch.logical_not,
+    "logical_not": torch.logical_not, "log1p": lambda x: log1p_exact(x), "expm1": torch.expm1, "erf": torch.erf,
+    "gelu": lambda x: gelu_aten(x), "softplus": torch.nn.functional.softplus, "floor": torch.floor,
+    "ceil": torch.ceil, "round": torch.round,
 }
 BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,

@@ -31,6 +31,14 @@ bool float_only(UnaryOp op) {
     case UnaryOp::Tanh:
     case UnaryOp::Sigmoid:
     case UnaryOp::Reciprocal:
+    case UnaryOp::Log1p:
+    case UnaryOp::Expm1:
+    case UnaryOp::Erf:
+    case UnaryOp::Gelu:
+    case UnaryOp::Softplus:
+    case UnaryOp::Floor:
+    case UnaryOp::Ceil:
+    case UnaryOp::Round:
       return true;
     default:
       return false;

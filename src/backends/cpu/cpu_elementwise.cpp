@@ -125,6 +125,11 @@ constexpr std::int64_t unary_grain(UnaryOp op) {
     case UnaryOp::Sin:
     case UnaryOp::Cos:
     case UnaryOp::Tanh:
+    case UnaryOp::Log1p:
+    case UnaryOp::Expm1:
+    case UnaryOp::Erf:
+    case UnaryOp::Gelu:
+    case UnaryOp::Softplus:
       return kParallelGrainLibm;
     default:
       return kParallelGrain;
@@ -189,6 +194,14 @@ void unary_typed(UnaryOp op, const detail::UnaryParams& prm, const ElementwiseAr
       ANVIL_CPU_UNARY(Tanh, tanh);
       ANVIL_CPU_UNARY(Sigmoid, sigmoid);
       ANVIL_CPU_UNARY(Reciprocal, reciprocal);
+      ANVIL_CPU_UNARY(Log1p, log1p);
+      ANVIL_CPU_UNARY(Expm1, expm1);
+      ANVIL_CPU_UNARY(Erf, erf);
+      ANVIL_CPU_UNARY(Gelu, gelu);
+      ANVIL_CPU_UNARY(Softplus, softplus);
+      ANVIL_CPU_UNARY(Floor, floor);
+      ANVIL_CPU_UNARY(Ceil, ceil);
+      ANVIL_CPU_UNARY(Round, round);
       default:
         break;
     }
