@@ -24,6 +24,30 @@ const char* name(UnaryOp op) noexcept {
   return names[static_cast<int>(op)];
 }
 
+bool computes_in_float(UnaryOp op) noexcept {
+  switch (op) {
+    case UnaryOp::Exp:
+    case UnaryOp::Log:
+    case UnaryOp::Sqrt:
+    case UnaryOp::Rsqrt:
+    case UnaryOp::Sin:
+    case UnaryOp::Cos:
+    case UnaryOp::Tanh:
+    case UnaryOp::Sigmoid:
+    case UnaryOp::Reciprocal:
+    case UnaryOp::Log1p:
+    case UnaryOp::Expm1:
+    case UnaryOp::Erf:
+    case UnaryOp::Gelu:
+    case UnaryOp::Softplus:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_rounding(UnaryOp op) noexcept { return op == UnaryOp::Floor || op == UnaryOp::Ceil || op == UnaryOp::Round; }
+
 const char* name(BinaryOp op) noexcept {
   static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                 "eq",  "ne",  "lt",  "le",  "gt",  "ge"};

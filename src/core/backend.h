@@ -79,6 +79,12 @@ enum class UnaryOp : std::uint8_t {
   Count
 };
 const char* name(UnaryOp op) noexcept;  // "exp", … (kernel symbols derive from it)
+// What a unary op is defined on, asked by the op frontend and the kernels
+// alike: the math functions compute an integer tensor in the default float
+// dtype; the rounding ops return an integer tensor as it is, so their
+// kernels exist for floats only.
+bool computes_in_float(UnaryOp op) noexcept;
+bool is_rounding(UnaryOp op) noexcept;
 struct UnaryParams {
   double lo = 0, hi = 0;
 };

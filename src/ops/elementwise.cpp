@@ -104,41 +104,16 @@ Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
   check_defined(opname, x);
   const TensorImpl& xi = x.impl_ref();
   DType t = xi.dtype();
-  switch (op) {
-    case UnaryOp::Exp:
-    case UnaryOp::Log:
-    case UnaryOp::Sqrt:
-    case UnaryOp::Rsqrt:
-    case UnaryOp::Sin:
-    case UnaryOp::Cos:
-    case UnaryOp::Tanh:
-    case UnaryOp::Sigmoid:
-    case UnaryOp::Reciprocal:
-    case UnaryOp::Log1p:
-    case UnaryOp::Expm1:
-    case UnaryOp::Erf:
-    case UnaryOp::Gelu:
-    case UnaryOp::Softplus:
-      if (!is_floating(t)) t = DType::F32;  // integers compute in the default float dtype
-      break;
-    case UnaryOp::LogicalNot:
-      t = DType::Bool;
-      break;
-    case UnaryOp::Floor:
-    case UnaryOp::Ceil:
-    case UnaryOp::Round:
-      ANVIL_CHECK(t != DType::Bool, DTypeError, opname, ": not defined for bool tensors; expected a numeric dtype, ",
-                  "got bool");
-      if (!is_floating(t)) return clone(x);  // an integer is its own floor, ceil and round, as in PyTorch
-      break;
-    case UnaryOp::Neg:
-    case UnaryOp::Sign:
-      ANVIL_CHECK(t != DType::Bool, DTypeError, opname, ": not defined for bool tensors; expected a numeric dtype, ",
-                  "got bool; use logical_not");
-      break;
-    default:
-      break;
+  if (computes_in_float(op) && !is_floating(t)) t = DType::F32;  // integers compute in the default float dtype
+  if (is_rounding(op)) {
+    ANVIL_CHECK(t != DType::Bool, DTypeError, opname, ": not defined for bool tensors; expected a numeric dtype, ",
+                "got bool");
+    if (!is_floating(t)) return clone(x);  // an integer is its own floor, ceil and round, as in PyTorch
   }
+  if (op == UnaryOp::LogicalNot) t = DType::Bool;
+  if (op == UnaryOp::Neg || op == UnaryOp::Sign)
+    ANVIL_CHECK(t != DType::Bool, DTypeError, opname, ": not defined for bool tensors; expected a numeric dtype, ",
+                "got bool; use logical_not");
   Tensor out = make_empty(xi.shape(), t, xi.device());
   record_unary(op, out, x, params);
   if (out.numel() == 0) return out;

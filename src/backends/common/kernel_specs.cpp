@@ -20,30 +20,9 @@ std::string def(const char* macro, const std::string& value) { return std::strin
 std::string type_def(const char* macro, DType t) { return def(macro, kernel_type(t)); }
 std::string flag_def(const char* macro, bool v) { return def(macro, v ? "1" : "0"); }
 
-bool float_only(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Exp:
-    case UnaryOp::Log:
-    case UnaryOp::Sqrt:
-    case UnaryOp::Rsqrt:
-    case UnaryOp::Sin:
-    case UnaryOp::Cos:
-    case UnaryOp::Tanh:
-    case UnaryOp::Sigmoid:
-    case UnaryOp::Reciprocal:
-    case UnaryOp::Log1p:
-    case UnaryOp::Expm1:
-    case UnaryOp::Erf:
-    case UnaryOp::Gelu:
-    case UnaryOp::Softplus:
-    case UnaryOp::Floor:
-    case UnaryOp::Ceil:
-    case UnaryOp::Round:
-      return true;
-    default:
-      return false;
-  }
-}
+// Kernels of these ops exist for floats only (the op frontend sends integers
+// elsewhere).
+bool float_only(UnaryOp op) { return computes_in_float(op) || is_rounding(op); }
 
 std::string lowest_of(DType t) {
   switch (t) {
