@@ -103,9 +103,27 @@ struct Array {
 
 // ---- dtypes ------------------------------------------------------------------------
 
+// x rounded to bfloat16 (8 significant bits, ties to even), written apart
+// from the library's bit code in src/kernels/half.h: frexp and rint on doubles.
+inline double round_bf16(float f) {
+  if (!std::isfinite(f) || f == 0.0f) return f;
+  int e = 0;
+  (void)std::frexp(static_cast<double>(f), &e);  // |f| = m 2^e, m in [0.5, 1)
+  const int lsb_exp = std::max(e - 8, -133);     // bf16 has f32's exponent range, subnormals included
+  const double r = std::nearbyint(std::ldexp(static_cast<double>(f), -lsb_exp));
+  const double out = std::ldexp(r, lsb_exp);
+  return std::fabs(out) >= 0x1.ff8p127 ? std::copysign(INFINITY, out) : out;  // past bf16's largest: inf
+}
+
 // What storing `x` in a tensor of dtype `t` keeps (x assumed in range for ints).
+// The 16-bit floats go through f32 first, as every conversion in anvil (and
+// c10::Half) does; f16 uses the compiler's _Float16, another implementation.
 inline double cast_to(DType t, double x) {
   switch (t) {
+    case DType::F16:
+      return static_cast<double>(static_cast<float>(static_cast<_Float16>(static_cast<float>(x))));
+    case DType::BF16:
+      return round_bf16(static_cast<float>(x));
     case DType::F32:
       return static_cast<double>(static_cast<float>(x));
     case DType::F64:
@@ -138,6 +156,12 @@ inline Tolerance tol(DType t) {
       return {1e-5, 1e-6};
     case DType::F64:
       return {1e-11, 1e-12};
+    // One rounding of the result (2^-11, 2^-8 relative) on top of f32's
+    // compute, and inputs already rounded to 16 bits.
+    case DType::F16:
+      return {2e-3, 1e-3};
+    case DType::BF16:
+      return {1.6e-2, 1e-2};
     default:
       return {0, 0};
   }
@@ -179,6 +203,9 @@ inline Tensor to_tensor(const Array& a, DType t, Device d) {
       return to_tensor_as<std::uint8_t>(a, d);
     case DType::Bool:
       return to_tensor_as<bool>(a, d);
+    case DType::F16:
+    case DType::BF16:
+      return to_tensor_as<float>(cast(a, t), d).to(t);
   }
   throw std::invalid_argument("ref::to_tensor: dtype");
 }
@@ -194,6 +221,8 @@ inline Array from_tensor(const Tensor& t) {
   Dims shape = t.shape().vec();
   switch (t.dtype()) {
     case DType::F32:
+    case DType::F16:
+    case DType::BF16:
       return Array(shape, values_as_double<float>(t));
     case DType::F64:
       return Array(shape, values_as_double<double>(t));

@@ -93,6 +93,9 @@ Tensor make(const Bits& b, DType t, Device d) {
       return make_typed<std::uint32_t>(b, d, t);
     case DType::F64:
       return make_typed<std::uint64_t>(b, d, t);
+    case DType::F16:
+    case DType::BF16:
+      return make_typed<std::uint16_t>(b, d, t);
   }
   return {};
 }

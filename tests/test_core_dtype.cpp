@@ -20,8 +20,9 @@ TEST(DType, NamesAndSizes) {
     bool floating, integral;
   };
   const Case cases[] = {
-      {boolean, "bool", 1, false, false}, {u8, "u8", 1, false, true},   {i32, "i32", 4, false, true},
-      {i64, "i64", 8, false, true},       {f32, "f32", 4, true, false}, {f64, "f64", 8, true, false},
+      {boolean, "bool", 1, false, false}, {u8, "u8", 1, false, true},     {i32, "i32", 4, false, true},
+      {i64, "i64", 8, false, true},       {f32, "f32", 4, true, false},   {f64, "f64", 8, true, false},
+      {f16, "f16", 2, true, false},       {bf16, "bf16", 2, true, false},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -57,6 +58,20 @@ TEST(DType, TensorPromotionTable) {
       {i64, f64, f64},
       {f32, f32, f32},
       {boolean, i64, i64},
+      // the 16-bit floats (torch.promote_types, 1.13)
+      {f16, f16, f16},
+      {bf16, bf16, bf16},
+      {f16, bf16, f32},
+      {bf16, f16, f32},
+      {f16, f32, f32},
+      {f32, bf16, f32},
+      {f16, f64, f64},
+      {bf16, f64, f64},
+      {i64, f16, f16},
+      {bf16, i32, bf16},
+      {u8, f16, f16},
+      {boolean, bf16, bf16},
+      {f16, boolean, f16},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(to_string(c.a)) + " op " + std::string(to_string(c.b)));
@@ -74,6 +89,10 @@ TEST(DType, ScalarPromotionTable) {
   EXPECT_EQ(promote(boolean, Scalar(true)), boolean);
   EXPECT_EQ(promote(boolean, Scalar(2.5)), f32);
   EXPECT_EQ(promote(u8, Scalar(300)), u8);
+  EXPECT_EQ(promote(f16, Scalar(2.5)), f16);  // a half tensor stays half with a double scalar
+  EXPECT_EQ(promote(bf16, Scalar(2.5)), bf16);
+  EXPECT_EQ(promote(bf16, Scalar(3)), bf16);
+  EXPECT_EQ(promote(f16, Scalar(true)), f16);
 
   EXPECT_TRUE(Scalar(2.5).is_floating());
   EXPECT_TRUE(Scalar(2.5f).is_floating());

@@ -181,6 +181,15 @@ Tensor tricky(DType t, Device d) {
       return tensor(std::vector<std::uint8_t>{0, 1, 127, 128, 255}, d);
     case DType::Bool:
       return tensor(std::vector<std::uint8_t>{1, 0, 0, 1, 1}, d).to(boolean);
+    case DType::F16:
+    case DType::BF16: {
+      // ±0, a subnormal, ±inf, a signalling and a quiet NaN with payloads, the largest finite
+      const std::vector<std::uint16_t> bits =
+          t == DType::F16
+              ? std::vector<std::uint16_t>{0x0000, 0x8000, 0x0001, 0x7c00, 0xfc00, 0x7c01, 0xfe55, 0x7bff, 0x3c00}
+              : std::vector<std::uint16_t>{0x0000, 0x8000, 0x0001, 0x7f80, 0xff80, 0x7f81, 0xffd5, 0x7f7f, 0x3f80};
+      return from_host(bits.data(), {static_cast<std::int64_t>(bits.size())}, t, d);
+    }
   }
   return {};
 }

@@ -11,8 +11,10 @@
 
 namespace anvil {
 
-enum class DType : std::uint8_t { Bool = 0, U8, I32, I64, F32, F64 };
-inline constexpr int kNumDTypes = 6;
+// F16 and BF16 come last so the older values (kernel keys, files) keep
+// their numbers; promote() places them between the integers and f32.
+enum class DType : std::uint8_t { Bool = 0, U8, I32, I64, F32, F64, F16, BF16 };
+inline constexpr int kNumDTypes = 8;
 
 inline constexpr DType boolean = DType::Bool;
 inline constexpr DType u8 = DType::U8;
@@ -20,6 +22,8 @@ inline constexpr DType i32 = DType::I32;
 inline constexpr DType i64 = DType::I64;
 inline constexpr DType f32 = DType::F32;
 inline constexpr DType f64 = DType::F64;
+inline constexpr DType f16 = DType::F16;    // IEEE binary16, PyTorch's float16
+inline constexpr DType bf16 = DType::BF16;  // bfloat16: the top half of an f32
 
 std::string_view to_string(DType t) noexcept;  // "f32", "i64", "bool", …
 std::ostream& operator<<(std::ostream& os, DType t);
@@ -29,6 +33,9 @@ constexpr std::size_t element_size(DType t) noexcept {
     case DType::Bool:
     case DType::U8:
       return 1;
+    case DType::F16:
+    case DType::BF16:
+      return 2;
     case DType::I32:
     case DType::F32:
       return 4;
@@ -38,12 +45,19 @@ constexpr std::size_t element_size(DType t) noexcept {
   }
   return 0;
 }
-constexpr bool is_floating(DType t) noexcept { return t == DType::F32 || t == DType::F64; }
+// The 16-bit floats: stored in 16 bits, computed in f32 (DESIGN §4.2).
+constexpr bool is_half(DType t) noexcept { return t == DType::F16 || t == DType::BF16; }
+constexpr bool is_floating(DType t) noexcept { return t == DType::F32 || t == DType::F64 || is_half(t); }
 constexpr bool is_integral(DType t) noexcept { return !is_floating(t) && t != DType::Bool; }
 
-// PyTorch's promotion for two tensors: bool < u8 < i32 < i64 < f32 < f64,
-// i.e. the larger category wins and, within a category, the wider type.
+// PyTorch's promotion for two tensors: bool < u8 < i32 < i64 < {f16, bf16} < f32 < f64,
+// i.e. the larger category wins and, within a category, the wider type;
+// f16 with bf16 (neither holds the other) gives f32.
 constexpr DType promote(DType a, DType b) noexcept {
+  if (a == b) return a;
+  if (is_half(a) && is_half(b)) return DType::F32;
+  if (is_half(a)) return is_floating(b) ? b : a;
+  if (is_half(b)) return is_floating(a) ? a : b;
   return static_cast<std::uint8_t>(a) > static_cast<std::uint8_t>(b) ? a : b;
 }
 

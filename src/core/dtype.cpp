@@ -18,6 +18,10 @@ std::string_view to_string(DType t) noexcept {
       return "f32";
     case DType::F64:
       return "f64";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
   }
   return "?";
 }

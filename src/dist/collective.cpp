@@ -179,6 +179,9 @@ void reduce_host(void* dst, const void* src, std::size_t count, DType dtype, Red
     case DType::Bool:
       reduce_typed(static_cast<std::uint8_t*>(dst), static_cast<const std::uint8_t*>(src), count, op);
       break;
+    case DType::F16:
+    case DType::BF16:  // check_dtype turns them away: collectives have no 16-bit floats yet
+      ANVIL_ASSERT(false, "reduce_host: ", to_string(dtype));
   }
 }
 
@@ -207,6 +210,9 @@ void divide_host(void* data, std::size_t count, DType dtype, std::int64_t diviso
     case DType::Bool:
       divide_typed(static_cast<std::uint8_t*>(data), count, divisor);
       break;
+    case DType::F16:
+    case DType::BF16:
+      ANVIL_ASSERT(false, "divide_host: ", to_string(dtype));
   }
 }
 

@@ -124,6 +124,9 @@ MPI_Datatype mpi_type(DType t) {
     case DType::U8:
     case DType::Bool:
       return MPI_UINT8_T;
+    case DType::F16:  // turned away by check_dtype (collective.cpp)
+    case DType::BF16:
+      break;
   }
   return MPI_BYTE;
 }
@@ -746,6 +749,9 @@ int MpiGroup::nccl_type(DType t) {
     case DType::U8:
     case DType::Bool:
       return NcclApi::Uint8;
+    case DType::F16:  // turned away by check_dtype (collective.cpp)
+    case DType::BF16:
+      break;
   }
   return NcclApi::Uint8;
 }

@@ -21,7 +21,7 @@ using detail::quote;
 constexpr std::string_view kOp = "load_npy";
 constexpr std::string_view kSaveOp = "save_npy";
 constexpr std::array<std::uint8_t, 6> kMagic{0x93, 'N', 'U', 'M', 'P', 'Y'};
-constexpr std::string_view kSupported = "'<f4', '<f8', '<i4', '<i8' (or '>' big-endian), '|u1', '|b1'";
+constexpr std::string_view kSupported = "'<f2', '<f4', '<f8', '<i4', '<i8' (or '>' big-endian), '|u1', '|b1'";
 // numpy.lib.format leaves room to grow the first axis in place.
 constexpr std::size_t kGrowthAxisMaxDigits = 21;
 constexpr std::size_t kArrayAlign = 64;
@@ -41,6 +41,7 @@ std::optional<DescrInfo> parse_descr(std::string_view d) {
   }
   if (order != '<' && order != '>') return std::nullopt;
   const bool big = order == '>';
+  if (kind == "f2") return DescrInfo{f16, big};
   if (kind == "f4") return DescrInfo{f32, big};
   if (kind == "f8") return DescrInfo{f64, big};
   if (kind == "i4") return DescrInfo{i32, big};
@@ -62,6 +63,10 @@ std::string_view descr_of(DType t) {
       return "|u1";
     case DType::Bool:
       return "|b1";
+    case DType::F16:
+      return "<f2";
+    case DType::BF16:  // NumPy has no bfloat16: save_npy turns it away
+      break;
   }
   return "?";
 }
@@ -248,6 +253,9 @@ std::string shape_repr(const Shape& s) {
 
 // Exactly numpy.lib.format._write_array_header for a C-order array.
 std::vector<std::uint8_t> header_bytes(const Tensor& t) {
+  ANVIL_CHECK(t.dtype() != bf16, DTypeError, kSaveOp,
+              ": NumPy has no bfloat16; expected a dtype .npy can hold (f16, f32, f64, i32, i64, u8, bool), got bf16; "
+              "convert with .to(f32), or save with save_safetensors");
   std::string dict =
       cat("{'descr': '", descr_of(t.dtype()), "', 'fortran_order': False, 'shape': ", shape_repr(t.shape()), ", }");
   if (t.dim() > 0) {

@@ -40,8 +40,8 @@ constexpr std::array<DTypeName, 21> kDTypeNames{{
     {"I64", i64},
     {"U8", u8},
     {"BOOL", boolean},
-    {"F16", std::nullopt},
-    {"BF16", std::nullopt},
+    {"F16", f16},
+    {"BF16", bf16},
     {"I8", std::nullopt},
     {"I16", std::nullopt},
     {"U16", std::nullopt},
@@ -56,7 +56,7 @@ constexpr std::array<DTypeName, 21> kDTypeNames{{
     {"F6_E3M2", std::nullopt},
     {"C64", std::nullopt},
 }};
-constexpr std::string_view kSupported = "F32, F64, I32, I64, U8, BOOL";
+constexpr std::string_view kSupported = "F32, F64, F16, BF16, I32, I64, U8, BOOL";
 
 std::uint64_t read_le64(const std::uint8_t* p) {
   std::uint64_t v = 0;

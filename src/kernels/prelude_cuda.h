@@ -29,12 +29,20 @@
 #define ANVIL_GSIZE(d) (ANVIL_NGROUPS(d) * (anvil_i64)ANVIL_LSIZE(d))
 
 typedef unsigned char anvil_u8;
+typedef unsigned short anvil_u16;
 typedef int anvil_i32;
 typedef unsigned int anvil_u32;
 typedef long long anvil_i64;
 typedef unsigned long long anvil_u64;
 typedef float anvil_f32;
 typedef double anvil_f64;
+/* f16 and bf16 are stored as their bits and computed in f32 by half.h's
+ * integer code, not cuda_fp16.h, whose __float2half writes a canonical NaN:
+ * every device rounds as the CPU does. */
+typedef unsigned short anvil_f16;
+typedef unsigned short anvil_bf16;
+#define ANVIL_AS_U32(f) __float_as_uint(f)
+#define ANVIL_AS_F32(u) __uint_as_float(u)
 #define ANVIL_HAS_FP64 1 /* every GPU NVRTC targets has fp64 */
 
 #define ANVIL_INF __int_as_float(0x7f800000)

@@ -7,7 +7,8 @@
  *   ANVIL_KERNEL, ANVIL_GLOBAL, ANVIL_SHARED, ANVIL_BARRIER(), ANVIL_FN,
  *   ANVIL_GID(d), ANVIL_LID(d), ANVIL_GROUP(d), ANVIL_LSIZE(d), ANVIL_GSIZE(d),
  *   ANVIL_NGROUPS(d), the anvil_* fixed-width types, ANVIL_INF, ANVIL_CAT(),
- *   ANVIL_HAS_FP64 (where anvil_f64 exists), ANVIL_SCALAR_NAME(T, op) (scalar.h).
+ *   ANVIL_HAS_FP64 (where anvil_f64 exists), ANVIL_SCALAR_NAME(T, op) (scalar.h),
+ *   ANVIL_AS_U32/ANVIL_AS_F32 (bit casts, half.h).
  * Math uses the overloaded names (exp, fabs, pow), never expf/fmaxf.
  * Kernel arguments: no size_t, no bool (use anvil_i64 and int).
  */
@@ -34,11 +35,17 @@
 #define ANVIL_NGROUPS(d) ((anvil_i64)get_num_groups(d))
 
 typedef uchar anvil_u8;
+typedef ushort anvil_u16;
 typedef int anvil_i32;
 typedef uint anvil_u32;
 typedef long anvil_i64;
 typedef ulong anvil_u64;
 typedef float anvil_f32;
+/* f16 and bf16 are stored as their bits and computed in f32 (half.h) */
+typedef ushort anvil_f16;
+typedef ushort anvil_bf16;
+#define ANVIL_AS_U32(f) as_uint(f)
+#define ANVIL_AS_F32(u) as_float(u)
 #ifdef ANVIL_HAS_FP64
 typedef double anvil_f64;
 #else

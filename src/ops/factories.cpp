@@ -129,11 +129,11 @@ void manual_seed(std::uint64_t seed) {
 }
 
 Tensor rand(const Shape& shape, Device d, DType t) {
-  ANVIL_CHECK(is_floating(t), DTypeError, "rand: needs a floating dtype; expected f32 or f64, got ", t);
+  ANVIL_CHECK(is_floating(t), DTypeError, "rand: needs a floating dtype; expected f16, bf16, f32 or f64, got ", t);
   return random_fill(detail::RandomKind::Uniform, shape, d, t, 0, 1);
 }
 Tensor randn(const Shape& shape, Device d, DType t) {
-  ANVIL_CHECK(is_floating(t), DTypeError, "randn: needs a floating dtype; expected f32 or f64, got ", t);
+  ANVIL_CHECK(is_floating(t), DTypeError, "randn: needs a floating dtype; expected f16, bf16, f32 or f64, got ", t);
   return random_fill(detail::RandomKind::Normal, shape, d, t, 0, 1);
 }
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Device d, DType t) {
@@ -220,8 +220,8 @@ Tensor tensor(const NestedList& v, Device d, std::optional<DType> t) {
   const DType dt = t.value_or(inferred);
   Tensor host = make_empty(v.shape, dt, cpu());
   ANVIL_DISPATCH_HOST(dt, T, {
-    T* p = host.data_ptr<T>();
-    for (std::size_t i = 0; i < v.values.size(); ++i) p[i] = v.values[i].to<T>();
+    T* p = static_cast<T*>(host.raw_data_ptr());
+    for (std::size_t i = 0; i < v.values.size(); ++i) p[i] = detail::host_from_scalar<T>(v.values[i]);
   });
   return host.to(d);
 }

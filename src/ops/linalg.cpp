@@ -211,7 +211,8 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
               "addmm: bias does not broadcast to the product; expected a shape broadcastable to ", out_shape, ", got ",
               bias.shape());
   const DType t = promote(promote(a.dtype(), b.dtype()), bias.dtype());
-  ANVIL_CHECK(is_floating(t), DTypeError, "addmm: needs floating-point tensors; expected f32 or f64, got ", t);
+  ANVIL_CHECK(is_floating(t), DTypeError, "addmm: needs floating-point tensors; expected f16, bf16, f32 or f64, got ",
+              t);
   Tensor out = detail::make_empty(out_shape, t, d);
   if (out.numel() > 0) {
     detail::copy_into(out, bias);

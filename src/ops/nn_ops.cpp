@@ -55,7 +55,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   ANVIL_CHECK(logits.dim() == 2, ShapeError, "cross_entropy: logits must be [N, C]; expected 2 dims, got ",
               logits.shape());
   ANVIL_CHECK(is_floating(logits.dtype()), DTypeError,
-              "cross_entropy: logits must be floating; expected f32 or f64, got ", logits.dtype());
+              "cross_entropy: logits must be floating; expected f16, bf16, f32 or f64, got ", logits.dtype());
   ANVIL_CHECK(is_integral(target.dtype()), DTypeError,
               "cross_entropy: target must hold integer class indices; expected i64, got ", target.dtype());
   ANVIL_CHECK(target.dim() == 1 && target.size(0) == logits.size(0), ShapeError,
@@ -80,7 +80,8 @@ namespace {
 
 void check_4d(const char* op, const Tensor& x) {
   ANVIL_CHECK(x.dim() == 4, ShapeError, op, ": input must be [N, C, H, W]; expected 4 dims, got ", x.shape());
-  ANVIL_CHECK(is_floating(x.dtype()), DTypeError, op, ": input must be floating; expected f32 or f64, got ", x.dtype());
+  ANVIL_CHECK(is_floating(x.dtype()), DTypeError, op, ": input must be floating; expected f16, bf16, f32 or f64, got ",
+              x.dtype());
 }
 
 detail::Window2d window(const char* op, const Tensor& x, std::array<std::int64_t, 2> kernel,
@@ -260,7 +261,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_s
   ANVIL_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError,
               "adaptive_avg_pool2d: input must be [N, C, H, W] or [C, H, W]; expected 3 or 4 dims, got ", x.shape());
   ANVIL_CHECK(is_floating(x.dtype()), DTypeError,
-              "adaptive_avg_pool2d: input must be floating; expected f32 or f64, got ", x.dtype());
+              "adaptive_avg_pool2d: input must be floating; expected f16, bf16, f32 or f64, got ", x.dtype());
   const auto [oh, ow] = output_size;
   ANVIL_CHECK(oh > 0 && ow > 0, ValueError,
               "adaptive_avg_pool2d: output size must be positive; expected e.g. {1, 1}, got {", oh, ", ", ow, "}");

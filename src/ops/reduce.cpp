@@ -100,7 +100,7 @@ Tensor reduce_op(ReduceOp op, const char* opname, const Tensor& x, const Dims& d
 DType sum_dtype(DType t) { return is_floating(t) ? t : DType::I64; }
 
 void check_floating(const char* op, DType t) {
-  ANVIL_CHECK(is_floating(t), DTypeError, op, ": needs a floating-point input; expected f32 or f64, got ", t,
+  ANVIL_CHECK(is_floating(t), DTypeError, op, ": needs a floating-point input; expected f16, bf16, f32 or f64, got ", t,
               "; convert with .to(f32)");
 }
 

@@ -113,7 +113,7 @@ T Tensor::item() const {
   T out{};
   const void* p = static_cast<const char*>(h.impl_ref().storage()->data()) +
                   static_cast<std::size_t>(h.offset()) * element_size(h.dtype());
-  ANVIL_DISPATCH_HOST(h.dtype(), S, out = Scalar(*static_cast<const S*>(p)).to<T>());
+  ANVIL_DISPATCH_HOST(h.dtype(), S, out = Scalar(detail::host_value(*static_cast<const S*>(p))).to<T>());
   return out;
 }
 

@@ -90,6 +90,7 @@ struct DeviceFault {
 // on the device; a capability that depends on the primitive goes here too.
 inline detail::Support support_from(const DeviceProperties& p, detail::Primitive, DType t) noexcept {
   if (t == DType::F64 && !p.fp64) return {false, "the device has no fp64", DType::F32};
+  if (is_half(t)) return {false, "the shared kernels have no 16-bit floats yet", DType::F32};
   return {};
 }
 

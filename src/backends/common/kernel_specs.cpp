@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include "core/half.h"
+
 namespace anvil::kernels {
 
 using detail::BinaryOp;
@@ -80,7 +82,8 @@ std::string define_options(const KernelSpec& spec) {
 }
 
 const char* dtype_name(DType t) noexcept {
-  static constexpr std::array<const char*, kNumDTypes> kNames = {"bool", "u8", "i32", "i64", "f32", "f64"};
+  static constexpr std::array<const char*, kNumDTypes> kNames = {"bool", "u8",  "i32", "i64",
+                                                                 "f32",  "f64", "f16", "bf16"};
   return kNames[static_cast<int>(t)];
 }
 
@@ -97,6 +100,10 @@ const char* kernel_type(DType t) noexcept {
       return "anvil_f32";
     case DType::F64:
       return "anvil_f64";
+    case DType::F16:
+      return "anvil_f16";
+    case DType::BF16:
+      return "anvil_bf16";
   }
   return "?";
 }
@@ -115,6 +122,10 @@ ScalarArg scalar_arg(const Scalar& s, DType t) noexcept {
       return pack<float>(s.to<float>());
     case DType::F64:
       return pack<double>(s.to<double>());
+    case DType::F16:
+      return pack<std::uint16_t>(detail::Half(s.to<float>()).bits);
+    case DType::BF16:
+      return pack<std::uint16_t>(detail::BFloat16(s.to<float>()).bits);
   }
   return {};
 }
@@ -133,6 +144,10 @@ ScalarArg scalar_arg(double v, DType t) noexcept {
       return pack<float>(static_cast<float>(v));
     case DType::F64:
       return pack<double>(v);
+    case DType::F16:
+      return pack<std::uint16_t>(detail::Half(v).bits);
+    case DType::BF16:
+      return pack<std::uint16_t>(detail::BFloat16(v).bits);
   }
   return {};
 }
@@ -240,7 +255,8 @@ KernelSpec WindowKernel::spec() const {
 std::vector<KernelSpec> all_kernel_specs(bool fp64) {
   std::vector<DType> types;
   for (int i = 0; i < kNumDTypes; ++i)
-    if (fp64 || static_cast<DType>(i) != DType::F64) types.push_back(static_cast<DType>(i));
+    if ((fp64 || static_cast<DType>(i) != DType::F64) && !is_half(static_cast<DType>(i)))
+      types.push_back(static_cast<DType>(i));
   std::vector<KernelSpec> out;
   for (DType t : types) {
     out.push_back(FillKernel{false, t, fp64}.spec());

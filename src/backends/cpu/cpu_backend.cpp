@@ -102,7 +102,7 @@ void CpuBackend::copy_device(int, void* dst, std::size_t dst_offset, int, const 
 void CpuBackend::fill(int, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) {
   ANVIL_DISPATCH(out.dtype, T, {
     T* p = static_cast<T*>(out.data) + out.offset;
-    const T v = value.to<T>();
+    const T v = scalar_to<T>(value);
     parallel_for(numel, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i) p[i] = v;
     });

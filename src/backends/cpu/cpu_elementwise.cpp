@@ -20,10 +20,15 @@ using detail::UnaryOp;
 
 namespace {
 
+// A 16-bit float converts through float, from every type (c10::Half's rule).
 template <typename O, typename I>
 inline O convert(I v) {
-  if constexpr (std::is_same_v<O, bool>)
+  if constexpr (std::is_same_v<O, bool> && detail::is_half_v<I>)
+    return static_cast<float>(v) != 0.0f;
+  else if constexpr (std::is_same_v<O, bool>)
     return v != I(0);
+  else if constexpr (detail::is_half_v<O>)
+    return O(static_cast<float>(v));
   else
     return static_cast<O>(v);
 }
@@ -94,9 +99,11 @@ void run_binary(const ElementwiseArgs& a, F f, std::int64_t grain = kParallelGra
 // What each op computes per element is src/kernels/scalar.h (scalar_ops.h),
 // the definition the devices compile too; this file only maps a dtype to
 // its compute type and runs the loops. bool computes as u8 holding 0/1 and
-// is stored back as != 0, as on the devices.
+// is stored back as != 0, as on the devices; f16 and bf16 compute in float
+// and round once, on the store.
 template <typename T>
-using compute_t = std::conditional_t<std::is_same_v<T, bool>, std::uint8_t, T>;
+using compute_t =
+    std::conditional_t<std::is_same_v<T, bool>, std::uint8_t, std::conditional_t<detail::is_half_v<T>, float, T>>;
 
 // Clamp's bounds in the compute type, converted as the devices convert them
 // (kernels::scalar_arg: saturated to the type's range, NaN to 0 for integers).
@@ -176,14 +183,14 @@ void binary_typed(BinaryOp op, const ElementwiseArgs& a) {
     case BinaryOp::Count:
       break;
   }
-  ANVIL_ASSERT(false, "binary op ", detail::name(op), " on ", to_string(dtype_v<T>));
+  ANVIL_ASSERT(false, "binary op ", detail::name(op), " on ", to_string(cpu_dtype<T>()));
 }
 
 template <typename T>
 void unary_typed(UnaryOp op, const detail::UnaryParams& prm, const ElementwiseArgs& a) {
   using C = compute_t<T>;
   // The frontend computes these in a float dtype (integers become f32 first).
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (std::is_floating_point_v<C>) {
     switch (op) {
       ANVIL_CPU_UNARY(Exp, exp);
       ANVIL_CPU_UNARY(Log, log);
@@ -220,7 +227,7 @@ void unary_typed(UnaryOp op, const detail::UnaryParams& prm, const ElementwiseAr
     default:
       break;
   }
-  ANVIL_ASSERT(false, "unary op ", detail::name(op), " on ", to_string(dtype_v<T>));
+  ANVIL_ASSERT(false, "unary op ", detail::name(op), " on ", to_string(cpu_dtype<T>()));
 }
 
 #undef ANVIL_CPU_UNARY

@@ -3,6 +3,8 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <vector>
+
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dispatch.h"
 #include "backends/cpu/threads.h"
@@ -46,6 +48,37 @@ void loop_gemm(const GemmArgs& g, std::int64_t b) {
     }
 }
 
+// f16 and bf16: each matrix widened to f32, one sgemm (f32 accumulation),
+// the result rounded once. Debian's OpenBLAS 0.3.21 declares cblas_sbgemm in
+// cblas.h but its library is built without BUILD_BFLOAT16 and does not export
+// it, so bf16 takes this path too.
+template <typename T>
+void half_gemm(const GemmArgs& g, std::int64_t b, std::vector<float>& fa, std::vector<float>& fb,
+               std::vector<float>& fc) {
+  const T* a = static_cast<const T*>(g.a.data) + g.a.offset + b * g.a.batch_stride;
+  const T* bm = static_cast<const T*>(g.b.data) + g.b.offset + b * g.b.batch_stride;
+  T* c = static_cast<T*>(g.c.data) + g.c.offset + b * g.c.batch_stride;
+  // Each operand packed densely in its stored orientation (rows x cols, ld).
+  auto widen = [](const T* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::vector<float>& dst) {
+    dst.resize(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < cols; ++j) dst[static_cast<std::size_t>(r * cols + j)] = src[r * ld + j];
+  };
+  const std::int64_t a_rows = g.a.trans ? g.k : g.m, a_cols = g.a.trans ? g.m : g.k;
+  const std::int64_t b_rows = g.b.trans ? g.n : g.k, b_cols = g.b.trans ? g.k : g.n;
+  widen(a, a_rows, a_cols, g.a.ld, fa);
+  widen(bm, b_rows, b_cols, g.b.ld, fb);
+  fc.assign(static_cast<std::size_t>(g.m * g.n), 0.0f);
+  if (g.beta != 0) widen(c, g.m, g.n, g.c.ld, fc);
+  cblas_sgemm(CblasRowMajor, g.a.trans ? CblasTrans : CblasNoTrans, g.b.trans ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(g.m), static_cast<blasint>(g.n), static_cast<blasint>(g.k),
+              static_cast<float>(g.alpha), fa.data(), static_cast<blasint>(std::max<std::int64_t>(1, a_cols)),
+              fb.data(), static_cast<blasint>(std::max<std::int64_t>(1, b_cols)), static_cast<float>(g.beta), fc.data(),
+              static_cast<blasint>(std::max<std::int64_t>(1, g.n)));
+  for (std::int64_t i = 0; i < g.m; ++i)
+    for (std::int64_t j = 0; j < g.n; ++j) c[i * g.c.ld + j] = T(fc[static_cast<std::size_t>(i * g.n + j)]);
+}
+
 template <typename T>
 void gemm_typed(const GemmArgs& g) {
   // One matrix at a time, each parallel inside OpenBLAS where it is large
@@ -55,6 +88,10 @@ void gemm_typed(const GemmArgs& g) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     const BlasThreads threads(gemm_threads(g.m, g.n, g.k, omp_get_max_threads()));
     for (std::int64_t i = 0; i < g.batch; ++i) blas_gemm<T>(g, i);
+  } else if constexpr (detail::is_half_v<T>) {
+    const BlasThreads threads(gemm_threads(g.m, g.n, g.k, omp_get_max_threads()));
+    std::vector<float> fa, fb, fc;
+    for (std::int64_t i = 0; i < g.batch; ++i) half_gemm<T>(g, i, fa, fb, fc);
   } else {
     for (std::int64_t i = 0; i < g.batch; ++i) loop_gemm<T>(g, i);
   }

@@ -18,9 +18,15 @@ using detail::ReduceOp;
 
 namespace {
 
+// f16 and bf16 accumulate in f32: a thread's partial sum of 16-bit terms
+// loses nothing a 16-bit result can show.
 template <typename T>
-using acc_t = std::conditional_t<std::is_floating_point_v<T>, double,
-                                 std::conditional_t<std::is_same_v<T, bool>, std::int64_t, T>>;
+using acc_t = std::conditional_t<
+    std::is_floating_point_v<T>, double,
+    std::conditional_t<detail::is_half_v<T>, float, std::conditional_t<std::is_same_v<T, bool>, std::int64_t, T>>>;
+// What max/min compare in: the value itself, or float for the 16-bit floats.
+template <typename T>
+using cmp_t = std::conditional_t<detail::is_half_v<T>, float, T>;
 
 template <typename T>
 struct SumOp {
@@ -39,21 +45,30 @@ struct ProdOp {
 // NaN wins, as in PyTorch.
 template <typename T>
 struct MaxOp {
-  using Acc = T;
+  using Acc = cmp_t<T>;
   static Acc init() {
-    return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                : std::numeric_limits<T>::lowest();
+    return std::numeric_limits<Acc>::has_infinity ? -std::numeric_limits<Acc>::infinity()
+                                                  : std::numeric_limits<Acc>::lowest();
   }
-  static Acc step(Acc a, T v) { return (v > a || v != v) && a == a ? v : a; }
+  template <typename V>
+  static Acc step(Acc a, V t) {
+    const Acc v = static_cast<Acc>(t);
+    return (v > a || v != v) && a == a ? v : a;
+  }
   static Acc merge(Acc a, Acc b) { return step(a, b); }
 };
 template <typename T>
 struct MinOp {
-  using Acc = T;
+  using Acc = cmp_t<T>;
   static Acc init() {
-    return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
+    return std::numeric_limits<Acc>::has_infinity ? std::numeric_limits<Acc>::infinity()
+                                                  : std::numeric_limits<Acc>::max();
   }
-  static Acc step(Acc a, T v) { return (v < a || v != v) && a == a ? v : a; }
+  template <typename V>
+  static Acc step(Acc a, V t) {
+    const Acc v = static_cast<Acc>(t);
+    return (v < a || v != v) && a == a ? v : a;
+  }
   static Acc merge(Acc a, Acc b) { return step(a, b); }
 };
 
@@ -87,7 +102,9 @@ void reduce_typed(const ReduceArgs& a) {
   T* out = static_cast<T*>(a.out.data) + a.out.offset;
   const double scale = a.scale;
   auto store = [&](T* dst, Acc acc) {
-    if constexpr (std::is_floating_point_v<T>)
+    if constexpr (detail::is_half_v<T>)
+      *dst = T(static_cast<float>(static_cast<double>(acc) * scale));
+    else if constexpr (std::is_floating_point_v<T>)
       *dst = static_cast<T>(static_cast<double>(acc) * scale);
     else
       *dst = static_cast<T>(acc);
@@ -166,7 +183,7 @@ void arg_reduce(const ReduceArgs& a) {
       std::int64_t base = 0, out_off = 0;
       kept_offsets(a, o, base, out_off);
       std::int64_t best_i = 0;
-      T best{};
+      cmp_t<T> best{};
       for (std::int64_t r = 0; r < a.reduce_numel; ++r) {
         std::int64_t off = base, rr = r;
         for (int d = nr - 1; d >= 0; --d) {
@@ -174,7 +191,7 @@ void arg_reduce(const ReduceArgs& a) {
           rr /= a.shape[nk + d];
           off += idx * a.in.strides[nk + d];
         }
-        const T v = in[off];
+        const cmp_t<T> v = static_cast<cmp_t<T>>(in[off]);
         if (r == 0) {
           best = v;
           continue;

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cpu/parallel.h"
 #include "core/backend.h"
+#include "core/half.h"
 
 namespace anvil::cpu_backend {
 
@@ -15,7 +17,10 @@ namespace anvil::cpu_backend {
 template <typename T>
 T* operand_ptr(const detail::KernelOperand& op, T* slot) {
   if (op.is_scalar) {
-    *slot = op.scalar.to<T>();
+    if constexpr (detail::is_half_v<std::remove_const_t<T>>)
+      *slot = T(op.scalar.to<float>());
+    else
+      *slot = op.scalar.to<T>();
     return slot;
   }
   return static_cast<T*>(op.data) + op.offset;
