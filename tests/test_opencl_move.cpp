@@ -204,7 +204,7 @@ std::vector<unsigned char> bytes_of(const Tensor& t) {
 TEST(OpenCLMove, EveryPairOfDevicesRoundTripsExactly) {
   ANVIL_REQUIRE_OPENCL(1);
   const auto ds = devices_under_test();
-  for (DType t : {f32, f64, i32, i64, u8, boolean}) {
+  for (DType t : {f32, f64, f16, bf16, i32, i64, u8, boolean}) {
     for (const Device& a : ds)
       for (const Device& b : ds) {
         if (a == b) continue;

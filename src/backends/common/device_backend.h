@@ -90,7 +90,6 @@ struct DeviceFault {
 // on the device; a capability that depends on the primitive goes here too.
 inline detail::Support support_from(const DeviceProperties& p, detail::Primitive, DType t) noexcept {
   if (t == DType::F64 && !p.fp64) return {false, "the device has no fp64", DType::F32};
-  if (is_half(t)) return {false, "the shared kernels have no 16-bit floats yet", DType::F32};
   return {};
 }
 
@@ -424,7 +423,10 @@ class DeviceBackend final : public detail::Backend {
   void gemm(int index, const detail::GemmArgs& a) override {
     run(index, "matmul", [&](Slot& s) {
       if (a.m <= 0 || a.n <= 0 || a.batch <= 0) return;
-      if (is_floating(a.dtype) && a.k > 0 && s.queue.gemm_blas(a, s.allocator)) return;
+      // f16 and bf16 take the tiled kernel, which widens to f32 and
+      // accumulates in f32: CLBlast has HGEMM only with cl_khr_fp16 (PoCL
+      // lacks it) and no bf16 at all; the cuBLAS hook is f32/f64 only.
+      if (is_floating(a.dtype) && !is_half(a.dtype) && a.k > 0 && s.queue.gemm_blas(a, s.allocator)) return;
       kernels::gemm_tiled(s, a);
     });
   }

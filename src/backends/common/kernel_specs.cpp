@@ -168,9 +168,12 @@ KernelSpec CopyKernel::spec() const {
           prefix + (strided ? "_s" : "_c")};
 }
 
+// f16 and bf16 compute in f32 on every device (half.h: no half arithmetic on PoCL).
+DType widen_half(DType t) noexcept { return is_half(t) ? DType::F32 : t; }
+
 DType UnaryKernel::compute_type() const noexcept {
-  if (!float_only(op)) return ti;
-  return is_floating(to) ? to : is_floating(ti) ? ti : DType::F32;
+  if (!float_only(op)) return widen_half(ti);
+  return widen_half(is_floating(to) ? to : is_floating(ti) ? ti : DType::F32);
 }
 
 KernelSpec UnaryKernel::spec() const {
@@ -187,7 +190,7 @@ KernelSpec UnaryKernel::spec() const {
 
 KernelSpec BinaryKernel::spec() const {
   const char* opname = detail::name(op);
-  const DType tc = detail::is_comparison(op) ? promote(ta, tb) : promote(promote(ta, tb), to);
+  const DType tc = widen_half(detail::is_comparison(op) ? promote(ta, tb) : promote(promote(ta, tb), to));
   std::string prefix = std::string(opname) + "_" + dtype_name(ta);
   if (tb != ta || to != (detail::is_comparison(op) ? DType::Bool : ta))
     prefix += std::string("_") + dtype_name(tb) + "_" + dtype_name(to);
@@ -210,7 +213,7 @@ KernelSpec WhereKernel::spec() const {
 
 DType ReduceKernel::accumulator() const noexcept {
   // A million f32 terms summed in f32 by one work-item drift by 1e-5 relative.
-  DType ta = (op == ReduceOp::Sum || op == ReduceOp::Prod) ? to : ti;
+  DType ta = widen_half((op == ReduceOp::Sum || op == ReduceOp::Prod) ? to : ti);
   if (op == ReduceOp::Sum && ta == DType::F32 && fp64 && wide_f32_sums) ta = DType::F64;
   return ta;
 }
@@ -255,8 +258,7 @@ KernelSpec WindowKernel::spec() const {
 std::vector<KernelSpec> all_kernel_specs(bool fp64) {
   std::vector<DType> types;
   for (int i = 0; i < kNumDTypes; ++i)
-    if ((fp64 || static_cast<DType>(i) != DType::F64) && !is_half(static_cast<DType>(i)))
-      types.push_back(static_cast<DType>(i));
+    if (fp64 || static_cast<DType>(i) != DType::F64) types.push_back(static_cast<DType>(i));
   std::vector<KernelSpec> out;
   for (DType t : types) {
     out.push_back(FillKernel{false, t, fp64}.spec());

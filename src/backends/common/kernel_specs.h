@@ -39,6 +39,7 @@ constexpr std::uint64_t kernel_key(Family f, int op, int variant, int d0 = 15, i
 
 const char* dtype_name(DType t) noexcept;   // "f32": kernel symbols use it
 const char* kernel_type(DType t) noexcept;  // "anvil_f32": the preludes define it
+DType widen_half(DType t) noexcept;         // f16 and bf16 compute as f32, the rest as themselves
 
 // A C++ scalar converted to a kernel's argument type.
 struct ScalarArg {
@@ -132,7 +133,8 @@ struct GemmKernel {
   DType t;
   // Integers accumulate in their own type (wrapping like the CPU); bool and
   // u8 in i64 so a product of 0/1 bytes cannot wrap before the cast.
-  DType accumulator() const noexcept { return t == DType::Bool || t == DType::U8 ? DType::I64 : t; }
+  // f16 and bf16 in f32.
+  DType accumulator() const noexcept { return t == DType::Bool || t == DType::U8 ? DType::I64 : widen_half(t); }
   std::uint64_t key() const noexcept { return kernel_key(Family::Gemm, 0, 0, static_cast<int>(t)); }
   KernelSpec spec() const;
 };
