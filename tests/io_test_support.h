@@ -101,11 +101,20 @@ struct InteropCase {
 };
 inline const std::vector<InteropCase>& interop_cases() {
   static const std::vector<InteropCase> cases = {
-      {"a.f32", f32, {2, 3}, 1},   {"b.f64", f64, {5}, 2},   {"c.i32", i32, {4, 1, 2}, 3},
-      {"d.i64", i64, {3}, 4},      {"e.u8", u8, {7}, 5},     {"f.bool", boolean, {2, 2}, 6},
-      {"g.empty", f32, {0, 3}, 7}, {"h.scalar", f64, {}, 8}, {"i.big", f32, {64, 33}, 9},
+      {"a.f32", f32, {2, 3}, 1},   {"b.f64", f64, {5}, 2},       {"c.i32", i32, {4, 1, 2}, 3},
+      {"d.i64", i64, {3}, 4},      {"e.u8", u8, {7}, 5},         {"f.bool", boolean, {2, 2}, 6},
+      {"g.empty", f32, {0, 3}, 7}, {"h.scalar", f64, {}, 8},     {"i.big", f32, {64, 33}, 9},
+      {"j.f16", f16, {3, 5}, 12},  {"k.bf16", bf16, {4, 3}, 13},
   };
   return cases;
+}
+
+// The cases .npy can hold: NumPy has no bfloat16.
+inline std::vector<InteropCase> npy_cases() {
+  std::vector<InteropCase> out;
+  for (const InteropCase& c : interop_cases())
+    if (c.dtype != bf16) out.push_back(c);
+  return out;
 }
 
 inline Tensor pattern_tensor(const InteropCase& c, Device d = cpu()) {

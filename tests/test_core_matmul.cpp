@@ -20,6 +20,8 @@ using ref::Layout;
 // Inputs in [-1, 1]: a k-term dot product in f32 is off by about sqrt(k) ulp.
 ref::Tolerance matmul_tol(DType t, std::int64_t k) {
   if (t == f64) return {1e-10, 1e-10 * static_cast<double>(k + 1)};
+  // f16 and bf16 accumulate in f32 and round once: ref::tol's one rounding.
+  if (is_half(t)) return {ref::tol(t).rtol, ref::tol(t).atol + 2e-6 * static_cast<double>(k + 1)};
   return {1e-4, 2e-6 * static_cast<double>(k + 1)};
 }
 
@@ -67,7 +69,7 @@ class Matmul : public anvil::testing::DeviceTest {};
 TEST_P(Matmul, AgainstReference) {
   const Device d = device();
   std::uint64_t seed = 1;
-  for (DType dt : {f32, f64})
+  for (DType dt : {f32, f64, f16, bf16})
     for (const auto& c : kCases)
       for (const auto& lp : kLayoutPairs) {
         SCOPED_TRACE(std::string(to_string(dt)) + " " + ref::dims_str(c.a) + " " + ref::name(lp.a) + " @ " +
@@ -90,7 +92,7 @@ TEST_P(Matmul, ViewsOfLargerTensors) {
   // Operands that are slices of bigger matrices (leading dimension > width),
   // and a batch that is itself a permuted view.
   const Device d = device();
-  for (DType dt : {f32, f64}) {
+  for (DType dt : {f32, f64, f16, bf16}) {
     SCOPED_TRACE(to_string(dt));
     const auto big = ref::make_input({40, 50}, Layout::Contiguous, dt, d, Domain{-1, 1}, 3);
     const Tensor a = big.t.slice(0, 3, 20).slice(1, 5, 30);   // [17, 25], ld 50
@@ -118,7 +120,7 @@ TEST_P(Matmul, ViewsOfLargerTensors) {
 TEST_P(Matmul, MmBmmDotOuter) {
   const Device d = device();
   std::uint64_t seed = 77;
-  for (DType dt : {f32, f64}) {
+  for (DType dt : {f32, f64, f16, bf16}) {
     SCOPED_TRACE(to_string(dt));
     for (auto [la, lb] :
          {std::pair{Layout::Contiguous, Layout::Contiguous}, std::pair{Layout::Transposed, Layout::Stepped}}) {

@@ -86,6 +86,15 @@ TEST_P(Print, Float64HasADTypeSuffix) {
             expect("tensor([[0.5000, 0.5000],\n        [0.5000, 0.5000]]", "dtype=f64"));
 }
 
+// torch: tensor([1., 2.], dtype=torch.float16), tensor([1.5000, 2.0000], dtype=torch.bfloat16);
+// values shown as the 16-bit value (0.1 is 0.0999755859375 in f16: 0.1000).
+TEST_P(Print, HalfDTypesHaveASuffix) {
+  EXPECT_EQ(str(tensor({1.0, 2.0}, device(), f16)), expect("tensor([1., 2.]", "dtype=f16"));
+  EXPECT_EQ(str(tensor({1.5, 2.0}, device(), bf16)), expect("tensor([1.5000, 2.0000]", "dtype=bf16"));
+  EXPECT_EQ(str(tensor({0.1, 70000.0}, device(), f16)), expect("tensor([0.1000,    inf]", "dtype=f16"));
+  EXPECT_EQ(str(zeros({0}, device(), bf16)), expect("tensor([]", "dtype=bf16"));
+}
+
 TEST_P(Print, ZeroDim) {
   const Device d = device();
   EXPECT_EQ(str(scalar_tensor(3.5, d)), expect("tensor(3.5000"));

@@ -78,8 +78,9 @@ class Reductions : public anvil::testing::DeviceTest {};
   TEST_P(Reductions, NAME) { run_reduce(device(), ReduceCase{__VA_ARGS__}); }
 
 const Domain kSym{-2, 2};
-const std::vector<DType> kFloat = {f32, f64};
-const std::vector<DType> kAll = {f32, f64, i32, i64};
+// f16 and bf16 run every float case, with ref::tol's tolerances for them.
+const std::vector<DType> kFloat = {f32, f64, f16, bf16};
+const std::vector<DType> kAll = {f32, f64, f16, bf16, i32, i64};
 
 REDUCE_TEST(
     sum, [](const Tensor& x, const Shape& s, bool k) { return sum(x, s, k); },

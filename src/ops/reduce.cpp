@@ -215,7 +215,10 @@ Tensor norm(const Tensor& x, const Dims& dims, bool keepdim) {
   Tensor out;
   {
     NoGradGuard no_grad;  // its own rule: the chain through sqrt is NaN at 0
-    out = sqrt(sum(x * x, dims, keepdim));
+    // A 16-bit sum of squares overflows long before its root does (f16:
+    // 256^2): f16 and bf16 compute in f32 and round once, as PyTorch does.
+    const Tensor xf = is_half(x.dtype()) ? x.to(f32) : x;
+    out = sqrt(sum(xf * xf, dims, keepdim)).to(x.dtype());
   }
   detail::record_norm(out, x, dims);
   return out;
@@ -223,12 +226,15 @@ Tensor norm(const Tensor& x, const Dims& dims, bool keepdim) {
 
 Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
   detail::check_defined("logsumexp", x);
-  const Tensor xf = is_floating(x.dtype()) ? x : x.to(f32);
+  // Integers compute in the default float dtype; f16 and bf16 in f32 too,
+  // rounded once at the end (a 16-bit sum of exps overflows f16 at 65504).
+  const Tensor xf = is_floating(x.dtype()) && !is_half(x.dtype()) ? x : x.to(f32);
+  const DType out_dtype = is_half(x.dtype()) ? x.dtype() : xf.dtype();
   // Shift by the max for stability; an all -inf (or +inf) slice shifts by 0
   // so the result is -inf (or inf) rather than nan.
   Tensor m = amax(xf, dims, true).detach();  // the shift cancels out of the gradient
   m = where(abs(m) == std::numeric_limits<double>::infinity(), 0.0, m);
-  Tensor r = log(sum(exp(xf - m), dims, true)) + m;
+  Tensor r = (log(sum(exp(xf - m), dims, true)) + m).to(out_dtype);
   if (keepdim) return r;
   return reduce_op(ReduceOp::Sum, "logsumexp", r, dims, false, r.dtype());
 }
