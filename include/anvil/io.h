@@ -81,6 +81,12 @@ SafetensorsHeader read_safetensors_header(const std::string& path);
 // Every tensor of the file, on `device`. Throws IOError for a malformed file
 // (including BOOL bytes other than 0 and 1).
 std::map<std::string, Tensor> load_safetensors(const std::string& path, Device device = cpu());
+// The same with every floating-point tensor converted to `float_dtype` (a
+// checkpoint loaded straight into bf16, as model.to(torch.bfloat16) after
+// loading); integer and bool tensors keep their dtype. DTypeError when
+// `float_dtype` is not a floating dtype.
+//   auto w = anvil::load_safetensors("net.safetensors", anvil::cpu(), anvil::bf16);
+std::map<std::string, Tensor> load_safetensors(const std::string& path, Device device, DType float_dtype);
 // The same from bytes already in memory (a whole file).
 std::map<std::string, Tensor> load_safetensors(std::span<const std::uint8_t> bytes, Device device = cpu(),
                                                std::string_view source = "<memory>");

@@ -419,6 +419,17 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path, Device d
   return out;
 }
 
+std::map<std::string, Tensor> load_safetensors(const std::string& path, Device device, DType float_dtype) {
+  ANVIL_CHECK(is_floating(float_dtype), DTypeError, kOp,
+              ": the dtype for floating-point tensors must be floating; expected f16, bf16, f32 or f64, got ",
+              float_dtype);
+  // Read on the host, then convert where it is cheaper (Tensor::to: before
+  // the move when narrowing).
+  std::map<std::string, Tensor> out = load_safetensors(path, cpu());
+  for (auto& [name, t] : out) t = is_floating(t.dtype()) ? t.to(device, float_dtype) : t.to(device);
+  return out;
+}
+
 std::map<std::string, Tensor> load_safetensors(std::span<const std::uint8_t> bytes, Device device,
                                                std::string_view source) {
   const SafetensorsHeader header = parse_safetensors_header(bytes, bytes.size(), source);

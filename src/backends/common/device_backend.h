@@ -418,15 +418,15 @@ class DeviceBackend final : public detail::Backend {
   void reduce(int index, detail::ReduceOp op, const detail::ReduceArgs& a) override {
     run(index, detail::name(op), [&](Slot& s) { kernels::reduce(s, op, a); });
   }
-  // The runtime's BLAS for f32/f64 where it takes the operands; the tiled
-  // kernel (src/kernels/gemm.kern) for the rest.
+  // The runtime's BLAS where it takes the operands (f32/f64, and f16/bf16
+  // with f32 compute on cuBLAS); the tiled kernel (src/kernels/gemm.kern,
+  // f32 accumulation for the 16-bit floats) for the rest.
   void gemm(int index, const detail::GemmArgs& a) override {
     run(index, "matmul", [&](Slot& s) {
       if (a.m <= 0 || a.n <= 0 || a.batch <= 0) return;
-      // f16 and bf16 take the tiled kernel, which widens to f32 and
-      // accumulates in f32: CLBlast has HGEMM only with cl_khr_fp16 (PoCL
-      // lacks it) and no bf16 at all; the cuBLAS hook is f32/f64 only.
-      if (is_floating(a.dtype) && !is_half(a.dtype) && a.k > 0 && s.queue.gemm_blas(a, s.allocator)) return;
+      // f16 and bf16: cuBLAS's GemmEx, or (OpenCL) the tiled kernel, both
+      // accumulating in f32.
+      if (is_floating(a.dtype) && a.k > 0 && s.queue.gemm_blas(a, s.allocator)) return;
       kernels::gemm_tiled(s, a);
     });
   }

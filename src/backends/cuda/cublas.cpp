@@ -1,8 +1,9 @@
-// The CUDA BLAS hook: cuBLAS GEMM for f32/f64 when the operands are
-// BLAS-shaped. The shared backend runs our tiled kernel
+// The CUDA BLAS hook: cuBLAS GEMM for f32/f64, and cublasGemmEx with f32
+// compute for f16/bf16, when the operands are BLAS-shaped. The shared backend runs our tiled kernel
 // (src/kernels/gemm.kern) when this returns false: integer dtypes and odd
 // strides.
 #include <climits>
+#include <cstdint>
 
 #include "anvil/error.h"
 #include "backends/cuda/runtime.h"
@@ -36,7 +37,23 @@ bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator& alloc
                         static_cast<int>(a.batch));
   };
   cublasStatus_t st;
-  if (a.dtype == DType::F32)
+  if (is_half(a.dtype)) {
+    // 16-bit storage, f32 accumulation and scalars (CUBLAS_COMPUTE_32F):
+    // the meaning of f16/bf16 matmul on every device (DESIGN §4.2).
+    const cudaDataType_t t = a.dtype == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
+    const float alpha = static_cast<float>(a.alpha), beta = static_cast<float>(a.beta);
+    const auto* A = static_cast<const std::uint16_t*>(a.a.data) + a.a.offset;
+    const auto* B = static_cast<const std::uint16_t*>(a.b.data) + a.b.offset;
+    auto* C = static_cast<std::uint16_t*>(a.c.data) + a.c.offset;
+    if (a.batch == 1)
+      st = cublasGemmEx(h, tb, ta, n, m, k, &alpha, B, t, static_cast<int>(ldb), A, t, static_cast<int>(lda), &beta, C,
+                        t, static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    else
+      st = cublasGemmStridedBatchedEx(h, tb, ta, n, m, k, &alpha, B, t, static_cast<int>(ldb), a.b.batch_stride, A, t,
+                                      static_cast<int>(lda), a.a.batch_stride, &beta, C, t, static_cast<int>(ldc),
+                                      a.c.batch_stride, static_cast<int>(a.batch), CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT);
+  } else if (a.dtype == DType::F32)
     st = call(static_cast<float>(a.alpha), static_cast<float>(a.beta), static_cast<const float*>(a.a.data),
               static_cast<const float*>(a.b.data), static_cast<float*>(a.c.data), cublasSgemm,
               cublasSgemmStridedBatched);

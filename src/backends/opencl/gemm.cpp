@@ -25,6 +25,10 @@ bool clblast_enabled() { return !detail::env_flag_off("ANVIL_OPENCL_CLBLAST"); }
 bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator&) {
   const bool tiny = a.m * a.n * std::max<std::int64_t>(a.k, 1) < 16 * 16 * 16;
   if (tiny || !clblast_enabled()) return false;
+  // f16/bf16: the tiled kernel (f32 accumulation). CLBlast's HGEMM needs
+  // cl_khr_fp16, which PoCL lacks, and CLBlast has no bf16; widening to f32
+  // for SGEMM would cost two temporaries and two extra passes.
+  if (is_half(a.dtype)) return false;
 #ifdef ANVIL_HAVE_CLBLAST
   std::int64_t ld[3] = {};
   if (!kernels::blas_ld(a.a, a.m, a.k, ld[0]) || !kernels::blas_ld(a.b, a.k, a.n, ld[1]) ||
