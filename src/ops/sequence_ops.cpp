@@ -76,7 +76,8 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_ma
   if (is_causal) scores = where(tril(ones({L, S}, q.device(), DType::Bool)), scores, kNegInf);
   if (attn_mask.defined()) {
     const Shape ms = attn_mask.shape();
-    ANVIL_CHECK(ms.size() >= 2 && ms[ms.size() - 1] == S && ms[ms.size() - 2] == L, ShapeError,
+    const auto fits = [](std::int64_t m, std::int64_t n) { return m == n || m == 1; };
+    ANVIL_CHECK(ms.size() >= 2 && fits(ms[ms.size() - 1], S) && fits(ms[ms.size() - 2], L), ShapeError,
                 "scaled_dot_product_attention: attn_mask must broadcast to [..., L, S]; expected [..., ", L, ", ", S,
                 "], got ", ms);
     if (attn_mask.dtype() == DType::Bool)
