@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "anvil/data.h"
 #include "anvil/nn.h"
 #include "anvil/optim.h"
+#include "d2l_curves.h"
 
 using namespace anvil;
 
@@ -109,28 +109,6 @@ struct EpochRow {
   double loss, train_acc, test_acc, seconds, samples_per_s;
 };
 
-void plot(const std::string& csv, const std::string& png, const std::string& title) {
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
-    std::cout << "(gnuplot not found: skipping " << png << ")\n";
-    return;
-  }
-  const std::string script = "set terminal pngcairo size 800,500; set output '" + png +
-                             "'; set datafile separator ',';"
-                             "set key autotitle columnhead; set xlabel 'epoch'; set title '" +
-                             title +
-                             "';"
-                             "plot '" +
-                             csv +
-                             "' using 1:2 with linespoints title 'train loss', "
-                             "'' using 1:3 with linespoints title 'train acc', "
-                             "'' using 1:4 with linespoints title 'test acc'";
-  const std::string cmd = "gnuplot -e \"" + script + "\" 2>/dev/null";
-  if (std::system(cmd.c_str()) == 0)
-    std::cout << "plot: " << png << "\n";
-  else
-    std::cout << "(gnuplot failed: no plot written)\n";
-}
-
 void train(const std::string& model, const Args& args, Device device, const FashionMNIST& train_set,
            const FashionMNIST& test_set) {
   manual_seed(args.seed);
@@ -181,14 +159,12 @@ void train(const std::string& model, const Args& args, Device device, const Fash
     rows.push_back({epoch, loss, acc, test_acc, secs, static_cast<double>(seen) / secs});
   }
   const std::string csv = args.out_dir + "/" + model + "_curves.csv";
-  std::ofstream f(csv);
-  f << "epoch,train_loss,train_acc,test_acc,seconds,samples_per_s\n";
+  std::vector<std::vector<double>> table;
   for (const EpochRow& r : rows)
-    f << r.epoch << "," << r.loss << "," << r.train_acc << "," << r.test_acc << "," << r.seconds << ","
-      << r.samples_per_s << "\n";
-  f.close();
-  std::cout << "curves: " << csv << "\n";
-  plot(csv, args.out_dir + "/" + model + "_curves.png", model + " on Fashion-MNIST (" + device.str() + ")");
+    table.push_back({static_cast<double>(r.epoch), r.loss, r.train_acc, r.test_acc, r.seconds, r.samples_per_s});
+  d2l::write_csv(csv, "epoch,train_loss,train_acc,test_acc,seconds,samples_per_s", table);
+  d2l::plot(csv, args.out_dir + "/" + model + "_curves.png", model + " on Fashion-MNIST (" + device.str() + ")",
+            "epoch", {{2, "train loss"}, {3, "train acc"}, {4, "test acc"}});
 }
 
 }  // namespace
