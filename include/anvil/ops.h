@@ -272,12 +272,17 @@ Tensor log_softmax(const Tensor& x, int dim);
 // one log-sum-exp pass forward, softmax - one_hot backward.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target);
 Tensor mse_loss(const Tensor& input, const Tensor& target);  // mean((input - target)^2)
-// 2-D convolution (cross-correlation, groups = 1): x [N, C, H, W],
-// weight [O, C, KH, KW], bias [O] or undefined. im2col through a strided
-// view plus one GEMM, so it runs on every backend. The result [N, O, OH, OW]
-// is a channels-last view (strides of [N, OH, OW, O]).
+// 2-D convolution (cross-correlation), torch.conv2d: x [N, C, H, W],
+// weight [O, C / groups, KH, KW], bias [O] or undefined; kernel taps
+// `dilation` apart; `groups` splits C and O into that many independent
+// convolutions (C and O divisible by it). im2col through a strided view (or
+// the backend's fused im2col) plus one GEMM, so it runs on every backend.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
-              std::array<std::int64_t, 2> stride = {1, 1}, std::array<std::int64_t, 2> padding = {0, 0});
+              std::array<std::int64_t, 2> stride = {1, 1}, std::array<std::int64_t, 2> padding = {0, 0},
+              std::array<std::int64_t, 2> dilation = {1, 1}, std::int64_t groups = 1);
+// torch.conv1d: x [N, C, L], weight [O, C / groups, K]; conv2d over rows of height 1.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::int64_t stride = 1,
+              std::int64_t padding = 0, std::int64_t dilation = 1, std::int64_t groups = 1);
 // Pooling over [N, C, H, W]; max pads with -inf, avg with 0 (counted).
 Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
                   std::array<std::int64_t, 2> padding = {0, 0});

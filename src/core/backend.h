@@ -181,14 +181,16 @@ enum class FusedOp : std::uint8_t {
 const char* name(FusedOp op) noexcept;  // "im2col", …
 
 // The geometry of a 2-D window op over an [N, C, H, W] image: kernel KH×KW,
-// stride SH×SW, zero-or-(-inf) padding PH×PW, output OH×OW.
+// stride SH×SW, zero-or-(-inf) padding PH×PW, output OH×OW, and kernel taps
+// DH×DW apart (dilation; conv2d only, the pools keep 1).
 struct Window2dGeometry {
   std::int64_t n = 0, c = 0, h = 0, w = 0;
   std::int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, oh = 0, ow = 0;
+  std::int64_t dh = 1, dw = 1;
 };
 
 // Im2col: cols = windows of `image`, zero outside it.
-//   cols[n][(c*KH + i)*KW + j][oh*OW + ow] = image[n][c][oh*SH - PH + i][ow*SW - PW + j]
+//   cols[n][(c*KH + i)*KW + j][oh*OW + ow] = image[n][c][oh*SH - PH + i*DH][ow*SW - PW + j*DW]
 // `image` is strided over its 4 dims; `cols` is contiguous [N, C*KH*KW, OH*OW].
 // Col2im: the adjoint, image = sum of cols over every window covering each
 // pixel; `image` is contiguous and overwritten. Both: image and cols share a dtype.

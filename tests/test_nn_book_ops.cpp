@@ -1,0 +1,245 @@
+// The rest of the book's ops (issue 13) on every device: conv2d with groups
+// and dilation, conv1d, adaptive_max_pool2d, repeat, baddbmm, cumsum,
+// sort and topk. Each against a float64 plain-loop reference (PyTorch's
+// definition written out), on contiguous, strided, zero-size and odd-size
+// inputs, with its errors and a gradcheck. ctest runs this suite a second
+// time with ANVIL_NO_FUSED=1, so conv2d's composite path is checked too.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "anvil/autograd.h"
+#include "anvil/nn.h"
+#include "device_test.h"
+
+using namespace anvil;
+
+namespace {
+
+std::vector<double> host_f64(const Tensor& t) {
+  const Tensor h = t.to(cpu()).to(f64).contiguous();
+  const double* p = h.data_ptr<double>();
+  return std::vector<double>(p, p + h.numel());
+}
+
+::testing::AssertionResult near_all(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << ", expected " << want.size();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const bool both_nan = std::isnan(got[i]) && std::isnan(want[i]);
+    if (!both_nan && !(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]))))
+      return ::testing::AssertionFailure() << "at " << i << ": got " << got[i] << ", expected " << want[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+struct ConvCase {
+  std::int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+  bool strided_input;
+};
+
+// torch.conv2d from its definition, in f64 on the host.
+std::vector<double> conv2d_ref(const std::vector<double>& x, const std::vector<double>& wt,
+                               const std::vector<double>& b, const ConvCase& k, std::int64_t oh, std::int64_t ow) {
+  const std::int64_t cg = k.c / k.groups, og = k.o / k.groups;
+  std::vector<double> out;
+  for (std::int64_t n = 0; n < k.n; ++n)
+    for (std::int64_t o = 0; o < k.o; ++o)
+      for (std::int64_t p = 0; p < oh; ++p)
+        for (std::int64_t q = 0; q < ow; ++q) {
+          double acc = b.empty() ? 0.0 : b[static_cast<std::size_t>(o)];
+          const std::int64_t g = o / og;
+          for (std::int64_t ci = 0; ci < cg; ++ci)
+            for (std::int64_t i = 0; i < k.kh; ++i)
+              for (std::int64_t j = 0; j < k.kw; ++j) {
+                const std::int64_t ih = p * k.sh - k.ph + i * k.dh, iw = q * k.sw - k.pw + j * k.dw;
+                if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
+                const std::int64_t c = g * cg + ci;
+                acc += wt[static_cast<std::size_t>(((o * cg + ci) * k.kh + i) * k.kw + j)] *
+                       x[static_cast<std::size_t>(((n * k.c + c) * k.h + ih) * k.w + iw)];
+              }
+          out.push_back(acc);
+        }
+  return out;
+}
+
+}  // namespace
+
+class BookOps : public anvil::testing::DeviceTest {};
+
+// --- conv2d: groups and dilation ---------------------------------------------------------
+
+TEST_P(BookOps, Conv2dGroupsDilationMatchDefinition) {
+  const Device d = device();
+  const std::vector<ConvCase> cases = {
+      {2, 4, 7, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, false},  // groups
+      {2, 3, 9, 8, 4, 3, 2, 2, 1, 2, 1, 2, 3, 1, true},   // dilation, strided input
+      {1, 6, 10, 7, 6, 3, 3, 1, 2, 2, 0, 2, 1, 6, true},  // depthwise, dilation
+      {3, 4, 5, 5, 8, 1, 1, 1, 1, 0, 0, 1, 1, 4, false},  // grouped 1x1
+      {1, 2, 5, 5, 2, 2, 2, 1, 1, 0, 0, 4, 4, 1, false},  // dilated kernel spans the input
+      {0, 4, 5, 5, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, false},  // zero batch
+  };
+  for (DType t : {f32, f64}) {
+    if (t == f64 && !properties(d).fp64) continue;
+    for (const ConvCase& k : cases) {
+      SCOPED_TRACE(::testing::Message() << "conv2d case c=" << k.c << " groups=" << k.groups << " dilation={" << k.dh
+                                        << ", " << k.dw << "} dtype=" << t);
+      manual_seed(11);
+      const Tensor x =
+          k.strided_input ? randn({k.n, k.c, k.w, k.h}, d, t).transpose(2, 3) : randn({k.n, k.c, k.h, k.w}, d, t);
+      const Tensor wt = randn({k.o, k.c / k.groups, k.kh, k.kw}, d, t), b = randn({k.o}, d, t);
+      const Tensor y = conv2d(x, wt, b, {k.sh, k.sw}, {k.ph, k.pw}, {k.dh, k.dw}, k.groups);
+      const std::int64_t oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
+      const std::int64_t ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+      ASSERT_EQ(y.shape(), Shape({k.n, k.o, oh, ow}));
+      EXPECT_EQ(y.device(), d);
+      EXPECT_TRUE(near_all(host_f64(y), conv2d_ref(host_f64(x), host_f64(wt), host_f64(b), k, oh, ow),
+                           t == f32 ? 1e-4 : 1e-10));
+      // Without bias.
+      const Tensor y0 = conv2d(x, wt, {}, {k.sh, k.sw}, {k.ph, k.pw}, {k.dh, k.dw}, k.groups);
+      EXPECT_TRUE(
+          near_all(host_f64(y0), conv2d_ref(host_f64(x), host_f64(wt), {}, k, oh, ow), t == f32 ? 1e-4 : 1e-10));
+    }
+  }
+}
+
+// Integer-valued data (exact in f32): values[i] = i % mod - shift.
+Tensor ramp(const Shape& shape, int mod, int shift, Device d) {
+  std::vector<float> v(static_cast<std::size_t>(shape.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(static_cast<int>(i) % mod - shift);
+  return tensor(v, shape, d);
+}
+
+// PyTorch 1.13's numbers, from:
+//   x = torch.arange(2*4*6*5.).reshape(2,4,6,5) % 7 - 3
+//   w = torch.arange(4*2*2*3.).reshape(4,2,2,3) % 5 - 2
+//   torch.conv2d(x, w, torch.tensor([1.,-1,2,0]), stride=(2,1), padding=(1,2), dilation=(2,2), groups=2)
+//   x1 = torch.arange(2*4*9.).reshape(2,4,9) % 5 - 2;  w1 = torch.arange(6*2*3.).reshape(6,2,3) % 3 - 1
+//   torch.conv1d(x1, w1, None, stride=2, padding=3, dilation=2, groups=2)
+TEST_P(BookOps, ConvMatchesPyTorch) {
+  const Device d = device();
+  const Tensor y = conv2d(ramp({2, 4, 6, 5}, 7, 3, d), ramp({4, 2, 2, 3}, 5, 2, d),
+                          tensor({1.0f, -1.0f, 2.0f, 0.0f}, d), {2, 1}, {1, 2}, {2, 2}, 2);
+  ASSERT_EQ(y.shape(), Shape({2, 4, 3, 5}));
+  EXPECT_EQ(host_f64(y[1][3]), (std::vector<double>{-4, -8, -2, -8, 17, -4, 10, 6, -6, -9, -4, -4, -11, -1, -4}));
+  EXPECT_EQ(host_f64(y[0][0]), (std::vector<double>{18, 15, -6, -4, -8, -8, -11, -3, -4, 23, -3, 22, 23, -7, -8}));
+  const Tensor y1 = conv1d(ramp({2, 4, 9}, 5, 2, d), ramp({6, 2, 3}, 3, 1, d), {}, 2, 3, 2, 2);
+  ASSERT_EQ(y1.shape(), Shape({2, 6, 6}));
+  const std::vector<double> want1 = {-3, 1,  3,  -2, 0,  1,  -3, 1,  3,  -2, 0,  1,  -3, 1,  3,  -2, 0,  1,
+                                     3,  -3, -2, 3,  -1, 0,  3,  -3, -2, 3,  -1, 0,  3,  -3, -2, 3,  -1, 0,
+                                     -1, 3,  -2, -2, 3,  -1, -1, 3,  -2, -2, 3,  -1, -1, 3,  -2, -2, 3,  -1,
+                                     0,  -1, 3,  -2, -3, 3,  0,  -1, 3,  -2, -3, 3,  0,  -1, 3,  -2, -3, 3};
+  EXPECT_EQ(host_f64(y1), want1);
+}
+
+TEST_P(BookOps, Conv1dIsConv2dOverRows) {
+  const Device d = device();
+  manual_seed(5);
+  const Tensor x = randn({2, 6, 11}, d), w = randn({4, 3, 3}, d), b = randn({4}, d);
+  const Tensor y = conv1d(x, w, b, 2, 1, 2, 2);
+  const Tensor want = conv2d(x.unsqueeze(2), w.unsqueeze(2), b, {1, 2}, {0, 1}, {1, 2}, 2).squeeze(2);
+  ASSERT_EQ(y.shape(), Shape({2, 4, 5}));
+  EXPECT_TRUE(allclose(y, want));
+  // Strided (transposed) input.
+  const Tensor xt = randn({2, 11, 6}, d).transpose(1, 2);
+  EXPECT_TRUE(allclose(conv1d(xt, w, b, 1, 0, 1, 2), conv1d(xt.contiguous(), w, b, 1, 0, 1, 2), 1e-5, 1e-5));
+}
+
+TEST_P(BookOps, ConvErrorsNameTheOp) {
+  const Device d = device();
+  const Tensor x = randn({1, 4, 5, 5}, d);
+  EXPECT_THROW(conv2d(x, randn({4, 4, 3, 3}, d), {}, {1, 1}, {0, 0}, {1, 1}, 2), ShapeError);  // C/groups = 2
+  EXPECT_THROW(conv2d(x, randn({3, 2, 3, 3}, d), {}, {1, 1}, {0, 0}, {1, 1}, 2), ValueError);  // O % groups
+  EXPECT_THROW(conv2d(x, randn({3, 4, 3, 3}, d), {}, {1, 1}, {0, 0}, {1, 1}, 3), ValueError);  // C % groups
+  EXPECT_THROW(conv2d(x, randn({2, 4, 3, 3}, d), {}, {1, 1}, {0, 0}, {1, 1}, 0), ValueError);
+  EXPECT_THROW(conv2d(x, randn({2, 4, 3, 3}, d), {}, {1, 1}, {0, 0}, {0, 1}), ValueError);
+  EXPECT_THROW(conv2d(x, randn({2, 4, 3, 3}, d), {}, {1, 1}, {0, 0}, {3, 1}), ShapeError);  // 7 > 5
+  EXPECT_THROW(conv1d(x, randn({2, 4, 3}, d)), ShapeError);
+  EXPECT_THROW(conv1d(randn({1, 4, 5}, d), randn({2, 4, 3, 3}, d)), ShapeError);
+  try {
+    conv2d(x, randn({4, 4, 3, 3}, d), {}, {1, 1}, {0, 0}, {1, 1}, 2);
+    FAIL() << "no error";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("conv2d: weight must be [O, C / groups, KH, KW]; expected C / groups = 2"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    conv2d(x, randn({2, 4, 3, 3}, d), {}, {1, 1}, {0, 0}, {3, 1});
+    FAIL() << "no error";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("got 7x3"), std::string::npos) << e.what();
+  }
+}
+
+TEST_P(BookOps, ConvLayers) {
+  const Device d = device();
+  manual_seed(1);
+  nn::Conv2d grouped(4, 6, 3, 1, 2, 2, 2);
+  EXPECT_EQ(grouped.parameters()[0].shape(), Shape({6, 2, 3, 3}));
+  EXPECT_EQ(grouped.name(),
+            "Conv2d(4, 6, kernel_size=(3, 3), stride=(1, 1), padding=(2, 2), dilation=(2, 2), groups=2, bias=true)");
+  nn::Conv2d no_bias(4, 6, 3, 1, 1, false);  // the pre-dilation form: bool is bias
+  EXPECT_EQ(no_bias.parameters().size(), 1u);
+  nn::Conv2d plain(4, 6, 3, 1, 1);
+  EXPECT_EQ(plain.name(), "Conv2d(4, 6, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=true)");
+  // PyTorch's bound: 1 / sqrt(in / groups * k * k).
+  const double bound = 1.0 / std::sqrt(2.0 * 9.0);
+  for (double v : host_f64(grouped.parameters()[0])) EXPECT_LE(std::abs(v), bound);
+  grouped.to(d);
+  const Tensor x = randn({2, 4, 8, 8}, d);
+  EXPECT_EQ(grouped.forward(x).shape(), Shape({2, 6, 8, 8}));
+
+  nn::Conv1d c1(4, 2, 3, 2, 1, 1, 2, false);
+  EXPECT_EQ(c1.parameters().size(), 1u);
+  EXPECT_EQ(c1.parameters()[0].shape(), Shape({2, 2, 3}));
+  EXPECT_EQ(c1.name(), "Conv1d(4, 2, kernel_size=(3,), stride=(2,), padding=(1,), groups=2, bias=false)");
+  c1.to(d);
+  EXPECT_EQ(c1.forward(randn({3, 4, 9}, d)).shape(), Shape({3, 2, 5}));
+  EXPECT_THROW(nn::Conv2d(4, 6, 3, 1, 0, 1, 4), ValueError);
+  EXPECT_THROW(nn::Conv1d(3, 6, 3, 1, 0, 0), ValueError);
+}
+
+// --- gradcheck of every new op --------------------------------------------------------
+namespace {
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+struct GradCase {
+  std::string name;
+  std::vector<Shape> shapes;
+  Fn fn;
+};
+std::vector<GradCase> grad_cases() {
+  using V = const std::vector<Tensor>&;
+  return {
+      {"conv2d_groups_dilation",
+       {{2, 4, 6, 7}, {6, 2, 2, 3}, {6}},
+       [](V x) {
+         return conv2d(x[0], x[1], x[2], {2, 1}, {1, 2}, {2, 2}, 2);
+       }},
+      {"conv2d_depthwise_strided_input",
+       {{1, 3, 7, 6}, {3, 1, 3, 2}},
+       [](V x) {
+         return conv2d(x[0].transpose(2, 3), x[1], {}, {1, 2}, {2, 1}, {1, 2}, 3);
+       }},
+      {"conv1d", {{2, 4, 9}, {2, 2, 3}, {2}}, [](V x) { return conv1d(x[0], x[1], x[2], 2, 1, 2, 2); }},
+  };
+}
+}  // namespace
+
+TEST_P(BookOps, Gradcheck) {
+  const Device d = device();
+  if (!properties(d).fp64) GTEST_SKIP() << d << " has no f64; gradcheck needs float64";
+  for (const GradCase& c : grad_cases()) {
+    SCOPED_TRACE(c.name);
+    manual_seed(7);
+    std::vector<Tensor> inputs;
+    for (const Shape& s : c.shapes) inputs.push_back(randn(s, d, f64).requires_grad_());
+    const auto r = autograd::gradcheck(c.fn, inputs);
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+}
+
+ANVIL_INSTANTIATE_DEVICE_TEST(BookOps);
