@@ -203,6 +203,158 @@ TEST_P(BookOps, ConvLayers) {
   EXPECT_THROW(nn::Conv1d(3, 6, 3, 1, 0, 0), ValueError);
 }
 
+// --- adaptive_max_pool2d -------------------------------------------------------------------
+namespace {
+// PyTorch's adaptive max pooling from its definition: x is [planes, h, w].
+std::vector<double> adaptive_max_ref(const std::vector<double>& x, std::int64_t planes, std::int64_t h, std::int64_t w,
+                                     std::int64_t oh, std::int64_t ow) {
+  std::vector<double> out;
+  auto lo = [](std::int64_t i, std::int64_t in, std::int64_t o) { return (i * in) / o; };
+  auto hi = [](std::int64_t i, std::int64_t in, std::int64_t o) { return ((i + 1) * in + o - 1) / o; };
+  for (std::int64_t p = 0; p < planes; ++p)
+    for (std::int64_t i = 0; i < oh; ++i)
+      for (std::int64_t j = 0; j < ow; ++j) {
+        double best = -std::numeric_limits<double>::infinity();
+        for (std::int64_t r = lo(i, h, oh); r < hi(i, h, oh); ++r)
+          for (std::int64_t c = lo(j, w, ow); c < hi(j, w, ow); ++c) {
+            const double v = x[static_cast<std::size_t>((p * h + r) * w + c)];
+            if (std::isnan(v) || v > best || std::isnan(best)) best = std::isnan(best) ? best : v;
+          }
+        out.push_back(best);
+      }
+  return out;
+}
+}  // namespace
+
+TEST_P(BookOps, AdaptiveMaxPool2dMatchesDefinition) {
+  const Device d = device();
+  struct Case {
+    Shape in;
+    std::array<std::int64_t, 2> out;
+    bool transposed;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 8, 6}, {4, 3}, false},  // divisible: a regular pool
+      {{2, 3, 7, 5}, {3, 2}, false},  // overlapping bins of unequal size
+      {{1, 2, 5, 9}, {4, 4}, true},   // strided input
+      {{3, 3, 5}, {5, 7}, false},     // [C, H, W], output larger than the input
+      {{1, 1, 4, 4}, {1, 1}, false},  // global
+      {{0, 2, 5, 5}, {2, 2}, false},  // zero batch
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "adaptive_max_pool2d " << c.in << " -> {" << c.out[0] << ", " << c.out[1]
+                                      << "}");
+    manual_seed(2);
+    Shape stored = c.in;
+    if (c.transposed) std::swap(stored[stored.size() - 1], stored[stored.size() - 2]);
+    Tensor x = randn(stored, d);
+    if (c.transposed) x = x.transpose(-2, -1);
+    const Tensor y = adaptive_max_pool2d(x, c.out);
+    Shape want_shape = c.in;
+    want_shape[want_shape.size() - 2] = c.out[0];
+    want_shape[want_shape.size() - 1] = c.out[1];
+    ASSERT_EQ(y.shape(), want_shape);
+    const std::int64_t h = c.in[c.in.size() - 2], w = c.in[c.in.size() - 1];
+    EXPECT_TRUE(
+        near_all(host_f64(y), adaptive_max_ref(host_f64(x), x.numel() / (h * w), h, w, c.out[0], c.out[1]), 0.0));
+  }
+  // NaN wins its bins, as in PyTorch: adaptive_max_pool2d of
+  // [[1, nan, 3], [4, 5, 6], [7, 8, 9]] to 2x2 is [[nan, nan], [8, 9]].
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor y = adaptive_max_pool2d(tensor(std::vector<float>{1, nan, 3, 4, 5, 6, 7, 8, 9}, {1, 3, 3}, d), {2, 2});
+  EXPECT_TRUE(near_all(host_f64(y), {std::nan(""), std::nan(""), 8, 9}, 0.0));
+}
+
+TEST_P(BookOps, AdaptiveMaxPool2dErrorsAndLayer) {
+  const Device d = device();
+  EXPECT_THROW(adaptive_max_pool2d(randn({4, 5}, d), {1, 1}), ShapeError);
+  EXPECT_THROW(adaptive_max_pool2d(ones({1, 2, 3, 4}, d, i64), {1, 1}), DTypeError);
+  EXPECT_THROW(adaptive_max_pool2d(randn({1, 2, 3, 4}, d), {0, 1}), ValueError);
+  EXPECT_THROW(adaptive_max_pool2d(randn({1, 2, 0, 4}, d), {1, 1}), ShapeError);
+  try {
+    adaptive_max_pool2d(randn({4, 5}, d), {1, 1});
+    FAIL() << "no error";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("adaptive_max_pool2d: input must be [N, C, H, W] or [C, H, W]"),
+              std::string::npos)
+        << e.what();
+  }
+  nn::AdaptiveMaxPool2d pool({2, 3});
+  EXPECT_EQ(pool.name(), "AdaptiveMaxPool2d(output_size=(2, 3))");
+  const Tensor x = randn({2, 4, 7, 7}, d);
+  EXPECT_TRUE(equal(pool.forward(x), adaptive_max_pool2d(x, {2, 3})));
+  EXPECT_EQ(nn::AdaptiveMaxPool2d(1).forward(x).shape(), Shape({2, 4, 1, 1}));
+  EXPECT_THROW(nn::AdaptiveMaxPool2d({1, 0}), ValueError);
+}
+
+// --- repeat and baddbmm -------------------------------------------------------------------
+TEST_P(BookOps, RepeatTiles) {
+  const Device d = device();
+  const Tensor x = tensor({{1.0f, 2.0f, 3.0f}, {4.0f, 5.0f, 6.0f}}, d);
+  const Tensor r = x.repeat({2, 1, 2});
+  ASSERT_EQ(r.shape(), Shape({2, 2, 6}));
+  const std::vector<double> plane = {1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6};
+  std::vector<double> want = plane;
+  want.insert(want.end(), plane.begin(), plane.end());
+  EXPECT_EQ(host_f64(r), want);
+  // Strided input, odd sizes, against the definition r[i][j] = x[i % 3][j % 2].
+  const Tensor xt = arange(0, 6, 1, d, i64).reshape({2, 3}).t();  // [3, 2]
+  const Tensor rt = repeat(xt, {3, 5});
+  ASSERT_EQ(rt.shape(), Shape({9, 10}));
+  EXPECT_EQ(rt.dtype(), i64);
+  const std::vector<double> got = host_f64(rt);
+  for (std::int64_t i = 0; i < 9; ++i)
+    for (std::int64_t j = 0; j < 10; ++j)
+      EXPECT_EQ(got[static_cast<std::size_t>(i * 10 + j)], static_cast<double>((j % 2) * 3 + i % 3));
+  // A copy even when nothing repeats; zero sizes; a 0-dim tensor.
+  Tensor same = x.repeat({1, 1});
+  EXPECT_TRUE(equal(same, x));
+  same.fill_(0.0);
+  EXPECT_EQ(x.sum().item<float>(), 21.0f);
+  EXPECT_EQ(x.repeat({0, 2}).shape(), Shape({0, 6}));
+  EXPECT_EQ(full({}, 5.0, d).repeat({3}).shape(), Shape({3}));
+  EXPECT_THROW(x.repeat({2}), ShapeError);
+  EXPECT_THROW(x.repeat({-1, 2}), ShapeError);
+  try {
+    x.repeat({2});
+    FAIL() << "no error";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("repeat: fewer repeat sizes than tensor dims; expected at least 2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_P(BookOps, BaddbmmMatchesDefinition) {
+  const Device d = device();
+  manual_seed(4);
+  const Tensor b1 = randn({3, 2, 5}, d), b2 = randn({3, 5, 4}, d).transpose(1, 2).contiguous().transpose(1, 2);
+  const Tensor input = randn({2, 1}, d);  // broadcast to [3, 2, 4]
+  const Tensor y = baddbmm(input, b1, b2, 0.5, -2.0);
+  ASSERT_EQ(y.shape(), Shape({3, 2, 4}));
+  const std::vector<double> a = host_f64(b1), b = host_f64(b2), in = host_f64(input), got = host_f64(y);
+  for (std::int64_t k = 0; k < 3; ++k)
+    for (std::int64_t i = 0; i < 2; ++i)
+      for (std::int64_t j = 0; j < 4; ++j) {
+        double acc = 0;
+        for (std::int64_t m = 0; m < 5; ++m)
+          acc += a[static_cast<std::size_t>((k * 2 + i) * 5 + m)] * b[static_cast<std::size_t>((k * 5 + m) * 4 + j)];
+        EXPECT_NEAR(got[static_cast<std::size_t>((k * 2 + i) * 4 + j)],
+                    0.5 * in[static_cast<std::size_t>(i)] - 2.0 * acc, 1e-4);
+      }
+  EXPECT_TRUE(allclose(input.baddbmm(b1, b2), input + bmm(b1, b2), 1e-5, 1e-5));
+  // beta = 0 ignores input, NaN included (PyTorch).
+  const Tensor nan_input = full({3, 2, 4}, std::nan(""), d);
+  EXPECT_TRUE(allclose(baddbmm(nan_input, b1, b2, 0.0), bmm(b1, b2)));
+  // Empty batch and empty inner dimension.
+  EXPECT_EQ(baddbmm(zeros({0, 2, 4}, d), zeros({0, 2, 5}, d), zeros({0, 5, 4}, d)).shape(), Shape({0, 2, 4}));
+  EXPECT_TRUE(equal(baddbmm(ones({3, 2, 4}, d), zeros({3, 2, 0}, d), zeros({3, 0, 4}, d)), ones({3, 2, 4}, d)));
+  EXPECT_THROW(baddbmm(input, randn({2, 5}, d), b2), ShapeError);
+  EXPECT_THROW(baddbmm(input, randn({3, 2, 4}, d), b2), ShapeError);
+  EXPECT_THROW(baddbmm(zeros({2, 3, 2, 4}, d), b1, b2), ShapeError);
+  EXPECT_THROW(baddbmm(input.to(f64), b1, b2), DTypeError);
+}
+
 // --- gradcheck of every new op --------------------------------------------------------
 namespace {
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
@@ -225,6 +377,24 @@ std::vector<GradCase> grad_cases() {
          return conv2d(x[0].transpose(2, 3), x[1], {}, {1, 2}, {2, 1}, {1, 2}, 3);
        }},
       {"conv1d", {{2, 4, 9}, {2, 2, 3}, {2}}, [](V x) { return conv1d(x[0], x[1], x[2], 2, 1, 2, 2); }},
+      {"adaptive_max_pool2d_bins",
+       {{2, 2, 7, 5}},
+       [](V x) {
+         return adaptive_max_pool2d(x[0], {3, 2});
+       }},
+      {"adaptive_max_pool2d_divisible",
+       {{1, 2, 6, 4}},
+       [](V x) {
+         return adaptive_max_pool2d(x[0], {3, 2});
+       }},
+      {"repeat",
+       {{2, 3}},
+       [](V x) {
+         return x[0].t().repeat({2, 1, 3}) * x[0].sum();
+       }},
+      {"baddbmm",
+       {{2, 1}, {3, 2, 4}, {3, 4, 5}},
+       [](V x) { return baddbmm(x[0], x[1], x[2].transpose(1, 2).contiguous().transpose(1, 2), 0.5, 3.0); }},
   };
 }
 }  // namespace

@@ -282,6 +282,18 @@ class AdaptiveAvgPool2d : public Module {
   std::array<std::int64_t, 2> size_;
 };
 
+// Max pooling to a fixed output size (adaptive_max_pool2d in anvil/ops.h).
+class AdaptiveMaxPool2d : public Module {
+ public:
+  explicit AdaptiveMaxPool2d(std::array<std::int64_t, 2> output_size);
+  explicit AdaptiveMaxPool2d(std::int64_t output_size) : AdaptiveMaxPool2d({output_size, output_size}) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override;
+
+ private:
+  std::array<std::int64_t, 2> size_;
+};
+
 // Batch normalisation over the channel dim 1 (BatchNorm1d: [N, C] or
 // [N, C, L]; BatchNorm2d: [N, C, H, W]). Training uses the batch statistics
 // and updates running_mean / running_var (momentum 0.1, unbiased variance);

@@ -228,6 +228,10 @@ Tensor outer(const Tensor& a, const Tensor& b);  // 1-D × 1-D → 2-D
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1);
 // out = a @ b into an existing tensor (no allocation), 2-D.
 void mm_out(Tensor& out, const Tensor& a, const Tensor& b);
+// beta * input + alpha * (batch1 @ batch2): [B, N, M] @ [B, M, P], input
+// broadcast to [B, N, P] (torch.baddbmm; beta = 0 ignores input).
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1,
+               const Scalar& alpha = 1);
 
 // --- movement, views and indexing ---------------------------------------------------
 Tensor reshape(const Tensor& x, const Shape& shape);
@@ -239,6 +243,9 @@ Tensor slice(const Tensor& x, int dim, std::int64_t start, std::int64_t end, std
 Tensor narrow(const Tensor& x, int dim, std::int64_t start, std::int64_t length);
 Tensor select(const Tensor& x, int dim, std::int64_t index);
 Tensor expand(const Tensor& x, const Shape& shape);
+// torch.repeat: a copy of x tiled sizes[i] times along dim i; sizes may have
+// more entries than x has dims (x gains leading dims of size 1).
+Tensor repeat(const Tensor& x, const Shape& sizes);
 // Without dims, every size-1 dim goes; with dims, those of them that are
 // size 1 (the others stay, as in PyTorch).
 Tensor squeeze(const Tensor& x);
@@ -294,6 +301,11 @@ Tensor avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
 // bins, so OH may exceed H). A composite: a mean over H and W for {1, 1},
 // otherwise two GEMMs with bin-averaging matrices built on x's device.
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size);
+// Max pooling to a fixed output size (torch adaptive_max_pool2d, values
+// only), over the same bins. NaN wins. A regular max_pool2d when H and W
+// divide evenly, otherwise a max over rows then columns of each bin (the
+// gradient then shares a tie evenly, as amax does).
+Tensor adaptive_max_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size);
 
 // --- equality helpers for tests and users --------------------------------------------
 // Same shape and |a - b| <= atol + rtol * |b| everywhere (on the host).

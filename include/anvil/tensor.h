@@ -89,6 +89,7 @@ class Tensor {
   Tensor narrow(int dim, std::int64_t start, std::int64_t length) const;
   Tensor select(int dim, std::int64_t index) const;
   Tensor expand(const Shape& shape) const;  // -1 keeps a dim
+  Tensor repeat(const Shape& sizes) const;  // a tiled copy (ops.h)
   Tensor squeeze() const;
   Tensor squeeze(const Dims& dims) const;  // those of `dims` that are size 1
   Tensor unsqueeze(int dim) const;
@@ -209,6 +210,8 @@ class Tensor {
   Tensor outer(const Tensor& o) const;
   // beta * this + alpha * (a @ b), this the bias (torch.Tensor.addmm).
   Tensor addmm(const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1) const;
+  // beta * this + alpha * (b1 @ b2), batched (torch.Tensor.baddbmm).
+  Tensor baddbmm(const Tensor& b1, const Tensor& b2, const Scalar& beta = 1, const Scalar& alpha = 1) const;
 
   // --- comparing (ops.h) ------------------------------------------------------
   bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;

@@ -194,6 +194,16 @@ std::string AdaptiveAvgPool2d::name() const {
   return str("AdaptiveAvgPool2d(output_size=(", size_[0], ", ", size_[1], "))");
 }
 
+AdaptiveMaxPool2d::AdaptiveMaxPool2d(std::array<std::int64_t, 2> output_size) : size_(output_size) {
+  ANVIL_CHECK(size_[0] > 0 && size_[1] > 0, ValueError,
+              "AdaptiveMaxPool2d: output size must be positive; expected e.g. {1, 1}, got {", size_[0], ", ", size_[1],
+              "}");
+}
+Tensor AdaptiveMaxPool2d::forward(const Tensor& x) { return adaptive_max_pool2d(x, size_); }
+std::string AdaptiveMaxPool2d::name() const {
+  return str("AdaptiveMaxPool2d(output_size=(", size_[0], ", ", size_[1], "))");
+}
+
 // --- BatchNorm ----------------------------------------------------------------------------
 BatchNorm::BatchNorm(std::int64_t num_features, double eps, double momentum, std::vector<int> allowed_dims)
     : features_(num_features), eps_(eps), momentum_(momentum), allowed_dims_(std::move(allowed_dims)) {

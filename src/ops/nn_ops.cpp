@@ -296,18 +296,36 @@ Tensor adaptive_bins(std::int64_t in, std::int64_t out, Device d, DType t) {
 }
 }  // namespace
 
-Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size) {
-  detail::check_defined("adaptive_avg_pool2d", x);
-  ANVIL_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError,
-              "adaptive_avg_pool2d: input must be [N, C, H, W] or [C, H, W]; expected 3 or 4 dims, got ", x.shape());
-  ANVIL_CHECK(is_floating(x.dtype()), DTypeError,
-              "adaptive_avg_pool2d: input must be floating; expected f32 or f64, got ", x.dtype());
+namespace {
+void check_adaptive(const char* op, const Tensor& x, std::array<std::int64_t, 2> output_size) {
+  detail::check_defined(op, x);
+  ANVIL_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError, op,
+              ": input must be [N, C, H, W] or [C, H, W]; expected 3 or 4 dims, got ", x.shape());
+  ANVIL_CHECK(is_floating(x.dtype()), DTypeError, op, ": input must be floating; expected f32 or f64, got ", x.dtype());
   const auto [oh, ow] = output_size;
-  ANVIL_CHECK(oh > 0 && ow > 0, ValueError,
-              "adaptive_avg_pool2d: output size must be positive; expected e.g. {1, 1}, got {", oh, ", ", ow, "}");
+  ANVIL_CHECK(oh > 0 && ow > 0, ValueError, op, ": output size must be positive; expected e.g. {1, 1}, got {", oh, ", ",
+              ow, "}");
+  ANVIL_CHECK(x.size(-2) > 0 && x.size(-1) > 0, ShapeError, op,
+              ": input must have a non-empty H and W; expected H, W > 0, got ", x.shape());
+}
+
+// The max over each of PyTorch's adaptive bins along `dim`, one amax per bin.
+Tensor adaptive_max_along(const Tensor& x, int dim, std::int64_t out) {
+  const std::int64_t in = x.size(dim);
+  std::vector<Tensor> bins;
+  bins.reserve(static_cast<std::size_t>(out));
+  for (std::int64_t i = 0; i < out; ++i) {
+    const std::int64_t start = i * in / out, end = ((i + 1) * in + out - 1) / out;
+    bins.push_back(amax(x.narrow(dim, start, end - start), {dim}, true));
+  }
+  return cat(bins, dim);
+}
+}  // namespace
+
+Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size) {
+  check_adaptive("adaptive_avg_pool2d", x, output_size);
+  const auto [oh, ow] = output_size;
   const std::int64_t h = x.size(-2), w = x.size(-1);
-  ANVIL_CHECK(h > 0 && w > 0, ShapeError,
-              "adaptive_avg_pool2d: input must have a non-empty H and W; expected H, W > 0, got ", x.shape());
   // Global average pooling (ResNet's head): one reduction, whose gradient is
   // one broadcast.
   if (oh == 1 && ow == 1) return mean(x, {-2, -1}, true);
@@ -317,6 +335,18 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_s
   const Tensor ph = adaptive_bins(h, oh, x.device(), x.dtype());
   const Tensor pw = adaptive_bins(w, ow, x.device(), x.dtype());
   return matmul(matmul(ph, x), pw.t());
+}
+
+Tensor adaptive_max_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size) {
+  check_adaptive("adaptive_max_pool2d", x, output_size);
+  if (x.dim() == 3) return adaptive_max_pool2d(x.unsqueeze(0), output_size).squeeze(0);
+  const auto [oh, ow] = output_size;
+  const std::int64_t h = x.size(2), w = x.size(3);
+  // Equal bins are a regular pool (the fused kernel where there is one).
+  if (h % oh == 0 && w % ow == 0) return max_pool2d(x, {h / oh, w / ow}, {h / oh, w / ow});
+  // A bin is a rectangle, so its max is the max over its rows of the max over
+  // its columns: OH + OW reductions rather than OH * OW.
+  return adaptive_max_along(adaptive_max_along(x, 2, oh), 3, ow);
 }
 
 // --- Tensor members ---------------------------------------------------------------------
