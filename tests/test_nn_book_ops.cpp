@@ -30,7 +30,7 @@ std::vector<double> host_f64(const Tensor& t) {
     return ::testing::AssertionFailure() << "size " << got.size() << ", expected " << want.size();
   for (std::size_t i = 0; i < got.size(); ++i) {
     const bool both_nan = std::isnan(got[i]) && std::isnan(want[i]);
-    if (!both_nan && !(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]))))
+    if (!both_nan && got[i] != want[i] && !(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]))))
       return ::testing::AssertionFailure() << "at " << i << ": got " << got[i] << ", expected " << want[i];
   }
   return ::testing::AssertionSuccess();
@@ -355,6 +355,149 @@ TEST_P(BookOps, BaddbmmMatchesDefinition) {
   EXPECT_THROW(baddbmm(input.to(f64), b1, b2), DTypeError);
 }
 
+// --- cumsum --------------------------------------------------------------------------------
+namespace {
+// Running sum along `dim` of a row-major [shape] array, in f64.
+std::vector<double> cumsum_ref(const std::vector<double>& x, const Shape& shape, int dim) {
+  std::int64_t inner = 1;
+  for (int i = dim + 1; i < shape.size(); ++i) inner *= shape[i];
+  const std::int64_t len = shape[dim], outer = len == 0 ? 0 : static_cast<std::int64_t>(x.size()) / (len * inner);
+  std::vector<double> out(x.size());
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t in = 0; in < inner; ++in) {
+      double acc = 0;
+      for (std::int64_t i = 0; i < len; ++i) {
+        const auto at = static_cast<std::size_t>((o * len + i) * inner + in);
+        acc += x[at];
+        out[at] = acc;
+      }
+    }
+  return out;
+}
+}  // namespace
+
+TEST_P(BookOps, CumsumMatchesDefinition) {
+  const Device d = device();
+  manual_seed(9);
+  for (DType t : {f32, f64}) {
+    if (t == f64 && !properties(d).fp64) continue;
+    for (const Shape& shape : {Shape{7}, Shape{3, 5}, Shape{2, 3, 4}, Shape{0, 3}, Shape{3, 0}, Shape{1, 1000}})
+      for (int dim = 0; dim < shape.size(); ++dim) {
+        SCOPED_TRACE(::testing::Message() << "cumsum " << shape << " dim " << dim << " " << t);
+        const Tensor x = randn(shape, d, t);
+        const Tensor y = cumsum(x, dim);
+        ASSERT_EQ(y.shape(), shape);
+        EXPECT_EQ(y.dtype(), t);
+        EXPECT_TRUE(near_all(host_f64(y), cumsum_ref(host_f64(x), shape, dim), t == f32 ? 1e-5 : 1e-12));
+        EXPECT_TRUE(equal(x.cumsum(dim - shape.size()), y));  // negative dim, the method
+      }
+  }
+  // A strided input.
+  const Tensor base = randn({5, 4}, d);
+  EXPECT_TRUE(allclose(cumsum(base.t(), 1), cumsum(base.t().contiguous(), 1)));
+  // Integers and bool sum in i64; NaN and inf propagate.
+  const Tensor flags = tensor(std::vector<std::uint8_t>{1, 0, 1}, {3}, d, DType::Bool);
+  EXPECT_TRUE(equal(cumsum(flags, 0), tensor(std::vector<std::int64_t>{1, 1, 2}, {3}, d)));
+  const Tensor ints = tensor(std::vector<std::int32_t>{2000000000, 2000000000}, {2}, d);
+  EXPECT_TRUE(equal(cumsum(ints, 0), tensor(std::vector<std::int64_t>{2000000000, 4000000000}, {2}, d)));
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(near_all(host_f64(cumsum(tensor(std::vector<float>{1, 2, NAN, 3}, {4}, d), 0)), {1, 3, NAN, NAN}, 0));
+  EXPECT_TRUE(
+      near_all(host_f64(cumsum(tensor(std::vector<float>{1, INFINITY, -INFINITY}, {3}, d), 0)), {1, inf, NAN}, 0));
+  // A 0-dim tensor is its own running sum.
+  EXPECT_EQ(cumsum(full({}, 2.5, d), 0).item<float>(), 2.5f);
+  EXPECT_THROW(cumsum(randn({2, 3}, d), 2), IndexError);
+  EXPECT_THROW(cumsum(Tensor{}, 0), ValueError);
+}
+
+// --- sort and topk -------------------------------------------------------------------------
+// PyTorch 1.13, torch.sort(x, dim=1, descending=..., stable=True) and
+// torch.topk of
+//   x = [[3, nan, -1, 3, 0, -0, 2, nan, -1], [1, 1, 1, -2, 5, 5, nan, -7, 1]]
+TEST_P(BookOps, SortMatchesPyTorch) {
+  const Device d = device();
+  const std::vector<float> xs = {3, NAN, -1, 3, 0, -0.0f, 2, NAN, -1, 1, 1, 1, -2, 5, 5, NAN, -7, 1};
+  for (DType t : {f32, f64}) {
+    if (t == f64 && !properties(d).fp64) continue;
+    const Tensor x = tensor(xs, {2, 9}, d).to(t);
+    auto [v, i] = sort(x, 1);
+    EXPECT_TRUE(near_all(host_f64(v), {-1, -1, 0, -0.0, 2, 3, 3, NAN, NAN, -7, -2, 1, 1, 1, 1, 5, 5, NAN}, 0));
+    EXPECT_EQ(host_f64(i), (std::vector<double>{2, 8, 4, 5, 6, 0, 3, 1, 7, 7, 3, 0, 1, 2, 8, 4, 5, 6}));
+    EXPECT_EQ(i.dtype(), i64);
+    auto [vd, id] = x.sort(-1, true);
+    EXPECT_TRUE(near_all(host_f64(vd), {NAN, NAN, 3, 3, 2, 0, -0.0, -1, -1, NAN, 5, 5, 1, 1, 1, 1, -2, -7}, 0));
+    EXPECT_EQ(host_f64(id), (std::vector<double>{1, 7, 0, 3, 6, 4, 5, 2, 8, 6, 4, 5, 0, 1, 2, 8, 3, 7}));
+    // Along dim 0 of the transpose: the same, transposed.
+    auto [vt, it] = sort(x.t(), 0);
+    EXPECT_TRUE(equal(it, i.t()));
+    // topk: PyTorch's values; its order among equal values is unspecified,
+    // ours is the stable sort's.
+    auto [tv, ti] = topk(x, 4);
+    EXPECT_TRUE(near_all(host_f64(tv), {NAN, NAN, 3, 3, NAN, 5, 5, 1}, 0));
+    EXPECT_EQ(host_f64(ti), (std::vector<double>{1, 7, 0, 3, 6, 4, 5, 0}));
+    auto [sv, si] = x.topk(3, 1, false);
+    EXPECT_TRUE(near_all(host_f64(sv), {-1, -1, 0, -7, -2, 1}, 0));
+    EXPECT_EQ(host_f64(si), (std::vector<double>{2, 8, 4, 7, 3, 0}));
+  }
+}
+
+TEST_P(BookOps, SortEveryDtypeAndShape) {
+  const Device d = device();
+  manual_seed(12);
+  // Integers with many ties: stable order against std::stable_sort.
+  for (DType t : {i64, i32, u8}) {
+    const Tensor x = randint(0, 5, {3, 37}, d, t);
+    for (bool desc : {false, true}) {
+      auto [v, i] = sort(x, 1, desc);
+      const std::vector<double> xs = host_f64(x), vs = host_f64(v), is = host_f64(i);
+      for (std::int64_t r = 0; r < 3; ++r) {
+        std::vector<std::int64_t> order(37);
+        for (std::int64_t k = 0; k < 37; ++k) order[static_cast<std::size_t>(k)] = k;
+        auto row = [&](std::int64_t k) { return xs[static_cast<std::size_t>(r * 37 + k)]; };
+        std::stable_sort(order.begin(), order.end(),
+                         [&](std::int64_t a, std::int64_t b) { return desc ? row(a) > row(b) : row(a) < row(b); });
+        for (std::int64_t k = 0; k < 37; ++k) {
+          ASSERT_EQ(is[static_cast<std::size_t>(r * 37 + k)], static_cast<double>(order[static_cast<std::size_t>(k)]))
+              << t << " desc " << desc << " row " << r << " at " << k;
+          ASSERT_EQ(vs[static_cast<std::size_t>(r * 37 + k)], row(order[static_cast<std::size_t>(k)]));
+        }
+      }
+      EXPECT_EQ(v.dtype(), t);
+    }
+  }
+  // bool: PyTorch gives [False, False, True, True] at [1, 3, 0, 2].
+  auto [bv, bi] = sort(tensor(std::vector<std::uint8_t>{1, 0, 1, 0}, {4}, d, DType::Bool));
+  EXPECT_EQ(host_f64(bi), (std::vector<double>{1, 3, 0, 2}));
+  EXPECT_EQ(host_f64(bv), (std::vector<double>{0, 0, 1, 1}));
+  // A long row (past one work-group), 3-D along the middle dim, zero-size.
+  const Tensor big = randn({2, 1500, 3}, d);
+  auto [bgv, bgi] = sort(big, 1);
+  const std::vector<double> b = host_f64(bgv);
+  for (std::int64_t n = 0; n < 2; ++n)
+    for (std::int64_t c = 0; c < 3; ++c)
+      for (std::int64_t k = 1; k < 1500; ++k)
+        ASSERT_LE(b[static_cast<std::size_t>((n * 1500 + k - 1) * 3 + c)],
+                  b[static_cast<std::size_t>((n * 1500 + k) * 3 + c)]);
+  EXPECT_TRUE(equal(gather(big, 1, bgi), bgv));
+  EXPECT_EQ(sort(randn({0, 4}, d), 1).values.shape(), Shape({0, 4}));
+  EXPECT_EQ(sort(randn({4, 0}, d), 1).indices.shape(), Shape({4, 0}));
+  EXPECT_EQ(topk(randn({4, 5}, d), 0).values.shape(), Shape({4, 0}));
+  auto [sv, si] = sort(full({}, 5.0, d));
+  EXPECT_EQ(sv.item<float>(), 5.0f);
+  EXPECT_EQ(si.item<std::int64_t>(), 0);
+  EXPECT_THROW(topk(randn({4, 5}, d), 6), ValueError);
+  EXPECT_THROW(topk(randn({4, 5}, d), -1), ValueError);
+  EXPECT_THROW(sort(randn({4, 5}, d), 2), IndexError);
+  try {
+    topk(randn({4, 5}, d), 6);
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("topk: k is out of range for dim 1; expected 0 <= k <= 5, got 6"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // --- gradcheck of every new op --------------------------------------------------------
 namespace {
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
@@ -392,6 +535,9 @@ std::vector<GradCase> grad_cases() {
        [](V x) {
          return x[0].t().repeat({2, 1, 3}) * x[0].sum();
        }},
+      {"cumsum", {{3, 4}}, [](V x) { return cumsum(x[0], 1) * cumsum(x[0].t(), 1).t() + x[0].cumsum(0); }},
+      {"sort", {{3, 5}}, [](V x) { return sort(x[0], 1).values * 2.0 + x[0].sort(0, true).values; }},
+      {"topk", {{4, 6}}, [](V x) { return topk(x[0], 3).values + x[0].topk(2, 0, false).values.sum(); }},
       {"baddbmm",
        {{2, 1}, {3, 2, 4}, {3, 4, 5}},
        [](V x) { return baddbmm(x[0], x[1], x[2].transpose(1, 2).contiguous().transpose(1, 2), 0.5, 3.0); }},

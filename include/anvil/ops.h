@@ -209,6 +209,18 @@ ValuesIndices min(const Tensor& x, int dim, bool keepdim = false);
 // Index (i64) of the first max/min; over the flattened tensor without a dim.
 Tensor argmax(const Tensor& x, std::optional<int> dim = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int> dim = std::nullopt, bool keepdim = false);
+// --- scans and sorting ----------------------------------------------------------
+// Running sum along dim (torch.cumsum): integers and bool sum in i64, floats
+// in their own dtype. Gradient: the running sum from the other end.
+Tensor cumsum(const Tensor& x, int dim);
+// Along dim, the values in ascending (descending) order and their i64
+// positions in x: `auto [values, indices] = sort(x, 1);`. Stable (equal
+// elements keep their order) with NaN above every number, as torch.sort(...,
+// stable=True). The gradient goes back to where each value came from.
+ValuesIndices sort(const Tensor& x, int dim = -1, bool descending = false);
+// The k largest (smallest) along dim with their indices, in order (the
+// order is PyTorch's "unspecified" when sorted = false; here always sorted).
+ValuesIndices topk(const Tensor& x, std::int64_t k, int dim = -1, bool largest = true, bool sorted = true);
 // correction = 1: the unbiased estimator, as torch.var.
 Tensor var(const Tensor& x, const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1);
 Tensor std(const Tensor& x, const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1);

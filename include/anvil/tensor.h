@@ -191,6 +191,9 @@ class Tensor {
   // Values and indices along one dim: `auto [values, indices] = x.max(1);`.
   ValuesIndices max(int dim, bool keepdim = false) const;
   ValuesIndices min(int dim, bool keepdim = false) const;
+  Tensor cumsum(int dim) const;
+  ValuesIndices sort(int dim = -1, bool descending = false) const;
+  ValuesIndices topk(std::int64_t k, int dim = -1, bool largest = true, bool sorted = true) const;
   Tensor argmax() const;
   Tensor argmax(int dim, bool keepdim = false) const;
   Tensor argmin() const;
