@@ -1,7 +1,7 @@
 // The book's training loop for Fashion-MNIST classifiers, shared by the
 // examples (train_fashion_mnist.cpp, resnet.cpp): one epoch at a time with a
 // progress bar, test accuracy per epoch, curves written as CSV (and a PNG
-// when gnuplot is installed). Built on the public API only.
+// when gnuplot is installed; d2l_curves.h). Built on the public API only.
 //
 //   auto rows = d2l::fit(net, opt, train_loader, test_loader, device, epochs);
 //   d2l::write_curves(rows, "out", "lenet", "lenet on Fashion-MNIST (cpu)");
@@ -9,8 +9,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -20,6 +18,7 @@
 #include "anvil/data.h"
 #include "anvil/nn.h"
 #include "anvil/optim.h"
+#include "d2l_curves.h"
 
 namespace d2l {
 
@@ -96,40 +95,16 @@ inline std::vector<EpochRow> fit(anvil::nn::Module& net, anvil::optim::Optimizer
   return rows;
 }
 
-inline void plot(const std::string& csv, const std::string& png, const std::string& title) {
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
-    std::cout << "(gnuplot not found: skipping " << png << ")\n";
-    return;
-  }
-  const std::string script = "set terminal pngcairo size 800,500; set output '" + png +
-                             "'; set datafile separator ',';"
-                             "set key autotitle columnhead; set xlabel 'epoch'; set title '" +
-                             title +
-                             "';"
-                             "plot '" +
-                             csv +
-                             "' using 1:2 with linespoints title 'train loss', "
-                             "'' using 1:3 with linespoints title 'train acc', "
-                             "'' using 1:4 with linespoints title 'test acc'";
-  const std::string cmd = "gnuplot -e \"" + script + "\" 2>/dev/null";
-  if (std::system(cmd.c_str()) == 0)
-    std::cout << "plot: " << png << "\n";
-  else
-    std::cout << "(gnuplot failed: no plot written)\n";
-}
-
 // <out_dir>/<model>_curves.csv (and .png).
 inline void write_curves(const std::vector<EpochRow>& rows, const std::string& out_dir, const std::string& model,
                          const std::string& title) {
   const std::string csv = out_dir + "/" + model + "_curves.csv";
-  std::ofstream f(csv);
-  f << "epoch,train_loss,train_acc,test_acc,seconds,samples_per_s\n";
+  std::vector<std::vector<double>> table;
   for (const EpochRow& r : rows)
-    f << r.epoch << "," << r.loss << "," << r.train_acc << "," << r.test_acc << "," << r.seconds << ","
-      << r.samples_per_s << "\n";
-  f.close();
-  std::cout << "curves: " << csv << "\n";
-  plot(csv, out_dir + "/" + model + "_curves.png", title);
+    table.push_back({static_cast<double>(r.epoch), r.loss, r.train_acc, r.test_acc, r.seconds, r.samples_per_s});
+  write_csv(csv, "epoch,train_loss,train_acc,test_acc,seconds,samples_per_s", table);
+  plot(csv, out_dir + "/" + model + "_curves.png", title, "epoch",
+       {{2, "train loss"}, {3, "train acc"}, {4, "test acc"}});
 }
 
 }  // namespace d2l

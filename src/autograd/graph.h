@@ -125,6 +125,9 @@ void record_expand(const Tensor& out, const Tensor& x);
 void record_cat(const Tensor& out, const std::vector<Tensor>& inputs, int dim);
 void record_index_select(const Tensor& out, const Tensor& x, int dim, const Tensor& index);
 void record_gather(const Tensor& out, const Tensor& x, int dim, const Tensor& index);
+void record_index_add(const Tensor& out, const Tensor& x, const Tensor& source, int dim, const Tensor& index,
+                      double alpha);
+void record_scatter_add(const Tensor& out, const Tensor& x, const Tensor& src, int dim, const Tensor& index);
 
 // cumsum along `dim` of an f32/f64/i64 tensor (from the row's end when
 // `reverse`), recorded; a view with the scanned dim moved back in place.
