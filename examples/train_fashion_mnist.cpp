@@ -10,18 +10,15 @@
 // LeNet here is the modern variant (ReLU and max-pooling): with D2L's
 // sigmoid/avg-pool original, lr 0.1 barely moves in a few epochs (D2L itself
 // uses lr 0.9 for it).
-#include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
-#include <vector>
 
 #include "anvil/anvil.h"
 #include "anvil/data.h"
 #include "anvil/nn.h"
 #include "anvil/optim.h"
-#include "d2l_curves.h"
+#include "d2l_train.h"
 
 using namespace anvil;
 
@@ -95,20 +92,6 @@ nn::Sequential make_lenet() {
                         nn::Linear(84, 10)};
 }
 
-double evaluate(nn::Module& net, DataLoader& loader) {
-  NoGradGuard no_grad;
-  net.eval();
-  Tensor correct = zeros({}, loader.options().device, i64);
-  for (const Batch& b : loader) correct += sum(argmax(net(b.inputs), 1) == b.targets);
-  net.train();
-  return static_cast<double>(correct.item<std::int64_t>()) / static_cast<double>(loader.num_samples());
-}
-
-struct EpochRow {
-  int epoch;
-  double loss, train_acc, test_acc, seconds, samples_per_s;
-};
-
 void train(const std::string& model, const Args& args, Device device, const FashionMNIST& train_set,
            const FashionMNIST& test_set) {
   manual_seed(args.seed);
@@ -119,52 +102,8 @@ void train(const std::string& model, const Args& args, Device device, const Fash
   DataLoader train_loader(train_set.images(), train_set.labels(),
                           {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = device});
   DataLoader test_loader(test_set.images(), test_set.labels(), {.batch_size = 1024, .device = device});
-  std::vector<EpochRow> rows;
-  const std::int64_t nbatches = train_loader.size();
-  for (int epoch = 1; epoch <= args.epochs; ++epoch) {
-    const auto t0 = std::chrono::steady_clock::now();
-    // Loss and correct counts stay on the device; read once per progress update.
-    Tensor loss_sum = zeros({}, device), correct = zeros({}, device, i64);
-    std::int64_t seen = 0, batch = 0;
-    double loss = 0, acc = 0, rate = 0;
-    for (const Batch& b : train_loader) {
-      opt.zero_grad();
-      const Tensor logits = net(b.inputs);
-      const Tensor l = nn::cross_entropy(logits, b.targets);
-      l.backward();
-      opt.step();
-      {
-        NoGradGuard no_grad;
-        loss_sum += l.detach() * static_cast<double>(b.targets.size(0));
-        correct += sum(argmax(logits.detach(), 1) == b.targets);
-      }
-      seen += b.targets.size(0);
-      ++batch;
-      if (batch % 20 == 0 || batch == nbatches) {
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        loss = loss_sum.item<double>() / static_cast<double>(seen);
-        acc = static_cast<double>(correct.item<std::int64_t>()) / static_cast<double>(seen);
-        rate = static_cast<double>(seen) / secs;
-        const int width = 30, filled = static_cast<int>(width * batch / nbatches);
-        std::printf("\repoch %d/%d [%s%s] %3lld/%lld  loss %.4f  acc %.4f  %8.0f samples/s", epoch, args.epochs,
-                    std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-                    static_cast<long long>(batch), static_cast<long long>(nbatches), loss, acc, rate);
-        std::fflush(stdout);
-      }
-    }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double test_acc = evaluate(net, test_loader);
-    std::printf("\n  epoch %d: train loss %.4f, train acc %.4f, test acc %.4f, %.2f s (%.0f samples/s)\n", epoch, loss,
-                acc, test_acc, secs, static_cast<double>(seen) / secs);
-    rows.push_back({epoch, loss, acc, test_acc, secs, static_cast<double>(seen) / secs});
-  }
-  const std::string csv = args.out_dir + "/" + model + "_curves.csv";
-  std::vector<std::vector<double>> table;
-  for (const EpochRow& r : rows)
-    table.push_back({static_cast<double>(r.epoch), r.loss, r.train_acc, r.test_acc, r.seconds, r.samples_per_s});
-  d2l::write_csv(csv, "epoch,train_loss,train_acc,test_acc,seconds,samples_per_s", table);
-  d2l::plot(csv, args.out_dir + "/" + model + "_curves.png", model + " on Fashion-MNIST (" + device.str() + ")",
-            "epoch", {{2, "train loss"}, {3, "train acc"}, {4, "test acc"}});
+  const auto rows = d2l::fit(net, opt, train_loader, test_loader, device, args.epochs);
+  d2l::write_curves(rows, args.out_dir, model, model + " on Fashion-MNIST (" + device.str() + ")");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../../examples/d2l_resnet.h"
 #include "anvil/anvil.h"
 #include "anvil/data.h"
 #include "anvil/nn.h"
@@ -84,11 +85,45 @@ class AnvilTrainer final : public tb::Trainer {
   DataLoader train_, test_;
 };
 
+// resnet18: one step per "epoch" on a fixed batch (train_worker.h).
+class AnvilResnetTrainer final : public tb::Trainer {
+ public:
+  AnvilResnetTrainer(std::uint64_t seed, const std::string& dir)
+      : net_((manual_seed(seed), d2l::resnet18(10))),
+        opt_(net_->parameters(), {.lr = tb::kResnetLearningRate}),
+        x_(load(dir, "train-images", f32).narrow(0, 0, tb::kResnetBatch).contiguous()),
+        y_(load(dir, "train-labels", i64).narrow(0, 0, tb::kResnetBatch).contiguous()),
+        test_x_(load(dir, "test-images", f32).narrow(0, 0, tb::kResnetBatch).contiguous()),
+        test_y_(load(dir, "test-labels", i64).narrow(0, 0, tb::kResnetBatch).contiguous()) {}
+
+  double train_epoch() override {
+    opt_.zero_grad();
+    const Tensor l = nn::cross_entropy((*net_)(x_), y_);
+    l.backward();
+    opt_.step();
+    return l.item<double>();
+  }
+
+  double test_accuracy() override {
+    NoGradGuard no_grad;
+    net_->eval();
+    const double correct = static_cast<double>(sum(argmax((*net_)(test_x_), 1) == test_y_).item<std::int64_t>());
+    net_->train();
+    return correct / static_cast<double>(tb::kResnetBatch);
+  }
+
+ private:
+  std::shared_ptr<nn::Sequential> net_;
+  optim::SGD opt_;
+  Tensor x_, y_, test_x_, test_y_;
+};
+
 }  // namespace
 
 int main() {
   const std::string info = "anvil, defaults (" + std::to_string(anvil::num_threads()) + " threads, OpenMP OpenBLAS)";
   return tb::serve(info, [](const std::string& model, std::uint64_t seed, const std::string& dir) {
-    return std::make_unique<AnvilTrainer>(model, seed, dir);
+    if (model == "resnet18") return std::unique_ptr<tb::Trainer>(std::make_unique<AnvilResnetTrainer>(seed, dir));
+    return std::unique_ptr<tb::Trainer>(std::make_unique<AnvilTrainer>(model, seed, dir));
   });
 }

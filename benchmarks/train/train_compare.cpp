@@ -4,6 +4,7 @@
 //   bench_train                                  # MLP and LeNet, 10 epochs each
 //   bench_train --models mlp --epochs 5 --markdown
 //   bench_train --anvil-env GOMP_SPINCOUNT=300000   # plus anvil spinning as libgomp does by default
+//   bench_train --models resnet18 --epochs 6      # the book's ResNet-18: seconds per training step
 //
 // Both libraries train the same model with the same hyperparameters (D2L's
 // MLP 784-256-10 and the modern LeNet of examples/train_fashion_mnist.cpp;
@@ -13,7 +14,10 @@
 // two, the first library rotating each epoch, so a burst of load elsewhere on
 // the machine hits both. s/epoch is the median over epochs 2..N (epoch 1 is
 // the warm-up: allocator caches, page faults, BLAS buffers); test accuracy is
-// read after the last epoch.
+// read after the last epoch. For resnet18 an "epoch" is one training step on
+// a fixed batch of 32 (train_worker.h), so its row is seconds per step. A
+// context row runs LibTorch with anvil's thread count (set_num_threads), next
+// to LibTorch at its defaults.
 //
 // Note [Same tensors]
 // ~~~~~~~~~~~~~~~~~~~
@@ -59,7 +63,8 @@ struct Options {
 
 void usage() {
   std::cout << "usage: bench_train [--models mlp,lenet] [--epochs N] [--seed S] [--markdown]\n"
-               "  --models    which models, comma-separated (default mlp,lenet)\n"
+               "  --models    which models, comma-separated: mlp, lenet, resnet18 (default mlp,lenet;\n"
+               "              resnet18 times one step on a fixed batch of 32 per epoch)\n"
                "  --epochs    epochs per model and library (default 10); s/epoch is the median of epochs 2..N\n"
                "  --seed      seed of both libraries' init and shuffling (default 0)\n"
                "  --markdown  the table as Markdown\n"
@@ -79,7 +84,8 @@ Options parse(int argc, char** argv) {
       o.models.clear();
       std::istringstream in(value());
       for (std::string m; std::getline(in, m, ',');) {
-        if (m != "mlp" && m != "lenet") throw std::runtime_error("--models: expected mlp or lenet, got '" + m + "'");
+        if (m != "mlp" && m != "lenet" && m != "resnet18")
+          throw std::runtime_error("--models: expected mlp, lenet or resnet18, got '" + m + "'");
         o.models.push_back(m);
       }
     } else if (a == "--epochs") {
@@ -159,6 +165,8 @@ struct Library {
   std::string info;  // its `info` reply, or why it is unavailable
   bool pthread_blas = false;
   std::string env;  // VAR=VALUE set for this worker only ("" for none)
+  std::vector<std::string> args = {};
+  bool torch_side = false;  // a context row compared as anvil / this
 };
 
 // `ok <rest>` → rest; anything else throws with the reply.
@@ -198,6 +206,16 @@ int main(int argc, char** argv) {
     std::vector<Library> libs;
     libs.push_back({"anvil", "anvil", "bench_train_anvil", nullptr, "", false, ""});
     libs.push_back({"torch", "LibTorch", "bench_train_torch", nullptr, "", true, ""});
+    const std::string threads = std::to_string(anvil::num_threads());
+    libs.push_back({"torch " + threads + " threads",
+                    "LibTorch " + threads + " threads",
+                    "bench_train_torch",
+                    nullptr,
+                    "",
+                    true,
+                    "",
+                    {"--threads", threads},
+                    true});
     for (const std::string& env : opt.anvil_env)
       libs.push_back({"anvil " + env, "anvil " + env, "bench_train_anvil", nullptr, "", false, env});
     for (Library& lib : libs) {
@@ -211,7 +229,7 @@ int main(int argc, char** argv) {
       const char* before = lib.env.empty() ? nullptr : std::getenv(var.c_str());
       const std::string saved = before ? before : "";
       if (!lib.env.empty()) setenv(var.c_str(), lib.env.substr(var.size() + 1).c_str(), 1);
-      lib.process = std::make_unique<WorkerProcess>(path, std::vector<std::string>{});
+      lib.process = std::make_unique<WorkerProcess>(path, lib.args);
       if (!lib.env.empty()) {
         if (before)
           setenv(var.c_str(), saved.c_str(), 1);
@@ -287,30 +305,34 @@ int main(int argc, char** argv) {
     std::vector<std::vector<std::string>> rows;
     for (std::size_t m = 0; m < opt.models.size(); ++m) {
       const Result &a = results[m][0], &t = results[m][1];
-      const bool mlp = opt.models[m] == "mlp";
-      std::vector<std::string> row{opt.models[m]};
+      const bool mlp = opt.models[m] == "mlp", resnet = opt.models[m] == "resnet18";
+      std::vector<std::string> row{resnet ? "resnet18 (s/step)" : opt.models[m]};
       row.push_back(a.ok ? fixed(a.per_epoch(), 3) : "n/a");
       row.push_back(t.ok ? fixed(t.per_epoch(), 3) : "n/a");
       if (a.ok && t.ok) {
         const double ratio = a.per_epoch() / t.per_epoch();
-        row.push_back(fixed(ratio, 2) + (ratio <= 0.8 ? "" : " (miss)"));
+        row.push_back(fixed(ratio, 2) + (ratio <= 0.8 || resnet ? "" : " (miss)"));
       } else {
         row.push_back("n/a");
       }
-      row.push_back("<= 0.80");
+      row.push_back(resnet ? "(context)" : "<= 0.80");
       row.push_back(a.ok ? fixed(a.accuracy, 4) : "n/a");
       row.push_back(t.ok ? fixed(t.accuracy, 4) : "n/a");
       if (mlp && opt.epochs == 10)
         row.push_back(std::string(">= 0.85") + (a.ok && a.accuracy < 0.85 ? " (miss)" : ""));
       else
-        row.push_back(mlp ? ">= 0.85 after 10 epochs" : "comparable");
+        row.push_back(mlp ? ">= 0.85 after 10 epochs" : resnet ? "(of 32 test images)" : "comparable");
       rows.push_back(row);
-      for (std::size_t l = 2; l < libs.size(); ++l) {  // context: anvil under --anvil-env
+      for (std::size_t l = 2; l < libs.size(); ++l) {  // context: LibTorch at anvil's threads, anvil under --anvil-env
         const Result& c = results[m][l];
+        const bool torch_side = libs[l].torch_side;
         std::vector<std::string> ctx{"  " + libs[l].key};
-        ctx.push_back(c.ok ? fixed(c.per_epoch(), 3) : "n/a");
-        ctx.push_back("");
-        ctx.push_back(c.ok && t.ok ? fixed(c.per_epoch() / t.per_epoch(), 2) : "n/a");
+        ctx.push_back(c.ok && !torch_side ? fixed(c.per_epoch(), 3) : "");
+        ctx.push_back(c.ok && torch_side ? fixed(c.per_epoch(), 3) : "");
+        if (torch_side)
+          ctx.push_back(c.ok && a.ok ? fixed(a.per_epoch() / c.per_epoch(), 2) : "n/a");
+        else
+          ctx.push_back(c.ok && t.ok ? fixed(c.per_epoch() / t.per_epoch(), 2) : "n/a");
         ctx.push_back("");
         ctx.push_back(c.ok ? fixed(c.accuracy, 4) : "n/a");
         ctx.push_back("");
@@ -341,7 +363,8 @@ int main(int argc, char** argv) {
       for (std::size_t l = 0; l < libs.size(); ++l)
         if (!results[m][l].ok && libs[l].process)
           std::cout << "  " << opt.models[m] << " / " << libs[l].key << ": " << results[m][l].error << "\n";
-    std::cout << "\n  s/epoch: median of epochs 2.." << opt.epochs << "; ratio = anvil / LibTorch (lower is better)\n"
+    std::cout << "\n  s/epoch: median of epochs 2.." << opt.epochs << " (resnet18: of steps 2.." << opt.epochs
+              << ", one step of 32 each); ratio = anvil / LibTorch (lower is better)\n"
               << "  load average at end: " << loadavg() << "; measured in " << fixed(elapsed, 0) << " s\n";
     return 0;
   } catch (const std::exception& e) {

@@ -13,10 +13,13 @@
 //   eval                              -> ok <test accuracy>
 //   quit
 //
-// <model> is `mlp` or `lenet`; <data-dir> holds the raw dumps train_compare
-// writes (see Note [Same tensors] there). Every epoch reshuffles the training
-// set; the clock brackets the whole epoch: batching, forward, loss, backward,
-// SGD step.
+// <model> is `mlp`, `lenet` or `resnet18`; <data-dir> holds the raw dumps
+// train_compare writes (see Note [Same tensors] there). Every epoch reshuffles
+// the training set; the clock brackets the whole epoch: batching, forward,
+// loss, backward, SGD step. For `resnet18` (the book's ResNet-18 of
+// examples/d2l_resnet.h, 28x28 inputs) an "epoch" is one training step on a
+// fixed batch of the first kResnetBatch training images (SGD lr 0.05), and
+// eval scores the first kResnetBatch test images: its row is seconds per step.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +40,8 @@ namespace anvil_train_bench {
 inline constexpr std::int64_t kBatchSize = 256;
 inline constexpr double kLearningRate = 0.1;
 inline constexpr std::int64_t kEvalBatchSize = 1024;
+inline constexpr std::int64_t kResnetBatch = 32;
+inline constexpr double kResnetLearningRate = 0.05;
 
 // One library's model, optimiser and data.
 class Trainer {

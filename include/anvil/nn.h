@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -213,15 +214,36 @@ class Dropout : public Module {
   double p_;
 };
 
+// torch.nn.Conv2d's arguments in its order: weight [out, in / groups, k, k],
+// initialised as PyTorch does (uniform, bound 1 / sqrt(in / groups * k * k)).
+//   nn::Conv2d(16, 32, 3, 1, 2, /*dilation=*/2, /*groups=*/4);
+// Conv2d(in, out, k, stride, padding, false) (no bias) keeps working: a bool
+// sixth argument is `bias`, an integer one `dilation`.
 class Conv2d : public Module {
  public:
   Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, std::int64_t stride = 1,
-         std::int64_t padding = 0, bool bias = true);
+         std::int64_t padding = 0, std::int64_t dilation = 1, std::int64_t groups = 1, bool bias = true);
+  template <std::same_as<bool> B>
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, std::int64_t stride,
+         std::int64_t padding, B bias)
+      : Conv2d(in_channels, out_channels, kernel_size, stride, padding, 1, 1, bias) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
 
  private:
-  std::int64_t in_, out_, k_, stride_, padding_;
+  std::int64_t in_, out_, k_, stride_, padding_, dilation_, groups_;
+  Tensor w_, b_;
+};
+// torch.nn.Conv1d over [N, C, L]: weight [out, in / groups, k].
+class Conv1d : public Module {
+ public:
+  Conv1d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, std::int64_t stride = 1,
+         std::int64_t padding = 0, std::int64_t dilation = 1, std::int64_t groups = 1, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override;
+
+ private:
+  std::int64_t in_, out_, k_, stride_, padding_, dilation_, groups_;
   Tensor w_, b_;
 };
 
@@ -253,6 +275,18 @@ class AdaptiveAvgPool2d : public Module {
  public:
   explicit AdaptiveAvgPool2d(std::array<std::int64_t, 2> output_size);
   explicit AdaptiveAvgPool2d(std::int64_t output_size) : AdaptiveAvgPool2d({output_size, output_size}) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override;
+
+ private:
+  std::array<std::int64_t, 2> size_;
+};
+
+// Max pooling to a fixed output size (adaptive_max_pool2d in anvil/ops.h).
+class AdaptiveMaxPool2d : public Module {
+ public:
+  explicit AdaptiveMaxPool2d(std::array<std::int64_t, 2> output_size);
+  explicit AdaptiveMaxPool2d(std::int64_t output_size) : AdaptiveMaxPool2d({output_size, output_size}) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
 

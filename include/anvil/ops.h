@@ -209,6 +209,18 @@ ValuesIndices min(const Tensor& x, int dim, bool keepdim = false);
 // Index (i64) of the first max/min; over the flattened tensor without a dim.
 Tensor argmax(const Tensor& x, std::optional<int> dim = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int> dim = std::nullopt, bool keepdim = false);
+// --- scans and sorting ----------------------------------------------------------
+// Running sum along dim (torch.cumsum): integers and bool sum in i64, floats
+// in their own dtype. Gradient: the running sum from the other end.
+Tensor cumsum(const Tensor& x, int dim);
+// Along dim, the values in ascending (descending) order and their i64
+// positions in x: `auto [values, indices] = sort(x, 1);`. Stable (equal
+// elements keep their order) with NaN above every number, as torch.sort(...,
+// stable=True). The gradient goes back to where each value came from.
+ValuesIndices sort(const Tensor& x, int dim = -1, bool descending = false);
+// The k largest (smallest) along dim with their indices, in order (the
+// order is PyTorch's "unspecified" when sorted = false; here always sorted).
+ValuesIndices topk(const Tensor& x, std::int64_t k, int dim = -1, bool largest = true, bool sorted = true);
 // correction = 1: the unbiased estimator, as torch.var.
 Tensor var(const Tensor& x, const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1);
 Tensor std(const Tensor& x, const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1);
@@ -228,6 +240,10 @@ Tensor outer(const Tensor& a, const Tensor& b);  // 1-D × 1-D → 2-D
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1);
 // out = a @ b into an existing tensor (no allocation), 2-D.
 void mm_out(Tensor& out, const Tensor& a, const Tensor& b);
+// beta * input + alpha * (batch1 @ batch2): [B, N, M] @ [B, M, P], input
+// broadcast to [B, N, P] (torch.baddbmm; beta = 0 ignores input).
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1,
+               const Scalar& alpha = 1);
 
 // --- movement, views and indexing ---------------------------------------------------
 Tensor reshape(const Tensor& x, const Shape& shape);
@@ -239,6 +255,9 @@ Tensor slice(const Tensor& x, int dim, std::int64_t start, std::int64_t end, std
 Tensor narrow(const Tensor& x, int dim, std::int64_t start, std::int64_t length);
 Tensor select(const Tensor& x, int dim, std::int64_t index);
 Tensor expand(const Tensor& x, const Shape& shape);
+// torch.repeat: a copy of x tiled sizes[i] times along dim i; sizes may have
+// more entries than x has dims (x gains leading dims of size 1).
+Tensor repeat(const Tensor& x, const Shape& sizes);
 // Without dims, every size-1 dim goes; with dims, those of them that are
 // size 1 (the others stay, as in PyTorch).
 Tensor squeeze(const Tensor& x);
@@ -282,12 +301,17 @@ Tensor log_softmax(const Tensor& x, int dim);
 // one log-sum-exp pass forward, softmax - one_hot backward.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target);
 Tensor mse_loss(const Tensor& input, const Tensor& target);  // mean((input - target)^2)
-// 2-D convolution (cross-correlation, groups = 1): x [N, C, H, W],
-// weight [O, C, KH, KW], bias [O] or undefined. im2col through a strided
-// view plus one GEMM, so it runs on every backend. The result [N, O, OH, OW]
-// is a channels-last view (strides of [N, OH, OW, O]).
+// 2-D convolution (cross-correlation), torch.conv2d: x [N, C, H, W],
+// weight [O, C / groups, KH, KW], bias [O] or undefined; kernel taps
+// `dilation` apart; `groups` splits C and O into that many independent
+// convolutions (C and O divisible by it). im2col through a strided view (or
+// the backend's fused im2col) plus one GEMM, so it runs on every backend.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
-              std::array<std::int64_t, 2> stride = {1, 1}, std::array<std::int64_t, 2> padding = {0, 0});
+              std::array<std::int64_t, 2> stride = {1, 1}, std::array<std::int64_t, 2> padding = {0, 0},
+              std::array<std::int64_t, 2> dilation = {1, 1}, std::int64_t groups = 1);
+// torch.conv1d: x [N, C, L], weight [O, C / groups, K]; conv2d over rows of height 1.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::int64_t stride = 1,
+              std::int64_t padding = 0, std::int64_t dilation = 1, std::int64_t groups = 1);
 // Pooling over [N, C, H, W]; max pads with -inf, avg with 0 (counted).
 Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
                   std::array<std::int64_t, 2> padding = {0, 0});
@@ -299,6 +323,11 @@ Tensor avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
 // bins, so OH may exceed H). A composite: a mean over H and W for {1, 1},
 // otherwise two GEMMs with bin-averaging matrices built on x's device.
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size);
+// Max pooling to a fixed output size (torch adaptive_max_pool2d, values
+// only), over the same bins. NaN wins. A regular max_pool2d when H and W
+// divide evenly, otherwise a max over rows then columns of each bin (the
+// gradient then shares a tie evenly, as amax does).
+Tensor adaptive_max_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size);
 
 // --- sequence models (composites; differentiable) -----------------------------------------
 // Rows of weight [num_embeddings, embedding_dim] picked by integer indices

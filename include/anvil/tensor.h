@@ -89,6 +89,7 @@ class Tensor {
   Tensor narrow(int dim, std::int64_t start, std::int64_t length) const;
   Tensor select(int dim, std::int64_t index) const;
   Tensor expand(const Shape& shape) const;  // -1 keeps a dim
+  Tensor repeat(const Shape& sizes) const;  // a tiled copy (ops.h)
   Tensor squeeze() const;
   Tensor squeeze(const Dims& dims) const;  // those of `dims` that are size 1
   Tensor unsqueeze(int dim) const;
@@ -195,6 +196,9 @@ class Tensor {
   // Values and indices along one dim: `auto [values, indices] = x.max(1);`.
   ValuesIndices max(int dim, bool keepdim = false) const;
   ValuesIndices min(int dim, bool keepdim = false) const;
+  Tensor cumsum(int dim) const;
+  ValuesIndices sort(int dim = -1, bool descending = false) const;
+  ValuesIndices topk(std::int64_t k, int dim = -1, bool largest = true, bool sorted = true) const;
   Tensor argmax() const;
   Tensor argmax(int dim, bool keepdim = false) const;
   Tensor argmin() const;
@@ -214,6 +218,8 @@ class Tensor {
   Tensor outer(const Tensor& o) const;
   // beta * this + alpha * (a @ b), this the bias (torch.Tensor.addmm).
   Tensor addmm(const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1) const;
+  // beta * this + alpha * (b1 @ b2), batched (torch.Tensor.baddbmm).
+  Tensor baddbmm(const Tensor& b1, const Tensor& b2, const Scalar& beta = 1, const Scalar& alpha = 1) const;
 
   // --- comparing (ops.h) ------------------------------------------------------
   bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;

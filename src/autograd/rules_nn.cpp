@@ -1,6 +1,6 @@
 // Gradient rules of the fused neural-network ops (src/ops/nn_ops.cpp).
 // Window gradients are scattered back with one strided add_ per kernel
-// offset: each offset's windows never overlap one another, so every add_ is
+// offset (taps DH×DW apart): each offset's windows never overlap one another, so every add_ is
 // a plain elementwise op that any backend runs.
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
@@ -19,7 +19,8 @@ Tensor scatter_windows(const Window2d& w, Device d, DType t, F contribution) {
   Tensor gxp = zeros({w.n, w.c, hp, wp}, d, t);
   for (std::int64_t i = 0; i < w.kh; ++i)
     for (std::int64_t j = 0; j < w.kw; ++j) {
-      Tensor view = as_strided(gxp, {w.n, w.c, w.oh, w.ow}, {w.c * hp * wp, hp * wp, w.sh * wp, w.sw}, i * wp + j);
+      Tensor view =
+          as_strided(gxp, {w.n, w.c, w.oh, w.ow}, {w.c * hp * wp, hp * wp, w.sh * wp, w.sw}, i * w.dh * wp + j * w.dw);
       view.add_(contribution(i, j));
     }
   if (w.ph == 0 && w.pw == 0) return gxp;

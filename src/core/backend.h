@@ -175,6 +175,28 @@ struct RandomArgs {
   double a = 0, b = 1;  // Randint: [a, b)
 };
 
+// Row primitives (cumsum, sort): the op frontend moves the dim last and makes
+// the input contiguous, so both see `rows` contiguous rows of `len`.
+// Scan: out[r][i] = in[r][0] + ... + in[r][i]; reverse sums from the row's
+// end instead (in[r][i] + ... + in[r][len-1], cumsum's gradient). in and out
+// share a dtype (f32, f64, i64) and are contiguous; f32 may accumulate wider.
+struct ScanArgs {
+  DType dtype = DType::F32;
+  std::int64_t rows = 0, len = 0;
+  bool reverse = false;
+  KernelOperand out, in;
+};
+// Argsort: indices[r][p] (i64, contiguous) is the position in row r of its
+// p-th element in ascending (or descending) order. Stable: equal elements
+// keep their order, whichever the direction; NaN is above every number and
+// equal to NaN; -0 equals 0 (PyTorch's sort with stable=True).
+struct SortArgs {
+  DType dtype = DType::F32;
+  std::int64_t rows = 0, len = 0;
+  bool descending = false;
+  KernelOperand indices, in;
+};
+
 // ---- optional fused kernels ---------------------------------------------------------
 // DESIGN §2: a backend may add a fused kernel for speed; none is required. The
 // frontend asks supports_fused() first and otherwise builds the op from the
@@ -189,14 +211,16 @@ enum class FusedOp : std::uint8_t {
 const char* name(FusedOp op) noexcept;  // "im2col", …
 
 // The geometry of a 2-D window op over an [N, C, H, W] image: kernel KH×KW,
-// stride SH×SW, zero-or-(-inf) padding PH×PW, output OH×OW.
+// stride SH×SW, zero-or-(-inf) padding PH×PW, output OH×OW, and kernel taps
+// DH×DW apart (dilation; conv2d only, the pools keep 1).
 struct Window2dGeometry {
   std::int64_t n = 0, c = 0, h = 0, w = 0;
   std::int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, oh = 0, ow = 0;
+  std::int64_t dh = 1, dw = 1;
 };
 
 // Im2col: cols = windows of `image`, zero outside it.
-//   cols[n][(c*KH + i)*KW + j][oh*OW + ow] = image[n][c][oh*SH - PH + i][ow*SW - PW + j]
+//   cols[n][(c*KH + i)*KW + j][oh*OW + ow] = image[n][c][oh*SH - PH + i*DH][ow*SW - PW + j*DW]
 // `image` is strided over its 4 dims; `cols` is contiguous [N, C*KH*KW, OH*OW].
 // Col2im: the adjoint, image = sum of cols over every window covering each
 // pixel; `image` is contiguous and overwritten. Both: image and cols share a dtype.
@@ -242,6 +266,8 @@ enum class Primitive : std::uint8_t {
   Random,
   Fused,
   Storage,  // a tensor of this dtype on the device at all: empty(), to(), from_host
+  Scan,
+  Sort,
   Count
 };
 struct Support {
@@ -317,6 +343,8 @@ class Backend {
   virtual void gemm(int index, const GemmArgs& args) = 0;
   virtual void index(int index, const IndexArgs& args) = 0;
   virtual void random(int index, const RandomArgs& args) = 0;
+  virtual void scan(int index, const ScanArgs& args) = 0;
+  virtual void argsort(int index, const SortArgs& args) = 0;
 
   // optional: fused kernels (see FusedOp). The defaults say "not here".
   virtual bool supports_fused(FusedOp, DType, int) noexcept { return false; }

@@ -82,28 +82,87 @@ Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training());
 std::string Dropout::name() const { return str("Dropout(p=", p_, ")"); }
 
 // --- Conv2d and pools ---------------------------------------------------------------------
-Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, std::int64_t stride,
-               std::int64_t padding, bool bias)
-    : in_(in_channels), out_(out_channels), k_(kernel_size), stride_(stride), padding_(padding) {
-  ANVIL_CHECK(in_channels > 0 && out_channels > 0 && kernel_size > 0 && stride > 0 && padding >= 0, ValueError,
-              "Conv2d: channels, kernel size and stride must be positive and padding >= 0; got in ", in_channels,
-              ", out ", out_channels, ", kernel ", kernel_size, ", stride ", stride, ", padding ", padding);
-  const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
-  Tensor w = empty({out_channels, in_channels, kernel_size, kernel_size});
+namespace {
+// Shared by Conv1d and Conv2d.
+void check_conv(const char* layer, std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t stride,
+                std::int64_t padding, std::int64_t dilation, std::int64_t groups) {
+  ANVIL_CHECK(in > 0 && out > 0 && k > 0 && stride > 0 && padding >= 0 && dilation > 0 && groups > 0, ValueError, layer,
+              ": channels, kernel size, stride, dilation and groups must be positive and padding >= 0; got in ", in,
+              ", out ", out, ", kernel ", k, ", stride ", stride, ", padding ", padding, ", dilation ", dilation,
+              ", groups ", groups);
+  ANVIL_CHECK(in % groups == 0 && out % groups == 0, ValueError, layer,
+              ": channels must be divisible by groups; expected in and out multiples of ", groups, ", got in ", in,
+              " and out ", out);
+}
+// PyTorch's initialisation: uniform with bound 1 / sqrt(fan_in); bias
+// undefined when not wanted.
+std::pair<Tensor, Tensor> conv_params(const Shape& weight_shape, bool bias) {
+  std::int64_t fan_in = 1;
+  for (int i = 1; i < weight_shape.size(); ++i) fan_in *= weight_shape[i];
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  Tensor w = empty(weight_shape), b;
   init::uniform_(w, -bound, bound);
-  w_ = register_parameter("weight", w);
   if (bias) {
-    Tensor b = empty({out_channels});
+    b = empty({weight_shape[0]});
     init::uniform_(b, -bound, bound);
-    b_ = register_parameter("bias", b);
   }
+  return {w, b};
+}
+// PyTorch's repr shows dilation and groups only when they are not 1.
+std::string conv_extra(std::int64_t dilation, std::int64_t groups, bool one_d) {
+  std::string s;
+  if (dilation != 1)
+    s += one_d ? str(", dilation=(", dilation, ",)") : str(", dilation=(", dilation, ", ", dilation, ")");
+  if (groups != 1) s += str(", groups=", groups);
+  return s;
+}
+}  // namespace
+
+Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, std::int64_t stride,
+               std::int64_t padding, std::int64_t dilation, std::int64_t groups, bool bias)
+    : in_(in_channels),
+      out_(out_channels),
+      k_(kernel_size),
+      stride_(stride),
+      padding_(padding),
+      dilation_(dilation),
+      groups_(groups) {
+  check_conv("Conv2d", in_channels, out_channels, kernel_size, stride, padding, dilation, groups);
+  auto [w, b] = conv_params({out_channels, in_channels / groups, kernel_size, kernel_size}, bias);
+  w_ = register_parameter("weight", w);
+  if (b.defined()) b_ = register_parameter("bias", b);
 }
 
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, w_, b_, {stride_, stride_}, {padding_, padding_}); }
+Tensor Conv2d::forward(const Tensor& x) {
+  return conv2d(x, w_, b_, {stride_, stride_}, {padding_, padding_}, {dilation_, dilation_}, groups_);
+}
 
 std::string Conv2d::name() const {
   return str("Conv2d(", in_, ", ", out_, ", kernel_size=(", k_, ", ", k_, "), stride=(", stride_, ", ", stride_,
-             "), padding=(", padding_, ", ", padding_, "), bias=", b2s(b_.defined()), ")");
+             "), padding=(", padding_, ", ", padding_, ")", conv_extra(dilation_, groups_, false),
+             ", bias=", b2s(b_.defined()), ")");
+}
+
+Conv1d::Conv1d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, std::int64_t stride,
+               std::int64_t padding, std::int64_t dilation, std::int64_t groups, bool bias)
+    : in_(in_channels),
+      out_(out_channels),
+      k_(kernel_size),
+      stride_(stride),
+      padding_(padding),
+      dilation_(dilation),
+      groups_(groups) {
+  check_conv("Conv1d", in_channels, out_channels, kernel_size, stride, padding, dilation, groups);
+  auto [w, b] = conv_params({out_channels, in_channels / groups, kernel_size}, bias);
+  w_ = register_parameter("weight", w);
+  if (b.defined()) b_ = register_parameter("bias", b);
+}
+
+Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, w_, b_, stride_, padding_, dilation_, groups_); }
+
+std::string Conv1d::name() const {
+  return str("Conv1d(", in_, ", ", out_, ", kernel_size=(", k_, ",), stride=(", stride_, ",), padding=(", padding_,
+             ",)", conv_extra(dilation_, groups_, true), ", bias=", b2s(b_.defined()), ")");
 }
 
 MaxPool2d::MaxPool2d(std::int64_t kernel_size, std::int64_t stride, std::int64_t padding)
@@ -128,6 +187,16 @@ AdaptiveAvgPool2d::AdaptiveAvgPool2d(std::array<std::int64_t, 2> output_size) : 
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, size_); }
 std::string AdaptiveAvgPool2d::name() const {
   return str("AdaptiveAvgPool2d(output_size=(", size_[0], ", ", size_[1], "))");
+}
+
+AdaptiveMaxPool2d::AdaptiveMaxPool2d(std::array<std::int64_t, 2> output_size) : size_(output_size) {
+  ANVIL_CHECK(size_[0] > 0 && size_[1] > 0, ValueError,
+              "AdaptiveMaxPool2d: output size must be positive; expected e.g. {1, 1}, got {", size_[0], ", ", size_[1],
+              "}");
+}
+Tensor AdaptiveMaxPool2d::forward(const Tensor& x) { return adaptive_max_pool2d(x, size_); }
+std::string AdaptiveMaxPool2d::name() const {
+  return str("AdaptiveMaxPool2d(output_size=(", size_[0], ", ", size_[1], "))");
 }
 
 // --- BatchNorm ----------------------------------------------------------------------------

@@ -69,5 +69,13 @@ void random(const char* op, Device d, const RandomArgs& a) {
   checked(op, Primitive::Random, d, {a.out.dtype}).random(d.index(), a);
 }
 
+void scan(const char* op, Device d, const ScanArgs& a) {
+  checked(op, Primitive::Scan, d, {a.dtype}).scan(d.index(), a);
+}
+
+void argsort(const char* op, Device d, const SortArgs& a) {
+  checked(op, Primitive::Sort, d, {a.dtype, DType::I64}).argsort(d.index(), a);
+}
+
 }  // namespace dispatch
 }  // namespace anvil::detail

@@ -37,6 +37,8 @@ void reduce(const char* op, Device d, ReduceOp r, const ReduceArgs& a);
 void gemm(const char* op, Device d, const GemmArgs& a);
 void index(const char* op, Device d, const IndexArgs& a);
 void random(const char* op, Device d, const RandomArgs& a);
+void scan(const char* op, Device d, const ScanArgs& a);
+void argsort(const char* op, Device d, const SortArgs& a);
 
 }  // namespace dispatch
 }  // namespace anvil::detail

@@ -230,6 +230,31 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
   return out;
 }
 
+// torch.baddbmm: beta * input + alpha * (b1 @ b2) for [B, N, M] @ [B, M, P],
+// input broadcast to [B, N, P]; beta = 0 ignores input (NaN included), as
+// PyTorch does.
+Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, const Scalar& beta, const Scalar& alpha) {
+  detail::check_same_device("baddbmm", {&input, &b1, &b2});
+  ANVIL_CHECK(b1.dim() == 3 && b2.dim() == 3, ShapeError,
+              "baddbmm: batch1 and batch2 must be 3-D; expected [B, N, M] and [B, M, P], got ", b1.shape(), " and ",
+              b2.shape());
+  ANVIL_CHECK(b1.size(0) == b2.size(0) && b1.size(2) == b2.size(1), ShapeError,
+              "baddbmm: batch sizes or inner dimensions do not match; expected [B, N, M] and [B, M, P], got ",
+              b1.shape(), " and ", b2.shape());
+  const Shape out_shape{b1.size(0), b1.size(1), b2.size(2)};
+  ANVIL_CHECK(broadcast_shapes(input.shape(), out_shape, "baddbmm") == out_shape, ShapeError,
+              "baddbmm: input does not broadcast to the product; expected a shape broadcastable to ", out_shape,
+              ", got ", input.shape());
+  ANVIL_CHECK(input.dtype() == b1.dtype() && b1.dtype() == b2.dtype(), DTypeError,
+              "baddbmm: all tensors must have one dtype; expected ", b1.dtype(), ", got input ", input.dtype(),
+              ", batch1 ", b1.dtype(), " and batch2 ", b2.dtype());
+  const double be = beta.to_double(), al = alpha.to_double();
+  Tensor product = bmm(b1, b2);
+  if (al != 1.0) product = product * al;
+  if (be == 0.0) return product;
+  return be == 1.0 ? product + input : product + input * be;
+}
+
 Tensor Tensor::matmul(const Tensor& o) const { return anvil::matmul(*this, o); }
 Tensor Tensor::mm(const Tensor& o) const { return anvil::mm(*this, o); }
 Tensor Tensor::bmm(const Tensor& o) const { return anvil::bmm(*this, o); }
@@ -237,6 +262,9 @@ Tensor Tensor::dot(const Tensor& o) const { return anvil::dot(*this, o); }
 Tensor Tensor::outer(const Tensor& o) const { return anvil::outer(*this, o); }
 Tensor Tensor::addmm(const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) const {
   return anvil::addmm(*this, a, b, beta, alpha);
+}
+Tensor Tensor::baddbmm(const Tensor& b1, const Tensor& b2, const Scalar& beta, const Scalar& alpha) const {
+  return anvil::baddbmm(*this, b1, b2, beta, alpha);
 }
 
 }  // namespace anvil

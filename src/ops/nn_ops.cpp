@@ -85,19 +85,25 @@ void check_4d(const char* op, const Tensor& x) {
 }
 
 detail::Window2d window(const char* op, const Tensor& x, std::array<std::int64_t, 2> kernel,
-                        std::array<std::int64_t, 2> stride, std::array<std::int64_t, 2> padding) {
+                        std::array<std::int64_t, 2> stride, std::array<std::int64_t, 2> padding,
+                        std::array<std::int64_t, 2> dilation = {1, 1}) {
   detail::Window2d w;
   w.n = x.size(0), w.c = x.size(1), w.h = x.size(2), w.w = x.size(3);
   w.kh = kernel[0], w.kw = kernel[1], w.sh = stride[0], w.sw = stride[1], w.ph = padding[0], w.pw = padding[1];
+  w.dh = dilation[0], w.dw = dilation[1];
   ANVIL_CHECK(
       w.kh > 0 && w.kw > 0 && w.sh > 0 && w.sw > 0 && w.ph >= 0 && w.pw >= 0, ValueError, op,
       ": kernel and stride must be positive and padding non-negative; expected e.g. kernel {2, 2}, got kernel {", w.kh,
       ", ", w.kw, "}, stride {", w.sh, ", ", w.sw, "}, padding {", w.ph, ", ", w.pw, "}");
-  ANVIL_CHECK(w.h + 2 * w.ph >= w.kh && w.w + 2 * w.pw >= w.kw, ShapeError, op,
-              ": the kernel is larger than the padded input; expected a kernel within ", w.h + 2 * w.ph, "x",
-              w.w + 2 * w.pw, ", got ", w.kh, "x", w.kw);
-  w.oh = (w.h + 2 * w.ph - w.kh) / w.sh + 1;
-  w.ow = (w.w + 2 * w.pw - w.kw) / w.sw + 1;
+  ANVIL_CHECK(w.dh > 0 && w.dw > 0, ValueError, op, ": dilation must be positive; expected e.g. {1, 1}, got {", w.dh,
+              ", ", w.dw, "}");
+  // The span a kernel covers, taps DH apart.
+  const std::int64_t eh = w.dh * (w.kh - 1) + 1, ew = w.dw * (w.kw - 1) + 1;
+  ANVIL_CHECK(w.h + 2 * w.ph >= eh && w.w + 2 * w.pw >= ew, ShapeError, op,
+              ": the kernel is larger than the padded input; expected a (dilated) kernel within ", w.h + 2 * w.ph, "x",
+              w.w + 2 * w.pw, ", got ", eh, "x", ew);
+  w.oh = (w.h + 2 * w.ph - eh) / w.sh + 1;
+  w.ow = (w.w + 2 * w.pw - ew) / w.sw + 1;
   return w;
 }
 
@@ -169,23 +175,47 @@ Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Wind
 }  // namespace detail
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<std::int64_t, 2> stride,
-              std::array<std::int64_t, 2> padding) {
-  const Device d = detail::check_same_device("conv2d", {&x, &weight});
+              std::array<std::int64_t, 2> padding, std::array<std::int64_t, 2> dilation, std::int64_t groups) {
+  detail::check_same_device("conv2d", {&x, &weight});
   if (bias.defined()) detail::check_same_device("conv2d", {&x, &bias});
   check_4d("conv2d", x);
-  ANVIL_CHECK(weight.dim() == 4 && weight.size(1) == x.size(1), ShapeError,
-              "conv2d: weight must be [O, C, KH, KW] with C = input channels; expected C = ", x.size(1),
-              ", got weight ", weight.shape(), " for input ", x.shape());
+  ANVIL_CHECK(groups > 0, ValueError, "conv2d: groups must be positive; expected >= 1, got ", groups);
+  ANVIL_CHECK(x.size(1) % groups == 0, ValueError,
+              "conv2d: input channels must be divisible by groups; expected a multiple of ", groups, ", got ",
+              x.size(1), " channels");
+  const std::int64_t cg = x.size(1) / groups;
+  ANVIL_CHECK(weight.dim() == 4 && weight.size(1) == cg, ShapeError,
+              "conv2d: weight must be [O, C / groups, KH, KW]; expected C / groups = ", cg, ", got weight ",
+              weight.shape(), " for input ", x.shape(), " and groups ", groups);
   const std::int64_t o = weight.size(0);
+  ANVIL_CHECK(o % groups == 0, ValueError,
+              "conv2d: output channels must be divisible by groups; expected a multiple of ", groups, ", got ", o);
   ANVIL_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == o), ShapeError,
               "conv2d: bias must be [O]; expected [", o, "], got ", bias.shape());
-  const detail::Window2d w = window("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding);
-  (void)d;
+  const detail::Window2d w = window("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding, dilation);
   if (has_fused(x, {detail::FusedOp::Im2col, detail::FusedOp::Col2im}) && weight.dtype() == x.dtype()) {
     // out[n] = W [O, C*KH*KW] @ cols[n]: NCHW directly, and autograd through
-    // matmul and im2col (whose gradient is col2im).
-    Tensor out = matmul(weight.reshape({o, w.c * w.kh * w.kw}), im2col(x, w)).view({w.n, o, w.oh, w.ow});
+    // matmul and im2col (whose gradient is col2im). A group's input channels
+    // are adjacent rows of cols, so groups are one broadcast batched matmul
+    // [G, O/G, C/G*KH*KW] @ [N, G, C/G*KH*KW, OH*OW].
+    const Tensor cols = im2col(x, w);
+    const std::int64_t kk = w.kh * w.kw;
+    Tensor out = groups == 1 ? matmul(weight.reshape({o, w.c * kk}), cols)
+                             : matmul(weight.reshape({groups, o / groups, cg * kk}),
+                                      cols.view({w.n, groups, cg * kk, w.oh * w.ow}));
+    out = out.view({w.n, o, w.oh, w.ow});
     return bias.defined() ? out + bias.reshape({o, 1, 1}) : out;
+  }
+  if (groups > 1) {
+    // Without the fused kernels: one ungrouped convolution per group, whose
+    // gradients flow back through narrow and cat.
+    const std::int64_t og = o / groups;
+    std::vector<Tensor> parts;
+    parts.reserve(static_cast<std::size_t>(groups));
+    for (std::int64_t gi = 0; gi < groups; ++gi)
+      parts.push_back(conv2d(x.narrow(1, gi * cg, cg), weight.narrow(0, gi * og, og),
+                             bias.defined() ? bias.narrow(0, gi * og, og) : Tensor{}, stride, padding, dilation, 1));
+    return cat(parts, 1);
   }
   Tensor cols, out;
   {
@@ -194,7 +224,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
     const Strides& s = xp.strides();
     // [N, OH, OW, C, KH, KW]: each row of the im2col matrix is one window.
     const Tensor win = as_strided(xp, {w.n, w.oh, w.ow, w.c, w.kh, w.kw},
-                                  {s[0], s[2] * w.sh, s[3] * w.sw, s[1], s[2], s[3]}, xp.offset());
+                                  {s[0], s[2] * w.sh, s[3] * w.sw, s[1], s[2] * w.dh, s[3] * w.dw}, xp.offset());
     cols = win.reshape({w.n * w.oh * w.ow, w.c * w.kh * w.kw});
     const Tensor w2 = weight.reshape({o, w.c * w.kh * w.kw}).t();
     const Tensor out2 = bias.defined() ? addmm(bias, cols, w2) : matmul(cols, w2);
@@ -202,6 +232,17 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   }
   detail::record_conv2d(out, x, weight, bias, cols, w);
   return out;
+}
+
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::int64_t stride, std::int64_t padding,
+              std::int64_t dilation, std::int64_t groups) {
+  detail::check_defined("conv1d", x);
+  ANVIL_CHECK(x.dim() == 3, ShapeError, "conv1d: input must be [N, C, L]; expected 3 dims, got ", x.shape());
+  ANVIL_CHECK(weight.defined() && weight.dim() == 3, ShapeError,
+              "conv1d: weight must be [O, C / groups, K]; expected 3 dims, got ",
+              weight.defined() ? weight.shape() : Shape{});
+  // A 1-D convolution is a 2-D one over rows of height 1.
+  return conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, {1, stride}, {0, padding}, {1, dilation}, groups).squeeze(2);
 }
 
 Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
@@ -256,18 +297,37 @@ Tensor adaptive_bins(std::int64_t in, std::int64_t out, Device d, DType t) {
 }
 }  // namespace
 
-Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size) {
-  detail::check_defined("adaptive_avg_pool2d", x);
-  ANVIL_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError,
-              "adaptive_avg_pool2d: input must be [N, C, H, W] or [C, H, W]; expected 3 or 4 dims, got ", x.shape());
-  ANVIL_CHECK(is_floating(x.dtype()), DTypeError,
-              "adaptive_avg_pool2d: input must be floating; expected f16, bf16, f32 or f64, got ", x.dtype());
+namespace {
+void check_adaptive(const char* op, const Tensor& x, std::array<std::int64_t, 2> output_size) {
+  detail::check_defined(op, x);
+  ANVIL_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError, op,
+              ": input must be [N, C, H, W] or [C, H, W]; expected 3 or 4 dims, got ", x.shape());
+  ANVIL_CHECK(is_floating(x.dtype()), DTypeError, op, ": input must be floating; expected f16, bf16, f32 or f64, got ",
+              x.dtype());
   const auto [oh, ow] = output_size;
-  ANVIL_CHECK(oh > 0 && ow > 0, ValueError,
-              "adaptive_avg_pool2d: output size must be positive; expected e.g. {1, 1}, got {", oh, ", ", ow, "}");
+  ANVIL_CHECK(oh > 0 && ow > 0, ValueError, op, ": output size must be positive; expected e.g. {1, 1}, got {", oh, ", ",
+              ow, "}");
+  ANVIL_CHECK(x.size(-2) > 0 && x.size(-1) > 0, ShapeError, op,
+              ": input must have a non-empty H and W; expected H, W > 0, got ", x.shape());
+}
+
+// The max over each of PyTorch's adaptive bins along `dim`, one amax per bin.
+Tensor adaptive_max_along(const Tensor& x, int dim, std::int64_t out) {
+  const std::int64_t in = x.size(dim);
+  std::vector<Tensor> bins;
+  bins.reserve(static_cast<std::size_t>(out));
+  for (std::int64_t i = 0; i < out; ++i) {
+    const std::int64_t start = i * in / out, end = ((i + 1) * in + out - 1) / out;
+    bins.push_back(amax(x.narrow(dim, start, end - start), {dim}, true));
+  }
+  return cat(bins, dim);
+}
+}  // namespace
+
+Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size) {
+  check_adaptive("adaptive_avg_pool2d", x, output_size);
+  const auto [oh, ow] = output_size;
   const std::int64_t h = x.size(-2), w = x.size(-1);
-  ANVIL_CHECK(h > 0 && w > 0, ShapeError,
-              "adaptive_avg_pool2d: input must have a non-empty H and W; expected H, W > 0, got ", x.shape());
   // Global average pooling (ResNet's head): one reduction, whose gradient is
   // one broadcast.
   if (oh == 1 && ow == 1) return mean(x, {-2, -1}, true);
@@ -277,6 +337,18 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_s
   const Tensor ph = adaptive_bins(h, oh, x.device(), x.dtype());
   const Tensor pw = adaptive_bins(w, ow, x.device(), x.dtype());
   return matmul(matmul(ph, x), pw.t());
+}
+
+Tensor adaptive_max_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size) {
+  check_adaptive("adaptive_max_pool2d", x, output_size);
+  if (x.dim() == 3) return adaptive_max_pool2d(x.unsqueeze(0), output_size).squeeze(0);
+  const auto [oh, ow] = output_size;
+  const std::int64_t h = x.size(2), w = x.size(3);
+  // Equal bins are a regular pool (the fused kernel where there is one).
+  if (h % oh == 0 && w % ow == 0) return max_pool2d(x, {h / oh, w / ow}, {h / oh, w / ow});
+  // A bin is a rectangle, so its max is the max over its rows of the max over
+  // its columns: OH + OW reductions rather than OH * OW.
+  return adaptive_max_along(adaptive_max_along(x, 2, oh), 3, ow);
 }
 
 // --- Tensor members ---------------------------------------------------------------------

@@ -227,6 +227,27 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   return r;
 }
 
+// torch.repeat: x tiled sizes[i] times along dim i, leading 1s added to x's
+// shape. Each dim becomes a pair [r_i, s_i] expanded from [1, s_i], so one
+// copy makes the result and expand's rule (a sum) is the gradient.
+Tensor repeat(const Tensor& x, const Shape& sizes) {
+  check_defined("repeat", x);
+  const int nd = sizes.size(), xd = x.dim();
+  ANVIL_CHECK(nd >= xd, ShapeError, "repeat: fewer repeat sizes than tensor dims; expected at least ", xd,
+              " sizes, got ", sizes, " for a tensor of shape ", x.shape());
+  Shape pairs, tiled, result;
+  for (int i = 0; i < nd; ++i) {
+    ANVIL_CHECK(sizes[i] >= 0, ShapeError, "repeat: sizes must be non-negative; expected >= 0, got ", sizes);
+    const std::int64_t s = i < nd - xd ? 1 : x.size(i - (nd - xd));
+    pairs.push_back(1);
+    pairs.push_back(s);
+    tiled.push_back(sizes[i]);
+    tiled.push_back(s);
+    result.push_back(sizes[i] * s);
+  }
+  return clone(x.reshape(pairs).expand(tiled)).view(result);
+}
+
 Tensor squeeze(const Tensor& x) {
   check_defined("squeeze", x);
   Shape s;
@@ -551,6 +572,7 @@ Tensor Tensor::narrow(int dim, std::int64_t start, std::int64_t length) const {
 }
 Tensor Tensor::select(int dim, std::int64_t index) const { return anvil::select(*this, dim, index); }
 Tensor Tensor::expand(const Shape& s) const { return anvil::expand(*this, s); }
+Tensor Tensor::repeat(const Shape& sizes) const { return anvil::repeat(*this, sizes); }
 Tensor Tensor::squeeze() const { return anvil::squeeze(*this); }
 Tensor Tensor::squeeze(const Dims& dims) const { return anvil::squeeze(*this, dims); }
 Tensor Tensor::index_select(int dim, const Tensor& index) const { return anvil::index_select(*this, dim, index); }

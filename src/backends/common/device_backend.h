@@ -437,6 +437,13 @@ class DeviceBackend final : public detail::Backend {
     run(index, random_name(a.kind), [&](Slot& s) { kernels::random(s, a); });
   }
 
+  void scan(int index, const detail::ScanArgs& a) override {
+    run(index, "cumsum", [&](Slot& s) { kernels::scan(s, a); });
+  }
+  void argsort(int index, const detail::SortArgs& a) override {
+    run(index, "sort", [&](Slot& s) { kernels::argsort(s, a); });
+  }
+
   // The fused window kernels, f32 and f64 (where the device has it).
   bool supports_fused(detail::FusedOp, DType t, int index) noexcept override {
     return (t == DType::F32 || t == DType::F64) && supports(index, detail::Primitive::Fused, t).ok;

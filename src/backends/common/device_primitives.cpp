@@ -139,7 +139,9 @@ WindowLayout window_layout(const detail::Window2dGeometry& g, const detail::Kern
           image.strides[2],
           image.strides[3],
           out_offset,
-          idx_offset};
+          idx_offset,
+          g.dh,
+          g.dw};
 }
 
 detail::KernelOperand contiguous_image(const detail::KernelOperand& img, const detail::Window2dGeometry& g) {

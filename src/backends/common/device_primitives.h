@@ -342,6 +342,37 @@ void random(Q& q, const detail::RandomArgs& a) {
   l.run(a.numel, opname);
 }
 
+// ---- row primitives: cumsum and argsort (rows.kern) ---------------------------------
+
+template <class Q>
+void scan(Q& q, const detail::ScanArgs& a) {
+  if (a.rows <= 0 || a.len <= 0) return;
+  q.launch(q.kernel(RowKernel{false, a.dtype, q.fp64()}))
+      .buffer(a.out.data)
+      .buffer(a.in.data)
+      .arg(a.rows)
+      .arg(a.len)
+      .arg(a.out.offset)
+      .arg(a.in.offset)
+      .arg(static_cast<std::int64_t>(a.reverse))
+      .run(a.rows, "cumsum");
+}
+
+template <class Q>
+void argsort(Q& q, const detail::SortArgs& a) {
+  const std::int64_t total = a.rows * a.len;
+  if (total <= 0) return;
+  q.launch(q.kernel(RowKernel{true, a.dtype, q.fp64()}))
+      .buffer(a.indices.data)
+      .buffer(a.in.data)
+      .arg(total)
+      .arg(a.len)
+      .arg(a.indices.offset)
+      .arg(a.in.offset)
+      .arg(static_cast<std::int64_t>(a.descending))
+      .run(total, "sort");
+}
+
 // ---- fused window kernels (optional in core/backend.h) -----------------------------
 
 template <class Q>

@@ -257,6 +257,14 @@ KernelSpec WindowKernel::spec() const {
   return {"window.kern", {def("KPREFIX", prefix), type_def("T", t)}, prefix + "_" + detail::name(op)};
 }
 
+KernelSpec RowKernel::spec() const {
+  const std::string prefix = std::string("rows_") + dtype_name(t);
+  return {
+      "rows.kern",
+      {def("KPREFIX", prefix), type_def("T", t), type_def("TA", accumulator()), flag_def("FLOAT_T", is_floating(t))},
+      prefix + (sort ? "_argsort" : "_cumsum")};
+}
+
 std::vector<KernelSpec> all_kernel_specs(bool fp64) {
   std::vector<DType> types;
   for (int i = 0; i < kNumDTypes; ++i)
@@ -288,6 +296,8 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     for (bool add : {false, true}) out.push_back(IndexKernel{t, DType::I64, add}.spec());
     out.push_back(GemmKernel{t}.spec());
     for (int k = 0; k < 3; ++k) out.push_back(RandomKernel{static_cast<RandomKind>(k), t, fp64}.spec());
+    out.push_back(RowKernel{true, t, fp64}.spec());
+    if (t == DType::F32 || t == DType::F64 || t == DType::I64) out.push_back(RowKernel{false, t, fp64}.spec());
     if (t == DType::F32 || t == DType::F64)
       for (int op = 0; op < static_cast<int>(FusedOp::Count); ++op)
         out.push_back(WindowKernel{static_cast<FusedOp>(op), t}.spec());

@@ -29,7 +29,7 @@ struct KernelSpec {
 // "-DTA=anvil_f32 -DTB=…": the defines as compiler options.
 std::string define_options(const KernelSpec& spec);
 
-enum class Family : std::uint8_t { Fill, Copy, Unary, Binary, Where, Reduce, Index, Gemm, Random, Window };
+enum class Family : std::uint8_t { Fill, Copy, Unary, Binary, Where, Reduce, Index, Gemm, Random, Window, Rows };
 constexpr std::uint64_t kernel_key(Family f, int op, int variant, int d0 = 15, int d1 = 15, int d2 = 15,
                                    int d3 = 15) noexcept {
   return (std::uint64_t(f) << 56) | (std::uint64_t(op & 0xff) << 48) | (std::uint64_t(variant & 0xff) << 40) |
@@ -158,6 +158,16 @@ struct WindowKernel {
   std::uint64_t key() const noexcept {
     return kernel_key(Family::Window, static_cast<int>(op), 0, static_cast<int>(t));
   }
+  KernelSpec spec() const;
+};
+
+// cumsum and argsort over contiguous rows (rows.kern).
+struct RowKernel {
+  bool sort;  // <t>_argsort, otherwise <t>_cumsum
+  DType t;
+  bool fp64;  // f32 sums accumulate in f64 where the device has it (as the CPU's do)
+  DType accumulator() const noexcept { return t == DType::F32 && fp64 ? DType::F64 : t; }
+  std::uint64_t key() const noexcept { return kernel_key(Family::Rows, sort, 0, static_cast<int>(t), fp64); }
   KernelSpec spec() const;
 };
 

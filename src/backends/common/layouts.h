@@ -61,7 +61,8 @@ struct WindowLayout {
   std::int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, oh, ow;
   std::int64_t img_offset, img_sn, img_sc, img_sh, img_sw;
   std::int64_t out_offset, idx_offset;
+  std::int64_t dh, dw;
 };
-static_assert(sizeof(WindowLayout) == 8 * 19);
+static_assert(sizeof(WindowLayout) == 8 * 21);
 
 }  // namespace anvil::kernels

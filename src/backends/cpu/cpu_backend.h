@@ -45,6 +45,8 @@ class CpuBackend final : public detail::Backend {
   void gemm(int index, const detail::GemmArgs& args) override;
   void index(int index, const detail::IndexArgs& args) override;
   void random(int index, const detail::RandomArgs& args) override;
+  void scan(int index, const detail::ScanArgs& args) override;
+  void argsort(int index, const detail::SortArgs& args) override;
 
   // Fused window kernels (cpu_window.cpp), f32 and f64.
   bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override;

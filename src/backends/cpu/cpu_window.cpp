@@ -51,19 +51,20 @@ void im2col_typed(const Im2colArgs& a) {
       T* dst = cols + nc * kk * p;  // rows (c*KH + i)*KW + j of sample n
       for (std::int64_t i = 0; i < g.kh; ++i)
         for (std::int64_t j = 0; j < g.kw; ++j, dst += p) {
-          // Output columns whose input column iw = ow*SW - PW + j is inside [0, W).
-          const std::int64_t ow_lo = std::min(g.ow, std::max<std::int64_t>(0, (g.pw - j + g.sw - 1) / g.sw));
-          const std::int64_t ow_hi = std::max(ow_lo, std::min(g.ow, (g.w + g.pw - j + g.sw - 1) / g.sw));
+          // Output columns whose input column iw = ow*SW - PW + j*DW is inside [0, W).
+          const std::int64_t jd = j * g.dw;
+          const std::int64_t ow_lo = std::min(g.ow, std::max<std::int64_t>(0, (g.pw - jd + g.sw - 1) / g.sw));
+          const std::int64_t ow_hi = std::max(ow_lo, std::min(g.ow, (g.w + g.pw - jd + g.sw - 1) / g.sw));
           for (std::int64_t oh = 0; oh < g.oh; ++oh) {
             T* row = dst + oh * g.ow;
-            const std::int64_t ih = oh * g.sh - g.ph + i;
+            const std::int64_t ih = oh * g.sh - g.ph + i * g.dh;
             if (ih < 0 || ih >= g.h) {
               for (std::int64_t ow = 0; ow < g.ow; ++ow) row[ow] = T(0);
               continue;
             }
             for (std::int64_t ow = 0; ow < ow_lo; ++ow) row[ow] = T(0);
             if (ow_lo < ow_hi) {  // `in` points inside the image only then
-              const T* in = src + ih * x.sh + (ow_lo * g.sw - g.pw + j) * x.sw;
+              const T* in = src + ih * x.sh + (ow_lo * g.sw - g.pw + jd) * x.sw;
               const std::int64_t step = g.sw * x.sw;
               if (step == 1) {
                 for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) row[ow] = in[ow - ow_lo];
@@ -92,13 +93,14 @@ void col2im_typed(const Im2colArgs& a) {
       const T* src = cols + nc * kk * p;
       for (std::int64_t i = 0; i < g.kh; ++i)
         for (std::int64_t j = 0; j < g.kw; ++j, src += p) {
-          const std::int64_t ow_lo = std::min(g.ow, std::max<std::int64_t>(0, (g.pw - j + g.sw - 1) / g.sw));
-          const std::int64_t ow_hi = std::max(ow_lo, std::min(g.ow, (g.w + g.pw - j + g.sw - 1) / g.sw));
+          const std::int64_t jd = j * g.dw;
+          const std::int64_t ow_lo = std::min(g.ow, std::max<std::int64_t>(0, (g.pw - jd + g.sw - 1) / g.sw));
+          const std::int64_t ow_hi = std::max(ow_lo, std::min(g.ow, (g.w + g.pw - jd + g.sw - 1) / g.sw));
           for (std::int64_t oh = 0; oh < g.oh; ++oh) {
-            const std::int64_t ih = oh * g.sh - g.ph + i;
+            const std::int64_t ih = oh * g.sh - g.ph + i * g.dh;
             if (ih < 0 || ih >= g.h || ow_lo >= ow_hi) continue;
             const T* row = src + oh * g.ow;
-            T* out = dst + ih * g.w + (ow_lo * g.sw - g.pw + j);
+            T* out = dst + ih * g.w + (ow_lo * g.sw - g.pw + jd);
             if (g.sw == 1) {
               for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) out[ow - ow_lo] += row[ow];
             } else {

@@ -1,0 +1,110 @@
+// The book's training loop for Fashion-MNIST classifiers, shared by the
+// examples (train_fashion_mnist.cpp, resnet.cpp): one epoch at a time with a
+// progress bar, test accuracy per epoch, curves written as CSV (and a PNG
+// when gnuplot is installed; d2l_curves.h). Built on the public API only.
+//
+//   auto rows = d2l::fit(net, opt, train_loader, test_loader, device, epochs);
+//   d2l::write_curves(rows, "out", "lenet", "lenet on Fashion-MNIST (cpu)");
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "anvil/anvil.h"
+#include "anvil/data.h"
+#include "anvil/nn.h"
+#include "anvil/optim.h"
+#include "d2l_curves.h"
+
+namespace d2l {
+
+// What a batch's inputs go through before the model: identity by default;
+// resnet.cpp resizes on the host there, then moves the batch to the device.
+using Prepare = std::function<anvil::Tensor(const anvil::Tensor&)>;
+
+struct EpochRow {
+  int epoch;
+  double loss, train_acc, test_acc, seconds, samples_per_s;
+};
+
+inline double evaluate(anvil::nn::Module& net, anvil::DataLoader& loader, anvil::Device device,
+                       const Prepare& prepare = {}) {
+  using namespace anvil;
+  NoGradGuard no_grad;
+  net.eval();
+  Tensor correct = zeros({}, device, i64);
+  for (const Batch& b : loader) {
+    const Tensor x = prepare ? prepare(b.inputs) : b.inputs;
+    correct += sum(argmax(net(x), 1) == b.targets.to(device));
+  }
+  net.train();
+  return static_cast<double>(correct.item<std::int64_t>()) / static_cast<double>(loader.num_samples());
+}
+
+// Trains `epochs` epochs with cross-entropy, printing progress, and returns
+// one row per epoch. Loss and correct counts stay on the device and are read
+// once per progress update.
+inline std::vector<EpochRow> fit(anvil::nn::Module& net, anvil::optim::Optimizer& opt, anvil::DataLoader& train_loader,
+                                 anvil::DataLoader& test_loader, anvil::Device device, int epochs,
+                                 const Prepare& prepare = {}) {
+  using namespace anvil;
+  std::vector<EpochRow> rows;
+  const std::int64_t nbatches = train_loader.size();
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor loss_sum = zeros({}, device), correct = zeros({}, device, i64);
+    std::int64_t seen = 0, batch = 0;
+    double loss = 0, acc = 0, rate = 0;
+    for (const Batch& b : train_loader) {
+      const Tensor x = prepare ? prepare(b.inputs) : b.inputs;
+      const Tensor y = b.targets.to(device);
+      opt.zero_grad();
+      const Tensor logits = net(x);
+      const Tensor l = nn::cross_entropy(logits, y);
+      l.backward();
+      opt.step();
+      {
+        NoGradGuard no_grad;
+        loss_sum += l.detach() * static_cast<double>(y.size(0));
+        correct += sum(argmax(logits.detach(), 1) == y);
+      }
+      seen += y.size(0);
+      ++batch;
+      if (batch % 20 == 0 || batch == nbatches) {
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        loss = loss_sum.item<double>() / static_cast<double>(seen);
+        acc = static_cast<double>(correct.item<std::int64_t>()) / static_cast<double>(seen);
+        rate = static_cast<double>(seen) / secs;
+        const int width = 30, filled = static_cast<int>(width * batch / nbatches);
+        std::printf("\repoch %d/%d [%s%s] %3lld/%lld  loss %.4f  acc %.4f  %8.0f samples/s", epoch, epochs,
+                    std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                    static_cast<long long>(batch), static_cast<long long>(nbatches), loss, acc, rate);
+        std::fflush(stdout);
+      }
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double test_acc = evaluate(net, test_loader, device, prepare);
+    std::printf("\n  epoch %d: train loss %.4f, train acc %.4f, test acc %.4f, %.2f s (%.0f samples/s)\n", epoch, loss,
+                acc, test_acc, secs, static_cast<double>(seen) / secs);
+    rows.push_back({epoch, loss, acc, test_acc, secs, static_cast<double>(seen) / secs});
+  }
+  return rows;
+}
+
+// <out_dir>/<model>_curves.csv (and .png).
+inline void write_curves(const std::vector<EpochRow>& rows, const std::string& out_dir, const std::string& model,
+                         const std::string& title) {
+  const std::string csv = out_dir + "/" + model + "_curves.csv";
+  std::vector<std::vector<double>> table;
+  for (const EpochRow& r : rows)
+    table.push_back({static_cast<double>(r.epoch), r.loss, r.train_acc, r.test_acc, r.seconds, r.samples_per_s});
+  write_csv(csv, "epoch,train_loss,train_acc,test_acc,seconds,samples_per_s", table);
+  plot(csv, out_dir + "/" + model + "_curves.png", title, "epoch",
+       {{2, "train loss"}, {3, "train acc"}, {4, "test acc"}});
+}
+
+}  // namespace d2l

@@ -1,0 +1,163 @@
+// The book's ResNet-18 (d2l_resnet.h) trained on Fashion-MNIST, on try_gpu()
+// unless --device says otherwise: SGD lr 0.05, batch 256, images resized to
+// 96x96 on the host (bilinear, like the book's transforms.Resize). Prints the
+// book's metrics (loss, train acc, test acc, examples/sec on the device) and
+// writes the curves to resnet18_curves.csv (and .png with gnuplot).
+//
+//   resnet                                              # 10 epochs at 96x96
+//   resnet --resize 0 --train-subset 2048 --epochs 2 --device cpu
+//
+// --expect-loss-below L exits non-zero when the last epoch's training loss
+// is not below L (what the ctest runs).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "anvil/anvil.h"
+#include "anvil/data.h"
+#include "anvil/nn.h"
+#include "anvil/optim.h"
+#include "d2l_resnet.h"
+#include "d2l_train.h"
+
+using namespace anvil;
+
+namespace {
+
+struct Args {
+  int epochs = 10;
+  std::int64_t resize = 96;                        // 0: keep 28x28
+  std::int64_t train_subset = 0, test_subset = 0;  // 0: the whole split
+  std::string device;
+  std::int64_t batch_size = 256;
+  double lr = 0.05;
+  std::uint64_t seed = 0;
+  std::string out_dir = ".";
+  double expect_loss_below = 0;  // 0: no check
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw ValueError("resnet: " + s + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--epochs")
+      a.epochs = std::stoi(value());
+    else if (s == "--resize")
+      a.resize = std::stoll(value());
+    else if (s == "--train-subset")
+      a.train_subset = std::stoll(value());
+    else if (s == "--test-subset")
+      a.test_subset = std::stoll(value());
+    else if (s == "--device")
+      a.device = value();
+    else if (s == "--batch-size")
+      a.batch_size = std::stoll(value());
+    else if (s == "--lr")
+      a.lr = std::stod(value());
+    else if (s == "--seed")
+      a.seed = std::stoull(value());
+    else if (s == "--out-dir")
+      a.out_dir = value();
+    else if (s == "--expect-loss-below")
+      a.expect_loss_below = std::stod(value());
+    else if (s == "-h" || s == "--help") {
+      std::cout << "usage: resnet [--epochs 10] [--resize 96] [--train-subset N] [--test-subset N]\n"
+                   "              [--device cpu|opencl:0|cuda:0] [--batch-size 256] [--lr 0.05] [--seed 0]\n"
+                   "              [--out-dir .] [--expect-loss-below L]\n";
+      std::exit(0);
+    } else {
+      throw ValueError("resnet: unknown flag '" + s +
+                       "'; expected --epochs, --resize, --train-subset, --test-subset, --device, --batch-size, "
+                       "--lr, --seed, --out-dir or --expect-loss-below");
+    }
+  }
+  if (a.resize < 0 || a.train_subset < 0 || a.test_subset < 0 || a.batch_size <= 0 || a.epochs <= 0)
+    throw ValueError("resnet: --resize and the subsets must be >= 0, --batch-size and --epochs > 0");
+  return a;
+}
+
+// Bilinear resize of a CPU [N, C, H, W] f32 batch to size x size, with
+// PyTorch's half-pixel centres (interpolate(..., align_corners=False)).
+Tensor resize_bilinear(const Tensor& images, std::int64_t size) {
+  const Tensor x = images.contiguous();
+  const std::int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3);
+  Tensor out = empty({x.size(0), x.size(1), size, size});
+  const float* src = x.data_ptr<float>();
+  float* dst = out.data_ptr<float>();
+  auto taps = [size](std::int64_t in, std::int64_t i, std::int64_t& i0, std::int64_t& i1, float& frac) {
+    const double s =
+        std::max(0.0, (static_cast<double>(i) + 0.5) * static_cast<double>(in) / static_cast<double>(size) - 0.5);
+    i0 = std::min(static_cast<std::int64_t>(s), in - 1);
+    i1 = std::min(i0 + 1, in - 1);
+    frac = static_cast<float>(s - static_cast<double>(i0));
+  };
+  for (std::int64_t p = 0; p < planes; ++p) {
+    const float* plane = src + p * h * w;
+    for (std::int64_t oy = 0; oy < size; ++oy) {
+      std::int64_t y0, y1;
+      float fy;
+      taps(h, oy, y0, y1, fy);
+      for (std::int64_t ox = 0; ox < size; ++ox) {
+        std::int64_t x0, x1;
+        float fx;
+        taps(w, ox, x0, x1, fx);
+        const float top = plane[y0 * w + x0] * (1 - fx) + plane[y0 * w + x1] * fx;
+        const float bottom = plane[y1 * w + x0] * (1 - fx) + plane[y1 * w + x1] * fx;
+        dst[(p * size + oy) * size + ox] = top * (1 - fy) + bottom * fy;
+      }
+    }
+  }
+  return out;
+}
+
+Tensor first(const Tensor& t, std::int64_t n) { return n > 0 && n < t.size(0) ? t.narrow(0, 0, n) : t; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args args = parse(argc, argv);
+    const Device device = args.device.empty() ? try_gpu() : Device(args.device);
+    if (args.device.empty() && device.is_cpu()) std::cout << "try_gpu(): cpu (" << try_gpu_reason() << ")\n";
+    std::cout << "device: " << device << "\n";
+    const FashionMNIST train_set(FashionMNIST::Split::Train);
+    const FashionMNIST test_set(FashionMNIST::Split::Test);
+
+    manual_seed(args.seed);
+    auto net = d2l::resnet18(FashionMNIST::kNumClasses);
+    net->to(device);
+    std::cout << "== resnet18 on " << device << ", " << (args.resize > 0 ? args.resize : 28) << "x"
+              << (args.resize > 0 ? args.resize : 28) << " inputs ==\n";
+    optim::SGD opt(net->parameters(), {.lr = args.lr});
+    // Batches are gathered on the host, resized there, then moved to the device.
+    DataLoader train_loader(first(train_set.images(), args.train_subset), first(train_set.labels(), args.train_subset),
+                            {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = cpu()});
+    DataLoader test_loader(first(test_set.images(), args.test_subset), first(test_set.labels(), args.test_subset),
+                           {.batch_size = args.batch_size, .device = cpu()});
+    const std::int64_t resize = args.resize;
+    const d2l::Prepare prepare = [resize, device](const Tensor& x) {
+      return (resize > 0 && resize != x.size(-1) ? resize_bilinear(x, resize) : x).to(device);
+    };
+    const auto rows = d2l::fit(*net, opt, train_loader, test_loader, device, args.epochs, prepare);
+    const d2l::EpochRow& last = rows.back();
+    std::printf("loss %.3f, train acc %.3f, test acc %.3f\n%.1f examples/sec on %s\n", last.loss, last.train_acc,
+                last.test_acc, last.samples_per_s, device.str().c_str());
+    d2l::write_curves(rows, args.out_dir, "resnet18", "resnet18 on Fashion-MNIST (" + device.str() + ")");
+    if (args.expect_loss_below > 0 && !(last.loss < args.expect_loss_below)) {
+      std::cerr << "resnet: the training loss did not fall far enough; expected below " << args.expect_loss_below
+                << ", got " << last.loss << "\n";
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "resnet: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,107 @@
+// cumsum, sort and topk: the row primitives of core/backend.h (ScanArgs,
+// SortArgs) behind PyTorch's ops. The dim is moved last and the input made
+// contiguous here, once, so a backend sees plain rows.
+#include "anvil/autograd.h"
+#include "autograd/graph.h"
+#include "ops/dispatch.h"
+#include "ops/op_common.h"
+
+namespace anvil {
+
+namespace {
+// x with `dim` last, contiguous: its rows are what the primitives take.
+Tensor rows_of(const Tensor& x, int dim) { return x.transpose(dim, -1).contiguous(); }
+}  // namespace
+
+namespace detail {
+
+Tensor cumsum_along(const Tensor& x, int dim, bool reverse) {
+  ANVIL_ASSERT(x.dim() > 0 && (x.dtype() == DType::F32 || x.dtype() == DType::F64 || x.dtype() == DType::I64),
+               "cumsum_along: unexpected ", x.shape(), " ", x.dtype());
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    const Tensor in = rows_of(x, dim);
+    Tensor o = make_empty(in.shape(), x.dtype(), x.device());
+    const std::int64_t len = x.size(dim);
+    if (o.numel() > 0)
+      dispatch::scan("cumsum", x.device(),
+                     {.dtype = x.dtype(),
+                      .rows = o.numel() / len,
+                      .len = len,
+                      .reverse = reverse,
+                      .out = operand(o),
+                      .in = operand(in)});
+    out = o.transpose(dim, -1);
+  }
+  record_cumsum(out, x, dim, reverse);
+  return out;
+}
+
+}  // namespace detail
+
+Tensor cumsum(const Tensor& x, int dim) {
+  detail::check_defined("cumsum", x);
+  // PyTorch: integers and bool sum in i64, floats in their own dtype.
+  const DType t = is_floating(x.dtype()) ? x.dtype() : DType::I64;
+  if (x.dim() == 0) {
+    detail::wrap_dim(dim, 1, "cumsum");
+    return detail::cast(x, t).clone();
+  }
+  dim = detail::wrap_dim(dim, x.dim(), "cumsum");
+  return detail::cumsum_along(detail::cast(x, t), dim, false).contiguous();
+}
+
+ValuesIndices sort(const Tensor& x, int dim, bool descending) {
+  detail::check_defined("sort", x);
+  if (x.dim() == 0) {
+    detail::wrap_dim(dim, 1, "sort");
+    return {x.clone(), zeros({}, x.device(), DType::I64)};
+  }
+  dim = detail::wrap_dim(dim, x.dim(), "sort");
+  Tensor indices;
+  {
+    NoGradGuard no_grad;
+    const Tensor in = rows_of(x, dim);
+    Tensor idx = detail::make_empty(in.shape(), DType::I64, x.device());
+    const std::int64_t len = x.size(dim);
+    if (idx.numel() > 0)
+      detail::dispatch::argsort("sort", x.device(),
+                                {.dtype = x.dtype(),
+                                 .rows = idx.numel() / len,
+                                 .len = len,
+                                 .descending = descending,
+                                 .indices = detail::operand(idx),
+                                 .in = detail::operand(in)});
+    indices = idx.transpose(dim, -1).contiguous();
+  }
+  // The values are gathered at the indices, so the gradient goes back
+  // through gather's rule (a scatter to where each value came from).
+  return {gather(x, dim, indices), indices};
+}
+
+ValuesIndices topk(const Tensor& x, std::int64_t k, int dim, bool largest, bool sorted) {
+  detail::check_defined("topk", x);
+  const int d = detail::wrap_dim(dim, std::max(x.dim(), 1), "topk");
+  const std::int64_t n = x.dim() == 0 ? 1 : x.size(d);
+  ANVIL_CHECK(k >= 0 && k <= n, ValueError, "topk: k is out of range for dim ", d, "; expected 0 <= k <= ", n, ", got ",
+              k);
+  // Always sorted: PyTorch leaves the order unspecified when sorted=false.
+  (void)sorted;
+  if (x.dim() == 0) return sort(x, dim, largest);
+  Tensor indices;
+  {
+    NoGradGuard no_grad;
+    indices = sort(x, d, largest).indices.narrow(d, 0, k).contiguous();
+  }
+  return {gather(x, d, indices), indices};
+}
+
+// --- Tensor members ---------------------------------------------------------------------
+Tensor Tensor::cumsum(int dim) const { return anvil::cumsum(*this, dim); }
+ValuesIndices Tensor::sort(int dim, bool descending) const { return anvil::sort(*this, dim, descending); }
+ValuesIndices Tensor::topk(std::int64_t k, int dim, bool largest, bool sorted) const {
+  return anvil::topk(*this, k, dim, largest, sorted);
+}
+
+}  // namespace anvil
