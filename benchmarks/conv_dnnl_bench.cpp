@@ -14,51 +14,63 @@
 // Note [oneDNN for CPU convolution]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Measured on issue 12's 2-core machine (AVX2, load average 6-7 from other
-// builds, so 2-thread figures are mostly the second core being busy), with
-// Debian's libdnnl 2.6.3 (OpenMP build: libgomp, the pool anvil and its
-// OpenBLAS already share). ms per call, median of 7, batch 256 for LeNet, 8
-// for ResNet-18; anvil "bwd" is data + weight (+ bias) through autograd;
-// oneDNN's sums are fwd + bwd-data + bwd-weight (+ bias), reorders included.
+// builds), with Debian's libdnnl 2.6.3, an OpenMP build on libgomp, the pool
+// anvil and its OpenBLAS already share. Batch 256 for the LeNets, 8 for
+// ResNet-18. A conv's cost = forward + input gradient + weight gradient
+// (+ bias); anvil's through conv2d and autograd, oneDNN's reorders counted.
 // oneDNN picks x64:gemm:jit (im2col + its own sgemm) for plain nchw and
 // jit:avx2 (direct, blocked nChw8c or channels-last) for `any` and nhwc.
+// Figures are oneDNN's time / anvil's time within one run (below 1: oneDNN
+// faster), the range over runs minutes apart; anvil's own ms for scale.
 //
-//   shape (1 thread)          anvil        nchw         any          nhwc
-//   lenet c1 1->6 5x5 p2 28   40.3-45.6    31.2-62.2    45.6-57.2    46.9
-//   lenet c2 6->16 5x5 14     25.2-34.5    26.8-43.5     8.6-33.8     8.1
-//   d2l 1->20 3x3 28          13.4-34.0    13.6-38.6    31.9-76.0    35.5
-//   d2l 20->50 5x5 13         112.6-160.7  106.0-145.3  91.4-141.9  120.1
-//   resnet 64->64 3x3 56      190.1-223.5  213.1-252.5  127.9-172.7 148.4
-//   resnet 128->128 3x3 28    163.7-185.2  171.0-190.8  142.9-149.2 146.4
-//   resnet 256->256 3x3 14    161.2-196.4  155.2-180.1  150.8-159.8 128.8
-//   resnet 512->512 3x3 7     242.1-278.6  177.1-232.5  165.1-248.5 196.0
-//   (ranges over three runs minutes apart, nhwc from the last one alone: the
-//   machine's load moves single figures by up to 3x, as lenet c2 `any` shows;
-//   compare columns of one run, scripts/bench.sh --conv prints them. At 2
-//   threads the proportions were the same or noisier.)
+//   1 thread (4 runs; nhwc 2)   anvil ms     nchw        any         nhwc
+//   lenet c1 1->6 5x5 p2 28     40-52        0.77-1.36   1.11-1.41   1.03-1.37
+//   lenet c2 6->16 5x5 14       25-40        0.86-1.26   0.34-0.98   0.32-0.54
+//   d2l lenet 1->20 3x3 28      13-38        0.88-1.13   1.78-2.37   2.36-2.64
+//   d2l lenet 20->50 5x5 13     113-209      0.70-0.94   0.77-0.88   0.81-1.07
+//   resnet 64->64 3x3 56        190-224      1.06-1.15   0.64-0.79   0.74-0.85
+//   resnet 128->128 3x3 28      164-185      0.98-1.25   0.79-0.89   0.79-1.15
+//   resnet 256->256 3x3 14      161-196      0.92-1.04   0.77-0.99   0.66-0.96
+//   resnet 512->512 3x3 7       240-279      0.73-0.87   0.68-0.89   0.70-0.73
+//
+//   2 threads (3 runs; nhwc 1)  anvil ms     nchw        any         nhwc
+//   lenet c1 1->6 5x5 p2 28     31-51        7.5-40      1.03-2.22   0.79
+//   lenet c2 6->16 5x5 14       25-48        0.81-0.86   0.44-0.47   0.42
+//   d2l lenet 1->20 3x3 28      23-32        1.35-3.75   2.43-2.91   3.59
+//   d2l lenet 20->50 5x5 13     124-167      0.88-1.19   1.03-1.14   1.02
+//   resnet 64->64 3x3 56        200-222      1.21-1.42   0.84-0.89   0.88
+//   resnet 128->128 3x3 28      167-177      0.99-1.05   0.80-0.85   1.03
+//   resnet 256->256 3x3 14      174-205      0.80-0.89   0.65-0.79   0.68
+//   resnet 512->512 3x3 7       234-537      0.51-0.87   0.47-0.73   0.44
 //
 // What the numbers say:
 //   - oneDNN's nchw path is the same algorithm as ours (im2col + GEMM) and
-//     runs at the same speed (0.9-1.1x): nothing to gain there. Worse, its
-//     nchw backward-weight for one input channel at 2 threads took 1.5 s in
-//     two runs (lenet c1; 200 ms in a third) against ~20 ms at 1 thread.
-//   - The direct jit:avx2 kernels (`any` or nhwc) win where the input has
-//     channels to vectorise over: LeNet's second conv 2.5-3x faster in two
-//     runs of three (25 -> 8-10 ms), ResNet-18's 3x3 layers at 0.65-0.95x of
-//     our time, mostly from the backward, where anvil spends two thirds of
-//     a conv's time.
+//     mostly runs at our speed: little to gain. Its backward-weight for one
+//     input channel on 2 threads is pathological: 0.2-1.6 s against ~20 ms
+//     on one (lenet c1, every run).
+//   - The direct jit:avx2 kernels (`any`, nhwc) win where the input has
+//     channels to vectorise over: LeNet's second conv at 0.3-0.5x of our time
+//     (one run 0.98), ResNet-18's 3x3 layers at 0.65-0.9x, mostly in the
+//     backward, where anvil spends two thirds of a conv's time.
 //   - They lose where C_in = 1 (the first layer of every LeNet): 1.0-1.4x
-//     (5x5 pad 2) and 2.2-2.4x (3x3) slower; the blocked layouts pad one
-//     channel to eight.
-// Decision: integrate oneDNN's direct convolution behind the CPU backend for
-// f32, with activations channels-last (anvil's conv2d output already is a
-// channels-last view, so the forward's dst needs no reorder) and weights in
-// oneDNN's layout, primitives cached by shape; keep im2col + OpenBLAS for
-// C_in < 4 (measured: C_in = 1 loses, 6 wins) and for what oneDNN's args do
-// not carry. oneDNN's OpenMP is libgomp, so it runs on anvil's one pool; the
-// backend must set omp_set_num_threads around each call from the work's size
-// as BlasThreads does for OpenBLAS (Note [Threads from the work's size]).
-// Not done yet: the integration itself (issue 12), libxsmm and BLIS (not
-// measured).
+//     (5x5 pad 2) and 1.8-2.6x (3x3); blocked layouts pad one channel to 8.
+//   - End to end (bench_train --models lenet --epochs 4, same load): anvil
+//     22.4 s/epoch, LibTorch 17.5 (1.28x), anvil on 1 thread 20.5 (1.17x),
+//     i.e. ~87 ms per step on 1 thread, of which the two convs above take
+//     ~65-90 ms by this benchmark. oneDNN on the second conv alone would save
+//     ~15-25 ms a step (~20%); the first conv (1 -> 6) stays the largest cost
+//     and neither library is fast on it (30 M multiply-adds forward in
+//     15-22 ms here, 7-15 ms in oneDNN).
+// Decision: oneDNN wins for C_in >= 6 and should go behind the CPU backend
+// for f32, direct convolution with activations channels-last (anvil's
+// conv2d output already is a channels-last view, so the forward's dst needs
+// no reorder) and weights in oneDNN's layout, primitives cached by shape;
+// im2col + OpenBLAS stays for C_in < 4 (measured: 1 loses, 6 wins) and for
+// what oneDNN's args do not carry. libgomp is one pool for anvil, OpenBLAS
+// and oneDNN; the backend must set omp_set_num_threads around each oneDNN
+// call from the work's size as BlasThreads does for OpenBLAS (Note [Threads
+// from the work's size]), and never pick the nchw gemm path (above).
+// Not done yet: that integration (issue 12); libxsmm and BLIS, not measured.
 #include <omp.h>
 
 #include <algorithm>
@@ -160,16 +172,16 @@ Times dnnl_times(const Shape& s, int reps, Layout layout) {
                                             md(xd, tag::nchw), md(wd, tag::oihw), memory::desc(bd, dt::f32, tag::x),
                                             md(yd, tag::nchw), strides, pad, pad);
   const convolution_forward::primitive_desc fpd(fd, eng);
-  const auto bdd = convolution_backward_data::desc(algorithm::convolution_direct, md(xd, tag::nchw),
-                                                   md(wd, tag::oihw), md(yd, tag::nchw), strides, pad, pad);
+  const auto bdd = convolution_backward_data::desc(algorithm::convolution_direct, md(xd, tag::nchw), md(wd, tag::oihw),
+                                                   md(yd, tag::nchw), strides, pad, pad);
   const convolution_backward_data::primitive_desc bdpd(bdd, eng, fpd);
-  const auto bwd = convolution_backward_weights::desc(algorithm::convolution_direct, md(xd, tag::nchw),
-                                                      md(wd, tag::oihw), memory::desc(bd, dt::f32, tag::x),
-                                                      md(yd, tag::nchw), strides, pad, pad);
+  const auto bwd =
+      convolution_backward_weights::desc(algorithm::convolution_direct, md(xd, tag::nchw), md(wd, tag::oihw),
+                                         memory::desc(bd, dt::f32, tag::x), md(yd, tag::nchw), strides, pad, pad);
   const convolution_backward_weights::primitive_desc bwpd(bwd, eng, fpd);
   // Which kernel oneDNN picked (jit:avx2, gemm:jit, ref, ...), on stderr.
-  std::fprintf(stderr, "%s %s: fwd %s, bwd-data %s, bwd-weight %s\n", s.name, name(layout),
-               fpd.impl_info_str(), bdpd.impl_info_str(), bwpd.impl_info_str());
+  std::fprintf(stderr, "%s %s: fwd %s, bwd-data %s, bwd-weight %s\n", s.name, name(layout), fpd.impl_info_str(),
+               bdpd.impl_info_str(), bwpd.impl_info_str());
   convolution_forward fwd(fpd);
   convolution_backward_data bwdd(bdpd);
   convolution_backward_weights bwdw(bwpd);
@@ -201,7 +213,8 @@ Times dnnl_times(const Shape& s, int reps, Layout layout) {
   t.bwd_weight = median_ms(reps, [&] {
     memory dy = to(dyu, bwpd.diff_dst_desc()), x = to(xu, bwpd.src_desc());
     memory dw = bwpd.diff_weights_desc() == dwu.get_desc() ? dwu : memory(bwpd.diff_weights_desc(), eng);
-    bwdw.execute(st, {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, dbu}});
+    bwdw.execute(st,
+                 {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, dbu}});
     back(dw, dwu);
     st.wait();
   });
