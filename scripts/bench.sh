@@ -9,12 +9,14 @@
 #   BENCH_OPS=1 scripts/bench.sh          # also anvil's per-op Google Benchmark
 #   scripts/bench.sh --train              # training: MLP and LeNet on Fashion-MNIST (~5 min)
 #   scripts/bench.sh --train --models mlp --epochs 10 --markdown
+#   scripts/bench.sh --conv [reps] [threads..]  # conv2d: anvil's im2col + OpenBLAS against
+#                                         # oneDNN's layouts, LeNet and ResNet-18 shapes (~3 min)
 #   scripts/bench.sh --dist               # issue 10's figures: allreduce vs raw MPI, DDP vs
 #                                         # PyTorch DDP (MLP, LeNet) with 2-rank scaling,
 #                                         # DataParallel on two one-core sub-devices (~6 min)
 #
 # With --train as the first argument the rest go to bench_train
-# (benchmarks/train/) instead of bench_compare.
+# (benchmarks/train/) instead of bench_compare; with --conv, to bench_conv_dnnl.
 # Installs missing Debian packages first (libtorch-dev is needed only here),
 # with apt-get as root, or through sudo when not root. Set JOBS to limit the
 # build's parallelism (default: all cores).
@@ -23,11 +25,15 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 train=""
 dist=""
+conv=""
 if [[ "${1:-}" == "--train" ]]; then
   train=1
   shift
 elif [[ "${1:-}" == "--dist" ]]; then
   dist=1
+  shift
+elif [[ "${1:-}" == "--conv" ]]; then
+  conv=1
   shift
 fi
 build="${root}/build-bench"
@@ -35,6 +41,7 @@ jobs="${JOBS:-$(nproc)}"
 
 packages=(cmake ninja-build g++ libopenblas-openmp-dev zlib1g-dev libtorch-dev libbenchmark-dev)
 if [[ -n "${train}" || -n "${dist}" ]]; then packages+=(dataset-fashion-mnist); fi
+if [[ -n "${conv}" ]]; then packages+=(libdnnl-dev); fi
 if [[ -n "${dist}" ]]; then packages+=(libopenmpi-dev openmpi-bin python3-torch pocl-opencl-icd); fi
 missing=()
 for p in "${packages[@]}"; do
@@ -57,7 +64,9 @@ fi
 
 cmake -S "${root}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DANVIL_BUILD_BENCHMARKS=ON -DANVIL_BUILD_TESTS=OFF >/dev/null
-if [[ -n "${dist}" ]]; then
+if [[ -n "${conv}" ]]; then
+  cmake --build "${build}" -j "${jobs}" --target bench_conv_dnnl
+elif [[ -n "${dist}" ]]; then
   cmake --build "${build}" -j "${jobs}" --target bench_ddp_anvil allreduce_bench bench_data_parallel
 elif [[ -n "${train}" ]]; then
   cmake --build "${build}" -j "${jobs}" --target bench_train bench_train_anvil \
@@ -75,6 +84,9 @@ fi
 
 if [[ -n "${train}" ]]; then
   exec "${build}/benchmarks/train/bench_train" "$@"
+fi
+if [[ -n "${conv}" ]]; then
+  exec "${build}/benchmarks/bench_conv_dnnl" "$@"
 fi
 if [[ -n "${dist}" ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages anvil needs, only those missing.
 #   scripts/install-deps.sh            build + test dependencies
-#   scripts/install-deps.sh bench      also LibTorch, the benchmarks' peer
+#   scripts/install-deps.sh bench      also LibTorch, the benchmarks' peer, and oneDNN
 # Runs apt-get as root, or through sudo when not root.
 set -euo pipefail
 
@@ -17,7 +17,8 @@ packages=(
   dataset-fashion-mnist gnuplot-nox
   python3 python3-numpy python3-venv python3-pip
 )
-if [[ "${1:-}" == "bench" ]]; then packages+=(libtorch-dev); fi
+# bench: LibTorch, the benchmarks' peer, and oneDNN for bench_conv_dnnl.
+if [[ "${1:-}" == "bench" ]]; then packages+=(libtorch-dev libdnnl-dev); fi
 
 missing=()
 for p in "${packages[@]}"; do
