@@ -392,6 +392,15 @@ TEST_P(BookOps, CumsumMatchesDefinition) {
         EXPECT_TRUE(equal(x.cumsum(dim - shape.size()), y));  // negative dim, the method
       }
   }
+  // f16 and bf16 accumulate in f32 and round once: within one rounding of
+  // the exact running sum of the (rounded) inputs.
+  for (DType t : {f16, bf16}) {
+    SCOPED_TRACE(::testing::Message() << "cumsum " << t);
+    const Tensor x = randn({3, 50}, d).to(t);
+    const Tensor y = cumsum(x, 1);
+    EXPECT_EQ(y.dtype(), t);
+    EXPECT_TRUE(near_all(host_f64(y), cumsum_ref(host_f64(x), {3, 50}, 1), t == f16 ? 2e-3 : 1.6e-2));
+  }
   // A strided input.
   const Tensor base = randn({5, 4}, d);
   EXPECT_TRUE(allclose(cumsum(base.t(), 1), cumsum(base.t().contiguous(), 1)));
@@ -417,7 +426,8 @@ TEST_P(BookOps, CumsumMatchesDefinition) {
 TEST_P(BookOps, SortMatchesPyTorch) {
   const Device d = device();
   const std::vector<float> xs = {3, NAN, -1, 3, 0, -0.0f, 2, NAN, -1, 1, 1, 1, -2, 5, 5, NAN, -7, 1};
-  for (DType t : {f32, f64}) {
+  for (DType t : {f32, f64, f16, bf16}) {
+    SCOPED_TRACE(::testing::Message() << "sort " << t);
     if (t == f64 && !properties(d).fp64) continue;
     const Tensor x = tensor(xs, {2, 9}, d).to(t);
     auto [v, i] = sort(x, 1);

@@ -49,6 +49,9 @@ Tensor cumsum(const Tensor& x, int dim) {
     return detail::cast(x, t).clone();
   }
   dim = detail::wrap_dim(dim, x.dim(), "cumsum");
+  // f16 and bf16 accumulate in f32 (DESIGN §4.2) and round once at the end,
+  // as PyTorch's CPU cumsum of a half does.
+  if (is_half(t)) return detail::cast(detail::cumsum_along(detail::cast(x, DType::F32), dim, false), t).contiguous();
   return detail::cumsum_along(detail::cast(x, t), dim, false).contiguous();
 }
 
@@ -62,12 +65,14 @@ ValuesIndices sort(const Tensor& x, int dim, bool descending) {
   Tensor indices;
   {
     NoGradGuard no_grad;
-    const Tensor in = rows_of(x, dim);
+    // A half widens to f32 exactly and in order, so its rows sort as f32 and
+    // the row primitive needs no 16-bit variant.
+    const Tensor in = rows_of(is_half(x.dtype()) ? detail::cast(x, DType::F32) : x, dim);
     Tensor idx = detail::make_empty(in.shape(), DType::I64, x.device());
     const std::int64_t len = x.size(dim);
     if (idx.numel() > 0)
       detail::dispatch::argsort("sort", x.device(),
-                                {.dtype = x.dtype(),
+                                {.dtype = in.dtype(),
                                  .rows = idx.numel() / len,
                                  .len = len,
                                  .descending = descending,

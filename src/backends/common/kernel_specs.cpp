@@ -296,7 +296,7 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     for (bool add : {false, true}) out.push_back(IndexKernel{t, DType::I64, add}.spec());
     out.push_back(GemmKernel{t}.spec());
     for (int k = 0; k < 3; ++k) out.push_back(RandomKernel{static_cast<RandomKind>(k), t, fp64}.spec());
-    out.push_back(RowKernel{true, t, fp64}.spec());
+    if (!is_half(t)) out.push_back(RowKernel{true, t, fp64}.spec());  // halves sort as f32 (ops/scan_sort.cpp)
     if (t == DType::F32 || t == DType::F64 || t == DType::I64) out.push_back(RowKernel{false, t, fp64}.spec());
     if (t == DType::F32 || t == DType::F64)
       for (int op = 0; op < static_cast<int>(FusedOp::Count); ++op)
