@@ -3,6 +3,7 @@
 // a backend only ever sees a strided batched GEMM.
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
+#include "ops/autocast.h"
 #include "ops/op_common.h"
 
 namespace anvil {
@@ -94,6 +95,7 @@ void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta) {
 }  // namespace detail
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&a, &b})) return matmul((*c)[0], (*c)[1]);
   const Device d = detail::check_same_device("matmul", {&a, &b});
   ANVIL_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError,
               "matmul: both arguments need at least 1 dim; expected tensors with >= 1 dim, got ", a.shape(), " and ",
@@ -200,6 +202,7 @@ void mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&bias, &a, &b})) return addmm((*c)[0], (*c)[1], (*c)[2], beta, alpha);
   const Device d = detail::check_same_device("addmm", {&bias, &a, &b});
   ANVIL_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "addmm: both matrices must be 2-D; expected matrices, got ",
               a.shape(), " and ", b.shape());
@@ -228,6 +231,15 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
   }
   detail::record_addmm(out, bias, a, b, beta.to_double(), alpha.to_double());
   return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  // One op for autocast, as in PyTorch: the bias is cast with the product.
+  if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&x, &weight, &bias}))
+    return linear((*c)[0], (*c)[1], (*c)[2]);
+  if (x.dim() == 2 && bias.defined()) return addmm(bias, x, weight.t());
+  const Tensor y = matmul(x, weight.t());
+  return bias.defined() ? y + bias : y;
 }
 
 Tensor Tensor::matmul(const Tensor& o) const { return anvil::matmul(*this, o); }
