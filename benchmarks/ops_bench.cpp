@@ -50,6 +50,15 @@ void matmul(benchmark::State& state, std::int64_t n) {
       2.0 * static_cast<double>(n * n * n), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
+// Embedding's backward: `n` rows of `src` added into `rows` rows (index_add).
+void index_add(benchmark::State& state, std::int64_t rows, std::int64_t cols, std::int64_t n) {
+  const auto x = anvil::zeros({rows, cols});
+  const auto src = anvil::rand({n, cols});
+  const auto idx = anvil::randint(0, rows, {n});
+  for (auto _ : state) benchmark::DoNotOptimize(anvil::index_add(x, 0, idx, src));
+  set_bytes(state, src, 2);
+}
+
 anvil::Tensor add_op(const anvil::Tensor& a, const anvil::Tensor& b) { return anvil::add(a, b); }
 anvil::Tensor mul_op(const anvil::Tensor& a, const anvil::Tensor& b) { return anvil::mul(a, b); }
 anvil::Tensor exp_op(const anvil::Tensor& a) { return anvil::exp(a); }
@@ -63,6 +72,8 @@ anvil::Tensor tanh_op(const anvil::Tensor& a) { return anvil::tanh(a); }
     benchmark::RegisterBenchmark(id("tanh", rows, cols).c_str(), unary, tanh_op, rows, cols);
     benchmark::RegisterBenchmark(id("sum", rows, cols).c_str(), reduce, rows, cols);
   }
+  benchmark::RegisterBenchmark(id("index_add", 10000, 256).c_str(), index_add, 10000, 256, 32 * 35)
+      ->Unit(benchmark::kMicrosecond);
   for (std::int64_t n : {64, 100, 256, 1024})
     benchmark::RegisterBenchmark(id("matmul", n, n).c_str(), matmul, n)->Unit(benchmark::kMicrosecond);
   return 0;

@@ -20,7 +20,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -32,6 +31,7 @@
 #include "anvil/data.h"
 #include "anvil/nn.h"
 #include "anvil/optim.h"
+#include "d2l_curves.h"
 
 using namespace anvil;
 
@@ -150,28 +150,6 @@ struct EpochRow {
   double loss, train_acc, test_acc, seconds, samples_per_s;
 };
 
-void plot(const std::string& csv, const std::string& png, const std::string& title) {
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
-    std::cout << "(gnuplot not found: skipping " << png << ")\n";
-    return;
-  }
-  const std::string script = "set terminal pngcairo size 800,500; set output '" + png +
-                             "'; set datafile separator ',';"
-                             "set key autotitle columnhead; set xlabel 'epoch'; set title '" +
-                             title +
-                             "';"
-                             "plot '" +
-                             csv +
-                             "' using 1:2 with linespoints title 'train loss', "
-                             "'' using 1:3 with linespoints title 'train acc', "
-                             "'' using 1:4 with linespoints title 'test acc'";
-  const std::string cmd = "gnuplot -e \"" + script + "\" 2>/dev/null";
-  if (std::system(cmd.c_str()) == 0)
-    std::cout << "plot: " << png << "\n";
-  else
-    std::cout << "(gnuplot failed: no plot written)\n";
-}
-
 // The first n samples (all for 0).
 Tensor head(const Tensor& t, std::int64_t n) { return n > 0 && n < t.size(0) ? t.narrow(0, 0, n) : t; }
 
@@ -237,14 +215,13 @@ double train(const std::string& model, const std::string& mode, const Args& args
   }
   const std::string stem = args.out_dir + "/" + model + (mode == "f32" ? "" : "_" + mode);
   const std::string csv = stem + "_curves.csv";
-  std::ofstream f(csv);
-  f << "epoch,train_loss,train_acc,test_acc,seconds,samples_per_s\n";
+  std::vector<std::vector<double>> table;
   for (const EpochRow& r : rows)
-    f << r.epoch << "," << r.loss << "," << r.train_acc << "," << r.test_acc << "," << r.seconds << ","
-      << r.samples_per_s << "\n";
-  f.close();
-  std::cout << "curves: " << csv << "\n";
-  if (args.plot) plot(csv, stem + "_curves.png", model + " on Fashion-MNIST (" + device.str() + ", " + mode + ")");
+    table.push_back({static_cast<double>(r.epoch), r.loss, r.train_acc, r.test_acc, r.seconds, r.samples_per_s});
+  d2l::write_csv(csv, "epoch,train_loss,train_acc,test_acc,seconds,samples_per_s", table);
+  if (args.plot)
+    d2l::plot(csv, stem + "_curves.png", model + " on Fashion-MNIST (" + device.str() + ", " + mode + ")", "epoch",
+              {{2, "train loss"}, {3, "train acc"}, {4, "test acc"}});
   return rows.empty() ? 0.0 : rows.back().test_acc;
 }
 

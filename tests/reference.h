@@ -640,6 +640,35 @@ inline Array index_select(const Array& a, int dim, const std::vector<std::int64_
   return out;
 }
 
+// torch.index_add: a with alpha * src[.., i, ..] added to row index[i] of dim.
+inline Array index_add(const Array& a, int dim, const std::vector<std::int64_t>& index, const Array& src,
+                       double alpha = 1) {
+  const auto d = static_cast<std::size_t>(wrap_dim(dim, a.shape.size()));
+  Array out = a;
+  const Dims st = row_major_strides(a.shape);
+  std::size_t k = 0;
+  for_each_index(src.shape, [&](const Dims& idx) {
+    Dims dst = idx;
+    dst[d] = index[static_cast<std::size_t>(idx[d])];
+    out.v[static_cast<std::size_t>(linear(dst, st))] += alpha * src.v[k++];
+  });
+  return out;
+}
+
+// torch.scatter_add: a with src[i][j] added at [index[i][j]][j] for dim 0
+// (over index's shape).
+inline Array scatter_add(const Array& a, int dim, const Array& index, const Array& src) {
+  const auto d = static_cast<std::size_t>(wrap_dim(dim, a.shape.size()));
+  Array out = a;
+  const Dims st = row_major_strides(a.shape);
+  for_each_index(index.shape, [&](const Dims& idx) {
+    Dims dst = idx;
+    dst[d] = static_cast<std::int64_t>(index.at(idx));
+    out.v[static_cast<std::size_t>(linear(dst, st))] += src.at(idx);
+  });
+  return out;
+}
+
 // torch.gather: out[i][j] = a[index[i][j]][j] for dim 0; out has index's shape.
 inline Array gather(const Array& a, int dim, const Array& index) {
   const auto d = static_cast<std::size_t>(wrap_dim(dim, a.shape.size()));

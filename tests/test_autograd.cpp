@@ -112,6 +112,55 @@ std::vector<Case> cases() {
        [](V x) {
          return gather(x[0], 1, tensor({{0, 3}, {1, 1}, {2, 0}}, x[0].device()));
        }},
+      // index_select and gather on a view, their gradients through
+      // index_add/scatter_add, and those differentiated again.
+      {"index_select_dim1_view",
+       {{3, 4}},
+       [](V x) {
+         return index_select(x[0].t(), 1, tensor({2, 0, 2, 2}, x[0].device())) * x[0].sum();
+       }},
+      {"index_add",
+       {{4, 3}, {5, 3}},
+       [](V x) {
+         return index_add(x[0], 0, tensor({2, 0, 2, 3, 2}, x[0].device()), x[1], 1.5) * x[1].sum();
+       }},
+      {"index_add_dim1",
+       {{3, 4}, {3, 2}},
+       [](V x) {
+         return x[0].index_add(1, tensor({3, 3}, x[0].device()), x[1] * x[1]);
+       }},
+      {"scatter_add",
+       {{3, 4}, {2, 3}},
+       [](V x) {
+         return scatter_add(x[0], 1, tensor({{0, 3, 3}, {1, 1, 2}}, x[0].device()), x[1]) * x[0];
+       }},
+      {"scatter_add_src_larger",
+       {{3, 2}, {4, 3}},
+       [](V x) {
+         return scatter_add(x[0], 0, tensor({{2, 2}, {0, 2}, {1, 1}}, x[0].device()), x[1]);
+       }},
+      {"embedding",
+       {{5, 3}},
+       [](V x) {
+         return embedding(tensor({{4, 0}, {4, 4}, {1, 2}}, x[0].device()), x[0]) * 2.0;
+       }},
+      {"layer_norm",
+       {{2, 3, 4}, {3, 4}, {3, 4}},
+       [](V x) {
+         return layer_norm(x[0], {3, 4}, x[1], x[2], 1e-5);
+       }},
+      {"layer_norm_no_affine", {{3, 5}}, [](V x) { return layer_norm(x[0] * 3.0, {5}); }},
+      {"sdpa", {{2, 3, 4}, {2, 5, 4}, {2, 5, 2}}, [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }},
+      {"sdpa_causal",
+       {{2, 4, 3}, {2, 4, 3}, {2, 4, 3}},
+       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], {}, true); }},
+      {"sdpa_masks",
+       {{3, 4}, {5, 4}, {5, 2}, {3, 5}},
+       [](V x) {
+         const Tensor keep = tensor({{1, 0, 1, 1, 0}, {1, 1, 1, 1, 1}, {0, 0, 0, 0, 1}}, x[0].device()) > 0;
+         return scaled_dot_product_attention(x[0], x[1], x[2], keep) +
+                scaled_dot_product_attention(x[0], x[1], x[2], x[3]);
+       }},
       {"cast",
        {{4}},
        [](V x) { return (x[0].to(f32).to(f64) * x[0]); },

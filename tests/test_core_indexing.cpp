@@ -116,6 +116,151 @@ TEST_P(Indexing, GatherErrors) {
   EXPECT_TRUE(ref::exact(gather(x, 1, zeros({3, 1}, d, i64)), ref::Array::filled({3, 1}, 1)));
 }
 
+TEST_P(Indexing, IndexAdd) {
+  const Device d = device();
+  std::uint64_t seed = 200;
+  // Duplicates (2 twice) must add up; integer values keep the sums exact.
+  const std::vector<std::int64_t> idx_values = {2, 0, 2, 4, 1, 2};
+  for (DType dt : {f32, f64, i32, i64})
+    for (Layout layout : kLayouts)
+      for (int dim : {0, 1, -1}) {
+        SCOPED_TRACE(std::string(to_string(dt)) + " " + ref::name(layout) + " dim=" + std::to_string(dim));
+        ref::guarded([&] {
+          const int wd = dim < 0 ? dim + 3 : dim;
+          ref::Dims xs{5, 6, 7}, ss = xs;
+          ss[static_cast<std::size_t>(wd)] = 6;
+          const auto x = ref::make_input(xs, layout, dt, d, Domain{-9, 9, true}, seed++);
+          const auto src = ref::make_input(ss, layout, dt, d, Domain{-9, 9, true}, seed++);
+          for (DType it : {i64, i32}) {
+            const Tensor idx = ref::to_tensor(ref::Array({6}, {2, 0, 2, 4, 1, 2}), it, d);
+            const Tensor out = index_add(x.t, dim, idx, src.t);
+            EXPECT_EQ(out.dtype(), dt);
+            EXPECT_EQ(out.device(), d);
+            EXPECT_FALSE(out.shares_storage(x.t));
+            EXPECT_TRUE(ref::exact(out, ref::index_add(x.r, dim, idx_values, src.r)));
+            if (is_floating(dt)) {
+              EXPECT_TRUE(
+                  ref::exact(x.t.index_add(dim, idx, src.t, 2), ref::index_add(x.r, dim, idx_values, src.r, 2)));
+            }
+          }
+          // In place, into a copy; x is untouched by the out-of-place forms.
+          Tensor y = x.t.clone();
+          y.index_add_(dim, ref::to_tensor(ref::Array({6}, {2, 0, 2, 4, 1, 2}), i64, d), src.t);
+          EXPECT_TRUE(ref::exact(y, ref::index_add(x.r, dim, idx_values, src.r)));
+          EXPECT_TRUE(ref::exact(x.t, x.r));
+          // An empty index adds nothing.
+          ref::Dims es = xs;
+          es[static_cast<std::size_t>(wd)] = 0;
+          EXPECT_TRUE(ref::exact(index_add(x.t, dim, zeros({0}, d, i64), zeros(Shape(es), d, dt)), x.r));
+        });
+      }
+}
+
+TEST_P(Indexing, IndexAddIsDeterministic) {
+  // Many duplicates of floats that do not add exactly: the same bits every
+  // run, and the CPU's bits on every device (one order of the adds).
+  const Device d = device();
+  const std::int64_t n = 3000;
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) idx[static_cast<std::size_t>(i)] = (i * 7) % 3;
+  manual_seed(5);
+  const Tensor src_cpu = randn({n, 4});
+  const Tensor idx_cpu = tensor(idx);
+  const Tensor want = index_add(zeros({3, 4}), 0, idx_cpu, src_cpu);
+  const Tensor a = index_add(zeros({3, 4}, d), 0, idx_cpu.to(d), src_cpu.to(d));
+  const Tensor b = index_add(zeros({3, 4}, d), 0, idx_cpu.to(d), src_cpu.to(d));
+  EXPECT_TRUE(equal(a.cpu(), b.cpu()));
+  EXPECT_TRUE(equal(a.cpu(), want));
+}
+
+TEST_P(Indexing, IndexAddErrors) {
+  const Device d = device();
+  const Tensor x = ones({4, 3}, d);
+  const Tensor i2 = tensor(std::vector<std::int64_t>{0, 3}, d);
+  EXPECT_THROW(index_add(x, 0, tensor(std::vector<std::int64_t>{0, 4}, d), ones({2, 3}, d)).to_vector<float>(),
+               IndexError);
+  EXPECT_THROW(index_add(x, 0, tensor(std::vector<std::int64_t>{-1, 0}, d), ones({2, 3}, d)).to_vector<float>(),
+               IndexError);
+  EXPECT_THROW(index_add(x, 2, i2, ones({2, 3}, d)), IndexError);
+  EXPECT_THROW(index_add(x, 0, ones({2}, d), ones({2, 3}, d)), DTypeError);           // float index
+  EXPECT_THROW(index_add(x, 0, zeros({2, 1}, d, i64), ones({2, 3}, d)), ShapeError);  // 2-D index
+  EXPECT_THROW(index_add(x, 0, i2, ones({2, 3}, d, f64)), DTypeError);                // source dtype
+  try {
+    (void)index_add(x, 0, i2, ones({3, 3}, d));
+    ADD_FAILURE() << "no error";
+  } catch (const ShapeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("index_add"), std::string::npos) << m;
+    EXPECT_NE(m.find("[2, 3]"), std::string::npos) << m;
+    EXPECT_NE(m.find("[3, 3]"), std::string::npos) << m;
+  }
+  try {
+    (void)index_add(x, 1, tensor(std::vector<std::int64_t>{7}, d), ones({4, 1}, d)).to_vector<float>();
+    ADD_FAILURE() << "no error";
+  } catch (const IndexError& e) {
+    EXPECT_NE(std::string(e.what()).find("index_add"), std::string::npos) << e.what();
+  }
+  if (d != cpu()) {
+    EXPECT_THROW(index_add(x, 0, i2, ones({2, 3}, cpu())), DeviceMismatch);
+  }
+  EXPECT_TRUE(
+      ref::exact(index_add(x, 0, i2, ones({2, 3}, d)), ref::Array({4, 3}, {2, 2, 2, 1, 1, 1, 1, 1, 1, 2, 2, 2})));
+}
+
+TEST_P(Indexing, ScatterAdd) {
+  const Device d = device();
+  std::uint64_t seed = 300;
+  for (DType dt : {f32, f64, i64})
+    for (Layout layout : kLayouts)
+      for (int dim : {0, 1, 2, -1}) {
+        SCOPED_TRACE(std::string(to_string(dt)) + " " + ref::name(layout) + " dim=" + std::to_string(dim));
+        ref::guarded([&] {
+          const int wd = dim < 0 ? dim + 3 : dim;
+          const auto x = ref::make_input({4, 5, 6}, layout, dt, d, Domain{-9, 9, true}, seed++);
+          const auto src = ref::make_input({5, 6, 7}, layout, dt, d, Domain{-9, 9, true}, seed++);
+          // Index as large as x, smaller, and longer than x along dim (torch allows each).
+          ref::Dims longer{4, 5, 6};
+          longer[static_cast<std::size_t>(wd)] = src.r.shape[static_cast<std::size_t>(wd)];
+          for (const ref::Dims& ishape : {ref::Dims{4, 5, 6}, ref::Dims{3, 2, 4}, longer}) {
+            SCOPED_TRACE(ref::dims_str(ishape));
+            const ref::Array idx = ref::random(
+                ishape, Domain{0, static_cast<double>(x.r.shape[static_cast<std::size_t>(wd)] - 1), true}, seed++);
+            const Tensor it = ref::to_tensor(ref::transpose(idx, -1, -2), i64, d).transpose(-1, -2);
+            const Tensor out = scatter_add(x.t, dim, it, src.t);
+            EXPECT_EQ(out.dtype(), dt);
+            EXPECT_EQ(out.shape(), x.t.shape());
+            const ref::Array want = ref::scatter_add(x.r, dim, idx, src.r);
+            EXPECT_TRUE(ref::exact(out, want));
+            Tensor y = x.t.clone();
+            y.scatter_add_(dim, it, src.t);
+            EXPECT_TRUE(ref::exact(y, want));
+          }
+        });
+      }
+}
+
+TEST_P(Indexing, ScatterAddErrors) {
+  const Device d = device();
+  const Tensor x = ones({3, 4}, d);
+  EXPECT_THROW(scatter_add(x, 1, tensor(std::vector<std::int64_t>{0, 4, 1, 2}, Shape{2, 2}, d), ones({2, 2}, d))
+                   .to_vector<float>(),
+               IndexError);
+  EXPECT_THROW(scatter_add(x, 2, zeros({3, 4}, d, i64), ones({3, 4}, d)), IndexError);
+  EXPECT_THROW(scatter_add(x, 0, zeros({3}, d, i64), ones({3, 4}, d)), ShapeError);          // rank differs
+  EXPECT_THROW(scatter_add(x, 0, zeros({3, 5}, d, i64), ones({3, 5}, d)), ShapeError);       // larger than x
+  EXPECT_THROW(scatter_add(x, 0, zeros({3, 4}, d, i64), ones({2, 4}, d)), ShapeError);       // larger than src
+  EXPECT_THROW(scatter_add(x, 0, zeros({3, 4}, d, f32), ones({3, 4}, d)), DTypeError);       // float index
+  EXPECT_THROW(scatter_add(x, 0, zeros({3, 4}, d, i64), ones({3, 4}, d, f64)), DTypeError);  // src dtype
+  try {
+    (void)scatter_add(x, 1, tensor(std::vector<std::int64_t>{9}, Shape{1, 1}, d), ones({1, 1}, d)).to_vector<float>();
+    ADD_FAILURE() << "no error";
+  } catch (const IndexError& e) {
+    EXPECT_NE(std::string(e.what()).find("scatter_add"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(ref::exact(scatter_add(x, 1, zeros({3, 1}, d, i64), ones({3, 1}, d)),
+                         ref::Array({3, 4}, {2, 1, 1, 1, 2, 1, 1, 1, 2, 1, 1, 1})));
+}
+
 // torch.index_select and torch.gather reject negative indices ("index out of
 // range in self"); they do not count from the end like select() does.
 TEST_P(Indexing, NegativeIndicesAreOutOfRange) {

@@ -18,6 +18,7 @@
 #include "anvil/ledger.h"
 #include "anvil/nn.h"
 #include "anvil/nn/parallel.h"
+#include "anvil/nn/sequence.h"
 #include "anvil/ops.h"
 #include "anvil/optim.h"
 #include "anvil/runtime.h"

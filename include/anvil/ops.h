@@ -254,6 +254,16 @@ Tensor clone(const Tensor& x);
 Tensor index_select(const Tensor& x, int dim, const Tensor& index);
 // out[i][j] = x[index[i][j]][j] for dim 0, etc. (torch.gather).
 Tensor gather(const Tensor& x, int dim, const Tensor& index);
+// x with alpha * source[.., i, ..] added to row index[i] of `dim`
+// (torch.index_add): index 1-D integer with entries in [0, x.size(dim)),
+// source x's shape but index.numel() along dim, x's dtype. Duplicates add
+// up, deterministically (in index order on every device).
+Tensor index_add(const Tensor& x, int dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1);
+// x with src[i][j] added at [index[i][j]][j] for dim 0, etc.
+// (torch.scatter_add, the transpose of gather): index i64/i32 with x's
+// number of dims, index.size(d) <= src.size(d) and, for d != dim,
+// <= x.size(d); only src's leading index.shape block is used.
+Tensor scatter_add(const Tensor& x, int dim, const Tensor& index, const Tensor& src);
 Tensor cat(const std::vector<Tensor>& tensors, int dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int dim = 0);
 std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, int dim = 0);
@@ -292,6 +302,30 @@ Tensor avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
 // bins, so OH may exceed H). A composite: a mean over H and W for {1, 1},
 // otherwise two GEMMs with bin-averaging matrices built on x's device.
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size);
+
+// --- sequence models (composites; differentiable) -----------------------------------------
+// Rows of weight [num_embeddings, embedding_dim] picked by integer indices
+// (any shape): indices.shape + [embedding_dim] (torch.nn.functional.embedding).
+// The gradient adds into weight's rows with index_add.
+Tensor embedding(const Tensor& indices, const Tensor& weight);
+// (x - mean) / sqrt(var + eps) * weight + bias over the trailing
+// normalized_shape dims of x (biased variance, torch layer_norm); weight and
+// bias have normalized_shape, or are undefined.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+// softmax(q k^T / sqrt(E) masked) over q [..., L, E], k [..., S, E] with
+// v [..., S, Ev] -> [..., L, Ev] (torch scaled_dot_product_attention, PyTorch
+// 2.x semantics; no dropout: apply it to attention_weights yourself).
+// attn_mask broadcasts to [..., L, S]: bool (true = may attend) or added
+// floats; is_causal keeps column <= row and excludes attn_mask. A row with
+// nothing to attend to is NaN, as in PyTorch.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
+                                    bool is_causal = false);
+// The [..., L, S] softmax weights that scaled_dot_product_attention applies to v.
+Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask = {}, bool is_causal = false);
+// Zeroes each element with probability p and scales the rest by 1/(1-p)
+// when training; x itself otherwise (torch.nn.functional.dropout).
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 
 // --- equality helpers for tests and users --------------------------------------------
 // Same shape and |a - b| <= atol + rtol * |b| everywhere (on the host).

@@ -98,6 +98,8 @@ class Tensor {
   Tensor operator[](std::int64_t index) const { return select(0, index); }
   Tensor index_select(int dim, const Tensor& index) const;
   Tensor gather(int dim, const Tensor& index) const;
+  Tensor index_add(int dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1) const;
+  Tensor scatter_add(int dim, const Tensor& index, const Tensor& src) const;
   std::vector<Tensor> split(std::int64_t split_size, int dim = 0) const;
   std::vector<Tensor> chunk(std::int64_t chunks, int dim = 0) const;
   Tensor as_strided(const Shape& shape, const Strides& strides, std::int64_t offset) const;
@@ -178,6 +180,9 @@ class Tensor {
   Tensor& zero_();
   // Copies `src` (broadcast, converted) into this tensor; same device.
   Tensor& copy_(const Tensor& src);
+  // index_add and scatter_add (ops.h) accumulating into this tensor.
+  Tensor& index_add_(int dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1);
+  Tensor& scatter_add_(int dim, const Tensor& index, const Tensor& src);
 
   // --- reductions (ops.h): dims are one dim or a list, x.sum(1), x.sum({0, 1}) ---
   Tensor sum(const Dims& dims = {}, bool keepdim = false) const;

@@ -125,6 +125,9 @@ void record_expand(const Tensor& out, const Tensor& x);
 void record_cat(const Tensor& out, const std::vector<Tensor>& inputs, int dim);
 void record_index_select(const Tensor& out, const Tensor& x, int dim, const Tensor& index);
 void record_gather(const Tensor& out, const Tensor& x, int dim, const Tensor& index);
+void record_index_add(const Tensor& out, const Tensor& x, const Tensor& source, int dim, const Tensor& index,
+                      double alpha);
+void record_scatter_add(const Tensor& out, const Tensor& x, const Tensor& src, int dim, const Tensor& index);
 
 // Window geometry of conv2d and the pools over a (padded) [N, C, H, W] input;
 // n, c, h, w are the unpadded input's. The fused kernels take the same struct.

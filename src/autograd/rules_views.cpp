@@ -17,25 +17,6 @@ Tensor scatter_into_zeros(const Tensor& g, const Shape& shape, F place) {
   return z;
 }
 
-// g moved from `dim` to the last dim and back.
-Tensor movedim_last(const Tensor& t, int dim) {
-  Shape p;
-  for (int i = 0; i < t.dim(); ++i)
-    if (i != dim) p.push_back(i);
-  p.push_back(dim);
-  return t.permute(p);
-}
-Tensor movedim_back(const Tensor& t, int dim) {
-  const int nd = t.dim();
-  Shape p;
-  for (int i = 0; i < nd; ++i) p.push_back(i < dim ? i : (i == dim ? nd - 1 : i - 1));
-  return t.permute(p);
-}
-
-// one_hot[..., j] = (index[...] == j) as `dtype`, for j in [0, n).
-Tensor one_hot(const Tensor& index, std::int64_t n, DType dtype) {
-  return (index.unsqueeze(-1) == arange(0, n, 1, index.device(), DType::I64)).to(dtype);
-}
 }  // namespace
 
 void record_cast(const Tensor& out, const Tensor& x) {
@@ -118,17 +99,15 @@ void record_cat(const Tensor& out, const std::vector<Tensor>& inputs, int dim) {
   record("CatBackward", out, ptrs, fn);
 }
 
+// index_select and gather are the transposes of index_add and scatter_add,
+// and the other way round: each gradient is one pass of the other primitive,
+// O(numel) memory, where a one-hot matrix would be index.numel() * size.
 void record_index_select(const Tensor& out, const Tensor& x, int dim, const Tensor& index) {
   if (!is_floating(out.dtype()) || !should_record({&x})) return;
   const Shape s = x.shape();
   const Tensor si = saved(index);
   record("IndexSelectBackward", out, {&x}, [s, dim, si](const Tensor& g, const std::vector<bool>&) {
-    if (s.size() == 0) return Grads{g.sum().reshape(s)};
-    // index_add through a one-hot matrix: [.., n_idx] @ [n_idx, size] runs on
-    // every backend as one GEMM.
-    const Tensor oh = one_hot(si.reshape({-1}), s[dim], g.dtype());
-    const Tensor gm = movedim_last(g.dim() == 0 ? g.reshape({1}) : g, dim);
-    return Grads{movedim_back(matmul(gm, oh), dim).contiguous()};
+    return Grads{index_add(zeros(s, g.device(), g.dtype()), dim, si, g)};
   });
 }
 
@@ -137,16 +116,41 @@ void record_gather(const Tensor& out, const Tensor& x, int dim, const Tensor& in
   const Shape s = x.shape();
   const Tensor si = saved(index);
   record("GatherBackward", out, {&x}, [s, dim, si](const Tensor& g, const std::vector<bool>&) {
-    // scatter_add through a one-hot expansion along `dim`.
-    const Tensor oh = one_hot(si, s[dim], g.dtype());         // index.shape + [n]
-    const Tensor contrib = sum(g.unsqueeze(-1) * oh, {dim});  // index.shape without dim + [n]
-    const Tensor placed = movedim_back(contrib, dim);         // index.shape with dim -> n
-    if (placed.shape() == s) return Grads{placed.contiguous()};
-    Tensor z = zeros(s, g.device(), g.dtype());
-    Tensor view = z;
-    for (int i = 0; i < s.size(); ++i) view = view.narrow(i, 0, placed.shape()[i]);
-    view.copy_(placed);
-    return Grads{z};
+    return Grads{scatter_add(zeros(s, g.device(), g.dtype()), dim, si, g)};
+  });
+}
+
+void record_index_add(const Tensor& out, const Tensor& x, const Tensor& source, int dim, const Tensor& index,
+                      double alpha) {
+  if (!is_floating(out.dtype()) || !should_record({&x, &source})) return;
+  const Tensor si = saved(index);
+  record("IndexAddBackward", out, {&x, &source}, [dim, si, alpha](const Tensor& g, const std::vector<bool>& n) {
+    Tensor gs;
+    if (n[1]) {
+      gs = index_select(g, dim, si);
+      if (alpha != 1.0) gs = gs * alpha;
+    }
+    return Grads{n[0] ? g : Tensor(), gs};
+  });
+}
+
+void record_scatter_add(const Tensor& out, const Tensor& x, const Tensor& src, int dim, const Tensor& index) {
+  if (!is_floating(out.dtype()) || !should_record({&x, &src})) return;
+  const Tensor si = saved(index);
+  const Shape ss = src.shape();
+  record("ScatterAddBackward", out, {&x, &src}, [dim, si, ss](const Tensor& g, const std::vector<bool>& n) {
+    Tensor gs;
+    if (n[1]) {
+      gs = gather(g, dim, si);  // index's shape; src beyond it received nothing
+      if (gs.shape() != ss) {
+        Tensor z = zeros(ss, g.device(), g.dtype());
+        Tensor view = z;
+        for (int i = 0; i < ss.size(); ++i) view = view.narrow(i, 0, gs.shape()[i]);
+        view.copy_(gs);
+        gs = z;
+      }
+    }
+    return Grads{n[0] ? g : Tensor(), gs};
   });
 }
 

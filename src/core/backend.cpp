@@ -67,6 +67,11 @@ const char* name(FusedOp op) noexcept {
   return names[static_cast<int>(op)];
 }
 
+const char* name(IndexOp op) noexcept {
+  static const char* names[] = {"index_select", "gather", "index_add", "scatter_add"};
+  return names[static_cast<int>(op)];
+}
+
 void Backend::not_fused(FusedOp op) const {
   throw NotSupported(cat(name(op), ": no fused kernel on ", to_string(type()),
                          "; expected a backend whose supports_fused() says yes; build the op from primitives instead"));

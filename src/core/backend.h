@@ -144,14 +144,22 @@ struct GemmArgs {
 // out = x gathered along `dim` with `index` (i64, contiguous):
 //   IndexSelect: out[.., i, ..] = x[.., index[i], ..]    (index is 1-D)
 //   Gather:      out[i][j][k] = x[index[i][j][k]][j][k]  (dim 0; index has out's shape)
+// or accumulated into out (in place; src and index have out's shape except
+// along `dim`, where they have src_dim_size entries):
+//   IndexAdd:    out[.., index[i], ..] += src[.., i, ..] (index is 1-D)
+//   ScatterAdd:  out[index[i][j][k]][j][k] += src[i][j][k] (dim 0)
+// The adds run in index order for each output element on every backend, so
+// duplicate indices give the same bits every run and on every device.
 // All tensors are given as shape + strides over `ndim` dims (out's shape).
-enum class IndexOp : std::uint8_t { IndexSelect, Gather };
+enum class IndexOp : std::uint8_t { IndexSelect, Gather, IndexAdd, ScatterAdd };
+inline bool is_accumulating(IndexOp op) noexcept { return op == IndexOp::IndexAdd || op == IndexOp::ScatterAdd; }
+const char* name(IndexOp op) noexcept;  // "index_select", "gather", "index_add", "scatter_add"
 struct IndexArgs {
   IndexOp op = IndexOp::IndexSelect;
   int ndim = 0, dim = 0;
   std::int64_t shape[kMaxDims] = {};  // out's shape
   std::int64_t numel = 0;
-  std::int64_t src_dim_size = 0;  // x.size(dim), for bounds checks
+  std::int64_t src_dim_size = 0;  // src.size(dim): bounds of a gather, the number of adds of an accumulation
   KernelOperand out, src, index;
 };
 

@@ -75,12 +75,7 @@ Dropout::Dropout(double p) : p_(p) {
   ANVIL_CHECK(p >= 0.0 && p <= 1.0, ValueError, "Dropout: probability out of range; expected p in [0, 1], got ", p);
 }
 
-Tensor Dropout::forward(const Tensor& x) {
-  if (!is_training() || p_ == 0.0) return x;
-  if (p_ == 1.0) return x * 0.0;
-  const Tensor keep = (rand_like(x) >= p_).to(x.dtype());
-  return x * keep * (1.0 / (1.0 - p_));
-}
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training()); }
 
 std::string Dropout::name() const { return str("Dropout(p=", p_, ")"); }
 

@@ -1,6 +1,7 @@
 // Views (share storage, DESIGN §4.3) and the movement ops built on them.
 #include <algorithm>
 
+#include "anvil/autograd.h"
 #include "autograd/graph.h"
 #include "core/ledger_counters.h"
 #include "ops/op_common.h"
@@ -434,6 +435,108 @@ Tensor gather(const Tensor& x, int dim, const Tensor& index) {
   return out;
 }
 
+namespace {
+// The checks both forms of index_add share; returns the 1-D i64 index and
+// wraps `dim`. x and source are at least 1-D here.
+Tensor check_index_add(const char* op, const Tensor& x, int& dim, const Tensor& index, const Tensor& source) {
+  ANVIL_CHECK(is_integral(index.dtype()) && index.dtype() != DType::Bool, DTypeError, op,
+              ": index must be an integer tensor; expected i64 or i32, got ", index.dtype());
+  ANVIL_CHECK(index.dim() <= 1, ShapeError, op, ": index must be 1-D; expected 1 dim, got ", index.shape());
+  ANVIL_CHECK(source.dtype() == x.dtype(), DTypeError, op, ": source must have the input's dtype; expected ", x.dtype(),
+              ", got ", source.dtype());
+  dim = wrap_dim(dim, x.dim(), op);
+  Shape want = x.shape();
+  want[dim] = index.numel();
+  ANVIL_CHECK(source.shape() == want, ShapeError, op,
+              ": source must have the input's shape with index.numel() along dim; expected ", want, ", got ",
+              source.shape());
+  return detail::cast(index.reshape({-1}), DType::I64);
+}
+
+// out[c with c[dim] = index[k]] += src[c, k], in place, on `out`'s device.
+void accumulate(detail::IndexOp op, const Tensor& out, const Tensor& src, const Tensor& idx, int dim) {
+  if (out.numel() == 0 || src.numel() == 0) return;
+  detail::dispatch::index(detail::name(op), out.device(), index_args(op, out, src, idx, dim));
+}
+
+Tensor scaled(const Tensor& source, const Scalar& alpha) {
+  NoGradGuard no_grad;  // alpha's factor is in the recorded gradient
+  return alpha.to_double() == 1.0 ? source : source * alpha;
+}
+
+// The checks both forms of scatter_add share; returns the i64 index.
+Tensor check_scatter_add(const char* op, const Tensor& x, int& dim, const Tensor& index, const Tensor& src) {
+  ANVIL_CHECK(index.dtype() == DType::I64 || index.dtype() == DType::I32, DTypeError, op,
+              ": index must be an integer tensor; expected i64, got ", index.dtype());
+  ANVIL_CHECK(src.dtype() == x.dtype(), DTypeError, op, ": src must have the input's dtype; expected ", x.dtype(),
+              ", got ", src.dtype());
+  ANVIL_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), ShapeError, op,
+              ": index and src must have as many dims as the input; expected ", x.dim(), ", got ", index.dim(), " and ",
+              src.dim());
+  dim = wrap_dim(dim, std::max(x.dim(), 1), op);
+  for (int i = 0; i < x.dim(); ++i) {
+    ANVIL_CHECK(index.shape()[i] <= src.shape()[i] && (i == dim || index.shape()[i] <= x.shape()[i]), ShapeError, op,
+                ": index is larger than src or the input in dim ", i, "; expected index.size(", i,
+                ") <= ", src.shape()[i], i == dim ? "" : detail::cat(" and <= ", x.shape()[i]), ", got ",
+                index.shape());
+  }
+  return detail::cast(index, DType::I64);
+}
+
+// scatter_add's adds into `out`: the blocks of out and src that index covers.
+void scatter_accumulate(const Tensor& out, const Tensor& src, const Tensor& idx, int dim) {
+  if (idx.numel() == 0) return;
+  Tensor o = out, s = src;
+  for (int i = 0; i < idx.dim(); ++i) {
+    s = s.narrow(i, 0, idx.shape()[i]);
+    if (i != dim) o = o.narrow(i, 0, idx.shape()[i]);
+  }
+  accumulate(detail::IndexOp::ScatterAdd, o, s, idx, dim);
+}
+}  // namespace
+
+Tensor index_add(const Tensor& x, int dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  const Device d = detail::check_same_device("index_add", {&x, &index, &source});
+  const Tensor xx = x.dim() == 0 ? x.reshape({1}) : x;
+  const Tensor ss = source.dim() == 0 ? source.reshape({1}) : source;
+  const Tensor idx = check_index_add("index_add", xx, dim, index, ss);
+  Tensor out = detail::make_empty(xx.shape(), x.dtype(), d);
+  detail::copy_into(out, xx);
+  accumulate(detail::IndexOp::IndexAdd, out, scaled(ss, alpha), idx, dim);
+  detail::record_index_add(out, xx, ss, dim, idx, alpha.to_double());
+  return x.dim() == 0 ? out.reshape({}) : out;
+}
+
+Tensor scatter_add(const Tensor& x, int dim, const Tensor& index, const Tensor& src) {
+  detail::check_same_device("scatter_add", {&x, &index, &src});
+  const Tensor idx = check_scatter_add("scatter_add", x, dim, index, src);
+  Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device());
+  detail::copy_into(out, x);
+  scatter_accumulate(out.dim() == 0 ? out.reshape({1}) : out, src.dim() == 0 ? src.reshape({1}) : src,
+                     idx.dim() == 0 ? idx.reshape({1}) : idx, dim);
+  detail::record_scatter_add(out, x, src, dim, idx);
+  return out;
+}
+
+Tensor& Tensor::index_add_(int dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  detail::check_same_device("index_add_", {this, &index, &source});
+  detail::check_inplace("index_add_", *this, &source);
+  const Tensor xx = this->dim() == 0 ? reshape({1}) : *this;
+  const Tensor ss = source.dim() == 0 ? source.reshape({1}) : source;
+  const Tensor idx = check_index_add("index_add_", xx, dim, index, ss);
+  accumulate(detail::IndexOp::IndexAdd, xx, scaled(ss, alpha), idx, dim);
+  return *this;
+}
+
+Tensor& Tensor::scatter_add_(int dim, const Tensor& index, const Tensor& src) {
+  detail::check_same_device("scatter_add_", {this, &index, &src});
+  detail::check_inplace("scatter_add_", *this, &src);
+  const Tensor idx = check_scatter_add("scatter_add_", *this, dim, index, src);
+  scatter_accumulate(this->dim() == 0 ? reshape({1}) : *this, src.dim() == 0 ? src.reshape({1}) : src,
+                     idx.dim() == 0 ? idx.reshape({1}) : idx, dim);
+  return *this;
+}
+
 // --- Tensor members that are views -------------------------------------------------
 Tensor Tensor::reshape(const Shape& s) const { return anvil::reshape(*this, s); }
 Tensor Tensor::view(const Shape& s) const { return anvil::view(*this, s); }
@@ -452,6 +555,12 @@ Tensor Tensor::squeeze() const { return anvil::squeeze(*this); }
 Tensor Tensor::squeeze(const Dims& dims) const { return anvil::squeeze(*this, dims); }
 Tensor Tensor::index_select(int dim, const Tensor& index) const { return anvil::index_select(*this, dim, index); }
 Tensor Tensor::gather(int dim, const Tensor& index) const { return anvil::gather(*this, dim, index); }
+Tensor Tensor::index_add(int dim, const Tensor& index, const Tensor& source, const Scalar& alpha) const {
+  return anvil::index_add(*this, dim, index, source, alpha);
+}
+Tensor Tensor::scatter_add(int dim, const Tensor& index, const Tensor& src) const {
+  return anvil::scatter_add(*this, dim, index, src);
+}
 std::vector<Tensor> Tensor::split(std::int64_t split_size, int dim) const {
   return anvil::split(*this, split_size, dim);
 }

@@ -431,8 +431,7 @@ class DeviceBackend final : public detail::Backend {
     });
   }
   void index(int index, const detail::IndexArgs& a) override {
-    run(index, a.op == detail::IndexOp::IndexSelect ? "index_select" : "gather",
-        [&](Slot& s) { kernels::index(s, a); });
+    run(index, detail::name(a.op), [&](Slot& s) { kernels::index(s, a); });
   }
   void random(int index, const detail::RandomArgs& a) override {
     run(index, random_name(a.kind), [&](Slot& s) { kernels::random(s, a); });

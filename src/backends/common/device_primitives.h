@@ -278,15 +278,19 @@ void reduce(Q& q, detail::ReduceOp op, const detail::ReduceArgs& a) {
 template <class Q>
 void index(Q& q, const detail::IndexArgs& a) {
   if (a.numel <= 0) return;
-  const char* opname = a.op == detail::IndexOp::IndexSelect ? "index_select" : "gather";
-  void* err = q.index_error_buffer_locked(opname, a.src_dim_size);
-  q.launch(q.kernel(IndexKernel{a.src.dtype, a.index.dtype}))
+  const char* opname = detail::name(a.op);
+  const bool add = detail::is_accumulating(a.op);
+  // An accumulation's index addresses out's dim; a gather's, src's.
+  void* err = q.index_error_buffer_locked(opname, add ? a.shape[a.dim] : a.src_dim_size);
+  const std::int64_t items = add ? a.numel / a.shape[a.dim] : a.numel;  // one work-item per column
+  if (items <= 0) return;
+  q.launch(q.kernel(IndexKernel{a.src.dtype, a.index.dtype, add}))
       .buffer(a.out.data)
       .buffer(a.src.data)
       .buffer(a.index.data)
       .buffer(err)
       .arg(index_layout(a))
-      .run(a.numel, opname);
+      .run(items, opname);
 }
 
 // Our tiled GEMM (gemm.kern): every dtype, any strides. Launched in pieces

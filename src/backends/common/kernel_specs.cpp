@@ -231,7 +231,9 @@ KernelSpec ReduceKernel::spec() const {
 
 KernelSpec IndexKernel::spec() const {
   const std::string prefix = std::string("index_") + dtype_name(t) + "_" + dtype_name(tindex);
-  return {"index.kern", {def("KPREFIX", prefix), type_def("T", t), type_def("TIDX", tindex)}, prefix + "_gather"};
+  return {"index.kern",
+          {def("KPREFIX", prefix), type_def("T", t), type_def("TIDX", tindex)},
+          prefix + (add ? "_add" : "_gather")};
 }
 
 KernelSpec GemmKernel::spec() const {
@@ -283,7 +285,7 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
         for (int v = 0; v < 3; ++v)
           out.push_back(ReduceKernel{r, t, to, fp64, wide, static_cast<ReduceVariant>(v)}.spec());
     }
-    out.push_back(IndexKernel{t, DType::I64}.spec());
+    for (bool add : {false, true}) out.push_back(IndexKernel{t, DType::I64, add}.spec());
     out.push_back(GemmKernel{t}.spec());
     for (int k = 0; k < 3; ++k) out.push_back(RandomKernel{static_cast<RandomKind>(k), t, fp64}.spec());
     if (t == DType::F32 || t == DType::F64)

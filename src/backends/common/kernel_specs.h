@@ -123,8 +123,9 @@ struct ReduceKernel {
 
 struct IndexKernel {
   DType t, tindex;
+  bool add = false;  // index_add/scatter_add (_add) rather than index_select/gather (_gather)
   std::uint64_t key() const noexcept {
-    return kernel_key(Family::Index, 0, 0, static_cast<int>(t), static_cast<int>(tindex));
+    return kernel_key(Family::Index, 0, add, static_cast<int>(t), static_cast<int>(tindex));
   }
   KernelSpec spec() const;
 };

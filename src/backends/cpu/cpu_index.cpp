@@ -1,4 +1,6 @@
 // index_select and gather: out[pos] = src[pos with dim replaced by index].
+#include <algorithm>
+
 #include "anvil/error.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dispatch.h"
@@ -6,7 +8,60 @@
 
 namespace anvil::cpu_backend {
 
+namespace {
+// index_add and scatter_add: one column (every coordinate but `dim`) per
+// iteration, its adds in index order -- the order of the device kernel
+// (src/kernels/index.kern), so every backend gives the same bits.
+void accumulate(const detail::IndexArgs& a) {
+  const std::int64_t* idx = static_cast<const std::int64_t*>(a.index.data) + a.index.offset;
+  const std::int64_t n = a.shape[a.dim], count = a.src_dim_size, columns = a.numel / n;
+  const auto idx_stride = [&](int d) {
+    if (a.op == detail::IndexOp::IndexAdd) return d == a.dim ? a.index.strides[0] : std::int64_t{0};
+    return a.index.strides[d];
+  };
+  const auto column = [&](std::int64_t i, std::int64_t& o_out, std::int64_t& o_src, std::int64_t& o_idx) {
+    o_out = o_src = o_idx = 0;
+    for (int d = a.ndim - 1; d >= 0; --d) {
+      if (d == a.dim) continue;
+      const std::int64_t c = i % a.shape[d];
+      i /= a.shape[d];
+      o_out += c * a.out.strides[d];
+      o_src += c * a.src.strides[d];
+      o_idx += c * idx_stride(d);
+    }
+  };
+  // Validate first, so a bad index leaves `out` untouched.
+  const std::int64_t idx_columns = a.op == detail::IndexOp::IndexAdd ? 1 : columns;
+  for (std::int64_t i = 0; i < idx_columns; ++i) {
+    std::int64_t o_out, o_src, o_idx;
+    column(i, o_out, o_src, o_idx);
+    for (std::int64_t k = 0; k < count; ++k) {
+      const std::int64_t v = idx[o_idx + k * idx_stride(a.dim)];
+      ANVIL_CHECK(v >= 0 && v < n, IndexError, detail::name(a.op), ": index ", v,
+                  " is out of range; expected an index in [0, ", n, "), got ", v, " at position ", k);
+    }
+  }
+  ANVIL_DISPATCH(a.out.dtype, T, {
+    const T* src = static_cast<const T*>(a.src.data) + a.src.offset;
+    T* out = static_cast<T*>(a.out.data) + a.out.offset;
+    const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(count, 1));
+    parallel_for(columns, grain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        std::int64_t o_out, o_src, o_idx;
+        column(i, o_out, o_src, o_idx);
+        for (std::int64_t k = 0; k < count; ++k) {
+          const std::int64_t j = idx[o_idx + k * idx_stride(a.dim)];
+          T& o = out[o_out + j * a.out.strides[a.dim]];
+          o = static_cast<T>(o + src[o_src + k * a.src.strides[a.dim]]);
+        }
+      }
+    });
+  });
+}
+}  // namespace
+
 void CpuBackend::index(int, const detail::IndexArgs& a) {
+  if (detail::is_accumulating(a.op)) return accumulate(a);
   const std::int64_t* idx = static_cast<const std::int64_t*>(a.index.data) + a.index.offset;
   // Validate every index first, so a bad one leaves `out` untouched and the
   // error names the first offender.
@@ -23,8 +78,7 @@ void CpuBackend::index(int, const detail::IndexArgs& a) {
       }
       v = idx[off];
     }
-    ANVIL_CHECK(v >= 0 && v < a.src_dim_size, IndexError,
-                a.op == detail::IndexOp::IndexSelect ? "index_select" : "gather", ": index ", v,
+    ANVIL_CHECK(v >= 0 && v < a.src_dim_size, IndexError, detail::name(a.op), ": index ", v,
                 " is out of range; expected an index in [0, ", a.src_dim_size, "), got ", v, " at position ", i);
   }
   ANVIL_DISPATCH(a.out.dtype, T, {

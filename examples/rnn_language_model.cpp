@@ -1,0 +1,288 @@
+// The book's character-level language model ("Concise Implementation of
+// Recurrent Neural Networks" and "Gated Recurrent Units", D2L §8.6/§9.1):
+// a GRU over one-hot characters of H. G. Wells' The Time Machine, trained on
+// try_gpu() unless --device says otherwise, with SGD (lr 1) and gradient
+// clipping at norm 1, minibatches of 32 sequences of 35 steps. Prints the
+// perplexity and tokens/s per epoch, samples text after "time traveller",
+// and writes the curve to rnn_lm_curve.csv (and .png with gnuplot).
+//
+//   rnn_language_model                           # GRU, 500 epochs as the book
+//   rnn_language_model --epochs 20 --device cpu --random-iter
+//   rnn_language_model --max-tokens 10000 --epochs 30 --expect-perplexity 8   # a quick check (ctest)
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "anvil/anvil.h"
+#include "d2l_curves.h"
+
+using namespace anvil;
+
+namespace {
+
+struct Args {
+  int epochs = 500;
+  std::string device;
+  std::int64_t num_hiddens = 256, batch_size = 32, num_steps = 35, max_tokens = -1;
+  double lr = 1.0;
+  bool random_iter = false;
+  std::uint64_t seed = 0;
+  double expect_perplexity = 0;  // > 0: exit 1 unless the last epoch reaches it
+  std::string data = ANVIL_EXAMPLES_DIR "/data/timemachine.txt", out_dir = ".";
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw ValueError("rnn_language_model: " + s + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--epochs")
+      a.epochs = std::stoi(value());
+    else if (s == "--device")
+      a.device = value();
+    else if (s == "--num-hiddens")
+      a.num_hiddens = std::stoll(value());
+    else if (s == "--lr")
+      a.lr = std::stod(value());
+    else if (s == "--batch-size")
+      a.batch_size = std::stoll(value());
+    else if (s == "--num-steps")
+      a.num_steps = std::stoll(value());
+    else if (s == "--max-tokens")
+      a.max_tokens = std::stoll(value());
+    else if (s == "--random-iter")
+      a.random_iter = true;
+    else if (s == "--seed")
+      a.seed = std::stoull(value());
+    else if (s == "--expect-perplexity")
+      a.expect_perplexity = std::stod(value());
+    else if (s == "--data")
+      a.data = value();
+    else if (s == "--out-dir")
+      a.out_dir = value();
+    else if (s == "-h" || s == "--help") {
+      std::cout << "usage: rnn_language_model [--epochs 500] [--device cpu|opencl:0|cuda:0] [--num-hiddens 256]\n"
+                   "                          [--lr 1] [--batch-size 32] [--num-steps 35] [--max-tokens N]\n"
+                   "                          [--random-iter] [--seed 0] [--expect-perplexity P] [--data PATH]\n"
+                   "                          [--out-dir .]\n";
+      std::exit(0);
+    } else {
+      throw ValueError("rnn_language_model: unknown flag '" + s + "'; see --help");
+    }
+  }
+  return a;
+}
+
+// The book's preprocessing: every run of non-letters becomes one space, each
+// line is trimmed and lowercased, and the corpus is the lines' characters.
+// The vocabulary is '<unk>' then the characters by falling frequency (ties
+// in character order), as d2l.Vocab.
+struct Corpus {
+  std::vector<std::int64_t> tokens;
+  std::vector<char> chars;  // index -> character; 0 is '<unk>'
+  std::map<char, std::int64_t> index;
+};
+
+Corpus load_corpus(const std::string& path, std::int64_t max_tokens) {
+  std::ifstream f(path);
+  if (!f) throw IOError("rnn_language_model: cannot read '" + path + "'; expected The Time Machine's text");
+  std::string line, text;
+  while (std::getline(f, line)) {
+    std::string clean;
+    for (char c : line) {
+      const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+      if (letter)
+        clean += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      else if (clean.empty() || clean.back() != ' ')
+        clean += ' ';
+    }
+    const auto b = clean.find_first_not_of(' '), e = clean.find_last_not_of(' ');
+    if (b != std::string::npos) text += clean.substr(b, e - b + 1);
+  }
+  std::map<char, std::int64_t> freq;
+  for (char c : text) ++freq[c];
+  std::vector<std::pair<char, std::int64_t>> by_freq(freq.begin(), freq.end());
+  std::stable_sort(by_freq.begin(), by_freq.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  Corpus c;
+  c.chars.push_back('?');
+  for (const auto& [ch, n] : by_freq) {
+    c.index[ch] = static_cast<std::int64_t>(c.chars.size());
+    c.chars.push_back(ch);
+  }
+  for (char ch : text) c.tokens.push_back(c.index.at(ch));
+  if (max_tokens > 0 && static_cast<std::int64_t>(c.tokens.size()) > max_tokens) c.tokens.resize(max_tokens);
+  return c;
+}
+
+// Minibatches of (X, Y), each [batch, steps], Y = X shifted by one token
+// (d2l.seq_data_iter_random / seq_data_iter_sequential): random takes
+// subsequences in a shuffled order; sequential keeps neighbouring batches
+// contiguous, so the hidden state carries over between them.
+std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> batches(
+    const std::vector<std::int64_t>& corpus, std::int64_t batch_size, std::int64_t steps, bool random,
+    std::mt19937_64& rng) {
+  std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> out;
+  const std::int64_t offset = std::uniform_int_distribution<std::int64_t>(0, steps - 1)(rng);
+  const std::int64_t n = static_cast<std::int64_t>(corpus.size());
+  if (random) {
+    const std::int64_t subseqs = (n - offset - 1) / steps;
+    std::vector<std::int64_t> starts;
+    for (std::int64_t i = 0; i < subseqs; ++i) starts.push_back(offset + i * steps);
+    std::shuffle(starts.begin(), starts.end(), rng);
+    for (std::int64_t b = 0; b + batch_size <= subseqs; b += batch_size) {
+      std::vector<std::int64_t> x, y;
+      for (std::int64_t i = 0; i < batch_size; ++i)
+        for (std::int64_t t = 0; t < steps; ++t) {
+          x.push_back(corpus[starts[b + i] + t]);
+          y.push_back(corpus[starts[b + i] + t + 1]);
+        }
+      out.emplace_back(std::move(x), std::move(y));
+    }
+    return out;
+  }
+  const std::int64_t per_row = (n - offset - 1) / batch_size;  // tokens per row
+  for (std::int64_t t0 = 0; t0 + steps <= per_row; t0 += steps) {
+    std::vector<std::int64_t> x, y;
+    for (std::int64_t i = 0; i < batch_size; ++i)
+      for (std::int64_t t = 0; t < steps; ++t) {
+        x.push_back(corpus[offset + i * per_row + t0 + t]);
+        y.push_back(corpus[offset + i * per_row + t0 + t + 1]);
+      }
+    out.emplace_back(std::move(x), std::move(y));
+  }
+  return out;
+}
+
+// d2l.RNNModel: one-hot inputs through the recurrent layer, then a Linear
+// from every step's hidden state to the vocabulary.
+class RNNModel : public nn::Module {
+ public:
+  RNNModel(std::int64_t vocab_size, std::int64_t num_hiddens)
+      : vocab_(vocab_size),
+        rnn_(register_module("rnn", nn::GRU(vocab_size, num_hiddens))),
+        linear_(register_module("linear", nn::Linear(num_hiddens, vocab_size))) {}
+  // tokens [batch, steps] -> logits [steps * batch, vocab] and the new state.
+  nn::RNNOutput forward(const Tensor& tokens, const Tensor& state) {
+    const Tensor x = (tokens.t().unsqueeze(-1) == arange(0, vocab_, 1, tokens.device(), i64)).to(f32);
+    const nn::RNNOutput r = rnn_->forward(x, state);
+    return {(*linear_)(r.output.reshape({-1, r.output.size(-1)})), r.h_n};
+  }
+  Tensor forward(const Tensor& tokens) override { return forward(tokens, Tensor()).output; }
+  std::string name() const override { return "RNNModel"; }
+
+ private:
+  std::int64_t vocab_;
+  std::shared_ptr<nn::GRU> rnn_;
+  std::shared_ptr<nn::Linear> linear_;
+};
+
+// d2l.grad_clipping: scales every gradient by theta / norm when the global
+// norm exceeds theta. The norm stays on the device (no host sync).
+void grad_clipping(const std::vector<Tensor>& params, double theta) {
+  NoGradGuard no_grad;
+  Tensor sq = zeros({}, params.front().device());
+  for (const Tensor& p : params) sq = sq + sum(square(p.grad()));
+  const Tensor scale = clamp(theta / (sqrt(sq) + 1e-12), std::nullopt, 1.0);
+  for (const Tensor& p : params) p.grad().mul_(scale);
+}
+
+std::string predict(const std::string& prefix, int num_preds, RNNModel& net, const Corpus& c, Device d) {
+  NoGradGuard no_grad;
+  std::vector<std::int64_t> out{c.index.at(prefix[0])};
+  Tensor state;
+  auto step = [&](std::int64_t token) {
+    nn::RNNOutput r = net.forward(tensor(std::vector<std::int64_t>{token}, Shape{1, 1}, d), state);
+    state = r.h_n;
+    return r.output;
+  };
+  for (std::size_t i = 1; i < prefix.size(); ++i) {  // warm-up: feed the prefix
+    step(out.back());
+    out.push_back(c.index.at(prefix[i]));
+  }
+  for (int i = 0; i < num_preds; ++i) out.push_back(argmax(step(out.back()), 1).item<std::int64_t>());
+  std::string s;
+  for (std::int64_t t : out) s += c.chars[static_cast<std::size_t>(t)];
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args args = parse(argc, argv);
+    const Device device = args.device.empty() ? try_gpu() : Device(args.device);
+    if (args.device.empty() && device.is_cpu()) std::cout << "try_gpu(): cpu (" << try_gpu_reason() << ")\n";
+    const Corpus corpus = load_corpus(args.data, args.max_tokens);
+    const auto vocab = static_cast<std::int64_t>(corpus.chars.size());
+    std::cout << "device: " << device << "\ncorpus: " << corpus.tokens.size() << " tokens, vocabulary " << vocab
+              << "\n";
+    manual_seed(args.seed);
+    RNNModel net(vocab, args.num_hiddens);
+    net.to(device);
+    std::cout << net << "\n";
+    optim::SGD opt(net.parameters(), {.lr = args.lr});
+    std::mt19937_64 rng(args.seed);
+    std::vector<std::vector<double>> rows;
+    double ppl = 0;
+    for (int epoch = 1; epoch <= args.epochs; ++epoch) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Tensor loss_sum = zeros({}, device), state;
+      std::int64_t tokens = 0;
+      for (const auto& [xs, ys] : batches(corpus.tokens, args.batch_size, args.num_steps, args.random_iter, rng)) {
+        const Tensor x = tensor(xs, Shape{args.batch_size, args.num_steps}, device);
+        const Tensor y = tensor(ys, Shape{args.batch_size, args.num_steps}, device);
+        // Sequential batches continue the previous ones: keep the state but
+        // not its graph. Random batches start from zeros.
+        if (args.random_iter) state = Tensor();
+        if (state.defined()) state = state.detach();
+        opt.zero_grad();
+        const nn::RNNOutput r = net.forward(x, state);
+        state = r.h_n;
+        const Tensor l = cross_entropy(r.output, y.t().reshape({-1}));
+        l.backward();
+        grad_clipping(net.parameters(), 1.0);
+        opt.step();
+        NoGradGuard no_grad;
+        loss_sum += l.detach() * static_cast<double>(y.numel());
+        tokens += y.numel();
+      }
+      if (tokens == 0) throw ValueError("rnn_language_model: the corpus is shorter than one minibatch");
+      ppl = std::exp(loss_sum.item<double>() / static_cast<double>(tokens));
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rows.push_back({static_cast<double>(epoch), ppl, static_cast<double>(tokens) / secs});
+      if (epoch == 1 || epoch % 10 == 0 || epoch == args.epochs) {
+        std::printf("epoch %d: perplexity %.2f, %.0f tokens/s on %s\n", epoch, ppl, static_cast<double>(tokens) / secs,
+                    device.str().c_str());
+        std::cout << "  " << predict("time traveller", 50, net, corpus, device) << "\n";
+        std::fflush(stdout);
+      }
+    }
+    std::cout << "perplexity " << ppl << "\n";
+    std::cout << predict("time traveller", 50, net, corpus, device) << "\n";
+    std::cout << predict("traveller", 50, net, corpus, device) << "\n";
+    const std::string csv = args.out_dir + "/rnn_lm_curve.csv";
+    d2l::write_csv(csv, "epoch,perplexity,tokens_per_s", rows);
+    d2l::plot(csv, args.out_dir + "/rnn_lm_curve.png", "GRU language model on The Time Machine (" + device.str() + ")",
+              "epoch", {{2, "perplexity"}});
+    if (args.expect_perplexity > 0 && !(ppl <= args.expect_perplexity)) {
+      std::cerr << "rnn_language_model: perplexity " << ppl << " after " << args.epochs
+                << " epochs; expected <= " << args.expect_perplexity << "\n";
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "rnn_language_model: " << e.what() << "\n";
+    return 1;
+  }
+}

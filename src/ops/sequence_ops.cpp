@@ -1,0 +1,114 @@
+// The sequence-model ops (embedding, layer_norm, attention), composites of
+// the primitives: written once here, they run and differentiate on every
+// backend. embedding's gradient is index_select's, one index_add pass.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "anvil/autograd.h"
+#include "ops/autocast.h"
+#include "ops/op_common.h"
+
+namespace anvil {
+
+namespace {
+// check_same_device over the defined tensors among `ts` (optional arguments).
+void check_devices(const char* op, std::initializer_list<const Tensor*> ts) {
+  std::vector<Tensor> defined;
+  for (const Tensor* t : ts)
+    if (t->defined()) defined.push_back(*t);
+  detail::check_same_device(op, defined);
+}
+}  // namespace
+
+Tensor embedding(const Tensor& indices, const Tensor& weight) {
+  detail::check_defined("embedding", indices, 0);
+  detail::check_defined("embedding", weight, 1);
+  detail::check_same_device("embedding", {&indices, &weight});
+  ANVIL_CHECK(is_integral(indices.dtype()) && indices.dtype() != DType::Bool, DTypeError,
+              "embedding: indices must be an integer tensor; expected i64 or i32, got ", indices.dtype());
+  ANVIL_CHECK(weight.dim() == 2, ShapeError,
+              "embedding: weight must be [num_embeddings, embedding_dim]; expected 2 dims, got ", weight.shape());
+  Shape s = indices.shape();
+  s.push_back(weight.size(1));
+  return index_select(weight, 0, indices.reshape({-1})).reshape(s);
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  detail::check_defined("layer_norm", x);
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x, &weight, &bias}))
+    return layer_norm((*c)[0], normalized_shape, (*c)[1], (*c)[2], eps);
+  check_devices("layer_norm", {&x, &weight, &bias});
+  ANVIL_CHECK(is_floating(x.dtype()), DTypeError, "layer_norm: input must be floating; expected f32 or f64, got ",
+              x.dtype());
+  const int k = normalized_shape.size();
+  bool trailing = k >= 1 && k <= x.dim();
+  for (int i = 0; trailing && i < k; ++i) trailing = x.shape()[x.dim() - k + i] == normalized_shape[i];
+  ANVIL_CHECK(trailing, ShapeError,
+              "layer_norm: normalized_shape must be the input's trailing dims; expected the end of ", x.shape(),
+              ", got ", normalized_shape);
+  ANVIL_CHECK(!weight.defined() || weight.shape() == normalized_shape, ShapeError,
+              "layer_norm: weight must have normalized_shape; expected ", normalized_shape, ", got ", weight.shape());
+  ANVIL_CHECK(!bias.defined() || bias.shape() == normalized_shape, ShapeError,
+              "layer_norm: bias must have normalized_shape; expected ", normalized_shape, ", got ", bias.shape());
+  std::vector<std::int64_t> dims;
+  for (int i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
+  const Tensor centred = x - mean(x, dims, true);
+  // The biased variance, as PyTorch normalises.
+  Tensor y = centred * rsqrt(mean(square(centred), dims, true) + eps);
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool is_causal) {
+  detail::check_defined("scaled_dot_product_attention", q, 0);
+  detail::check_defined("scaled_dot_product_attention", k, 1);
+  check_devices("scaled_dot_product_attention", {&q, &k, &attn_mask});
+  ANVIL_CHECK(q.dim() >= 2 && k.dim() >= 2 && q.size(-1) == k.size(-1), ShapeError,
+              "scaled_dot_product_attention: query and key must be [..., L, E] and [..., S, E]; expected equal E, got ",
+              q.shape(), " and ", k.shape());
+  ANVIL_CHECK(is_floating(q.dtype()), DTypeError,
+              "scaled_dot_product_attention: query must be floating; expected f32 or f64, got ", q.dtype());
+  ANVIL_CHECK(!(is_causal && attn_mask.defined()), ValueError,
+              "scaled_dot_product_attention: give attn_mask or is_causal, not both; expected one, got both");
+  const std::int64_t L = q.size(-2), S = k.size(-2);
+  Tensor scores = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  if (is_causal) scores = where(tril(ones({L, S}, q.device(), DType::Bool)), scores, kNegInf);
+  if (attn_mask.defined()) {
+    const Shape ms = attn_mask.shape();
+    const auto fits = [](std::int64_t m, std::int64_t n) { return m == n || m == 1; };
+    ANVIL_CHECK(ms.size() >= 2 && fits(ms[ms.size() - 1], S) && fits(ms[ms.size() - 2], L), ShapeError,
+                "scaled_dot_product_attention: attn_mask must broadcast to [..., L, S]; expected [..., ", L, ", ", S,
+                "], got ", ms);
+    if (attn_mask.dtype() == DType::Bool)
+      scores = where(attn_mask, scores, kNegInf);
+    else
+      scores = scores + attn_mask;
+  }
+  // softmax subtracts the row maximum: stable for any scale of the scores.
+  return softmax(scores, -1);
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                    bool is_causal) {
+  detail::check_defined("scaled_dot_product_attention", v, 2);
+  detail::check_same_device("scaled_dot_product_attention", {&q, &v});
+  ANVIL_CHECK(
+      v.dim() >= 2 && k.dim() >= 2 && v.size(-2) == k.size(-2), ShapeError,
+      "scaled_dot_product_attention: key and value must be [..., S, E] and [..., S, Ev]; expected equal S, got ",
+      k.shape(), " and ", v.shape());
+  return matmul(attention_weights(q, k, attn_mask, is_causal), v);
+}
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  detail::check_defined("dropout", x);
+  ANVIL_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: p is a probability; expected [0, 1], got ", p);
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return x * 0.0;
+  return x * (rand_like(x) >= p).to(x.dtype()) * (1.0 / (1.0 - p));
+}
+
+}  // namespace anvil
