@@ -46,7 +46,7 @@ struct Args {
   std::uint64_t seed = 0;
   std::string out_dir = ".";
   std::vector<std::string> amp = {"f32"};
-  double max_amp_gap = -1;  // off
+  double max_amp_gap = -1;                           // off
   std::int64_t train_samples = 0, test_samples = 0;  // 0: all
   bool plot = true;
 };

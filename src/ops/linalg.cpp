@@ -202,7 +202,8 @@ void mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
-  if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&bias, &a, &b})) return addmm((*c)[0], (*c)[1], (*c)[2], beta, alpha);
+  if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&bias, &a, &b}))
+    return addmm((*c)[0], (*c)[1], (*c)[2], beta, alpha);
   const Device d = detail::check_same_device("addmm", {&bias, &a, &b});
   ANVIL_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "addmm: both matrices must be 2-D; expected matrices, got ",
               a.shape(), " and ", b.shape());

@@ -77,7 +77,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
   detail::check_same_device("mse_loss", {&input, &target});
-  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&input, &target})) return mse_loss((*c)[0], (*c)[1]);
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&input, &target}))
+    return mse_loss((*c)[0], (*c)[1]);
   return mean(square(input - target));
 }
 

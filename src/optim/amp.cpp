@@ -1,8 +1,9 @@
 // GradScaler (anvil/amp.h): PyTorch's dynamic loss scaling.
+#include "anvil/amp.h"
+
 #include <cmath>
 #include <utility>
 
-#include "anvil/amp.h"
 #include "anvil/autograd.h"
 #include "anvil/error.h"
 #include "anvil/ops.h"
@@ -18,8 +19,8 @@ void check_scale(const char* op, double s) {
 
 GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale) {
   check_scale("GradScaler", options_.init_scale);
-  ANVIL_CHECK(options_.growth_factor > 1.0, ValueError,
-              "GradScaler: growth_factor must exceed 1; expected > 1, got ", options_.growth_factor);
+  ANVIL_CHECK(options_.growth_factor > 1.0, ValueError, "GradScaler: growth_factor must exceed 1; expected > 1, got ",
+              options_.growth_factor);
   ANVIL_CHECK(options_.backoff_factor > 0.0 && options_.backoff_factor < 1.0, ValueError,
               "GradScaler: backoff_factor must lie in (0, 1); expected 0 < backoff_factor < 1, got ",
               options_.backoff_factor);
