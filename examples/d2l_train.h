@@ -11,9 +11,11 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "anvil/amp.h"
 #include "anvil/anvil.h"
 #include "anvil/data.h"
 #include "anvil/nn.h"
@@ -31,10 +33,17 @@ struct EpochRow {
   double loss, train_acc, test_acc, seconds, samples_per_s;
 };
 
+// Mixed precision (docs/mixed-precision.md): the forward pass under
+// autocast in `amp`'s dtype; f16's small gradients need the loss scaled
+// (bf16 has f32's exponent range and needs no scaler).
+using Amp = std::optional<anvil::DType>;
+
 inline double evaluate(anvil::nn::Module& net, anvil::DataLoader& loader, anvil::Device device,
-                       const Prepare& prepare = {}) {
+                       const Prepare& prepare = {}, Amp amp = {}) {
   using namespace anvil;
   NoGradGuard no_grad;
+  std::optional<amp::AutocastGuard> autocast;
+  if (amp) autocast.emplace(device, *amp);
   net.eval();
   Tensor correct = zeros({}, device, i64);
   for (const Batch& b : loader) {
@@ -50,8 +59,9 @@ inline double evaluate(anvil::nn::Module& net, anvil::DataLoader& loader, anvil:
 // once per progress update.
 inline std::vector<EpochRow> fit(anvil::nn::Module& net, anvil::optim::Optimizer& opt, anvil::DataLoader& train_loader,
                                  anvil::DataLoader& test_loader, anvil::Device device, int epochs,
-                                 const Prepare& prepare = {}) {
+                                 const Prepare& prepare = {}, Amp amp = {}) {
   using namespace anvil;
+  amp::GradScaler scaler({.enabled = amp == f16});
   std::vector<EpochRow> rows;
   const std::int64_t nbatches = train_loader.size();
   for (int epoch = 1; epoch <= epochs; ++epoch) {
@@ -63,10 +73,16 @@ inline std::vector<EpochRow> fit(anvil::nn::Module& net, anvil::optim::Optimizer
       const Tensor x = prepare ? prepare(b.inputs) : b.inputs;
       const Tensor y = b.targets.to(device);
       opt.zero_grad();
-      const Tensor logits = net(x);
-      const Tensor l = nn::cross_entropy(logits, y);
-      l.backward();
-      opt.step();
+      Tensor logits, l;
+      {
+        std::optional<amp::AutocastGuard> autocast;  // the forward pass only, as with torch.autocast
+        if (amp) autocast.emplace(device, *amp);
+        logits = net(x);
+        l = nn::cross_entropy(logits, y);
+      }
+      scaler.scale(l).backward();
+      scaler.step(opt);  // opt.step() unless a gradient overflowed (always when disabled)
+      scaler.update();
       {
         NoGradGuard no_grad;
         loss_sum += l.detach() * static_cast<double>(y.size(0));
@@ -87,7 +103,7 @@ inline std::vector<EpochRow> fit(anvil::nn::Module& net, anvil::optim::Optimizer
       }
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double test_acc = evaluate(net, test_loader, device, prepare);
+    const double test_acc = evaluate(net, test_loader, device, prepare, amp);
     std::printf("\n  epoch %d: train loss %.4f, train acc %.4f, test acc %.4f, %.2f s (%.0f samples/s)\n", epoch, loss,
                 acc, test_acc, secs, static_cast<double>(seen) / secs);
     rows.push_back({epoch, loss, acc, test_acc, secs, static_cast<double>(seen) / secs});
@@ -97,14 +113,15 @@ inline std::vector<EpochRow> fit(anvil::nn::Module& net, anvil::optim::Optimizer
 
 // <out_dir>/<model>_curves.csv (and .png).
 inline void write_curves(const std::vector<EpochRow>& rows, const std::string& out_dir, const std::string& model,
-                         const std::string& title) {
+                         const std::string& title, bool with_plot = true) {
   const std::string csv = out_dir + "/" + model + "_curves.csv";
   std::vector<std::vector<double>> table;
   for (const EpochRow& r : rows)
     table.push_back({static_cast<double>(r.epoch), r.loss, r.train_acc, r.test_acc, r.seconds, r.samples_per_s});
   write_csv(csv, "epoch,train_loss,train_acc,test_acc,seconds,samples_per_s", table);
-  plot(csv, out_dir + "/" + model + "_curves.png", title, "epoch",
-       {{2, "train loss"}, {3, "train acc"}, {4, "test acc"}});
+  if (with_plot)
+    plot(csv, out_dir + "/" + model + "_curves.png", title, "epoch",
+         {{2, "train loss"}, {3, "train acc"}, {4, "test acc"}});
 }
 
 }  // namespace d2l

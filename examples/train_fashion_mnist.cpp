@@ -6,14 +6,27 @@
 //
 //   train_fashion_mnist                         # both models, 2 epochs
 //   train_fashion_mnist --model mlp --epochs 10 --device cpu
+//   train_fashion_mnist --model lenet --amp f32,bf16,f16    # mixed precision, one run each
+//
+// --amp bf16 runs the forward pass under amp::AutocastGuard(device, bf16);
+// f16 adds an amp::GradScaler (f16 gradients underflow without it); f32 is
+// the plain run. With several modes, --max-amp-gap P exits 1 when a mode's
+// final test accuracy falls more than P points below the first mode's (the
+// mixed-precision ctests). --train-samples / --test-samples take the first N.
 //
 // LeNet here is the modern variant (ReLU and max-pooling): with D2L's
 // sigmoid/avg-pool original, lr 0.1 barely moves in a few epochs (D2L itself
 // uses lr 0.9 for it).
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "anvil/amp.h"
 #include "anvil/anvil.h"
 #include "anvil/data.h"
 #include "anvil/nn.h"
@@ -32,7 +45,18 @@ struct Args {
   double lr = 0.1;
   std::uint64_t seed = 0;
   std::string out_dir = ".";
+  std::vector<std::string> amp = {"f32"};
+  double max_amp_gap = -1;                           // off
+  std::int64_t train_samples = 0, test_samples = 0;  // 0: all
+  bool plot = true;
 };
+
+// The low dtype of an --amp mode; nothing for f32.
+std::optional<DType> amp_dtype(const std::string& mode) {
+  if (mode == "bf16") return bf16;
+  if (mode == "f16") return f16;
+  return std::nullopt;
+}
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -56,14 +80,32 @@ Args parse(int argc, char** argv) {
       a.seed = std::stoull(value());
     else if (s == "--out-dir")
       a.out_dir = value();
+    else if (s == "--amp") {
+      a.amp.clear();
+      std::stringstream ss(value());
+      for (std::string m; std::getline(ss, m, ',');) {
+        if (m != "f32" && m != "bf16" && m != "f16")
+          throw ValueError("train_fashion_mnist: --amp takes f32, bf16 or f16 (comma-separated); got '" + m + "'");
+        a.amp.push_back(m);
+      }
+    } else if (s == "--max-amp-gap")
+      a.max_amp_gap = std::stod(value());
+    else if (s == "--train-samples")
+      a.train_samples = std::stoll(value());
+    else if (s == "--test-samples")
+      a.test_samples = std::stoll(value());
+    else if (s == "--no-plot")
+      a.plot = false;
     else if (s == "-h" || s == "--help") {
       std::cout << "usage: train_fashion_mnist [--epochs N] [--model mlp|lenet|both] [--device cpu|opencl:0|cuda:0]\n"
-                   "                           [--batch-size 256] [--lr 0.1] [--seed 0] [--out-dir .]\n";
+                   "                           [--batch-size 256] [--lr 0.1] [--seed 0] [--out-dir .]\n"
+                   "                           [--amp f32|bf16|f16[,...]] [--max-amp-gap POINTS]\n"
+                   "                           [--train-samples N] [--test-samples N] [--no-plot]\n";
       std::exit(0);
     } else {
       throw ValueError("train_fashion_mnist: unknown flag '" + s +
-                       "'; expected --epochs, --model, --device, "
-                       "--batch-size, --lr, --seed or --out-dir");
+                       "'; expected --epochs, --model, --device, --batch-size, --lr, --seed, --out-dir, --amp, "
+                       "--max-amp-gap, --train-samples, --test-samples or --no-plot");
     }
   }
   if (a.model != "mlp" && a.model != "lenet" && a.model != "both")
@@ -92,18 +134,25 @@ nn::Sequential make_lenet() {
                         nn::Linear(84, 10)};
 }
 
-void train(const std::string& model, const Args& args, Device device, const FashionMNIST& train_set,
-           const FashionMNIST& test_set) {
+// The first n samples (all for 0).
+Tensor head(const Tensor& t, std::int64_t n) { return n > 0 && n < t.size(0) ? t.narrow(0, 0, n) : t; }
+
+// Trains one model in one --amp mode; returns the final test accuracy.
+double train(const std::string& model, const std::string& mode, const Args& args, Device device,
+             const FashionMNIST& train_set, const FashionMNIST& test_set) {
   manual_seed(args.seed);
   nn::Sequential net = model == "mlp" ? make_mlp() : make_lenet();
   net.to(device);
-  std::cout << "\n== " << model << " on " << device << " ==\n" << net << "\n";
+  std::cout << "\n== " << model << " on " << device << ", " << mode << " ==\n" << net << "\n";
   optim::SGD opt(net.parameters(), {.lr = args.lr});
-  DataLoader train_loader(train_set.images(), train_set.labels(),
+  DataLoader train_loader(head(train_set.images(), args.train_samples), head(train_set.labels(), args.train_samples),
                           {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = device});
-  DataLoader test_loader(test_set.images(), test_set.labels(), {.batch_size = 1024, .device = device});
-  const auto rows = d2l::fit(net, opt, train_loader, test_loader, device, args.epochs);
-  d2l::write_curves(rows, args.out_dir, model, model + " on Fashion-MNIST (" + device.str() + ")");
+  DataLoader test_loader(head(test_set.images(), args.test_samples), head(test_set.labels(), args.test_samples),
+                         {.batch_size = 1024, .device = device});
+  const auto rows = d2l::fit(net, opt, train_loader, test_loader, device, args.epochs, {}, amp_dtype(mode));
+  d2l::write_curves(rows, args.out_dir, model + (mode == "f32" ? "" : "_" + mode),
+                    model + " on Fashion-MNIST (" + device.str() + ", " + mode + ")", args.plot);
+  return rows.empty() ? 0.0 : rows.back().test_acc;
 }
 
 }  // namespace
@@ -116,9 +165,26 @@ int main(int argc, char** argv) {
     std::cout << "device: " << device << "\n";
     const FashionMNIST train_set(FashionMNIST::Split::Train);
     const FashionMNIST test_set(FashionMNIST::Split::Test);
-    for (const std::string model : {"mlp", "lenet"})
-      if (args.model == model || args.model == "both") train(model, args, device, train_set, test_set);
-    return 0;
+    int status = 0;
+    for (const std::string model : {"mlp", "lenet"}) {
+      if (args.model != model && args.model != "both") continue;
+      std::vector<std::pair<double, double>> results;  // test accuracy, seconds
+      for (const std::string& mode : args.amp) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const double acc = train(model, mode, args, device, train_set, test_set);
+        results.emplace_back(acc, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      if (args.amp.size() < 2) continue;
+      std::printf("\n%s on %s: final test accuracy by --amp mode\n", model.c_str(), device.str().c_str());
+      for (std::size_t i = 0; i < results.size(); ++i) {
+        const double gap = 100.0 * (results[0].first - results[i].first);  // points below the first mode
+        const bool bad = args.max_amp_gap >= 0 && gap > args.max_amp_gap;
+        std::printf("  %-5s %.2f%%  (%+.2f points vs %s)  %.1f s%s\n", args.amp[i].c_str(), 100.0 * results[i].first,
+                    -gap, args.amp[0].c_str(), results[i].second, bad ? "  << more than --max-amp-gap below" : "");
+        if (bad) status = 1;
+      }
+    }
+    return status;
   } catch (const std::exception& e) {
     std::cerr << "train_fashion_mnist: " << e.what() << "\n";
     return 1;

@@ -7,6 +7,7 @@
 //   }
 #pragma once
 
+#include "anvil/amp.h"
 #include "anvil/autograd.h"
 #include "anvil/data.h"
 #include "anvil/device.h"

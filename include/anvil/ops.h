@@ -238,6 +238,9 @@ Tensor outer(const Tensor& a, const Tensor& b);  // 1-D × 1-D → 2-D
 // beta * bias + alpha * (a @ b), a and b 2-D, bias broadcast to the
 // product (torch.addmm; what nn::Linear runs: grad_fn=<AddmmBackward>).
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta = 1, const Scalar& alpha = 1);
+// x @ weight^T + bias (torch.nn.functional.linear; what nn::Linear runs):
+// addmm for a matrix with a bias, matmul (and a broadcast add) otherwise.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 // out = a @ b into an existing tensor (no allocation), 2-D.
 void mm_out(Tensor& out, const Tensor& a, const Tensor& b);
 // beta * input + alpha * (batch1 @ batch2): [B, N, M] @ [B, M, P], input

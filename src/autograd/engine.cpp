@@ -8,6 +8,7 @@
 
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
+#include "ops/autocast.h"
 #include "ops/op_common.h"
 
 namespace anvil {
@@ -147,6 +148,8 @@ thread_local std::vector<std::function<void()>>* t_final_callbacks = nullptr;
 void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph);
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  // Gradient rules compute in their forward op's dtypes, not autocast's.
+  AutocastSuspend no_autocast;
   std::vector<std::function<void()>> callbacks;
   auto* const outer = t_final_callbacks;
   t_final_callbacks = &callbacks;

@@ -34,9 +34,7 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias) :
 Tensor Linear::forward(const Tensor& x) {
   ANVIL_CHECK(x.dim() >= 1 && x.size(-1) == in_, ShapeError,
               "Linear: input has the wrong number of features; expected [..., ", in_, "], got ", x.shape());
-  if (x.dim() == 2 && b_.defined()) return addmm(b_, x, w_.t());
-  Tensor y = matmul(x, w_.t());
-  return b_.defined() ? y + b_ : y;
+  return linear(x, w_, b_);
 }
 
 std::string Linear::name() const {

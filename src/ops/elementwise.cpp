@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "autograd/graph.h"
+#include "ops/autocast.h"
 #include "ops/op_common.h"
 
 namespace anvil {
@@ -99,9 +100,30 @@ void binary_inplace(BinaryOp op, const Tensor& self, const Tensor* other, const 
   }
 }
 
+// The unary ops on autocast's f32 list (anvil/amp.h): those whose 16-bit
+// results lose the most (exponentials, logarithms, reciprocals).
+namespace {
+bool autocasts_to_f32(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Exp:
+    case UnaryOp::Log:
+    case UnaryOp::Log1p:
+    case UnaryOp::Expm1:
+    case UnaryOp::Rsqrt:
+    case UnaryOp::Reciprocal:
+    case UnaryOp::Softplus:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
 Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
   const char* opname = name(op);
   check_defined(opname, x);
+  if (autocasts_to_f32(op))
+    if (auto c = autocast_inputs(AutocastList::Fp32, {&x})) return unary_op(op, (*c)[0], params);
   const TensorImpl& xi = x.impl_ref();
   DType t = xi.dtype();
   if (computes_in_float(op) && !is_floating(t)) t = DType::F32;  // integers compute in the default float dtype
@@ -153,7 +175,10 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return binar
 Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Sub, a, b); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Mul, a, b); }
 Tensor div(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Div, a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Pow, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) {
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&a, &b})) return pow((*c)[0], (*c)[1]);
+  return binary_op(BinaryOp::Pow, a, b);
+}
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
 Tensor eq(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Eq, a, b); }
@@ -169,8 +194,14 @@ Tensor sub(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp:
 Tensor mul(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Mul, a, b, false); }
 Tensor div(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Div, a, b, false); }
 Tensor div(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Div, b, a, true); }
-Tensor pow(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Pow, a, b, false); }
-Tensor pow(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Pow, b, a, true); }
+Tensor pow(const Tensor& a, const Scalar& b) {
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&a})) return pow((*c)[0], b);
+  return binary_scalar_op(BinaryOp::Pow, a, b, false);
+}
+Tensor pow(const Scalar& a, const Tensor& b) {
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&b})) return pow(a, (*c)[0]);
+  return binary_scalar_op(BinaryOp::Pow, b, a, true);
+}
 Tensor maximum(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Maximum, a, b, false); }
 Tensor minimum(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Minimum, a, b, false); }
 Tensor eq(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Eq, a, b, false); }

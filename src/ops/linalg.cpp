@@ -3,6 +3,7 @@
 // a backend only ever sees a strided batched GEMM.
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
+#include "ops/autocast.h"
 #include "ops/op_common.h"
 
 namespace anvil {
@@ -94,6 +95,7 @@ void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta) {
 }  // namespace detail
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&a, &b})) return matmul((*c)[0], (*c)[1]);
   const Device d = detail::check_same_device("matmul", {&a, &b});
   ANVIL_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError,
               "matmul: both arguments need at least 1 dim; expected tensors with >= 1 dim, got ", a.shape(), " and ",
@@ -200,6 +202,8 @@ void mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&bias, &a, &b}))
+    return addmm((*c)[0], (*c)[1], (*c)[2], beta, alpha);
   const Device d = detail::check_same_device("addmm", {&bias, &a, &b});
   ANVIL_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "addmm: both matrices must be 2-D; expected matrices, got ",
               a.shape(), " and ", b.shape());
@@ -235,6 +239,8 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
 // PyTorch does.
 Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, const Scalar& beta, const Scalar& alpha) {
   detail::check_same_device("baddbmm", {&input, &b1, &b2});
+  if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&input, &b1, &b2}))
+    return baddbmm((*c)[0], (*c)[1], (*c)[2], beta, alpha);
   ANVIL_CHECK(b1.dim() == 3 && b2.dim() == 3, ShapeError,
               "baddbmm: batch1 and batch2 must be 3-D; expected [B, N, M] and [B, M, P], got ", b1.shape(), " and ",
               b2.shape());
@@ -253,6 +259,15 @@ Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, const Sc
   if (al != 1.0) product = product * al;
   if (be == 0.0) return product;
   return be == 1.0 ? product + input : product + input * be;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  // One op for autocast, as in PyTorch: the bias is cast with the product.
+  if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&x, &weight, &bias}))
+    return linear((*c)[0], (*c)[1], (*c)[2]);
+  if (x.dim() == 2 && bias.defined()) return addmm(bias, x, weight.t());
+  const Tensor y = matmul(x, weight.t());
+  return bias.defined() ? y + bias : y;
 }
 
 Tensor Tensor::matmul(const Tensor& o) const { return anvil::matmul(*this, o); }

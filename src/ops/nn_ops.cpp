@@ -10,6 +10,7 @@
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
 #include "core/env_flag.h"
+#include "ops/autocast.h"
 #include "ops/op_common.h"
 
 namespace anvil {
@@ -41,17 +42,20 @@ Tensor as_strided(const Tensor& x, const Shape& shape, const Strides& strides, s
 
 Tensor softmax(const Tensor& x, int dim) {
   detail::check_defined("softmax", x);
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return softmax((*c)[0], dim);
   const Tensor e = exp(x - amax(x, dim, true).detach());
   return e / sum(e, dim, true);
 }
 
 Tensor log_softmax(const Tensor& x, int dim) {
   detail::check_defined("log_softmax", x);
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return log_softmax((*c)[0], dim);
   return x - logsumexp(x, dim, true);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   detail::check_same_device("cross_entropy", {&logits, &target});
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&logits})) return cross_entropy((*c)[0], target);
   ANVIL_CHECK(logits.dim() == 2, ShapeError, "cross_entropy: logits must be [N, C]; expected 2 dims, got ",
               logits.shape());
   ANVIL_CHECK(is_floating(logits.dtype()), DTypeError,
@@ -73,6 +77,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
   detail::check_same_device("mse_loss", {&input, &target});
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&input, &target}))
+    return mse_loss((*c)[0], (*c)[1]);
   return mean(square(input - target));
 }
 
@@ -178,6 +184,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
               std::array<std::int64_t, 2> padding, std::array<std::int64_t, 2> dilation, std::int64_t groups) {
   detail::check_same_device("conv2d", {&x, &weight});
   if (bias.defined()) detail::check_same_device("conv2d", {&x, &bias});
+  if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&x, &weight, &bias}))
+    return conv2d((*c)[0], (*c)[1], (*c)[2], stride, padding);
   check_4d("conv2d", x);
   ANVIL_CHECK(groups > 0, ValueError, "conv2d: groups must be positive; expected >= 1, got ", groups);
   ANVIL_CHECK(x.size(1) % groups == 0, ValueError,

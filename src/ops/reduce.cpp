@@ -5,6 +5,7 @@
 
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
+#include "ops/autocast.h"
 #include "ops/op_common.h"
 
 namespace anvil {
@@ -110,11 +111,13 @@ using detail::reduce_op;
 
 Tensor sum(const Tensor& x, const Dims& dims, bool keepdim) {
   detail::check_defined("sum", x);
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return sum((*c)[0], dims, keepdim);
   return reduce_op(ReduceOp::Sum, "sum", x, dims, keepdim, detail::sum_dtype(x.dtype()));
 }
 
 Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {
   detail::check_defined("prod", x);
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return prod((*c)[0], dims, keepdim);
   return reduce_op(ReduceOp::Prod, "prod", x, dims, keepdim, detail::sum_dtype(x.dtype()));
 }
 
@@ -129,6 +132,7 @@ std::int64_t reduced_count(const Tensor& x, const Dims& dims, const char* op) {
 
 Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   detail::check_defined("mean", x);
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return mean((*c)[0], dims, keepdim);
   detail::check_floating("mean", x.dtype());
   const std::int64_t n = reduced_count(x, dims, "mean");
   const double scale = n == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / static_cast<double>(n);
@@ -211,6 +215,7 @@ Tensor std(const Tensor& x, const Dims& dims, bool keepdim, std::int64_t correct
 
 Tensor norm(const Tensor& x, const Dims& dims, bool keepdim) {
   detail::check_defined("norm", x);
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return norm((*c)[0], dims, keepdim);
   detail::check_floating("norm", x.dtype());
   Tensor out;
   {
@@ -226,6 +231,7 @@ Tensor norm(const Tensor& x, const Dims& dims, bool keepdim) {
 
 Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
   detail::check_defined("logsumexp", x);
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return logsumexp((*c)[0], dims, keepdim);
   // Integers compute in the default float dtype; f16 and bf16 in f32 too,
   // rounded once at the end (a 16-bit sum of exps overflows f16 at 65504).
   const Tensor xf = is_floating(x.dtype()) && !is_half(x.dtype()) ? x : x.to(f32);

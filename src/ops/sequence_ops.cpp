@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "anvil/autograd.h"
+#include "ops/autocast.h"
 #include "ops/op_common.h"
 
 namespace anvil {
@@ -36,6 +37,8 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   detail::check_defined("layer_norm", x);
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x, &weight, &bias}))
+    return layer_norm((*c)[0], normalized_shape, (*c)[1], (*c)[2], eps);
   check_devices("layer_norm", {&x, &weight, &bias});
   ANVIL_CHECK(is_floating(x.dtype()), DTypeError, "layer_norm: input must be floating; expected f32 or f64, got ",
               x.dtype());
