@@ -4,14 +4,22 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "anvil/autograd.h"
 #include "anvil/data.h"
 #include "anvil/nn.h"
 #include "anvil/optim.h"
 #include "device_test.h"
+#include "env_guard.h"
+#include "ops/optimizer_step.h"
 
 using namespace anvil;
+using anvil::testing::EnvGuard;
 
 namespace {
 // Module parameters converted to f64 so gradcheck can drive them.
@@ -245,6 +253,67 @@ TEST_P(NN, AdamAndSgdMinimiseAQuadratic) {
       opt->step();
     }
     EXPECT_TRUE(allclose(w, ones({3}, d), 0, 0.05)) << which << ": " << w;
+  }
+}
+
+// The fused SGD and Adam steps (one pass per parameter, ops/optimizer_step.h)
+// give the composite update's parameters and state (ANVIL_NO_FUSED=1) to
+// rounding, over several steps and every option that changes the formula.
+TEST_P(NN, FusedOptimizerStepsMatchTheComposite) {
+  using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+  const auto sgd = [](optim::SGDOptions o) -> MakeOptimizer {
+    return [o](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(std::move(p), o); };
+  };
+  const auto adam = [](optim::AdamOptions o) -> MakeOptimizer {
+    return [o](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(std::move(p), o); };
+  };
+  const std::vector<std::pair<std::string, MakeOptimizer>> cases = {
+      {"sgd", sgd({.lr = 0.1})},
+      {"sgd weight_decay", sgd({.lr = 0.1, .weight_decay = 0.01})},
+      {"sgd momentum dampening", sgd({.lr = 0.1, .momentum = 0.9, .dampening = 0.25})},
+      {"sgd nesterov weight_decay", sgd({.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true})},
+      {"adam", adam({.lr = 0.01})},
+      {"adam weight_decay", adam({.lr = 0.01, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.05})},
+  };
+  const Device d = device();
+  constexpr int kSteps = 4;
+  for (DType t : {f32, f64}) {
+    if (t == f64 && !properties(d).fp64) continue;
+    manual_seed(7);
+    const Tensor w0 = randn({37, 29}, d, t), b0 = randn({29}, d, t);
+    std::vector<Tensor> grads;
+    for (int s = 0; s < kSteps; ++s) grads.insert(grads.end(), {randn({37, 29}, d, t), randn({29}, d, t)});
+    for (const auto& [what, make] : cases) {
+      // Parameters and optimiser state after kSteps steps, fused or not.
+      const auto train = [&](bool fused) {
+        EnvGuard env("ANVIL_NO_FUSED", fused ? nullptr : "1");
+        Tensor w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+        const auto opt = make({w, b});
+        for (int s = 0; s < kSteps; ++s) {
+          w.set_grad(grads[2 * s]);
+          b.set_grad(grads[2 * s + 1]);
+          opt->step();
+        }
+        auto out = opt->state_dict();
+        out["w"] = w.detach();
+        out["b"] = b.detach();
+        return out;
+      };
+      const auto fused = train(true), composite = train(false);
+      ASSERT_EQ(fused.size(), composite.size()) << what;
+      const double tol = t == f32 ? 1e-5 : 1e-12;
+      for (const auto& [key, value] : composite)
+        if (key == "step")  // Adam's step count
+          EXPECT_EQ(fused.at(key).item<std::int64_t>(), value.item<std::int64_t>()) << what;
+        else
+          EXPECT_TRUE(allclose(fused.at(key), value, tol, tol)) << what << " " << t << " " << key;
+    }
+    // The fused kernel exists here and is what ran above.
+    Tensor p = w0.clone();
+    const detail::OptimizerStepArgs args{.kind = detail::OptimizerKind::Sgd, .lr = 0.5};
+    EnvGuard env("ANVIL_NO_FUSED", nullptr);
+    ASSERT_TRUE(detail::fused_optimizer_step(args, p, grads[0], nullptr, nullptr)) << d << " " << t;
+    EXPECT_TRUE(allclose(p, w0 - grads[0] * 0.5, 1e-6, 1e-6));
   }
 }
 

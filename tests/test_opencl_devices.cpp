@@ -14,6 +14,7 @@
 #include <string>
 
 #include "anvil/anvil.h"
+#include "env_guard.h"
 #include "opencl_test_support.h"
 
 namespace {
@@ -33,27 +34,7 @@ std::optional<std::string> result(const std::string& out, const std::string& key
   return out.substr(at + tag.size(), end - at - tag.size());
 }
 
-// Sets an environment variable for one test and restores it after.
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~EnvGuard() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using anvil::testing::EnvGuard;
 
 TEST(OpenCLDevices, PropertiesAreFilledIn) {
   ANVIL_REQUIRE_OPENCL(1);

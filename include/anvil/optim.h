@@ -65,6 +65,8 @@ class SGD : public Optimizer {
   void load_state_dict(const std::map<std::string, Tensor>& state) override;
 
  private:
+  bool fused_step(Tensor& p, const Tensor& grad, std::size_t i);  // one pass where the device can
+
   SGDOptions options_;
   std::vector<Tensor> momentum_;
 };

@@ -67,9 +67,21 @@ const char* name(FusedOp op) noexcept {
   return names[static_cast<int>(op)];
 }
 
+const char* name(OptimizerKind kind) noexcept {
+  static const char* names[] = {"sgd", "adam"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(OptimizerKind::Count), "one name per kind");
+  return names[static_cast<int>(kind)];
+}
+
 const char* name(IndexOp op) noexcept {
   static const char* names[] = {"index_select", "gather", "index_add", "scatter_add"};
   return names[static_cast<int>(op)];
+}
+
+void Backend::optimizer_step(int, const OptimizerStepArgs& args) {
+  throw NotSupported(cat(name(args.kind), " step: no fused kernel on ", to_string(type()),
+                         "; expected a backend whose supports_optimizer_step() says yes; run the composite update "
+                         "instead"));
 }
 
 void Backend::not_fused(FusedOp op) const {

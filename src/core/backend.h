@@ -247,6 +247,37 @@ struct Pool2dArgs {
   KernelOperand indices;
 };
 
+// ---- optional fused optimiser steps ------------------------------------------------
+// One pass over a parameter for the whole update of SGD or Adam, instead of the
+// four to ten elementwise ops (each a round trip through memory) of the
+// composite in src/optim (issue 12). Optional like the fused kernels above:
+// the optimiser asks supports_optimizer_step() and otherwise runs the
+// composite. Every tensor operand is contiguous with `numel` elements of
+// `dtype` on one device; the kernel computes in `dtype` with the scalars cast
+// to it, in the composite's order of operations (PyTorch's single-tensor
+// updates), so both paths agree to rounding:
+//
+//   SGD   d = grad + weight_decay * param
+//         (momentum > 0) buf = first ? d : momentum * buf + (1 - dampening) * d
+//                        d = nesterov ? d + momentum * buf : buf
+//         param -= lr * d
+//   Adam  g = grad + weight_decay * param
+//         m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g
+//         param -= (m / (sqrt(v / bias_correction2) + eps)) * (lr / bias_correction1)
+enum class OptimizerKind : std::uint8_t { Sgd, Adam, Count };
+const char* name(OptimizerKind kind) noexcept;  // "sgd", "adam"
+struct OptimizerStepArgs {
+  OptimizerKind kind = OptimizerKind::Sgd;
+  DType dtype = DType::F32;
+  std::int64_t numel = 0;
+  KernelOperand param, grad;
+  KernelOperand state0, state1;  // SGD: the momentum buffer (unused without momentum); Adam: m and v
+  double lr = 0, weight_decay = 0;
+  double momentum = 0, dampening = 0;    // SGD
+  bool nesterov = false, first = false;  // SGD: `first` starts the buffer as d
+  double beta1 = 0, beta2 = 0, eps = 0, bias_correction1 = 1, bias_correction2 = 1;  // Adam
+};
+
 // ---- capabilities (DESIGN §2 "Capabilities are asked once") ---------------------
 // The op frontend asks supports() before every dispatch, with the primitive
 // and each dtype it touches; a backend answers from its device's properties
@@ -352,6 +383,9 @@ class Backend {
   virtual void col2im(int, const Im2colArgs&) { not_fused(FusedOp::Col2im); }
   virtual void max_pool2d(int, const Pool2dArgs&) { not_fused(FusedOp::MaxPool2d); }
   virtual void max_pool2d_backward(int, const Pool2dArgs&) { not_fused(FusedOp::MaxPool2dBackward); }
+  // optional: fused optimiser steps (see OptimizerStepArgs).
+  virtual bool supports_optimizer_step(OptimizerKind, DType, int) noexcept { return false; }
+  virtual void optimizer_step(int, const OptimizerStepArgs& args);  // default: throws NotSupported
 
  private:
   [[noreturn]] void not_fused(FusedOp op) const;

@@ -5,6 +5,7 @@
 
 #include "anvil/autograd.h"
 #include "anvil/ops.h"
+#include "ops/optimizer_step.h"
 
 namespace anvil::optim {
 
@@ -75,10 +76,11 @@ void SGD::step() {
     Tensor& p = params_[i];
     Tensor d = p.grad();
     if (!d.defined()) continue;
+    if (o.momentum != 0) follow(momentum_[i], p);
+    if (fused_step(p, d, i)) continue;
     if (o.weight_decay != 0) d = d + p * o.weight_decay;
     if (o.momentum != 0) {
       Tensor& buf = momentum_[i];
-      follow(buf, p);
       if (!buf.defined()) {
         buf = d.clone();
       } else {
@@ -89,6 +91,25 @@ void SGD::step() {
     }
     p.sub_(d * o.lr);
   }
+}
+
+// The whole update in one pass where the device has the fused kernel
+// (ops/optimizer_step.h); false when the composite below must run.
+bool SGD::fused_step(Tensor& p, const Tensor& grad, std::size_t i) {
+  const SGDOptions& o = options_;
+  detail::OptimizerStepArgs args{.kind = detail::OptimizerKind::Sgd,
+                                 .lr = o.lr,
+                                 .weight_decay = o.weight_decay,
+                                 .momentum = o.momentum,
+                                 .dampening = o.dampening,
+                                 .nesterov = o.nesterov};
+  if (o.momentum == 0) return detail::fused_optimizer_step(args, p, grad, nullptr, nullptr);
+  Tensor& buf = momentum_[i];
+  args.first = !buf.defined();
+  Tensor state = args.first ? empty_like(p) : buf;
+  if (!detail::fused_optimizer_step(args, p, grad, &state, nullptr)) return false;
+  buf = std::move(state);
+  return true;
 }
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options)
@@ -109,13 +130,22 @@ void Adam::step() {
     Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    if (o.weight_decay != 0) g = g + p * o.weight_decay;
     follow(m_[i], p);
     follow(v_[i], p);
     if (!m_[i].defined()) {
       m_[i] = zeros_like(p);
       v_[i] = zeros_like(p);
     }
+    const detail::OptimizerStepArgs args{.kind = detail::OptimizerKind::Adam,
+                                         .lr = o.lr,
+                                         .weight_decay = o.weight_decay,
+                                         .beta1 = o.beta1,
+                                         .beta2 = o.beta2,
+                                         .eps = o.eps,
+                                         .bias_correction1 = c1,
+                                         .bias_correction2 = c2};
+    if (detail::fused_optimizer_step(args, p, g, &m_[i], &v_[i])) continue;
+    if (o.weight_decay != 0) g = g + p * o.weight_decay;
     m_[i].mul_(o.beta1).add_(g * (1 - o.beta1));
     v_[i].mul_(o.beta2).add_(square(g) * (1 - o.beta2));
     const Tensor denom = sqrt(v_[i] / c2) + o.eps;

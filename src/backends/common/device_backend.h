@@ -461,6 +461,14 @@ class DeviceBackend final : public detail::Backend {
     run(index, "max_pool2d_backward", [&](Slot& s) { kernels::max_pool2d_backward(s, a); });
   }
 
+  // The fused optimiser steps, f32 and f64 (where the device has it).
+  bool supports_optimizer_step(detail::OptimizerKind, DType t, int index) noexcept override {
+    return (t == DType::F32 || t == DType::F64) && supports(index, detail::Primitive::Fused, t).ok;
+  }
+  void optimizer_step(int index, const detail::OptimizerStepArgs& a) override {
+    run(index, detail::name(a.kind), [&](Slot& s) { kernels::optimizer_step(s, a); });
+  }
+
   // The device's state, created on first use. Throws DeviceError naming the
   // running op when the device does not exist.
   Slot& slot(int index) {

@@ -373,6 +373,31 @@ void argsort(Q& q, const detail::SortArgs& a) {
       .run(total, "sort");
 }
 
+// ---- fused optimiser steps (optional in core/backend.h) ----------------------------
+
+template <class Q>
+void optimizer_step(Q& q, const detail::OptimizerStepArgs& a) {
+  if (a.numel <= 0) return;
+  const DType t = a.dtype;
+  auto l = q.launch(q.kernel(OptimKernel{a.kind, t}));
+  l.buffer(a.param.data).arg(a.param.offset).buffer(a.grad.data).arg(a.grad.offset);
+  if (a.kind == detail::OptimizerKind::Sgd) {
+    const bool momentum = a.momentum != 0;
+    const detail::KernelOperand& buf = momentum ? a.state0 : a.param;  // unread without momentum
+    const std::int32_t flags =
+        (a.weight_decay != 0 ? 1 : 0) | (momentum ? 2 : 0) | (a.nesterov ? 4 : 0) | (a.first ? 8 : 0);
+    l.buffer(buf.data).arg(buf.offset).arg(a.numel);
+    l.scalar(scalar_arg(a.lr, t)).scalar(scalar_arg(a.weight_decay, t)).scalar(scalar_arg(a.momentum, t));
+    l.scalar(scalar_arg(1 - a.dampening, t)).arg(flags).run(a.numel, "sgd step");
+    return;
+  }
+  l.buffer(a.state0.data).arg(a.state0.offset).buffer(a.state1.data).arg(a.state1.offset).arg(a.numel);
+  for (double s : {a.weight_decay, a.beta1, a.beta2, 1 - a.beta1, 1 - a.beta2, a.bias_correction2, a.eps,
+                   a.lr / a.bias_correction1})
+    l.scalar(scalar_arg(s, t));
+  l.arg(static_cast<std::int32_t>(a.weight_decay != 0)).run(a.numel, "adam step");
+}
+
 // ---- fused window kernels (optional in core/backend.h) -----------------------------
 
 template <class Q>

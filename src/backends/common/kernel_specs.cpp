@@ -257,6 +257,11 @@ KernelSpec WindowKernel::spec() const {
   return {"window.kern", {def("KPREFIX", prefix), type_def("T", t)}, prefix + "_" + detail::name(op)};
 }
 
+KernelSpec OptimKernel::spec() const {
+  const std::string prefix = std::string("optim_") + dtype_name(t);
+  return {"optim.kern", {def("KPREFIX", prefix), type_def("T", t)}, prefix + "_" + detail::name(kind)};
+}
+
 KernelSpec RowKernel::spec() const {
   const std::string prefix = std::string("rows_") + dtype_name(t);
   return {
@@ -301,6 +306,9 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     if (t == DType::F32 || t == DType::F64)
       for (int op = 0; op < static_cast<int>(FusedOp::Count); ++op)
         out.push_back(WindowKernel{static_cast<FusedOp>(op), t}.spec());
+    if (t == DType::F32 || t == DType::F64)
+      for (int k = 0; k < static_cast<int>(detail::OptimizerKind::Count); ++k)
+        out.push_back(OptimKernel{static_cast<detail::OptimizerKind>(k), t}.spec());
   }
   return out;
 }

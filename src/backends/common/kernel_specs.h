@@ -29,7 +29,7 @@ struct KernelSpec {
 // "-DTA=anvil_f32 -DTB=…": the defines as compiler options.
 std::string define_options(const KernelSpec& spec);
 
-enum class Family : std::uint8_t { Fill, Copy, Unary, Binary, Where, Reduce, Index, Gemm, Random, Window, Rows };
+enum class Family : std::uint8_t { Fill, Copy, Unary, Binary, Where, Reduce, Index, Gemm, Random, Window, Rows, Optim };
 constexpr std::uint64_t kernel_key(Family f, int op, int variant, int d0 = 15, int d1 = 15, int d2 = 15,
                                    int d3 = 15) noexcept {
   return (std::uint64_t(f) << 56) | (std::uint64_t(op & 0xff) << 48) | (std::uint64_t(variant & 0xff) << 40) |
@@ -157,6 +157,16 @@ struct WindowKernel {
   DType t;  // f32 or f64
   std::uint64_t key() const noexcept {
     return kernel_key(Family::Window, static_cast<int>(op), 0, static_cast<int>(t));
+  }
+  KernelSpec spec() const;
+};
+
+// The fused SGD and Adam steps (optim.kern).
+struct OptimKernel {
+  detail::OptimizerKind kind;
+  DType t;  // f32 or f64
+  std::uint64_t key() const noexcept {
+    return kernel_key(Family::Optim, static_cast<int>(kind), 0, static_cast<int>(t));
   }
   KernelSpec spec() const;
 };

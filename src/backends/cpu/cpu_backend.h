@@ -55,6 +55,10 @@ class CpuBackend final : public detail::Backend {
   void max_pool2d(int index, const detail::Pool2dArgs& args) override;
   void max_pool2d_backward(int index, const detail::Pool2dArgs& args) override;
 
+  // Fused SGD and Adam steps (cpu_optim.cpp), f32 and f64.
+  bool supports_optimizer_step(detail::OptimizerKind kind, DType t, int index) noexcept override;
+  void optimizer_step(int index, const detail::OptimizerStepArgs& args) override;
+
  private:
   detail::CachingAllocator allocator_;
 };
