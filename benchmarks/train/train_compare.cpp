@@ -256,7 +256,8 @@ int main(int argc, char** argv) {
     // --anvil-env rows are measured against LibTorch in its defaults (or the first setting).
     const auto defaults =
         std::find_if(settings.begin(), settings.end(), [](const Setting& st) { return st.name == "defaults"; });
-    const std::size_t env_peer = (defaults != settings.end() ? *defaults : settings.front()).torch;
+    const Setting& env_setting = defaults != settings.end() ? *defaults : settings.front();
+    const std::size_t env_peer = env_setting.torch;
     const std::size_t first_env = libs.size();
     for (const std::string& env : opt.anvil_env) libs.push_back({"anvil " + env, "bench_train_anvil", {}, false, env});
     for (Library& lib : libs) {
@@ -397,7 +398,7 @@ int main(int argc, char** argv) {
       const Result& peer = results[m][env_peer];
       for (std::size_t l = first_env; l < libs.size(); ++l) {  // context: anvil under --anvil-env
         const Result& c = results[m][l];
-        rows.push_back({"  " + libs[l].key, libs[env_peer].key, seconds(c), "",
+        rows.push_back({"  " + libs[l].key, env_setting.name, seconds(c), "",
                         c.ok && peer.ok ? fixed(c.per_epoch() / peer.per_epoch(), 2) : "n/a", "(context)", loss(c), "",
                         accuracy(c), "", ""});
       }
