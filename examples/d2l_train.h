@@ -25,7 +25,8 @@
 namespace d2l {
 
 // What a batch's inputs go through before the model: identity by default;
-// resnet.cpp resizes on the host there, then moves the batch to the device.
+// resnet.cpp and vit.cpp resize on the host there (d2l_resize.h), then move
+// the batch to the device.
 using Prepare = std::function<anvil::Tensor(const anvil::Tensor&)>;
 
 struct EpochRow {

@@ -9,8 +9,6 @@
 //
 // --expect-loss-below L exits non-zero when the last epoch's training loss
 // is not below L (what the ctest runs).
-#include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -20,6 +18,7 @@
 #include "anvil/data.h"
 #include "anvil/nn.h"
 #include "anvil/optim.h"
+#include "d2l_resize.h"
 #include "d2l_resnet.h"
 #include "d2l_train.h"
 
@@ -83,40 +82,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// Bilinear resize of a CPU [N, C, H, W] f32 batch to size x size, with
-// PyTorch's half-pixel centres (interpolate(..., align_corners=False)).
-Tensor resize_bilinear(const Tensor& images, std::int64_t size) {
-  const Tensor x = images.contiguous();
-  const std::int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3);
-  Tensor out = empty({x.size(0), x.size(1), size, size});
-  const float* src = x.data_ptr<float>();
-  float* dst = out.data_ptr<float>();
-  auto taps = [size](std::int64_t in, std::int64_t i, std::int64_t& i0, std::int64_t& i1, float& frac) {
-    const double s =
-        std::max(0.0, (static_cast<double>(i) + 0.5) * static_cast<double>(in) / static_cast<double>(size) - 0.5);
-    i0 = std::min(static_cast<std::int64_t>(s), in - 1);
-    i1 = std::min(i0 + 1, in - 1);
-    frac = static_cast<float>(s - static_cast<double>(i0));
-  };
-  for (std::int64_t p = 0; p < planes; ++p) {
-    const float* plane = src + p * h * w;
-    for (std::int64_t oy = 0; oy < size; ++oy) {
-      std::int64_t y0, y1;
-      float fy;
-      taps(h, oy, y0, y1, fy);
-      for (std::int64_t ox = 0; ox < size; ++ox) {
-        std::int64_t x0, x1;
-        float fx;
-        taps(w, ox, x0, x1, fx);
-        const float top = plane[y0 * w + x0] * (1 - fx) + plane[y0 * w + x1] * fx;
-        const float bottom = plane[y1 * w + x0] * (1 - fx) + plane[y1 * w + x1] * fx;
-        dst[(p * size + oy) * size + ox] = top * (1 - fy) + bottom * fy;
-      }
-    }
-  }
-  return out;
-}
-
 Tensor first(const Tensor& t, std::int64_t n) { return n > 0 && n < t.size(0) ? t.narrow(0, 0, n) : t; }
 
 }  // namespace
@@ -143,7 +108,7 @@ int main(int argc, char** argv) {
                            {.batch_size = args.batch_size, .device = cpu()});
     const std::int64_t resize = args.resize;
     const d2l::Prepare prepare = [resize, device](const Tensor& x) {
-      return (resize > 0 && resize != x.size(-1) ? resize_bilinear(x, resize) : x).to(device);
+      return (resize > 0 && resize != x.size(-1) ? d2l::resize_bilinear(x, resize) : x).to(device);
     };
     const auto rows = d2l::fit(*net, opt, train_loader, test_loader, device, args.epochs, prepare);
     const d2l::EpochRow& last = rows.back();

@@ -9,20 +9,17 @@
 //   rnn_language_model                           # GRU, 500 epochs as the book
 //   rnn_language_model --epochs 20 --device cpu --random-iter
 //   rnn_language_model --max-tokens 10000 --epochs 30 --expect-perplexity 8   # a quick check (ctest)
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "anvil/anvil.h"
 #include "d2l_curves.h"
+#include "d2l_rnn.h"
 
 using namespace anvil;
 
@@ -84,120 +81,7 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// The book's preprocessing: every run of non-letters becomes one space, each
-// line is trimmed and lowercased, and the corpus is the lines' characters.
-// The vocabulary is '<unk>' then the characters by falling frequency (ties
-// in character order), as d2l.Vocab.
-struct Corpus {
-  std::vector<std::int64_t> tokens;
-  std::vector<char> chars;  // index -> character; 0 is '<unk>'
-  std::map<char, std::int64_t> index;
-};
-
-Corpus load_corpus(const std::string& path, std::int64_t max_tokens) {
-  std::ifstream f(path);
-  if (!f) throw IOError("rnn_language_model: cannot read '" + path + "'; expected The Time Machine's text");
-  std::string line, text;
-  while (std::getline(f, line)) {
-    std::string clean;
-    for (char c : line) {
-      const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-      if (letter)
-        clean += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      else if (clean.empty() || clean.back() != ' ')
-        clean += ' ';
-    }
-    const auto b = clean.find_first_not_of(' '), e = clean.find_last_not_of(' ');
-    if (b != std::string::npos) text += clean.substr(b, e - b + 1);
-  }
-  std::map<char, std::int64_t> freq;
-  for (char c : text) ++freq[c];
-  std::vector<std::pair<char, std::int64_t>> by_freq(freq.begin(), freq.end());
-  std::stable_sort(by_freq.begin(), by_freq.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
-  Corpus c;
-  c.chars.push_back('?');
-  for (const auto& [ch, n] : by_freq) {
-    c.index[ch] = static_cast<std::int64_t>(c.chars.size());
-    c.chars.push_back(ch);
-  }
-  for (char ch : text) c.tokens.push_back(c.index.at(ch));
-  if (max_tokens > 0 && static_cast<std::int64_t>(c.tokens.size()) > max_tokens) c.tokens.resize(max_tokens);
-  return c;
-}
-
-// Minibatches of (X, Y), each [batch, steps], Y = X shifted by one token
-// (d2l.seq_data_iter_random / seq_data_iter_sequential): random takes
-// subsequences in a shuffled order; sequential keeps neighbouring batches
-// contiguous, so the hidden state carries over between them.
-std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> batches(
-    const std::vector<std::int64_t>& corpus, std::int64_t batch_size, std::int64_t steps, bool random,
-    std::mt19937_64& rng) {
-  std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> out;
-  const std::int64_t offset = std::uniform_int_distribution<std::int64_t>(0, steps - 1)(rng);
-  const std::int64_t n = static_cast<std::int64_t>(corpus.size());
-  if (random) {
-    const std::int64_t subseqs = (n - offset - 1) / steps;
-    std::vector<std::int64_t> starts;
-    for (std::int64_t i = 0; i < subseqs; ++i) starts.push_back(offset + i * steps);
-    std::shuffle(starts.begin(), starts.end(), rng);
-    for (std::int64_t b = 0; b + batch_size <= subseqs; b += batch_size) {
-      std::vector<std::int64_t> x, y;
-      for (std::int64_t i = 0; i < batch_size; ++i)
-        for (std::int64_t t = 0; t < steps; ++t) {
-          x.push_back(corpus[starts[b + i] + t]);
-          y.push_back(corpus[starts[b + i] + t + 1]);
-        }
-      out.emplace_back(std::move(x), std::move(y));
-    }
-    return out;
-  }
-  const std::int64_t per_row = (n - offset - 1) / batch_size;  // tokens per row
-  for (std::int64_t t0 = 0; t0 + steps <= per_row; t0 += steps) {
-    std::vector<std::int64_t> x, y;
-    for (std::int64_t i = 0; i < batch_size; ++i)
-      for (std::int64_t t = 0; t < steps; ++t) {
-        x.push_back(corpus[offset + i * per_row + t0 + t]);
-        y.push_back(corpus[offset + i * per_row + t0 + t + 1]);
-      }
-    out.emplace_back(std::move(x), std::move(y));
-  }
-  return out;
-}
-
-// d2l.RNNModel: one-hot inputs through the recurrent layer, then a Linear
-// from every step's hidden state to the vocabulary.
-class RNNModel : public nn::Module {
- public:
-  RNNModel(std::int64_t vocab_size, std::int64_t num_hiddens)
-      : vocab_(vocab_size),
-        rnn_(register_module("rnn", nn::GRU(vocab_size, num_hiddens))),
-        linear_(register_module("linear", nn::Linear(num_hiddens, vocab_size))) {}
-  // tokens [batch, steps] -> logits [steps * batch, vocab] and the new state.
-  nn::RNNOutput forward(const Tensor& tokens, const Tensor& state) {
-    const Tensor x = (tokens.t().unsqueeze(-1) == arange(0, vocab_, 1, tokens.device(), i64)).to(f32);
-    const nn::RNNOutput r = rnn_->forward(x, state);
-    return {(*linear_)(r.output.reshape({-1, r.output.size(-1)})), r.h_n};
-  }
-  Tensor forward(const Tensor& tokens) override { return forward(tokens, Tensor()).output; }
-  std::string name() const override { return "RNNModel"; }
-
- private:
-  std::int64_t vocab_;
-  std::shared_ptr<nn::GRU> rnn_;
-  std::shared_ptr<nn::Linear> linear_;
-};
-
-// d2l.grad_clipping: scales every gradient by theta / norm when the global
-// norm exceeds theta. The norm stays on the device (no host sync).
-void grad_clipping(const std::vector<Tensor>& params, double theta) {
-  NoGradGuard no_grad;
-  Tensor sq = zeros({}, params.front().device());
-  for (const Tensor& p : params) sq = sq + sum(square(p.grad()));
-  const Tensor scale = clamp(theta / (sqrt(sq) + 1e-12), std::nullopt, 1.0);
-  for (const Tensor& p : params) p.grad().mul_(scale);
-}
-
-std::string predict(const std::string& prefix, int num_preds, RNNModel& net, const Corpus& c, Device d) {
+std::string predict(const std::string& prefix, int num_preds, d2l::RNNModel& net, const d2l::Corpus& c, Device d) {
   NoGradGuard no_grad;
   std::vector<std::int64_t> out{c.index.at(prefix[0])};
   Tensor state;
@@ -223,12 +107,12 @@ int main(int argc, char** argv) {
     const Args args = parse(argc, argv);
     const Device device = args.device.empty() ? try_gpu() : Device(args.device);
     if (args.device.empty() && device.is_cpu()) std::cout << "try_gpu(): cpu (" << try_gpu_reason() << ")\n";
-    const Corpus corpus = load_corpus(args.data, args.max_tokens);
+    const d2l::Corpus corpus = d2l::load_corpus(args.data, args.max_tokens);
     const auto vocab = static_cast<std::int64_t>(corpus.chars.size());
     std::cout << "device: " << device << "\ncorpus: " << corpus.tokens.size() << " tokens, vocabulary " << vocab
               << "\n";
     manual_seed(args.seed);
-    RNNModel net(vocab, args.num_hiddens);
+    d2l::RNNModel net(vocab, args.num_hiddens);
     net.to(device);
     std::cout << net << "\n";
     optim::SGD opt(net.parameters(), {.lr = args.lr});
@@ -239,7 +123,7 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       Tensor loss_sum = zeros({}, device), state;
       std::int64_t tokens = 0;
-      for (const auto& [xs, ys] : batches(corpus.tokens, args.batch_size, args.num_steps, args.random_iter, rng)) {
+      for (const auto& [xs, ys] : d2l::batches(corpus.tokens, args.batch_size, args.num_steps, args.random_iter, rng)) {
         const Tensor x = tensor(xs, Shape{args.batch_size, args.num_steps}, device);
         const Tensor y = tensor(ys, Shape{args.batch_size, args.num_steps}, device);
         // Sequential batches continue the previous ones: keep the state but
@@ -251,7 +135,7 @@ int main(int argc, char** argv) {
         state = r.h_n;
         const Tensor l = cross_entropy(r.output, y.t().reshape({-1}));
         l.backward();
-        grad_clipping(net.parameters(), 1.0);
+        d2l::grad_clipping(net.parameters(), 1.0);
         opt.step();
         NoGradGuard no_grad;
         loss_sum += l.detach() * static_cast<double>(y.numel());

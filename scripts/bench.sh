@@ -7,7 +7,9 @@
 #   scripts/bench.sh --filter matmul --repeats 9
 #   scripts/bench.sh --markdown           # the table as Markdown
 #   BENCH_OPS=1 scripts/bench.sh          # also anvil's per-op Google Benchmark
-#   scripts/bench.sh --train              # training: MLP and LeNet on Fashion-MNIST (~5 min)
+#   scripts/bench.sh --train              # training: MLP and LeNet on Fashion-MNIST, at both libraries'
+#                                         # defaults, 1 thread and 2 threads (~15-30 min)
+#   scripts/bench.sh --train --models resnet18,gru,vit --epochs 6   # s/training step (~5 min)
 #   scripts/bench.sh --train --models mlp --epochs 10 --markdown
 #   scripts/bench.sh --conv [reps] [threads..]  # conv2d: anvil's im2col + OpenBLAS against
 #                                         # oneDNN's layouts, LeNet and ResNet-18 shapes (~3 min)

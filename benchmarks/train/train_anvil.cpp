@@ -1,11 +1,16 @@
 // benchmarks/train/train_anvil.cpp — trains with anvil for bench_train
 // (protocol in train_worker.h), in anvil's defaults: no set_num_threads, no
-// environment variables. The models are the ones of
-// examples/train_fashion_mnist.cpp.
+// environment variables; `--threads N` calls anvil::set_num_threads(N) first
+// (the equal-thread rows). The models are the examples': the MLP and LeNet of
+// examples/train_fashion_mnist.cpp, ResNet-18 (d2l_resnet.h), the ViT
+// (d2l_vit.h) and the GRU language model (d2l_rnn.h).
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "../../examples/d2l_resnet.h"
+#include "../../examples/d2l_rnn.h"
+#include "../../examples/d2l_vit.h"
 #include "anvil/anvil.h"
 #include "anvil/data.h"
 #include "anvil/nn.h"
@@ -54,7 +59,8 @@ class AnvilTrainer final : public tb::Trainer {
         train_(load(dir, "train-images", f32), load(dir, "train-labels", i64),
                {.batch_size = tb::kBatchSize, .shuffle = true, .seed = seed}),
         test_(load(dir, "test-images", f32), load(dir, "test-labels", i64), {.batch_size = tb::kEvalBatchSize}) {
-    if (model != "mlp" && model != "lenet") throw ValueError("train_anvil: unknown model '" + model + "'");
+    if (model != "mlp" && model != "lenet")
+      throw ValueError("train_anvil: unknown model; expected mlp, lenet, resnet18, gru or vit, got '" + model + "'");
   }
 
   double train_epoch() override {
@@ -85,16 +91,26 @@ class AnvilTrainer final : public tb::Trainer {
   DataLoader train_, test_;
 };
 
-// resnet18: one step per "epoch" on a fixed batch (train_worker.h).
-class AnvilResnetTrainer final : public tb::Trainer {
+// The example's ViT sizes are the ones LibTorch's worker builds from train_worker.h.
+constexpr d2l::ViTConfig kVitConfig{};
+static_assert(kVitConfig.img_size == tb::kVitImageSize && kVitConfig.patch_size == tb::kVitPatchSize &&
+                  kVitConfig.num_hiddens == tb::kVitHiddens && kVitConfig.mlp_hiddens == tb::kVitMlpHiddens &&
+                  kVitConfig.num_heads == tb::kVitHeads && kVitConfig.num_blks == tb::kVitBlocks &&
+                  kVitConfig.dropout == tb::kVitDropout,
+              "train_worker.h's ViT sizes must be examples/d2l_vit.h's");
+
+// resnet18 and vit: one step per "epoch" on a fixed batch of the first
+// `batch` images (train_worker.h).
+class AnvilImageStepTrainer final : public tb::Trainer {
  public:
-  AnvilResnetTrainer(std::uint64_t seed, const std::string& dir)
-      : net_((manual_seed(seed), d2l::resnet18(10))),
-        opt_(net_->parameters(), {.lr = tb::kResnetLearningRate}),
-        x_(load(dir, "train-images", f32).narrow(0, 0, tb::kResnetBatch).contiguous()),
-        y_(load(dir, "train-labels", i64).narrow(0, 0, tb::kResnetBatch).contiguous()),
-        test_x_(load(dir, "test-images", f32).narrow(0, 0, tb::kResnetBatch).contiguous()),
-        test_y_(load(dir, "test-labels", i64).narrow(0, 0, tb::kResnetBatch).contiguous()) {}
+  AnvilImageStepTrainer(std::shared_ptr<nn::Module> net, std::int64_t batch, double lr, const std::string& dir)
+      : net_(std::move(net)),
+        batch_(batch),
+        opt_(net_->parameters(), {.lr = lr}),
+        x_(load(dir, "train-images", f32).narrow(0, 0, batch).contiguous()),
+        y_(load(dir, "train-labels", i64).narrow(0, 0, batch).contiguous()),
+        test_x_(load(dir, "test-images", f32).narrow(0, 0, batch).contiguous()),
+        test_y_(load(dir, "test-labels", i64).narrow(0, 0, batch).contiguous()) {}
 
   double train_epoch() override {
     opt_.zero_grad();
@@ -109,21 +125,72 @@ class AnvilResnetTrainer final : public tb::Trainer {
     net_->eval();
     const double correct = static_cast<double>(sum(argmax((*net_)(test_x_), 1) == test_y_).item<std::int64_t>());
     net_->train();
-    return correct / static_cast<double>(tb::kResnetBatch);
+    return correct / static_cast<double>(batch_);
   }
 
  private:
-  std::shared_ptr<nn::Sequential> net_;
+  std::shared_ptr<nn::Module> net_;
+  std::int64_t batch_;
   optim::SGD opt_;
   Tensor x_, y_, test_x_, test_y_;
 };
 
+// gru: one step per "epoch" on the fixed batch of sequences (train_worker.h).
+class AnvilGruTrainer final : public tb::Trainer {
+ public:
+  AnvilGruTrainer(std::uint64_t seed, const std::string& dir)
+      : x_(load(dir, "text-x", i64)),
+        y_(load(dir, "text-y", i64).t().reshape({-1})),  // step-major, as the logits
+        net_((manual_seed(seed), load(dir, "text-vocab-size", i64).item<std::int64_t>()), tb::kGruHiddens),
+        opt_(net_.parameters(), {.lr = tb::kGruLearningRate}) {}
+
+  double train_epoch() override {
+    opt_.zero_grad();
+    const Tensor l = nn::cross_entropy(net_.forward(x_, Tensor()).output, y_);
+    l.backward();
+    d2l::grad_clipping(net_.parameters(), tb::kGruClipNorm);
+    opt_.step();
+    return l.item<double>();
+  }
+
+  double test_accuracy() override {
+    NoGradGuard no_grad;
+    net_.eval();
+    const double correct =
+        static_cast<double>(sum(argmax(net_.forward(x_, Tensor()).output, 1) == y_).item<std::int64_t>());
+    net_.train();
+    return correct / static_cast<double>(y_.numel());
+  }
+
+ private:
+  Tensor x_, y_;
+  d2l::RNNModel net_;
+  optim::SGD opt_;
+};
+
 }  // namespace
 
-int main() {
-  const std::string info = "anvil, defaults (" + std::to_string(anvil::num_threads()) + " threads, OpenMP OpenBLAS)";
+int main(int argc, char** argv) {
+  const bool threads_given = argc == 3 && std::string(argv[1]) == "--threads";
+  if (threads_given) anvil::set_num_threads(std::stoi(argv[2]));
+  const std::string info = std::string("anvil, ") +
+                           (threads_given ? "set_num_threads(" + std::string(argv[2]) + "): " : "defaults: ") +
+                           std::to_string(anvil::num_threads()) + " threads, OpenMP OpenBLAS";
   return tb::serve(info, [](const std::string& model, std::uint64_t seed, const std::string& dir) {
-    if (model == "resnet18") return std::unique_ptr<tb::Trainer>(std::make_unique<AnvilResnetTrainer>(seed, dir));
-    return std::unique_ptr<tb::Trainer>(std::make_unique<AnvilTrainer>(model, seed, dir));
+    std::unique_ptr<tb::Trainer> trainer;
+    if (model == "resnet18") {
+      manual_seed(seed);
+      trainer =
+          std::make_unique<AnvilImageStepTrainer>(d2l::resnet18(10), tb::kResnetBatch, tb::kResnetLearningRate, dir);
+    } else if (model == "vit") {
+      manual_seed(seed);
+      trainer = std::make_unique<AnvilImageStepTrainer>(std::make_shared<d2l::ViT>(kVitConfig), tb::kVitBatch,
+                                                        tb::kVitLearningRate, dir);
+    } else if (model == "gru") {
+      trainer = std::make_unique<AnvilGruTrainer>(seed, dir);
+    } else {
+      trainer = std::make_unique<AnvilTrainer>(model, seed, dir);
+    }
+    return trainer;
   });
 }

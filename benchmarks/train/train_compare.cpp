@@ -4,20 +4,25 @@
 //   bench_train                                  # MLP and LeNet, 10 epochs each
 //   bench_train --models mlp --epochs 5 --markdown
 //   bench_train --anvil-env GOMP_SPINCOUNT=300000   # plus anvil spinning as libgomp does by default
-//   bench_train --models resnet18 --epochs 6      # the book's ResNet-18: seconds per training step
+//   bench_train --models resnet18,gru,vit --epochs 6   # the book's ResNet-18, GRU, ViT: s/step
+//   bench_train --models gru --threads 1          # only the 1-thread row
 //
 // Both libraries train the same model with the same hyperparameters (D2L's
 // MLP 784-256-10 and the modern LeNet of examples/train_fashion_mnist.cpp;
 // batch 256, SGD lr 0.1, reshuffled every epoch), each in its own worker
 // process (train_worker.h; Note [One process per BLAS] in
-// benchmarks/CMakeLists.txt) and in its defaults. Epochs alternate between the
-// two, the first library rotating each epoch, so a burst of load elsewhere on
-// the machine hits both. s/epoch is the median over epochs 2..N (epoch 1 is
-// the warm-up: allocator caches, page faults, BLAS buffers); test accuracy is
-// read after the last epoch. For resnet18 an "epoch" is one training step on
-// a fixed batch of 32 (train_worker.h), so its row is seconds per step. A
-// context row runs LibTorch with anvil's thread count (set_num_threads), next
-// to LibTorch at its defaults.
+// benchmarks/CMakeLists.txt). Epochs alternate between the workers, the first
+// one rotating each epoch, so a burst of load elsewhere on the machine hits
+// all of them. s/epoch is the median over epochs 2..N (epoch 1 is the
+// warm-up: allocator caches, page faults, BLAS buffers); test accuracy is read
+// after the last epoch. For resnet18, vit and gru an "epoch" is one training
+// step on a fixed batch (train_worker.h), so their rows are seconds per step.
+//
+// Every model is timed at three thread settings (`--threads`), one row each:
+// both libraries in their defaults; both at 1 thread; both at 2 threads
+// (anvil::set_num_threads(n); LibTorch's at::set_num_threads(n) and its
+// pthread OpenBLAS held to n through openblas_set_num_threads, which
+// set_num_threads leaves alone), so a win is never just "we used more cores".
 //
 // Note [Same tensors]
 // ~~~~~~~~~~~~~~~~~~~
@@ -38,15 +43,18 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../../examples/d2l_rnn.h"
 #include "../worker_process.h"
 #include "anvil/anvil.h"
 #include "anvil/data.h"
 #include "timing.h"
+#include "train_worker.h"
 
 namespace {
 
@@ -55,6 +63,7 @@ namespace fs = std::filesystem;
 
 struct Options {
   std::vector<std::string> models{"mlp", "lenet"};
+  std::vector<std::string> threads{"defaults", "1", "2"};  // one row per model each
   int epochs = 10;
   std::uint64_t seed = 0;
   bool markdown = false;
@@ -62,9 +71,11 @@ struct Options {
 };
 
 void usage() {
-  std::cout << "usage: bench_train [--models mlp,lenet] [--epochs N] [--seed S] [--markdown]\n"
-               "  --models    which models, comma-separated: mlp, lenet, resnet18 (default mlp,lenet;\n"
-               "              resnet18 times one step on a fixed batch of 32 per epoch)\n"
+  std::cout << "usage: bench_train [--models mlp,lenet] [--threads defaults,1,2] [--epochs N] [--seed S] [--markdown]\n"
+               "  --models    which models, comma-separated: mlp, lenet, resnet18, gru, vit (default mlp,lenet;\n"
+               "              resnet18, gru and vit time one step on a fixed batch per epoch)\n"
+               "  --threads   thread settings, one row each (default defaults,1,2): `defaults` is each library\n"
+               "              in its defaults; N is both at N threads (LibTorch's OpenBLAS held to N too)\n"
                "  --epochs    epochs per model and library (default 10); s/epoch is the median of epochs 2..N\n"
                "  --seed      seed of both libraries' init and shuffling (default 0)\n"
                "  --markdown  the table as Markdown\n"
@@ -84,10 +95,20 @@ Options parse(int argc, char** argv) {
       o.models.clear();
       std::istringstream in(value());
       for (std::string m; std::getline(in, m, ',');) {
-        if (m != "mlp" && m != "lenet" && m != "resnet18")
-          throw std::runtime_error("--models: expected mlp, lenet or resnet18, got '" + m + "'");
+        if (m != "mlp" && m != "lenet" && m != "resnet18" && m != "gru" && m != "vit")
+          throw std::runtime_error("--models: expected mlp, lenet, resnet18, gru or vit, got '" + m + "'");
         o.models.push_back(m);
       }
+    } else if (a == "--threads") {
+      o.threads.clear();
+      std::istringstream in(value());
+      for (std::string t; std::getline(in, t, ',');) {
+        if (t != "defaults" &&
+            (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || std::stoi(t) < 1))
+          throw std::runtime_error("--threads: expected `defaults` or a thread count >= 1, got '" + t + "'");
+        o.threads.push_back(t);
+      }
+      if (o.threads.empty()) throw std::runtime_error("--threads: expected at least one setting");
     } else if (a == "--epochs") {
       o.epochs = std::stoi(value());
       if (o.epochs < 1) throw std::runtime_error("--epochs: expected at least 1");
@@ -158,15 +179,19 @@ void dump(const std::string& dir, const std::string& name, const anvil::Tensor& 
 }
 
 struct Library {
-  std::string key;      // `anvil`, `torch`
-  std::string label;    // column header
+  std::string key;      // `anvil`, `torch`, `anvil t1`, ...: names it in progress lines and errors
   std::string program;  // next to bench_train
-  std::unique_ptr<WorkerProcess> process;
-  std::string info;  // its `info` reply, or why it is unavailable
-  bool pthread_blas = false;
-  std::string env;  // VAR=VALUE set for this worker only ("" for none)
-  std::vector<std::string> args = {};
-  bool torch_side = false;  // a context row compared as anvil / this
+  std::vector<std::string> args;
+  bool pthread_blas = false;  // LibTorch's OpenBLAS threads spin after a call
+  std::string env;            // VAR=VALUE set for this worker only ("" for none)
+  std::unique_ptr<WorkerProcess> process = nullptr;
+  std::string info = "";  // its `info` reply, or why it is unavailable
+};
+
+// One row per model: anvil and LibTorch at the same thread setting.
+struct Setting {
+  std::string name;  // `defaults`, `1 thread`, `2 threads`
+  std::size_t anvil, torch;
 };
 
 // `ok <rest>` → rest; anything else throws with the reply.
@@ -193,9 +218,22 @@ std::string fixed(double v, int digits) {
   return s.str();
 }
 
+// The row label of a model: the step-timed ones say so.
+std::string model_label(const std::string& model) {
+  return model == "mlp" || model == "lenet" ? model : model + " (s/step)";
+}
+
+std::string accuracy_note(const std::string& model) {
+  if (model == "resnet18") return "(of 32 test images)";
+  if (model == "vit") return "(of 128 test images)";
+  if (model == "gru") return "(next char of the batch)";
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  namespace tb = anvil_train_bench;
   try {
     const Options opt = parse(argc, argv);
     // Linking anvil put its OpenMP default (OMP_WAIT_POLICY=passive, Note
@@ -204,20 +242,24 @@ int main(int argc, char** argv) {
     // worker chooses for itself.
     if (anvil::openmp_wait_policy_defaulted()) unsetenv("OMP_WAIT_POLICY");
     std::vector<Library> libs;
-    libs.push_back({"anvil", "anvil", "bench_train_anvil", nullptr, "", false, ""});
-    libs.push_back({"torch", "LibTorch", "bench_train_torch", nullptr, "", true, ""});
-    const std::string threads = std::to_string(anvil::num_threads());
-    libs.push_back({"torch " + threads + " threads",
-                    "LibTorch " + threads + " threads",
-                    "bench_train_torch",
-                    nullptr,
-                    "",
-                    true,
-                    "",
-                    {"--threads", threads},
-                    true});
-    for (const std::string& env : opt.anvil_env)
-      libs.push_back({"anvil " + env, "anvil " + env, "bench_train_anvil", nullptr, "", false, env});
+    std::vector<Setting> settings;
+    for (const std::string& t : opt.threads) {
+      settings.push_back({t == "defaults" ? t : t + (t == "1" ? " thread" : " threads"), libs.size(), libs.size() + 1});
+      if (t == "defaults") {
+        libs.push_back({"anvil", "bench_train_anvil", {}, false, ""});
+        libs.push_back({"torch", "bench_train_torch", {}, true, ""});
+      } else {
+        libs.push_back({"anvil t" + t, "bench_train_anvil", {"--threads", t}, false, ""});
+        libs.push_back({"torch t" + t, "bench_train_torch", {"--threads", t, "--blas-threads", t}, true, ""});
+      }
+    }
+    // --anvil-env rows are measured against LibTorch in its defaults (or the first setting).
+    const auto defaults =
+        std::find_if(settings.begin(), settings.end(), [](const Setting& st) { return st.name == "defaults"; });
+    const Setting& env_setting = defaults != settings.end() ? *defaults : settings.front();
+    const std::size_t env_peer = env_setting.torch;
+    const std::size_t first_env = libs.size();
+    for (const std::string& env : opt.anvil_env) libs.push_back({"anvil " + env, "bench_train_anvil", {}, false, env});
     for (Library& lib : libs) {
       const std::string path = here() + "/" + lib.program;
       if (access(path.c_str(), X_OK) != 0) {
@@ -240,16 +282,34 @@ int main(int argc, char** argv) {
     }
 
     TempDir data;
-    {
+    const bool needs_images =
+        std::any_of(opt.models.begin(), opt.models.end(), [](const std::string& m) { return m != "gru"; });
+    const bool needs_text = std::find(opt.models.begin(), opt.models.end(), "gru") != opt.models.end();
+    if (needs_images) {
       const anvil::FashionMNIST train(anvil::FashionMNIST::Split::Train), test(anvil::FashionMNIST::Split::Test);
       dump(data.path(), "train-images", train.images());
       dump(data.path(), "train-labels", train.labels());
       dump(data.path(), "test-images", test.images());
       dump(data.path(), "test-labels", test.labels());
     }
+    const std::string text_path = ANVIL_EXAMPLES_DIR "/data/timemachine.txt";
+    if (needs_text) {  // the first minibatch of the example's sequential iterator (train_worker.h)
+      const d2l::Corpus corpus = d2l::load_corpus(text_path, -1);
+      std::mt19937_64 rng(opt.seed);
+      const auto [xs, ys] = d2l::batches(corpus.tokens, tb::kGruBatch, tb::kGruSteps, /*random=*/false, rng).front();
+      const anvil::Shape shape{tb::kGruBatch, tb::kGruSteps};
+      dump(data.path(), "text-x", anvil::tensor(xs, shape, anvil::cpu()));
+      dump(data.path(), "text-y", anvil::tensor(ys, shape, anvil::cpu()));
+      const auto vocab = static_cast<std::int64_t>(corpus.chars.size());
+      dump(data.path(), "text-vocab-size",
+           anvil::tensor(std::vector<std::int64_t>{vocab}, anvil::Shape{1}, anvil::cpu()));
+    }
 
-    std::cout << "bench_train: Fashion-MNIST from " << anvil::FashionMNIST::default_root()
-              << ", batch 256, SGD lr 0.1, " << opt.epochs << " epochs, seed " << opt.seed << "\n";
+    std::cout << "bench_train: " << opt.epochs << " epochs, seed " << opt.seed << "\n";
+    if (needs_images)
+      std::cout << "  Fashion-MNIST from " << anvil::FashionMNIST::default_root()
+                << "; mlp, lenet: batch 256, SGD lr 0.1; resnet18: one step on 32 images; vit: one step on 128\n";
+    if (needs_text) std::cout << "  gru: one step on 32 sequences of 35 characters of " << text_path << "\n";
     for (const Library& lib : libs) std::cout << "  " << lib.key << ": " << lib.info << "\n";
     std::cout << "  load average at start: " << loadavg() << "\n" << std::flush;
     const auto t0 = std::chrono::steady_clock::now();
@@ -283,7 +343,7 @@ int main(int argc, char** argv) {
             res[l].error = e.what();
           }
           // LibTorch's pthread OpenBLAS threads spin for up to ~0.1 s after a
-          // call: let them settle before the other library's epoch.
+          // call: let them settle before the next worker's epoch.
           std::this_thread::sleep_for(std::chrono::milliseconds(libs[l].pthread_blas ? 250 : 30));
         }
       }
@@ -300,44 +360,47 @@ int main(int argc, char** argv) {
 
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string sep = opt.markdown ? " | " : "  ";
-    const std::vector<std::string> header{"model",  "anvil s/epoch", "LibTorch s/epoch", "ratio",
-                                          "target", "anvil acc",     "LibTorch acc",     "acc target"};
+    const std::vector<std::string> header{"model",     "threads",      "anvil s/epoch", "LibTorch s/epoch",
+                                          "ratio",     "target",       "anvil loss",    "LibTorch loss",
+                                          "anvil acc", "LibTorch acc", "acc target"};
+    auto seconds = [](const Result& r) { return r.ok ? fixed(r.per_epoch(), 3) : std::string("n/a"); };
+    auto loss = [](const Result& r) { return r.ok ? fixed(r.loss, 4) : std::string("n/a"); };
+    auto accuracy = [](const Result& r) { return r.ok ? fixed(r.accuracy, 4) : std::string("n/a"); };
     std::vector<std::vector<std::string>> rows;
     for (std::size_t m = 0; m < opt.models.size(); ++m) {
-      const Result &a = results[m][0], &t = results[m][1];
-      const bool mlp = opt.models[m] == "mlp", resnet = opt.models[m] == "resnet18";
-      std::vector<std::string> row{resnet ? "resnet18 (s/step)" : opt.models[m]};
-      row.push_back(a.ok ? fixed(a.per_epoch(), 3) : "n/a");
-      row.push_back(t.ok ? fixed(t.per_epoch(), 3) : "n/a");
-      if (a.ok && t.ok) {
-        const double ratio = a.per_epoch() / t.per_epoch();
-        row.push_back(fixed(ratio, 2) + (ratio <= 0.8 || resnet ? "" : " (miss)"));
-      } else {
-        row.push_back("n/a");
-      }
-      row.push_back(resnet ? "(context)" : "<= 0.80");
-      row.push_back(a.ok ? fixed(a.accuracy, 4) : "n/a");
-      row.push_back(t.ok ? fixed(t.accuracy, 4) : "n/a");
-      if (mlp && opt.epochs == 10)
-        row.push_back(std::string(">= 0.85") + (a.ok && a.accuracy < 0.85 ? " (miss)" : ""));
-      else
-        row.push_back(mlp ? ">= 0.85 after 10 epochs" : resnet ? "(of 32 test images)" : "comparable");
-      rows.push_back(row);
-      for (std::size_t l = 2; l < libs.size(); ++l) {  // context: LibTorch at anvil's threads, anvil under --anvil-env
-        const Result& c = results[m][l];
-        const bool torch_side = libs[l].torch_side;
-        std::vector<std::string> ctx{"  " + libs[l].key};
-        ctx.push_back(c.ok && !torch_side ? fixed(c.per_epoch(), 3) : "");
-        ctx.push_back(c.ok && torch_side ? fixed(c.per_epoch(), 3) : "");
-        if (torch_side)
-          ctx.push_back(c.ok && a.ok ? fixed(a.per_epoch() / c.per_epoch(), 2) : "n/a");
+      const std::string& model = opt.models[m];
+      const bool mlp = model == "mlp", per_step = model != "mlp" && model != "lenet";
+      for (std::size_t k = 0; k < settings.size(); ++k) {
+        const Setting& st = settings[k];
+        const Result &a = results[m][st.anvil], &t = results[m][st.torch];
+        // Issue 3's targets are for both libraries in their defaults.
+        const bool targeted = st.name == "defaults" && !per_step;
+        std::vector<std::string> row{k == 0 ? model_label(model) : "", st.name, seconds(a), seconds(t)};
+        if (a.ok && t.ok) {
+          const double ratio = a.per_epoch() / t.per_epoch();
+          row.push_back(fixed(ratio, 2) + (targeted && ratio > 0.8 ? " (miss)" : ""));
+        } else {
+          row.push_back("n/a");
+        }
+        row.push_back(targeted ? "<= 0.80" : "");
+        row.push_back(loss(a));
+        row.push_back(loss(t));
+        row.push_back(accuracy(a));
+        row.push_back(accuracy(t));
+        if (k != 0)
+          row.push_back("");
+        else if (mlp && opt.epochs == 10)
+          row.push_back(std::string(">= 0.85") + (a.ok && a.accuracy < 0.85 ? " (miss)" : ""));
         else
-          ctx.push_back(c.ok && t.ok ? fixed(c.per_epoch() / t.per_epoch(), 2) : "n/a");
-        ctx.push_back("");
-        ctx.push_back(c.ok ? fixed(c.accuracy, 4) : "n/a");
-        ctx.push_back("");
-        ctx.push_back("");
-        rows.push_back(ctx);
+          row.push_back(mlp ? ">= 0.85 after 10 epochs" : per_step ? accuracy_note(model) : "comparable");
+        rows.push_back(row);
+      }
+      const Result& peer = results[m][env_peer];
+      for (std::size_t l = first_env; l < libs.size(); ++l) {  // context: anvil under --anvil-env
+        const Result& c = results[m][l];
+        rows.push_back({"  " + libs[l].key, env_setting.name, seconds(c), "",
+                        c.ok && peer.ok ? fixed(c.per_epoch() / peer.per_epoch(), 2) : "n/a", "(context)", loss(c), "",
+                        accuracy(c), "", ""});
       }
     }
     std::vector<std::size_t> width(header.size());
@@ -363,8 +426,12 @@ int main(int argc, char** argv) {
       for (std::size_t l = 0; l < libs.size(); ++l)
         if (!results[m][l].ok && libs[l].process)
           std::cout << "  " << opt.models[m] << " / " << libs[l].key << ": " << results[m][l].error << "\n";
-    std::cout << "\n  s/epoch: median of epochs 2.." << opt.epochs << " (resnet18: of steps 2.." << opt.epochs
-              << ", one step of 32 each); ratio = anvil / LibTorch (lower is better)\n"
+    std::cout << "\n  s/epoch: median of epochs 2.." << opt.epochs << " (s/step rows: of steps 2.." << opt.epochs
+              << ", one step on a fixed batch each); "
+                 "ratio = anvil / LibTorch (lower is better)\n"
+              << "  threads: `defaults` is each library in its defaults; `N threads` is anvil::set_num_threads(N)"
+                 " against at::set_num_threads(N) with LibTorch's OpenBLAS at N\n"
+              << "  loss: the last epoch's mean training loss (s/step rows: the last step's)\n"
               << "  load average at end: " << loadavg() << "; measured in " << fixed(elapsed, 0) << " s\n";
     return 0;
   } catch (const std::exception& e) {

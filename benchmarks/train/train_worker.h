@@ -13,13 +13,29 @@
 //   eval                              -> ok <test accuracy>
 //   quit
 //
-// <model> is `mlp`, `lenet` or `resnet18`; <data-dir> holds the raw dumps
-// train_compare writes (see Note [Same tensors] there). Every epoch reshuffles
-// the training set; the clock brackets the whole epoch: batching, forward,
-// loss, backward, SGD step. For `resnet18` (the book's ResNet-18 of
-// examples/d2l_resnet.h, 28x28 inputs) an "epoch" is one training step on a
-// fixed batch of the first kResnetBatch training images (SGD lr 0.05), and
-// eval scores the first kResnetBatch test images: its row is seconds per step.
+// <model> is `mlp`, `lenet`, `resnet18`, `gru` or `vit`; <data-dir> holds the
+// raw dumps train_compare writes (see Note [Same tensors] there). For `mlp`
+// and `lenet` every epoch reshuffles the training set; the clock brackets the
+// whole epoch: batching, forward, loss, backward, SGD step. The other three
+// are timed per step: an "epoch" is one training step on a fixed batch, and
+// its loss is that step's.
+//   resnet18  the book's ResNet-18 of examples/d2l_resnet.h (28x28 inputs) on
+//             the first kResnetBatch training images, SGD lr 0.05; eval scores
+//             the first kResnetBatch test images.
+//   vit       the ViT of examples/d2l_vit.h at examples/vit.cpp's sizes
+//             (28x28 in 7x7 patches, 64 hiddens, 4 heads, MLP 128, 2 blocks,
+//             dropout 0.1) on the first kVitBatch training images, SGD lr 0.1;
+//             eval scores the first kVitBatch test images.
+//   gru       the GRU language model of examples/d2l_rnn.h at
+//             examples/rnn_language_model.cpp's sizes (one-hot characters,
+//             256 hiddens) on one batch of 32 sequences of 35 characters of
+//             The Time Machine (`text-x`, `text-y` [32, 35], vocabulary size
+//             in `text-vocab-size`), from a zero state; cross-entropy,
+//             gradients clipped to norm 1, SGD lr 1; eval is the next-character
+//             accuracy on that batch.
+//
+// Workers take `--threads N` (both libraries: intra-op threads; LibTorch also
+// `--blas-threads N` for its own pthread OpenBLAS) for the equal-thread rows.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +58,16 @@ inline constexpr double kLearningRate = 0.1;
 inline constexpr std::int64_t kEvalBatchSize = 1024;
 inline constexpr std::int64_t kResnetBatch = 32;
 inline constexpr double kResnetLearningRate = 0.05;
+// examples/vit.cpp's batch and learning rate; its sizes are d2l::ViTConfig's
+// defaults (train_anvil.cpp checks that they match these).
+inline constexpr std::int64_t kVitBatch = 128;
+inline constexpr double kVitLearningRate = 0.1;
+inline constexpr std::int64_t kVitImageSize = 28, kVitPatchSize = 7, kVitHiddens = 64, kVitMlpHiddens = 128,
+                              kVitHeads = 4, kVitBlocks = 2;
+inline constexpr double kVitDropout = 0.1;
+// examples/rnn_language_model.cpp's defaults.
+inline constexpr std::int64_t kGruBatch = 32, kGruSteps = 35, kGruHiddens = 256;
+inline constexpr double kGruLearningRate = 1.0, kGruClipNorm = 1.0;
 
 // One library's model, optimiser and data.
 class Trainer {
