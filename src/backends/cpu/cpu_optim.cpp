@@ -34,8 +34,8 @@ struct AdamScalars {
 // vectorise (a lambda's captured pointers may alias); the flags are loop
 // invariant, so each combination becomes its own loop.
 template <typename T>
-void sgd_chunk(T* __restrict p, const T* __restrict g, T* __restrict buf, std::int64_t n, SgdScalars<T> s,
-               bool decay, bool momentum, bool nesterov, bool first) {
+void sgd_chunk(T* __restrict p, const T* __restrict g, T* __restrict buf, std::int64_t n, SgdScalars<T> s, bool decay,
+               bool momentum, bool nesterov, bool first) {
   for (std::int64_t i = 0; i < n; ++i) {
     T d = decay ? g[i] + p[i] * s.wd : g[i];
     if (momentum) {
@@ -69,17 +69,17 @@ void sgd_step(const OptimizerStepArgs& a) {
   const T* g = elements<T>(a.grad);
   T* buf = momentum ? elements<T>(a.state0) : nullptr;
   parallel_for(a.numel, kParallelGrain, [&](std::int64_t begin, std::int64_t end) {
-    sgd_chunk<T>(p + begin, g + begin, momentum ? buf + begin : nullptr, end - begin, s, a.weight_decay != 0,
-                 momentum, a.nesterov, a.first);
+    sgd_chunk<T>(p + begin, g + begin, momentum ? buf + begin : nullptr, end - begin, s, a.weight_decay != 0, momentum,
+                 a.nesterov, a.first);
   });
 }
 
 template <typename T>
 void adam_step(const OptimizerStepArgs& a) {
-  const AdamScalars<T> s{static_cast<T>(a.weight_decay),     static_cast<T>(a.beta1),
-                         static_cast<T>(a.beta2),            static_cast<T>(1 - a.beta1),
-                         static_cast<T>(1 - a.beta2),        static_cast<T>(a.bias_correction2),
-                         static_cast<T>(a.eps),              static_cast<T>(a.lr / a.bias_correction1)};
+  const AdamScalars<T> s{static_cast<T>(a.weight_decay), static_cast<T>(a.beta1),
+                         static_cast<T>(a.beta2),        static_cast<T>(1 - a.beta1),
+                         static_cast<T>(1 - a.beta2),    static_cast<T>(a.bias_correction2),
+                         static_cast<T>(a.eps),          static_cast<T>(a.lr / a.bias_correction1)};
   T* p = elements<T>(a.param);
   const T* g = elements<T>(a.grad);
   T* m = elements<T>(a.state0);
