@@ -292,6 +292,49 @@ TEST_P(Autograd, FreedGraphNeedsRetainGraph) {
 
 // PyTorch: the gradient of norm at an all-zero input is 0 (the subgradient),
 // not the NaN of the chain rule through sqrt(0).
+// Note [Gradients of views] (engine.cpp): the gradients of many views of one
+// tensor are added into their places in one buffer. Overlapping views add up,
+// a view's gradient meets the whole tensor's, and a gradient that someone else
+// holds (here the caller's, through cat's backward) is copied, never written.
+TEST_P(Autograd, GradientsOfViewsAddIntoTheirPlaces) {
+  const Device d = device();
+  const Tensor x = arange(0, 12, 1, d, f32).reshape({4, 3}).requires_grad_();
+  const Tensor h = x * 2.0;
+  // rows 1 and 3 once more, each as select; rows 0..2 and 1..3 as slices
+  const Tensor out = cat({h, h[1].unsqueeze(0), h[3].unsqueeze(0), h.slice(0, 0, 3), h.slice(0, 1, 4)}, 0);
+  const Tensor g = arange(0, 36, 1, d, f32).reshape({12, 3});
+  const std::vector<float> g_before = g.to_vector<float>();
+  out.backward(g);
+  EXPECT_EQ(g.to_vector<float>(), g_before) << "the caller's gradient was written";
+  // dL/dh by hand, on the host.
+  std::vector<float> dh(12, 0.0f);
+  auto add_row = [&](int dst, int src) {
+    for (int c = 0; c < 3; ++c) dh[dst * 3 + c] += g_before[src * 3 + c];
+  };
+  for (int r = 0; r < 4; ++r) add_row(r, r);
+  add_row(1, 4);
+  add_row(3, 5);
+  for (int r = 0; r < 3; ++r) add_row(r, 6 + r);
+  for (int r = 0; r < 3; ++r) add_row(r + 1, 9 + r);
+  std::vector<float> expected;
+  for (float v : dh) expected.push_back(2 * v);
+  EXPECT_EQ(x.grad().to_vector<float>(), expected);
+
+  // The recurrent pattern: every step reads its own row.
+  const Tensor seq = randn({35, 8}, d).requires_grad_();
+  Tensor total = zeros({8}, d);
+  for (std::int64_t t = 0; t < 35; ++t) total = total + seq[t] * static_cast<double>(t);
+  total.sum().backward();
+  const Tensor steps = arange(0, 35, 1, d, f32).reshape({35, 1}).expand({35, 8});
+  EXPECT_TRUE(allclose(seq.grad(), steps, 0, 0));
+
+  // A freed view node still says so.
+  const Tensor y = randn({3, 2}, d).requires_grad_();
+  const Tensor v = y[1];
+  v.backward(ones({2}, d));
+  EXPECT_THROW(v.backward(ones({2}, d)), ValueError);
+}
+
 TEST_P(Autograd, NormGradientAtZeroIsZero) {
   const Device d = device();
   Tensor z = zeros({2, 3}, d).requires_grad_();

@@ -31,10 +31,14 @@ std::uint64_t next_sequence_nr() noexcept {
   return counter.fetch_add(1, std::memory_order_relaxed);
 }
 
-std::vector<Tensor> Node::apply(const Tensor& grad) {
+void Node::check_live() const {
   ANVIL_CHECK(fn != nullptr, ValueError, "backward: ", name,
               " was already used by a backward pass and its saved tensors were freed; expected a live graph, got a "
               "freed one; pass retain_graph = true to the first backward()");
+}
+
+std::vector<Tensor> Node::apply(const Tensor& grad) {
+  check_live();
   std::vector<bool> needs(next.size());
   for (std::size_t i = 0; i < next.size(); ++i) needs[i] = next[i] != nullptr;
   return fn(grad, needs);
@@ -123,6 +127,12 @@ void record(const char* name, const Tensor& out, const std::vector<const Tensor*
   AutogradMeta& m = meta_of(out);
   m.requires_grad = true;
   m.grad_fn = std::move(node);
+}
+
+void record_view(const char* name, const Tensor& out, const Tensor& x, BackwardFn fn,
+                 std::function<Tensor(const Tensor&)> place) {
+  record(name, out, {&x}, std::move(fn));
+  meta_of(out).grad_fn->place = std::move(place);
 }
 
 Tensor saved(const Tensor& t) {
@@ -216,11 +226,38 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   auto later = [](const Node* a, const Node* b) { return a->sequence_nr < b->sequence_nr; };
   std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
   ready.push(start.get());
+  // Note [Gradients of views]
+  // A view node's rule would return a zero tensor of its input's shape with
+  // the gradient in the view's place. When many views of one tensor get
+  // gradients (x[t] for every step of a recurrent layer, the chunks of its
+  // gates), that is a fill and an add of the whole input per view:
+  // quadratic in the number of steps. Instead the engine keeps one buffer
+  // per input and adds each view's gradient into its place, copying the
+  // buffer first only when someone else holds it.
+  auto add_into_place = [&](const Node& n, const Tensor& g, Tensor& acc) {
+    const InputInfo& info = n.inputs[0];
+    const Tensor gi = g.dtype() == info.dtype ? g : cast(g, info.dtype);
+    if (!acc.defined()) {
+      acc = zeros(info.shape, info.device, info.dtype);
+      n.place(acc).copy_(gi);
+      return;
+    }
+    const bool sole = acc.impl().use_count() == 1 && acc.impl()->storage().use_count() == 1;
+    if (!sole) acc = clone(acc);
+    n.place(acc).add_(gi);
+  };
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
     Tensor gn = std::move(grads[n]);
     grads.erase(n);
+    if (n->place) {
+      n->check_live();
+      if (gn.defined() && n->next[0]) add_into_place(*n, gn, grads[n->next[0].get()]);
+      if (!retain_graph) n->fn = nullptr;
+      if (Node* nx = n->next[0].get(); nx && --deps[nx] == 0) ready.push(nx);
+      continue;
+    }
     std::vector<Tensor> outs;
     if (gn.defined()) outs = n->apply(gn);
     if (!retain_graph && n->fn) n->fn = nullptr;

@@ -65,7 +65,12 @@ struct Node {
   std::vector<std::shared_ptr<Node>> next;  // per input; null when it needs no grad
   std::vector<InputInfo> inputs;
   BackwardFn fn;  // released after backward unless retain_graph
+  // Views that select part of their one input (slice, select) also say
+  // where: place(input's gradient) is the view that receives this node's
+  // gradient, and the engine adds into it (Note [Gradients of views]).
+  std::function<Tensor(const Tensor&)> place;
   virtual std::vector<Tensor> apply(const Tensor& grad);
+  void check_live() const;  // ValueError once backward has freed `fn`
 };
 
 // Adds incoming gradients into a leaf's .grad.
@@ -95,6 +100,11 @@ void record(const char* name, const Tensor& out, const std::vector<const Tensor*
 inline void record(const char* name, const Tensor& out, std::initializer_list<const Tensor*> inputs, BackwardFn fn) {
   record(name, out, std::vector<const Tensor*>(inputs), std::move(fn));
 }
+
+// record() for a view that selects part of its one input `x`: `place` is
+// that view of a tensor of x's shape (see Node::place).
+void record_view(const char* name, const Tensor& out, const Tensor& x, BackwardFn fn,
+                 std::function<Tensor(const Tensor&)> place);
 
 // A handle to `t`'s data without its autograd history: what rules save, so
 // a node never keeps its own output (or the graph above an input) alive.

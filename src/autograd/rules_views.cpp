@@ -60,17 +60,19 @@ void record_slice(const Tensor& out, const Tensor& x, int dim, std::int64_t star
                   std::int64_t step) {
   if (!should_record({&x})) return;
   const Shape s = x.shape();
-  record("SliceBackward", out, {&x}, [s, dim, start, end, step](const Tensor& g, const std::vector<bool>&) {
-    return Grads{scatter_into_zeros(g, s, [&](const Tensor& z) { return z.slice(dim, start, end, step); })};
-  });
+  const auto place = [dim, start, end, step](const Tensor& z) { return z.slice(dim, start, end, step); };
+  record_view(
+      "SliceBackward", out, x,
+      [s, place](const Tensor& g, const std::vector<bool>&) { return Grads{scatter_into_zeros(g, s, place)}; }, place);
 }
 
 void record_select(const Tensor& out, const Tensor& x, int dim, std::int64_t index) {
   if (!should_record({&x})) return;
   const Shape s = x.shape();
-  record("SelectBackward", out, {&x}, [s, dim, index](const Tensor& g, const std::vector<bool>&) {
-    return Grads{scatter_into_zeros(g, s, [&](const Tensor& z) { return z.select(dim, index); })};
-  });
+  const auto place = [dim, index](const Tensor& z) { return z.select(dim, index); };
+  record_view(
+      "SelectBackward", out, x,
+      [s, place](const Tensor& g, const std::vector<bool>&) { return Grads{scatter_into_zeros(g, s, place)}; }, place);
 }
 
 void record_expand(const Tensor& out, const Tensor& x) {

@@ -114,11 +114,15 @@ std::vector<Tensor> RecurrentBase::run(const Tensor& x, const Tensor& h0, const 
     // is left inside the time loop.
     Tensor gx = matmul(layer_in, w[0].t());
     if (bias_) gx = gx + w[2];
+    // One transposed view for all steps: its gradient is summed over the
+    // steps in W_hh^T's own (contiguous) layout and transposed once; a view
+    // per step would sum one transposed gradient per step, a cache-hostile walk.
+    const Tensor w_hh_t = w[1].t();
     Tensor h = h_init[l], c = cell_ == Cell::LSTM ? c_init[l] : Tensor();
     std::vector<Tensor> outs;
     outs.reserve(static_cast<std::size_t>(steps));
     for (std::int64_t t = 0; t < steps; ++t) {
-      Tensor gh = matmul(h, w[1].t());
+      Tensor gh = matmul(h, w_hh_t);
       if (bias_) gh = gh + w[3];
       const Tensor gxt = gx[t];
       switch (cell_) {
