@@ -6,8 +6,9 @@
 //   elementwise  c = a + b on 16M and 64M f32: GB/s (12 bytes per element)
 //                against the GPU's theoretical bandwidth (memory clock x bus
 //                width) and a device-to-device cudaMemcpy; target >= 80%
-//   matmul       f32 n = 1024, 2048, 4096 through anvil against cublasSgemm
-//                called directly on buffers of the same size; target >= 0.9x
+//   matmul       f32, f16 and bf16, n = 1024, 2048, 4096, through anvil against
+//                cublasSgemm / cublasGemmEx (f32 compute) called directly on the
+//                same data; target >= 0.9x (issue 14: 16-bit within 10%)
 //   launch       host time to enqueue one small add; target <= 10 us
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -87,6 +88,9 @@ void elementwise(int gpu) {
   }
 }
 
+// anvil's matmul against cuBLAS called directly: cublasSgemm for f32 and
+// cublasGemmEx with f32 compute for f16 and bf16 (what anvil's CUDA backend
+// itself calls, src/backends/cuda/cublas.cpp), on the same data.
 void matmul_vs_cublas(int gpu) {
   const Device d(DeviceType::CUDA, gpu);
   cudaSetDevice(gpu);
@@ -95,33 +99,40 @@ void matmul_vs_cublas(int gpu) {
     std::printf("matmul      cuda:%d: cublasCreate failed\n", gpu);
     return;
   }
-  for (std::int64_t n : {1024, 2048, 4096}) {
-    Tensor a = rand({n, n}, d), b = rand({n, n}, d), c = empty({n, n}, d);
-    const double ta = device_seconds(d, 10, [&] { mm_out(c, a, b); });
-    void *pa = nullptr, *pb = nullptr, *pc = nullptr;
-    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(n * n);
-    cudaMalloc(&pa, bytes);
-    cudaMalloc(&pb, bytes);
-    cudaMalloc(&pc, bytes);
-    float *A = static_cast<float*>(pa), *B = static_cast<float*>(pb), *C = static_cast<float*>(pc);
-    // The same kind of data as anvil's operands: zeros would draw less power
-    // and flatter cuBLAS on a power-limited GPU.
-    const std::vector<float> host = rand({n, n}).to_vector<float>();
-    cudaMemcpy(A, host.data(), bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(B, host.data(), bytes, cudaMemcpyHostToDevice);
-    const float one = 1, zero = 0;
-    const int ni = static_cast<int>(n);
-    const double tb = cuda_seconds(
-        10, [&] { cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, B, ni, A, ni, &zero, C, ni); });
-    cudaFree(A);
-    cudaFree(B);
-    cudaFree(C);
-    const double flop = 2.0 * static_cast<double>(n) * n * n;
-    std::printf(
-        "matmul      cuda:%d n=%4lld: anvil %8.1f GFLOP/s, cublasSgemm %8.1f GFLOP/s, ratio %.3f; target >= 0.9: "
-        "%s\n",
-        gpu, static_cast<long long>(n), flop / ta / 1e9, flop / tb / 1e9, tb / ta, verdict(tb / ta >= 0.9));
-  }
+  for (DType t : {f32, f16, bf16})
+    for (std::int64_t n : {1024, 2048, 4096}) {
+      // The same kind of data for both: zeros would draw less power and
+      // flatter cuBLAS on a power-limited GPU.
+      const Tensor host = rand({n, n}).to(t);
+      Tensor a = host.to(d), b = host.to(d), c = empty({n, n}, d, t);
+      const double ta = device_seconds(d, 10, [&] { mm_out(c, a, b); });
+      void *pa = nullptr, *pb = nullptr, *pc = nullptr;
+      const std::size_t bytes = host.nbytes();
+      cudaMalloc(&pa, bytes);
+      cudaMalloc(&pb, bytes);
+      cudaMalloc(&pc, bytes);
+      cudaMemcpy(pa, host.raw_data_ptr(), bytes, cudaMemcpyHostToDevice);
+      cudaMemcpy(pb, host.raw_data_ptr(), bytes, cudaMemcpyHostToDevice);
+      const float one = 1, zero = 0;
+      const int ni = static_cast<int>(n);
+      const cudaDataType_t type = t == f16 ? CUDA_R_16F : CUDA_R_16BF;
+      const double tb = cuda_seconds(10, [&] {
+        if (t == f32)
+          cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, static_cast<const float*>(pb), ni,
+                      static_cast<const float*>(pa), ni, &zero, static_cast<float*>(pc), ni);
+        else
+          cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, pb, type, ni, pa, type, ni, &zero, pc, type, ni,
+                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      });
+      cudaFree(pa);
+      cudaFree(pb);
+      cudaFree(pc);
+      const double flop = 2.0 * static_cast<double>(n) * n * n;
+      std::printf(
+          "matmul      cuda:%d %-4s n=%4lld: anvil %8.1f GFLOP/s, %s %8.1f GFLOP/s, ratio %.3f; target >= 0.9: %s\n",
+          gpu, std::string(to_string(t)).c_str(), static_cast<long long>(n), flop / ta / 1e9, t == f32 ? "cublasSgemm " : "cublasGemmEx",
+          flop / tb / 1e9, tb / ta, verdict(tb / ta >= 0.9));
+    }
   cublasDestroy(h);
 }
 
