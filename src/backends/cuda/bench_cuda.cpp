@@ -130,8 +130,8 @@ void matmul_vs_cublas(int gpu) {
       const double flop = 2.0 * static_cast<double>(n) * n * n;
       std::printf(
           "matmul      cuda:%d %-4s n=%4lld: anvil %8.1f GFLOP/s, %s %8.1f GFLOP/s, ratio %.3f; target >= 0.9: %s\n",
-          gpu, std::string(to_string(t)).c_str(), static_cast<long long>(n), flop / ta / 1e9, t == f32 ? "cublasSgemm " : "cublasGemmEx",
-          flop / tb / 1e9, tb / ta, verdict(tb / ta >= 0.9));
+          gpu, std::string(to_string(t)).c_str(), static_cast<long long>(n), flop / ta / 1e9,
+          t == f32 ? "cublasSgemm " : "cublasGemmEx", flop / tb / 1e9, tb / ta, verdict(tb / ta >= 0.9));
     }
   cublasDestroy(h);
 }
