@@ -474,6 +474,8 @@ class DeviceBackend final : public detail::Backend {
   Slot& slot(int index) {
     if (!exists(index)) [[unlikely]]
       throw_no_device(current_op_or(R::kName), index);
+    if (slot_ready_[index].load(std::memory_order_acquire)) [[likely]]
+      return *slots_[index];
     std::call_once(slot_once_[index], [&] {
       slots_[index] = std::make_unique<Slot>(runtime_, index, list_.devices[index]);
       slot_ready_[index].store(true, std::memory_order_release);
@@ -482,7 +484,11 @@ class DeviceBackend final : public detail::Backend {
   }
 
  private:
+  // The flags are read first because libstdc++'s call_once goes through
+  // thread-local storage even once done, and every op asks for its slot.
   const DeviceList<Entry>& discovery() noexcept {
+    if (discovery_done_.load(std::memory_order_acquire)) [[likely]]
+      return list_;
     std::call_once(discovered_, [this] {
       list_ = runtime_.discover();
       const std::size_t n = list_.devices.size();
@@ -490,6 +496,7 @@ class DeviceBackend final : public detail::Backend {
       slot_ready_ = std::make_unique<std::atomic<bool>[]>(n);
       slots_.resize(n);
     });
+    discovery_done_.store(true, std::memory_order_release);
     return list_;
   }
   bool exists(int index) noexcept { return index >= 0 && index < static_cast<int>(discovery().devices.size()); }
@@ -516,6 +523,7 @@ class DeviceBackend final : public detail::Backend {
 
   R runtime_;
   std::once_flag discovered_;
+  std::atomic<bool> discovery_done_{false};
   DeviceList<Entry> list_;
   std::unique_ptr<std::once_flag[]> slot_once_;
   std::unique_ptr<std::atomic<bool>[]> slot_ready_;  // slots_[i] may be read without the once_flag
