@@ -18,6 +18,7 @@
 
 #include "anvil/anvil.h"
 #include "anvil/dist.h"
+#include "d2l_flags.h"
 
 using namespace anvil;
 
@@ -35,37 +36,15 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ValueError("multi_gpu_scratch: " + s + " needs a value");
-      return argv[++i];
-    };
-    if (s == "--epochs")
-      a.epochs = std::stoi(value());
-    else if (s == "--batch-size")
-      a.batch_size = std::stoll(value());
-    else if (s == "--lr")
-      a.lr = std::stod(value());
-    else if (s == "--train-subset")
-      a.train_subset = std::stoll(value());
-    else if (s == "--test-subset")
-      a.test_subset = std::stoll(value());
-    else if (s == "--max-devices")
-      a.max_devices = std::stoi(value());
-    else if (s == "--init-scale")
-      a.init_scale = std::stod(value());
-    else if (s == "-h" || s == "--help") {
-      std::cout
-          << "usage: multi_gpu_scratch [--epochs 10] [--batch-size 256] [--lr 0.2]\n"
-             "                         [--train-subset N] [--test-subset N] [--max-devices N] [--init-scale 0.01]\n";
-      std::exit(0);
-    } else {
-      throw ValueError("multi_gpu_scratch: unknown flag '" + s +
-                       "'; expected --epochs, --batch-size, --lr, "
-                       "--train-subset, --test-subset, --max-devices or --init-scale");
-    }
-  }
+  d2l::Flags("multi_gpu_scratch")
+      .add("--epochs", a.epochs)
+      .add("--batch-size", a.batch_size)
+      .add("--lr", a.lr)
+      .add("--train-subset", a.train_subset, "N")
+      .add("--test-subset", a.test_subset, "N")
+      .add("--max-devices", a.max_devices, "N")
+      .add("--init-scale", a.init_scale)
+      .parse(argc, argv);
   return a;
 }
 

@@ -18,6 +18,7 @@
 #include "anvil/data.h"
 #include "anvil/nn.h"
 #include "anvil/optim.h"
+#include "d2l_flags.h"
 #include "d2l_resize.h"
 #include "d2l_resnet.h"
 #include "d2l_train.h"
@@ -40,45 +41,20 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ValueError("resnet: " + s + " needs a value");
-      return argv[++i];
-    };
-    if (s == "--epochs")
-      a.epochs = std::stoi(value());
-    else if (s == "--resize")
-      a.resize = std::stoll(value());
-    else if (s == "--train-subset")
-      a.train_subset = std::stoll(value());
-    else if (s == "--test-subset")
-      a.test_subset = std::stoll(value());
-    else if (s == "--device")
-      a.device = value();
-    else if (s == "--batch-size")
-      a.batch_size = std::stoll(value());
-    else if (s == "--lr")
-      a.lr = std::stod(value());
-    else if (s == "--seed")
-      a.seed = std::stoull(value());
-    else if (s == "--out-dir")
-      a.out_dir = value();
-    else if (s == "--expect-loss-below")
-      a.expect_loss_below = std::stod(value());
-    else if (s == "-h" || s == "--help") {
-      std::cout << "usage: resnet [--epochs 10] [--resize 96] [--train-subset N] [--test-subset N]\n"
-                   "              [--device cpu|opencl:0|cuda:0] [--batch-size 256] [--lr 0.05] [--seed 0]\n"
-                   "              [--out-dir .] [--expect-loss-below L]\n";
-      std::exit(0);
-    } else {
-      throw ValueError("resnet: unknown flag '" + s +
-                       "'; expected --epochs, --resize, --train-subset, --test-subset, --device, --batch-size, "
-                       "--lr, --seed, --out-dir or --expect-loss-below");
-    }
-  }
+  d2l::Flags("resnet")
+      .add("--epochs", a.epochs)
+      .add("--resize", a.resize)
+      .add("--train-subset", a.train_subset, "N")
+      .add("--test-subset", a.test_subset, "N")
+      .add("--device", a.device, "cpu|opencl:0|cuda:0")
+      .add("--batch-size", a.batch_size)
+      .add("--lr", a.lr)
+      .add("--seed", a.seed)
+      .add("--out-dir", a.out_dir)
+      .add("--expect-loss-below", a.expect_loss_below, "L")
+      .parse(argc, argv);
   if (a.resize < 0 || a.train_subset < 0 || a.test_subset < 0 || a.batch_size <= 0 || a.epochs <= 0)
-    throw ValueError("resnet: --resize and the subsets must be >= 0, --batch-size and --epochs > 0");
+    throw ValueError("--resize and the subsets must be >= 0, --batch-size and --epochs > 0");
   return a;
 }
 

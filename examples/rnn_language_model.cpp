@@ -19,6 +19,7 @@
 
 #include "anvil/anvil.h"
 #include "d2l_curves.h"
+#include "d2l_flags.h"
 #include "d2l_rnn.h"
 
 using namespace anvil;
@@ -38,46 +39,20 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ValueError("rnn_language_model: " + s + " needs a value");
-      return argv[++i];
-    };
-    if (s == "--epochs")
-      a.epochs = std::stoi(value());
-    else if (s == "--device")
-      a.device = value();
-    else if (s == "--num-hiddens")
-      a.num_hiddens = std::stoll(value());
-    else if (s == "--lr")
-      a.lr = std::stod(value());
-    else if (s == "--batch-size")
-      a.batch_size = std::stoll(value());
-    else if (s == "--num-steps")
-      a.num_steps = std::stoll(value());
-    else if (s == "--max-tokens")
-      a.max_tokens = std::stoll(value());
-    else if (s == "--random-iter")
-      a.random_iter = true;
-    else if (s == "--seed")
-      a.seed = std::stoull(value());
-    else if (s == "--expect-perplexity")
-      a.expect_perplexity = std::stod(value());
-    else if (s == "--data")
-      a.data = value();
-    else if (s == "--out-dir")
-      a.out_dir = value();
-    else if (s == "-h" || s == "--help") {
-      std::cout << "usage: rnn_language_model [--epochs 500] [--device cpu|opencl:0|cuda:0] [--num-hiddens 256]\n"
-                   "                          [--lr 1] [--batch-size 32] [--num-steps 35] [--max-tokens N]\n"
-                   "                          [--random-iter] [--seed 0] [--expect-perplexity P] [--data PATH]\n"
-                   "                          [--out-dir .]\n";
-      std::exit(0);
-    } else {
-      throw ValueError("rnn_language_model: unknown flag '" + s + "'; see --help");
-    }
-  }
+  d2l::Flags("rnn_language_model")
+      .add("--epochs", a.epochs)
+      .add("--device", a.device, "cpu|opencl:0|cuda:0")
+      .add("--num-hiddens", a.num_hiddens)
+      .add("--lr", a.lr)
+      .add("--batch-size", a.batch_size)
+      .add("--num-steps", a.num_steps)
+      .add("--max-tokens", a.max_tokens, "N")
+      .add("--random-iter", a.random_iter)
+      .add("--seed", a.seed)
+      .add("--expect-perplexity", a.expect_perplexity, "P")
+      .add("--data", a.data, "PATH")
+      .add("--out-dir", a.out_dir)
+      .parse(argc, argv);
   return a;
 }
 
@@ -141,7 +116,7 @@ int main(int argc, char** argv) {
         loss_sum += l.detach() * static_cast<double>(y.numel());
         tokens += y.numel();
       }
-      if (tokens == 0) throw ValueError("rnn_language_model: the corpus is shorter than one minibatch");
+      if (tokens == 0) throw ValueError("the corpus is shorter than one minibatch");
       ppl = std::exp(loss_sum.item<double>() / static_cast<double>(tokens));
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       rows.push_back({static_cast<double>(epoch), ppl, static_cast<double>(tokens) / secs});

@@ -19,6 +19,7 @@
 #include "anvil/anvil.h"
 #include "anvil/dist.h"
 #include "anvil/nn/parallel.h"
+#include "d2l_flags.h"
 
 using namespace anvil;
 
@@ -36,38 +37,16 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ValueError("train_distributed: " + s + " needs a value");
-      return argv[++i];
-    };
-    if (s == "--epochs")
-      a.epochs = std::stoi(value());
-    else if (s == "--model")
-      a.model = value();
-    else if (s == "--batch-size")
-      a.batch_size = std::stoll(value());
-    else if (s == "--lr")
-      a.lr = std::stod(value());
-    else if (s == "--train-subset")
-      a.train_subset = std::stoll(value());
-    else if (s == "--test-subset")
-      a.test_subset = std::stoll(value());
-    else if (s == "--checkpoint")
-      a.checkpoint = value();
-    else if (s == "-h" || s == "--help") {
-      std::cout << "usage: [mpirun -np N] train_distributed [--epochs 2] [--model mlp|lenet] [--batch-size 256]\n"
-                   "       [--lr 0.1] [--train-subset N] [--test-subset N] [--checkpoint PATH]\n";
-      std::exit(0);
-    } else {
-      throw ValueError("train_distributed: unknown flag '" + s +
-                       "'; expected --epochs, --model, --batch-size, --lr, "
-                       "--train-subset, --test-subset or --checkpoint");
-    }
-  }
-  if (a.model != "mlp" && a.model != "lenet")
-    throw ValueError("train_distributed: --model must be mlp or lenet; got '" + a.model + "'");
+  d2l::Flags("train_distributed")
+      .add("--epochs", a.epochs)
+      .add("--model", a.model, "mlp|lenet")
+      .add("--batch-size", a.batch_size)
+      .add("--lr", a.lr)
+      .add("--train-subset", a.train_subset, "N")
+      .add("--test-subset", a.test_subset, "N")
+      .add("--checkpoint", a.checkpoint, "PATH")
+      .parse(argc, argv);
+  if (a.model != "mlp" && a.model != "lenet") throw ValueError("--model must be mlp or lenet; got '" + a.model + "'");
   return a;
 }
 
@@ -90,7 +69,7 @@ int main(int argc, char** argv) {
     const Device device = dist::device();
     const int rank = world.rank(), ranks = world.size();
     if (args.batch_size % ranks != 0)
-      throw ValueError("train_distributed: --batch-size must be a multiple of the number of ranks; got " +
+      throw ValueError("--batch-size must be a multiple of the number of ranks; got " +
                        std::to_string(args.batch_size) + " for " + std::to_string(ranks) + " ranks");
     std::printf("rank %d of %d on %s (engine %s)\n", rank, ranks, device.str().c_str(), world.engine().c_str());
     std::fflush(stdout);

@@ -17,6 +17,7 @@
 
 #include "anvil/anvil.h"
 #include "d2l_curves.h"
+#include "d2l_flags.h"
 #include "d2l_resize.h"
 #include "d2l_train.h"
 #include "d2l_vit.h"
@@ -40,52 +41,23 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ValueError("vit: " + s + " needs a value");
-      return argv[++i];
-    };
-    if (s == "--epochs")
-      a.epochs = std::stoi(value());
-    else if (s == "--device")
-      a.device = value();
-    else if (s == "--subset")
-      a.subset = std::stoll(value());
-    else if (s == "--batch-size")
-      a.batch_size = std::stoll(value());
-    else if (s == "--resize")
-      a.resize = std::stoll(value());
-    else if (s == "--patch-size")
-      a.patch_size = std::stoll(value());
-    else if (s == "--num-hiddens")
-      a.model.num_hiddens = std::stoll(value());
-    else if (s == "--mlp-hiddens")
-      a.model.mlp_hiddens = std::stoll(value());
-    else if (s == "--num-heads")
-      a.model.num_heads = std::stoll(value());
-    else if (s == "--num-blks")
-      a.model.num_blks = std::stoll(value());
-    else if (s == "--lr")
-      a.lr = std::stod(value());
-    else if (s == "--dropout")
-      a.model.dropout = std::stod(value());
-    else if (s == "--seed")
-      a.seed = std::stoull(value());
-    else if (s == "--expect-accuracy")
-      a.expect_accuracy = std::stod(value());
-    else if (s == "--out-dir")
-      a.out_dir = value();
-    else if (s == "-h" || s == "--help") {
-      std::cout << "usage: vit [--epochs 10] [--device cpu|opencl:0|cuda:0] [--subset N] [--batch-size 128]\n"
-                   "           [--resize N (0: 28x28)] [--patch-size P (7; 16 when resized)] [--num-hiddens 64] "
-                   "[--mlp-hiddens 128] [--num-heads 4] [--num-blks 2]\n"
-                   "           [--lr 0.1] [--dropout 0.1] [--seed 0] [--expect-accuracy A] [--out-dir .]\n";
-      std::exit(0);
-    } else {
-      throw ValueError("vit: unknown flag '" + s + "'; see --help");
-    }
-  }
+  d2l::Flags("vit")
+      .add("--epochs", a.epochs)
+      .add("--device", a.device, "cpu|opencl:0|cuda:0")
+      .add("--subset", a.subset, "N")
+      .add("--batch-size", a.batch_size)
+      .add("--resize", a.resize, "N (0: 28x28)")
+      .add("--patch-size", a.patch_size, "P (7; 16 when resized)")
+      .add("--num-hiddens", a.model.num_hiddens)
+      .add("--mlp-hiddens", a.model.mlp_hiddens)
+      .add("--num-heads", a.model.num_heads)
+      .add("--num-blks", a.model.num_blks)
+      .add("--lr", a.lr)
+      .add("--dropout", a.model.dropout)
+      .add("--seed", a.seed)
+      .add("--expect-accuracy", a.expect_accuracy, "A")
+      .add("--out-dir", a.out_dir)
+      .parse(argc, argv);
   ANVIL_CHECK(a.resize >= 0 && a.patch_size >= 0, ValueError,
               "--resize and --patch-size must not be negative; expected >= 0, got ", a.resize, " and ", a.patch_size);
   a.model.img_size = a.resize > 0 ? a.resize : 28;
