@@ -16,6 +16,7 @@ packages=(
   libopenmpi-dev openmpi-bin           # anvil::dist's engine between processes
   dataset-fashion-mnist gnuplot-nox
   python3 python3-numpy python3-venv python3-pip
+  python3-torch                        # test-side PyTorch references (tests/python/torch_layers_reference.py)
 )
 # bench: LibTorch, the benchmarks' peer, and oneDNN for bench_conv_dnnl.
 if [[ "${1:-}" == "bench" ]]; then packages+=(libtorch-dev libdnnl-dev); fi
