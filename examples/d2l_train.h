@@ -55,16 +55,22 @@ inline double evaluate(anvil::nn::Module& net, anvil::DataLoader& loader, anvil:
   return static_cast<double>(correct.item<std::int64_t>()) / static_cast<double>(loader.num_samples());
 }
 
+// Called before each optimiser step with the step's number (from 0) and the
+// number of steps in the whole run: where a learning-rate schedule sets the
+// optimiser's rate.
+using BeforeStep = std::function<void(std::int64_t step, std::int64_t total_steps)>;
+
 // Trains `epochs` epochs with cross-entropy, printing progress, and returns
 // one row per epoch. Loss and correct counts stay on the device and are read
 // once per progress update.
 inline std::vector<EpochRow> fit(anvil::nn::Module& net, anvil::optim::Optimizer& opt, anvil::DataLoader& train_loader,
                                  anvil::DataLoader& test_loader, anvil::Device device, int epochs,
-                                 const Prepare& prepare = {}, Amp amp = {}) {
+                                 const Prepare& prepare = {}, Amp amp = {}, const BeforeStep& before_step = {}) {
   using namespace anvil;
   amp::GradScaler scaler({.enabled = amp == f16});
   std::vector<EpochRow> rows;
   const std::int64_t nbatches = train_loader.size();
+  std::int64_t step = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
     Tensor loss_sum = zeros({}, device), correct = zeros({}, device, i64);
@@ -82,6 +88,8 @@ inline std::vector<EpochRow> fit(anvil::nn::Module& net, anvil::optim::Optimizer
         l = nn::cross_entropy(logits, y);
       }
       scaler.scale(l).backward();
+      if (before_step) before_step(step, nbatches * epochs);
+      ++step;
       scaler.step(opt);  // opt.step() unless a gradient overflowed (always when disabled)
       scaler.update();
       {

@@ -47,6 +47,16 @@ TEST_P(Amp, LowerPrecisionOpsRunInTheGuardDtype) {
     const std::vector<float> want = values(matmul(a.to(low), b.to(low)));
     EXPECT_EQ(got, want) << low;
   }
+  // Every conv2d argument survives the cast: dilation and groups too.
+  const Tensor wg = randn({4, 1, 3, 3}, d);
+  for (DType low : {bf16, f16}) {
+    const std::vector<float> want =
+        values(conv2d(x.narrow(1, 0, 2).to(low), wg.to(low), cb.to(low), {2, 1}, {1, 2}, {2, 2}, 2));
+    AutocastGuard ac(d, low);
+    const Tensor got = conv2d(x.narrow(1, 0, 2), wg, cb, {2, 1}, {1, 2}, {2, 2}, 2);
+    EXPECT_EQ(got.shape(), Shape({2, 4, 2, 6})) << low;
+    EXPECT_EQ(values(got), want) << low;
+  }
   // f64 is asked for on purpose: autocast leaves it alone, as PyTorch does.
   AutocastGuard ac(d, bf16);
   EXPECT_EQ(matmul(a.to(f64), b.to(f64)).dtype(), f64);

@@ -1,11 +1,13 @@
 // nn and optim: layer gradients (gradcheck through modules in f64), module
 // identity across device moves, state_dict / safetensors round trips,
 // optimiser updates, and a short end-to-end training run on Fashion-MNIST.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -95,18 +97,19 @@ std::vector<double> host_f64(const Tensor& t) {
   const double* p = h.data_ptr<double>();
   return std::vector<double>(p, p + h.numel());
 }
-}  // namespace
 
-// conv2d and max_pool2d (forward, and max-pool's gradient routing) against
-// plain loops, in f32 on a strided input with padding and stride: whichever
-// path the device takes (fused kernels or the composites) must agree.
-TEST_P(NN, WindowOpsMatchPlainLoops) {
-  const Device d = device();
+void check_window_ops(Device d, DType t, double tol) {
   manual_seed(3);
   const std::int64_t n = 2, c = 3, h = 8, w = 9, o = 4, kh = 3, kw = 2;
-  const Tensor base = randn({n, c, w, h}, d);
+  // Distinct multiples of 1/64 below 4 in magnitude, exact in every dtype
+  // here: no two candidates of a pool's window tie, whatever the rounding.
+  std::vector<float> distinct(static_cast<std::size_t>(n * c * h * w));
+  for (std::size_t k = 0; k < distinct.size(); ++k)
+    distinct[k] = static_cast<float>(static_cast<std::int64_t>(k) - n * c * h * w / 2) / 64.0f;
+  std::shuffle(distinct.begin(), distinct.end(), std::mt19937(3));
+  const Tensor base = tensor(distinct, {n, c, w, h}, d, t);
   const Tensor x = base.transpose(2, 3);  // [n, c, h, w], strided
-  const Tensor wt = randn({o, c, kh, kw}, d), b = randn({o}, d);
+  const Tensor wt = randn({o, c, kh, kw}, d).to(t), b = randn({o}, d).to(t);
   const std::vector<double> xs = host_f64(x), ws = host_f64(wt), bs = host_f64(b);
   auto at = [&](std::int64_t ni, std::int64_t ci, std::int64_t i, std::int64_t j) {
     return xs[static_cast<std::size_t>(((ni * c + ci) * h + i) * w + j)];
@@ -122,16 +125,20 @@ TEST_P(NN, WindowOpsMatchPlainLoops) {
       for (std::int64_t oi = 0; oi < o; ++oi)
         for (std::int64_t p = 0; p < oh; ++p)
           for (std::int64_t q = 0; q < ow; ++q) {
-            double acc = bs[static_cast<std::size_t>(oi)];
+            double acc = bs[static_cast<std::size_t>(oi)], magnitude = std::abs(acc);
             for (std::int64_t ci = 0; ci < c; ++ci)
               for (std::int64_t i = 0; i < kh; ++i)
                 for (std::int64_t j = 0; j < kw; ++j) {
                   const std::int64_t ih = p * sh - ph + i, iw = q * sw - pw + j;
-                  if (ih >= 0 && ih < h && iw >= 0 && iw < w)
-                    acc += ws[static_cast<std::size_t>(((oi * c + ci) * kh + i) * kw + j)] * at(ni, ci, ih, iw);
+                  if (ih >= 0 && ih < h && iw >= 0 && iw < w) {
+                    const double term =
+                        ws[static_cast<std::size_t>(((oi * c + ci) * kh + i) * kw + j)] * at(ni, ci, ih, iw);
+                    acc += term;
+                    magnitude += std::abs(term);
+                  }
                 }
             const double got = ys[static_cast<std::size_t>(((ni * o + oi) * oh + p) * ow + q)];
-            ASSERT_NEAR(got, acc, 1e-4 * (1 + std::abs(acc)))
+            ASSERT_NEAR(got, acc, tol * (1 + magnitude))
                 << "conv2d at [" << ni << ", " << oi << ", " << p << ", " << q << "]";
           }
   }
@@ -142,10 +149,10 @@ TEST_P(NN, WindowOpsMatchPlainLoops) {
     const Tensor y = max_pool2d(xg, {ph, pw}, {sh, sw}, {pph, ppw});
     const std::int64_t oh = (h + 2 * pph - ph) / sh + 1, ow = (w + 2 * ppw - pw) / sw + 1;
     ASSERT_EQ(y.shape(), Shape({n, c, oh, ow}));
-    const Tensor coeff = randn({n, c, oh, ow}, d);
+    const Tensor coeff = randn({n, c, oh, ow}, d).to(t);
     (y * coeff).sum().backward();
     const std::vector<double> ys = host_f64(y), cs = host_f64(coeff), gs = host_f64(xg.grad());
-    std::vector<double> expect(static_cast<std::size_t>(n * c * h * w), 0.0);
+    std::vector<double> expect(static_cast<std::size_t>(n * c * h * w), 0.0), magnitude(expect.size(), 0.0);
     for (std::int64_t ni = 0; ni < n; ++ni)
       for (std::int64_t ci = 0; ci < c; ++ci)
         for (std::int64_t p = 0; p < oh; ++p)
@@ -163,8 +170,24 @@ TEST_P(NN, WindowOpsMatchPlainLoops) {
             const std::size_t k = static_cast<std::size_t>(((ni * c + ci) * oh + p) * ow + q);
             ASSERT_EQ(ys[k], best) << "max_pool2d at [" << ni << ", " << ci << ", " << p << ", " << q << "]";
             expect[static_cast<std::size_t>(where)] += cs[k];
+            magnitude[static_cast<std::size_t>(where)] += std::abs(cs[k]);
           }
-    for (std::size_t k = 0; k < expect.size(); ++k) ASSERT_NEAR(gs[k], expect[k], 1e-5) << "max_pool2d grad at " << k;
+    for (std::size_t k = 0; k < expect.size(); ++k)
+      ASSERT_NEAR(gs[k], expect[k], tol * magnitude[k]) << "max_pool2d grad at " << k;
+  }
+}
+}  // namespace
+
+// conv2d and max_pool2d (forward, and max-pool's gradient routing) against
+// plain loops, in f32, f16 and bf16 (what autocast runs them in) on a strided
+// input with padding and stride: whichever path the device takes (fused
+// kernels or the composites) must agree. The reference takes the inputs as
+// rounded to the dtype; a 16-bit sum may be off by a rounding or two of the
+// dtype's epsilon times the sum of its terms' magnitudes.
+TEST_P(NN, WindowOpsMatchPlainLoops) {
+  for (DType t : {f32, f16, bf16}) {
+    SCOPED_TRACE(::testing::Message() << t);
+    check_window_ops(device(), t, t == f32 ? 1e-4 : t == f16 ? 0x1p-10 : 0x1p-7);
   }
 }
 

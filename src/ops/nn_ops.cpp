@@ -185,7 +185,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   detail::check_same_device("conv2d", {&x, &weight});
   if (bias.defined()) detail::check_same_device("conv2d", {&x, &bias});
   if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&x, &weight, &bias}))
-    return conv2d((*c)[0], (*c)[1], (*c)[2], stride, padding);
+    return conv2d((*c)[0], (*c)[1], (*c)[2], stride, padding, dilation, groups);
   check_4d("conv2d", x);
   ANVIL_CHECK(groups > 0, ValueError, "conv2d: groups must be positive; expected >= 1, got ", groups);
   ANVIL_CHECK(x.size(1) % groups == 0, ValueError,

@@ -444,9 +444,9 @@ class DeviceBackend final : public detail::Backend {
     run(index, "sort", [&](Slot& s) { kernels::argsort(s, a); });
   }
 
-  // The fused window kernels, f32 and f64 (where the device has it).
+  // The fused window kernels, for the floating dtypes the device has.
   bool supports_fused(detail::FusedOp, DType t, int index) noexcept override {
-    return (t == DType::F32 || t == DType::F64) && supports(index, detail::Primitive::Fused, t).ok;
+    return is_floating(t) && supports(index, detail::Primitive::Fused, t).ok;
   }
   void im2col(int index, const detail::Im2colArgs& a) override {
     run(index, "im2col", [&](Slot& s) { kernels::im2col(s, a); });

@@ -254,7 +254,9 @@ KernelSpec RandomKernel::spec() const {
 
 KernelSpec WindowKernel::spec() const {
   const std::string prefix = std::string("window_") + dtype_name(t);
-  return {"window.kern", {def("KPREFIX", prefix), type_def("T", t)}, prefix + "_" + detail::name(op)};
+  return {"window.kern",
+          {def("KPREFIX", prefix), type_def("T", t), type_def("TA", widen_half(t))},
+          prefix + "_" + detail::name(op)};
 }
 
 KernelSpec OptimKernel::spec() const {
@@ -303,7 +305,7 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     for (int k = 0; k < 3; ++k) out.push_back(RandomKernel{static_cast<RandomKind>(k), t, fp64}.spec());
     if (!is_half(t)) out.push_back(RowKernel{true, t, fp64}.spec());  // halves sort as f32 (ops/scan_sort.cpp)
     if (t == DType::F32 || t == DType::F64 || t == DType::I64) out.push_back(RowKernel{false, t, fp64}.spec());
-    if (t == DType::F32 || t == DType::F64)
+    if (is_floating(t))
       for (int op = 0; op < static_cast<int>(FusedOp::Count); ++op)
         out.push_back(WindowKernel{static_cast<FusedOp>(op), t}.spec());
     if (t == DType::F32 || t == DType::F64)

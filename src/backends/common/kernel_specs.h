@@ -154,7 +154,7 @@ struct RandomKernel {
 
 struct WindowKernel {
   detail::FusedOp op;
-  DType t;  // f32 or f64
+  DType t;  // f32, f64, f16 or bf16
   std::uint64_t key() const noexcept {
     return kernel_key(Family::Window, static_cast<int>(op), 0, static_cast<int>(t));
   }

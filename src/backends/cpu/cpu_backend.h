@@ -48,7 +48,7 @@ class CpuBackend final : public detail::Backend {
   void scan(int index, const detail::ScanArgs& args) override;
   void argsort(int index, const detail::SortArgs& args) override;
 
-  // Fused window kernels (cpu_window.cpp), f32 and f64.
+  // Fused window kernels (cpu_window.cpp), every floating dtype.
   bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override;
   void im2col(int index, const detail::Im2colArgs& args) override;
   void col2im(int index, const detail::Im2colArgs& args) override;

@@ -2,8 +2,12 @@
 // The composite versions in src/ops walk as_strided views whose rows are one
 // kernel width long and scatter gradients with one strided add per kernel
 // offset; here each (n, c) plane is one task and every loop runs over a
-// contiguous row.
+// contiguous row. f16 and bf16 move their 16-bit values as they are (im2col,
+// the pool's choice) and sum overlapping contributions (col2im, the pool's
+// backward) in an f32 plane that is rounded once, as every 16-bit op here
+// accumulates in f32 (DESIGN §4.2).
 #include <limits>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dispatch.h"
@@ -36,6 +40,37 @@ struct Image {
 std::int64_t plane_grain(std::int64_t plane_elems) {
   return std::max<std::int64_t>(1, kParallelGrain / 4 / std::max<std::int64_t>(1, plane_elems));
 }
+
+// What a plane of T sums in: f32 for the 16-bit floats, T itself otherwise.
+template <typename T>
+using Acc = std::conditional_t<detail::is_half_v<T>, float, T>;
+
+// A zeroed plane to sum into: the output plane itself for f32/f64; for
+// f16/bf16 a task-local f32 plane, rounded into the output by finish().
+template <typename T>
+class PlaneSum {
+ public:
+  explicit PlaneSum(std::int64_t hw) : hw_(hw) {
+    if constexpr (detail::is_half_v<T>) wide_.resize(static_cast<std::size_t>(hw));
+  }
+  Acc<T>* start(T* plane) {
+    Acc<T>* dst;
+    if constexpr (detail::is_half_v<T>)
+      dst = wide_.data();
+    else
+      dst = plane;
+    std::fill_n(dst, hw_, Acc<T>(0));
+    return dst;
+  }
+  void finish(T* plane) const {
+    if constexpr (detail::is_half_v<T>)
+      for (std::int64_t q = 0; q < hw_; ++q) plane[q] = T(wide_[static_cast<std::size_t>(q)]);
+  }
+
+ private:
+  std::int64_t hw_;
+  std::vector<float> wide_;  // f16/bf16 only
+};
 
 template <typename T>
 void im2col_typed(const Im2colArgs& a) {
@@ -87,9 +122,9 @@ void col2im_typed(const Im2colArgs& a) {
   const std::int64_t kk = g.kh * g.kw, p = g.oh * g.ow, hw = g.h * g.w;
   // One task per (n, c) plane: no two tasks write the same pixel.
   parallel_for(g.n * g.c, plane_grain(kk * p), [&](std::int64_t begin, std::int64_t end) {
+    PlaneSum<T> sum(hw);
     for (std::int64_t nc = begin; nc < end; ++nc) {
-      T* dst = image + nc * hw;
-      for (std::int64_t q = 0; q < hw; ++q) dst[q] = T(0);
+      Acc<T>* dst = sum.start(image + nc * hw);
       const T* src = cols + nc * kk * p;
       for (std::int64_t i = 0; i < g.kh; ++i)
         for (std::int64_t j = 0; j < g.kw; ++j, src += p) {
@@ -100,7 +135,7 @@ void col2im_typed(const Im2colArgs& a) {
             const std::int64_t ih = oh * g.sh - g.ph + i * g.dh;
             if (ih < 0 || ih >= g.h || ow_lo >= ow_hi) continue;
             const T* row = src + oh * g.ow;
-            T* out = dst + ih * g.w + (ow_lo * g.sw - g.pw + jd);
+            Acc<T>* out = dst + ih * g.w + (ow_lo * g.sw - g.pw + jd);
             if (g.sw == 1) {
               for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) out[ow - ow_lo] += row[ow];
             } else {
@@ -108,6 +143,7 @@ void col2im_typed(const Im2colArgs& a) {
             }
           }
         }
+      sum.finish(image + nc * hw);
     }
   });
 }
@@ -169,7 +205,7 @@ void max_pool2d_typed(const Pool2dArgs& a) {
         for (std::int64_t ow = 0; ow < g.ow; ++ow) {
           const std::int64_t iw0 = ow * g.sw - g.pw;
           const std::int64_t j_lo = std::max<std::int64_t>(0, -iw0), j_hi = std::min(g.kw, g.w - iw0);
-          T best = -std::numeric_limits<T>::infinity();
+          T best = T(-std::numeric_limits<float>::infinity());
           std::int64_t where = -1;
           for (std::int64_t i = i_lo; i < i_hi; ++i) {
             const T* row = src + (ih0 + i) * x.sh;
@@ -197,20 +233,21 @@ void max_pool2d_backward_typed(const Pool2dArgs& a) {
   const std::int64_t* indices = static_cast<const std::int64_t*>(a.indices.data) + a.indices.offset;
   const std::int64_t p = g.oh * g.ow, hw = g.h * g.w;
   parallel_for(g.n * g.c, plane_grain(hw + p), [&](std::int64_t begin, std::int64_t end) {
+    PlaneSum<T> sum(hw);
     for (std::int64_t nc = begin; nc < end; ++nc) {
-      T* dst = image + nc * hw;
-      for (std::int64_t q = 0; q < hw; ++q) dst[q] = T(0);
+      Acc<T>* dst = sum.start(image + nc * hw);
       const T* gs = grad + nc * p;
       const std::int64_t* is = indices + nc * p;
       for (std::int64_t q = 0; q < p; ++q)
         if (is[q] >= 0) dst[is[q]] += gs[q];
+      sum.finish(image + nc * hw);
     }
   });
 }
 
 }  // namespace
 
-bool CpuBackend::supports_fused(detail::FusedOp, DType t, int) noexcept { return t == DType::F32 || t == DType::F64; }
+bool CpuBackend::supports_fused(detail::FusedOp, DType t, int) noexcept { return is_floating(t); }
 
 void CpuBackend::im2col(int, const Im2colArgs& args) { ANVIL_DISPATCH_FLOAT(args.dtype, T, im2col_typed<T>(args)); }
 void CpuBackend::col2im(int, const Im2colArgs& args) { ANVIL_DISPATCH_FLOAT(args.dtype, T, col2im_typed<T>(args)); }

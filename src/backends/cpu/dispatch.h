@@ -89,10 +89,12 @@ T scalar_to(const Scalar& s) noexcept {
     ANVIL_DISPATCH_CASE(::anvil::DType::BF16, T, __VA_ARGS__) \
   }
 
-#define ANVIL_DISPATCH_FLOAT(dtype, T, ...)                  \
-  switch (dtype) {                                           \
-    ANVIL_DISPATCH_CASE(::anvil::DType::F32, T, __VA_ARGS__) \
-    ANVIL_DISPATCH_CASE(::anvil::DType::F64, T, __VA_ARGS__) \
-    default:                                                 \
-      ANVIL_ASSERT(false, "float dtype expected");           \
+#define ANVIL_DISPATCH_FLOAT(dtype, T, ...)                   \
+  switch (dtype) {                                            \
+    ANVIL_DISPATCH_CASE(::anvil::DType::F32, T, __VA_ARGS__)  \
+    ANVIL_DISPATCH_CASE(::anvil::DType::F64, T, __VA_ARGS__)  \
+    ANVIL_DISPATCH_CASE(::anvil::DType::F16, T, __VA_ARGS__)  \
+    ANVIL_DISPATCH_CASE(::anvil::DType::BF16, T, __VA_ARGS__) \
+    default:                                                  \
+      ANVIL_ASSERT(false, "float dtype expected");            \
   }
