@@ -43,9 +43,8 @@ class Flags {
         os << target;
         placeholder = os.str();
       }
-      flags_.push_back({name, placeholder, true, [this, name, &target](const std::string& v) {
-                          target = value_of<T>(name, v);
-                        }});
+      flags_.push_back(
+          {name, placeholder, true, [this, name, &target](const std::string& v) { target = value_of<T>(name, v); }});
     }
     return *this;
   }
@@ -120,8 +119,9 @@ class Flags {
       const auto [at, ec] = std::from_chars(v.data(), end, out);
       if (ec != std::errc() || at != end || v.empty())
         throw anvil::ValueError(name + " takes " +
-                                (std::is_floating_point_v<T> ? "a number" : std::is_signed_v<T> ? "an integer"
-                                                                                                  : "a whole number") +
+                                (std::is_floating_point_v<T> ? "a number"
+                                 : std::is_signed_v<T>       ? "an integer"
+                                                             : "a whole number") +
                                 "; got '" + v + "'");
       return out;
     }

@@ -37,6 +37,7 @@
 #include "anvil/data.h"
 #include "anvil/nn.h"
 #include "anvil/optim.h"
+#include "d2l_flags.h"
 #include "d2l_train.h"
 
 using namespace anvil;
@@ -57,7 +58,7 @@ struct Args {
   double max_amp_gap = -1;                           // off
   double expect_accuracy = 0;                        // > 0: every mode must reach it
   std::int64_t train_samples = 0, test_samples = 0;  // 0: all
-  bool plot = true;
+  bool no_plot = false;
 };
 
 // The low dtype of an --amp mode; nothing for f32.
@@ -69,69 +70,39 @@ std::optional<DType> amp_dtype(const std::string& mode) {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ValueError("train_fashion_mnist: " + s + " needs a value");
-      return argv[++i];
-    };
-    if (s == "--epochs")
-      a.epochs = std::stoi(value());
-    else if (s == "--model")
-      a.model = value();
-    else if (s == "--device")
-      a.device = value();
-    else if (s == "--batch-size")
-      a.batch_size = std::stoll(value());
-    else if (s == "--lr")
-      a.lr = std::stod(value());
-    else if (s == "--momentum")
-      a.momentum = std::stod(value());
-    else if (s == "--lr-schedule") {
-      const std::string v = value();
-      if (v != "constant" && v != "linear")
-        throw ValueError("train_fashion_mnist: --lr-schedule takes constant or linear; got '" + v + "'");
-      a.linear_lr = v == "linear";
-    } else if (s == "--seed")
-      a.seed = std::stoull(value());
-    else if (s == "--out-dir")
-      a.out_dir = value();
-    else if (s == "--amp") {
-      a.amp.clear();
-      std::stringstream ss(value());
-      for (std::string m; std::getline(ss, m, ',');) {
-        if (m != "f32" && m != "bf16" && m != "f16")
-          throw ValueError("train_fashion_mnist: --amp takes f32, bf16 or f16 (comma-separated); got '" + m + "'");
-        a.amp.push_back(m);
-      }
-    } else if (s == "--max-amp-gap")
-      a.max_amp_gap = std::stod(value());
-    else if (s == "--expect-accuracy")
-      a.expect_accuracy = std::stod(value());
-    else if (s == "--train-samples")
-      a.train_samples = std::stoll(value());
-    else if (s == "--test-samples")
-      a.test_samples = std::stoll(value());
-    else if (s == "--no-plot")
-      a.plot = false;
-    else if (s == "-h" || s == "--help") {
-      std::cout
-          << "usage: train_fashion_mnist [--epochs N] [--model mlp|lenet|both] [--device cpu|opencl:0|cuda:0]\n"
-             "                           [--batch-size 256] [--lr 0.1] [--momentum 0] [--lr-schedule constant|linear]\n"
-             "                           [--seed 0] [--out-dir .]\n"
-             "                           [--amp f32|bf16|f16[,...]] [--max-amp-gap POINTS] [--expect-accuracy A]\n"
-             "                           [--train-samples N] [--test-samples N] [--no-plot]\n";
-      std::exit(0);
-    } else {
-      throw ValueError(
-          "train_fashion_mnist: unknown flag '" + s +
-          "'; expected --epochs, --model, --device, --batch-size, --lr, --momentum, --lr-schedule, --seed, "
-          "--out-dir, --amp, "
-          "--max-amp-gap, --expect-accuracy, --train-samples, --test-samples or --no-plot");
-    }
-  }
+  d2l::Flags("train_fashion_mnist")
+      .add("--epochs", a.epochs)
+      .add("--model", a.model, "mlp|lenet|both")
+      .add("--device", a.device, "cpu|opencl:0|cuda:0")
+      .add("--batch-size", a.batch_size)
+      .add("--lr", a.lr)
+      .add("--momentum", a.momentum)
+      .add("--lr-schedule", "constant|linear",
+           [&a](const std::string& v) {
+             if (v != "constant" && v != "linear")
+               throw ValueError("--lr-schedule takes constant or linear; got '" + v + "'");
+             a.linear_lr = v == "linear";
+           })
+      .add("--seed", a.seed)
+      .add("--out-dir", a.out_dir)
+      .add("--amp", "f32|bf16|f16[,...]",
+           [&a](const std::string& v) {
+             a.amp.clear();
+             std::stringstream ss(v);
+             for (std::string m; std::getline(ss, m, ',');) {
+               if (m != "f32" && m != "bf16" && m != "f16")
+                 throw ValueError("--amp takes f32, bf16 or f16 (comma-separated); got '" + m + "'");
+               a.amp.push_back(m);
+             }
+           })
+      .add("--max-amp-gap", a.max_amp_gap, "POINTS")
+      .add("--expect-accuracy", a.expect_accuracy, "A")
+      .add("--train-samples", a.train_samples, "N")
+      .add("--test-samples", a.test_samples, "N")
+      .add("--no-plot", a.no_plot)
+      .parse(argc, argv);
   if (a.model != "mlp" && a.model != "lenet" && a.model != "both")
-    throw ValueError("train_fashion_mnist: --model must be mlp, lenet or both; got '" + a.model + "'");
+    throw ValueError("--model must be mlp, lenet or both; got '" + a.model + "'");
   return a;
 }
 
@@ -178,7 +149,7 @@ double train(const std::string& model, const std::string& mode, const Args& args
     };
   const auto rows = d2l::fit(net, opt, train_loader, test_loader, device, args.epochs, {}, amp_dtype(mode), schedule);
   d2l::write_curves(rows, args.out_dir, model + (mode == "f32" ? "" : "_" + mode),
-                    model + " on Fashion-MNIST (" + device.str() + ", " + mode + ")", args.plot);
+                    model + " on Fashion-MNIST (" + device.str() + ", " + mode + ")", !args.no_plot);
   return rows.empty() ? 0.0 : rows.back().test_acc;
 }
 

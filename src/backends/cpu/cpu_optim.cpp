@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/dispatch.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::cpu_backend {
@@ -97,11 +96,12 @@ bool CpuBackend::supports_optimizer_step(OptimizerKind, DType t, int) noexcept {
 }
 
 void CpuBackend::optimizer_step(int, const OptimizerStepArgs& a) {
-  if (a.kind == OptimizerKind::Sgd) {
-    ANVIL_DISPATCH_FLOAT(a.dtype, T, sgd_step<T>(a));
-  } else {
-    ANVIL_DISPATCH_FLOAT(a.dtype, T, adam_step<T>(a));
-  }
+  // f32 and f64 only (supports_optimizer_step): halves take the composite.
+  const bool f64 = a.dtype == DType::F64;
+  if (a.kind == OptimizerKind::Sgd)
+    f64 ? sgd_step<double>(a) : sgd_step<float>(a);
+  else
+    f64 ? adam_step<double>(a) : adam_step<float>(a);
 }
 
 }  // namespace anvil::cpu_backend
