@@ -445,8 +445,9 @@ class DeviceBackend final : public detail::Backend {
   }
 
   // The fused window kernels, f32 and f64 (where the device has it).
-  bool supports_fused(detail::FusedOp, DType t, int index) noexcept override {
-    return (t == DType::F32 || t == DType::F64) && supports(index, detail::Primitive::Fused, t).ok;
+  bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override {
+    return detail::is_window_kernel(op) && (t == DType::F32 || t == DType::F64) &&
+           supports(index, detail::Primitive::Fused, t).ok;
   }
   void im2col(int index, const detail::Im2colArgs& a) override {
     run(index, "im2col", [&](Slot& s) { kernels::im2col(s, a); });

@@ -300,7 +300,8 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     if (t == DType::F32 || t == DType::F64 || t == DType::I64) out.push_back(RowKernel{false, t, fp64}.spec());
     if (t == DType::F32 || t == DType::F64)
       for (int op = 0; op < static_cast<int>(FusedOp::Count); ++op)
-        out.push_back(WindowKernel{static_cast<FusedOp>(op), t}.spec());
+        if (detail::is_window_kernel(static_cast<FusedOp>(op)))
+          out.push_back(WindowKernel{static_cast<FusedOp>(op), t}.spec());
   }
   return out;
 }
