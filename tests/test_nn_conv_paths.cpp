@@ -11,8 +11,8 @@
 
 #include <cstdlib>
 #include <initializer_list>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "anvil/anvil.h"

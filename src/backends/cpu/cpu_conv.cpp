@@ -10,9 +10,9 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <unordered_map>
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include "anvil/error.h"
 #include "backends/cpu/cpu_backend.h"
@@ -68,9 +68,8 @@ class ConvThreads {
   explicit ConvThreads(const Conv2dArgs& a) : bound_(omp_get_max_threads()) {
     const detail::Window2dGeometry& g = a.g;
     // As the GEMM of the same multiply-adds: [O] x [N*OH*OW] x [C/G*KH*KW].
-    threads_ = omp_in_parallel()
-                   ? 1
-                   : gemm_threads(a.out_channels, g.n * g.oh * g.ow, g.c / a.groups * g.kh * g.kw, bound_);
+    threads_ =
+        omp_in_parallel() ? 1 : gemm_threads(a.out_channels, g.n * g.oh * g.ow, g.c / a.groups * g.kh * g.kw, bound_);
     record_conv_call(threads_);
     omp_set_num_threads(threads_);
   }
@@ -94,8 +93,10 @@ struct Key {
 
 Key key_of(FusedOp op, const Conv2dArgs& a, int threads) {
   const detail::Window2dGeometry& g = a.g;
-  return {op,   threads, a.has_bias, {g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, g.dh, g.dw,
-                                      a.out_channels, a.groups}};
+  return {op,
+          threads,
+          a.has_bias,
+          {g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, g.dh, g.dw, a.out_channels, a.groups}};
 }
 
 // One cached primitive and the layouts it wants. For the backward
@@ -135,20 +136,20 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
   const memory::dims strides{g.sh, g.sw}, dilates{g.dh - 1, g.dw - 1}, pad{g.ph, g.pw};
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const auto fwd_desc = a.has_bias ? convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                               algorithm::convolution_direct, image, weight, bias, out,
-                                                               strides, dilates, pad, pad)
-                                   : convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                               algorithm::convolution_direct, image, weight, out,
-                                                               strides, dilates, pad, pad);
+  const auto fwd_desc =
+      a.has_bias ? convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm::convolution_direct, image,
+                                             weight, bias, out, strides, dilates, pad, pad)
+                 : convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm::convolution_direct, image,
+                                             weight, out, strides, dilates, pad, pad);
   const convolution_forward::primitive_desc fwd(fwd_desc, attr, cpu_engine());
   switch (op) {
     case FusedOp::Conv2d:
-      return {convolution_forward(fwd), fwd.src_desc(), fwd.weights_desc(), fwd.bias_desc(), fwd.dst_desc(),
-              fwd.scratchpad_desc()};
+      return {convolution_forward(fwd), fwd.src_desc(), fwd.weights_desc(),
+              fwd.bias_desc(),          fwd.dst_desc(), fwd.scratchpad_desc()};
     case FusedOp::Conv2dBackwardData: {
       const convolution_backward_data::primitive_desc pd(
-          convolution_backward_data::desc(algorithm::convolution_direct, image, weight, out, strides, dilates, pad, pad),
+          convolution_backward_data::desc(algorithm::convolution_direct, image, weight, out, strides, dilates, pad,
+                                          pad),
           attr, cpu_engine(), fwd);
       return {convolution_backward_data(pd), pd.diff_src_desc(), pd.weights_desc(), {}, pd.diff_dst_desc(),
               pd.scratchpad_desc()};
@@ -159,8 +160,12 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
                                    : convolution_backward_weights::desc(algorithm::convolution_direct, image, weight,
                                                                         out, strides, dilates, pad, pad);
       const convolution_backward_weights::primitive_desc pd(desc, attr, cpu_engine(), fwd);
-      return {convolution_backward_weights(pd), pd.src_desc(), pd.diff_weights_desc(), pd.diff_bias_desc(),
-              pd.diff_dst_desc(), pd.scratchpad_desc()};
+      return {convolution_backward_weights(pd),
+              pd.src_desc(),
+              pd.diff_weights_desc(),
+              pd.diff_bias_desc(),
+              pd.diff_dst_desc(),
+              pd.scratchpad_desc()};
     }
   }
 }
@@ -267,8 +272,8 @@ void run(FusedOp op, const Conv2dArgs& a) {
     }
     s.wait();
   } catch (const dnnl::error& e) {
-    throw BackendError(detail::cat(detail::name(op), ": oneDNN failed (status ", static_cast<int>(e.status), ": ", e.what(),
-                                   ") for input [", a.g.n, ", ", a.g.c, ", ", a.g.h, ", ", a.g.w, "], ",
+    throw BackendError(detail::cat(detail::name(op), ": oneDNN failed (status ", static_cast<int>(e.status), ": ",
+                                   e.what(), ") for input [", a.g.n, ", ", a.g.c, ", ", a.g.h, ", ", a.g.w, "], ",
                                    a.out_channels, " output channels, kernel ", a.g.kh, "x", a.g.kw, ", groups ",
                                    a.groups));
   }
