@@ -45,6 +45,16 @@ namespace anvil::cpu_backend {
 //   used dropped past kCacheCapacity. Scratchpads are the caller's (user
 //   mode), allocated per call, so one primitive can run on several host
 //   threads at once (DataParallel's replicas).
+// - Measured (issue 12's 2-core machine, load average 5-9 from other builds;
+//   ratios within one run): bench_conv_dnnl, conv2d forward + both
+//   gradients through autograd, default path / forced im2col path, 1 thread:
+//   LeNet 6->16 0.43, 20->50 0.81, ResNet 3x3 64: 0.87, 128: 1.06, 256: 1.27,
+//   512: 0.58 (2 threads: 0.43, 0.87, 1.13, 1.60, 1.07, 0.98). Training,
+//   bench_train, median s/epoch: LeNet on 1 thread 18.6 s against 24.5 s for
+//   im2col and 21.0 s for LibTorch (0.89x); ResNet-18 on 2 threads 5.5 s/step
+//   against 14.9 s (LibTorch 2.0). LeNet on 2 threads under that load was
+//   noisy (39-95 s per epoch, both paths) and undecided. Not done: caching
+//   the reordered weights across the steps of one optimizer step.
 
 namespace {
 
