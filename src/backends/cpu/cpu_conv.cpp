@@ -52,8 +52,9 @@ namespace anvil::cpu_backend {
 //   512: 0.58 (2 threads: 0.43, 0.87, 1.13, 1.60, 1.07, 0.98). Training,
 //   bench_train, median s/epoch: LeNet on 1 thread 18.6 s against 24.5 s for
 //   im2col and 21.0 s for LibTorch (0.89x); ResNet-18 on 2 threads 5.5 s/step
-//   against 14.9 s (LibTorch 2.0). LeNet on 2 threads under that load was
-//   noisy (39-95 s per epoch, both paths) and undecided. Not done: caching
+//   against 14.9 s (LibTorch 2.0). LeNet on 2 threads under that load is
+//   noisy: one run 39-95 s per epoch (median 95 against im2col's 72), a
+//   second 42-50 s against 65-86 s. Not done: caching
 //   the reordered weights across the steps of one optimizer step.
 
 namespace {
