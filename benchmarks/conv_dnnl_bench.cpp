@@ -2,7 +2,10 @@
 // through the public API and autograd) against oneDNN (Debian's libdnnl 2.6,
 // what LibTorch 1.13 uses for CPU convolution), on LeNet's and ResNet-18's
 // shapes, at 1 and 2 threads. Prints one row per shape and thread count:
-//   anvil fwd, anvil bwd (data + weight, through autograd), oneDNN fwd,
+//   anvil's im2col path (ANVIL_CONV_IM2COL=1) fwd and bwd (data + weight,
+//   through autograd), anvil's conv2d as it runs by default (oneDNN in the
+//   CPU backend where it takes the shape; Note [oneDNN convolution in the
+//   CPU backend]), fwd and bwd, then oneDNN called directly: fwd,
 //   bwd-data, bwd-weight, each with plain nchw memory and with
 //   format_tag::any (oneDNN's blocked layouts, plus the reorders from and to
 //   nchw that an NCHW library would pay on every call), and with nhwc
@@ -70,7 +73,8 @@
 // and oneDNN; the backend must set omp_set_num_threads around each oneDNN
 // call from the work's size as BlasThreads does for OpenBLAS (Note [Threads
 // from the work's size]), and never pick the nchw gemm path (above).
-// Not done yet: that integration (issue 12); libxsmm and BLIS, not measured.
+// Done in src/backends/cpu/cpu_conv.cpp (Note [oneDNN convolution in the CPU
+// backend]). Not measured: libxsmm and BLIS.
 #include <omp.h>
 
 #include <algorithm>
@@ -228,15 +232,22 @@ int main(int argc, char** argv) {
   std::vector<int> threads;
   for (int i = 2; i < argc; ++i) threads.push_back(std::atoi(argv[i]));
   if (threads.empty()) threads = {1, 2};
-  std::printf("%-27s %3s | %7s %7s %7s", "shape", "thr", "anv fwd", "bwd", "sum");
+  std::printf("%-27s %3s | %7s %7s %7s | %7s %7s %7s", "shape", "thr", "i2c fwd", "bwd", "sum", "anv fwd", "bwd",
+              "sum");
   for (const char* l : {"nchw", "any", "nhwc"}) std::printf(" | %4s fwd %7s %7s %7s", l, "bwd-d", "bwd-w", "sum");
   std::printf("\n");
   for (const Shape& s : kShapes)
     for (int th : threads) {
       anvil::set_num_threads(th);
       omp_set_num_threads(th);
+      // anvil's im2col + OpenBLAS path (forced), then conv2d as it runs by
+      // default (oneDNN inside the CPU backend where it takes the shape).
+      setenv("ANVIL_CONV_IM2COL", "1", 1);
+      const Times i2c = anvil_times(s, reps);
+      unsetenv("ANVIL_CONV_IM2COL");
       const Times a = anvil_times(s, reps);
-      std::printf("%-27s %3d | %7.2f %7.2f %7.2f", s.name, th, a.fwd, a.bwd_data, a.fwd + a.bwd_data);
+      std::printf("%-27s %3d | %7.2f %7.2f %7.2f | %7.2f %7.2f %7.2f", s.name, th, i2c.fwd, i2c.bwd_data,
+                  i2c.fwd + i2c.bwd_data, a.fwd, a.bwd_data, a.fwd + a.bwd_data);
       for (Layout l : {Layout::Nchw, Layout::Any, Layout::Nhwc}) {
         const Times d = dnnl_times(s, reps, l);
         std::printf(" | %8.2f %7.2f %7.2f %7.2f", d.fwd, d.bwd_data, d.bwd_weight, d.fwd + d.bwd_data + d.bwd_weight);

@@ -17,3 +17,24 @@ endif()
 add_library(anvil_blas INTERFACE)
 target_link_libraries(anvil_blas INTERFACE ${ANVIL_OPENBLAS_OPENMP})
 target_include_directories(anvil_blas SYSTEM INTERFACE ${ANVIL_CBLAS_INCLUDE})
+
+# oneDNN: the CPU backend's convolution (Note [oneDNN convolution in the CPU
+# backend], src/backends/cpu/cpu_conv.cpp). Debian's OpenMP build, on the same
+# libgomp pool as anvil and OpenBLAS. anvil links the library itself, not
+# Debian's DNNL::dnnl target, whose interface also links the OpenCL loader
+# into whatever uses it (libdnnl.so.2 loads that loader for itself).
+find_package(dnnl CONFIG QUIET)
+if(TARGET DNNL::dnnl)
+  get_target_property(ANVIL_DNNL_INCLUDE DNNL::dnnl INTERFACE_INCLUDE_DIRECTORIES)
+  set(ANVIL_DNNL_LIBRARY $<TARGET_FILE:DNNL::dnnl>)
+else()
+  find_library(ANVIL_DNNL_LIBRARY NAMES dnnl)
+  find_path(ANVIL_DNNL_INCLUDE oneapi/dnnl/dnnl.hpp)
+endif()
+if(NOT ANVIL_DNNL_LIBRARY OR NOT ANVIL_DNNL_INCLUDE)
+  message(FATAL_ERROR "anvil needs oneDNN for CPU convolution: apt-get install libdnnl-dev "
+                      "(or run scripts/install-deps.sh)")
+endif()
+add_library(anvil_dnnl INTERFACE)
+target_link_libraries(anvil_dnnl INTERFACE ${ANVIL_DNNL_LIBRARY})
+target_include_directories(anvil_dnnl SYSTEM INTERFACE ${ANVIL_DNNL_INCLUDE})

@@ -41,9 +41,8 @@ fi
 build="${root}/build-bench"
 jobs="${JOBS:-$(nproc)}"
 
-packages=(cmake ninja-build g++ libopenblas-openmp-dev zlib1g-dev libtorch-dev libbenchmark-dev)
+packages=(cmake ninja-build g++ libopenblas-openmp-dev libdnnl-dev zlib1g-dev libtorch-dev libbenchmark-dev)
 if [[ -n "${train}" || -n "${dist}" ]]; then packages+=(dataset-fashion-mnist); fi
-if [[ -n "${conv}" ]]; then packages+=(libdnnl-dev); fi
 if [[ -n "${dist}" ]]; then packages+=(libopenmpi-dev openmpi-bin python3-torch pocl-opencl-icd); fi
 missing=()
 for p in "${packages[@]}"; do

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages anvil needs, only those missing.
 #   scripts/install-deps.sh            build + test dependencies
-#   scripts/install-deps.sh bench      also LibTorch, the benchmarks' peer, and oneDNN
+#   scripts/install-deps.sh bench      also LibTorch, the benchmarks' peer
 # Runs apt-get as root, or through sudo when not root.
 set -euo pipefail
 
 packages=(
   g++ cmake ninja-build pkg-config ccache
   libopenblas-openmp-dev          # BLAS sharing anvil's OpenMP pool (Note [One thread pool])
+  libdnnl-dev                     # oneDNN: CPU convolution, on the same pool (src/backends/cpu/cpu_conv.cpp)
   zlib1g-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
   libgtest-dev libbenchmark-dev
@@ -18,8 +19,8 @@ packages=(
   python3 python3-numpy python3-venv python3-pip
   python3-torch                        # test-side PyTorch references (tests/python/torch_layers_reference.py)
 )
-# bench: LibTorch, the benchmarks' peer, and oneDNN for bench_conv_dnnl.
-if [[ "${1:-}" == "bench" ]]; then packages+=(libtorch-dev libdnnl-dev); fi
+# bench: LibTorch, the benchmarks' peer.
+if [[ "${1:-}" == "bench" ]]; then packages+=(libtorch-dev); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -163,4 +163,16 @@ Tensor col2im(const Tensor& cols, const Window2d& win);
 // [N, C, OH, OW] output gradient → [N, C, H, W] input gradient.
 Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Window2d& win);
 
+// The direct-convolution path of conv2d (the backend's Conv2d family; its
+// shape as conv2d validated it, operands unset). The output and the input
+// gradient are stored channels-last; the gradients are not themselves
+// recorded (no double backward through this path).
+Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dArgs& shape);
+void record_conv2d_fused(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const Conv2dArgs& shape);
+Tensor conv2d_backward_data(const Tensor& grad, const Tensor& weight, const Conv2dArgs& shape);
+// The weight gradient (shaped weight_shape) and, when want_bias, the bias's.
+std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
+                                                 const Conv2dArgs& shape, bool want_bias);
+
 }  // namespace anvil::detail

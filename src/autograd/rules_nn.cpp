@@ -2,6 +2,8 @@
 // Window gradients are scattered back with one strided add_ per kernel
 // offset (taps DH×DW apart): each offset's windows never overlap one another, so every add_ is
 // a plain elementwise op that any backend runs.
+#include <tuple>
+
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
 #include "ops/op_common.h"
@@ -47,6 +49,23 @@ void record_conv2d(const Tensor& out, const Tensor& x, const Tensor& weight, con
     }
     return Grads{gx, gw, gb};
   });
+}
+
+void record_conv2d_fused(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const Conv2dArgs& shape) {
+  if (!should_record({&x, &weight, &bias})) return;
+  const Tensor sx = saved(x), sw = saved(weight);
+  record("ConvolutionBackward", out, {&x, &weight, &bias},
+         [sx, sw, shape](const Tensor& g, const std::vector<bool>& n) {
+           Tensor gx, gw, gb;
+           if (n[0]) gx = conv2d_backward_data(g, sw, shape);
+           if (n[1]) {
+             std::tie(gw, gb) = conv2d_backward_weight(g, sx, sw.shape(), shape, n[2]);
+           } else if (n[2]) {
+             gb = sum(g, {0, 2, 3});
+           }
+           return Grads{gx, gw, gb};
+         });
 }
 
 void record_max_pool2d(const Tensor& out, const Tensor& x, const Tensor& windows, const Window2d& win) {

@@ -62,7 +62,13 @@ const char* name(ReduceOp op) noexcept {
 }
 
 const char* name(FusedOp op) noexcept {
-  static const char* names[] = {"im2col", "col2im", "max_pool2d", "max_pool2d_backward"};
+  static const char* names[] = {"im2col",
+                                "col2im",
+                                "max_pool2d",
+                                "max_pool2d_backward",
+                                "conv2d",
+                                "conv2d_backward_data",
+                                "conv2d_backward_weight"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(FusedOp::Count), "one name per FusedOp");
   return names[static_cast<int>(op)];
 }

@@ -202,13 +202,19 @@ struct SortArgs {
 // frontend asks supports_fused() first and otherwise builds the op from the
 // primitives above, so a backend that knows none of these runs every model.
 enum class FusedOp : std::uint8_t {
-  Im2col,             // conv2d's window matrix
-  Col2im,             // its adjoint (conv2d's input gradient)
-  MaxPool2d,          // max over windows, with the argmax of each
-  MaxPool2dBackward,  // scatter-add of the output gradient to the argmaxes
+  Im2col,                // conv2d's window matrix
+  Col2im,                // its adjoint (conv2d's input gradient)
+  MaxPool2d,             // max over windows, with the argmax of each
+  MaxPool2dBackward,     // scatter-add of the output gradient to the argmaxes
+  Conv2d,                // direct convolution, forward (Conv2dArgs)
+  Conv2dBackwardData,    // its input gradient
+  Conv2dBackwardWeight,  // its weight (and bias) gradient
   Count
 };
 const char* name(FusedOp op) noexcept;  // "im2col", …
+// The four window kernels above Conv2d (Im2colArgs, Pool2dArgs): the ones the
+// shared device kernels (window.kern) implement.
+constexpr bool is_window_kernel(FusedOp op) noexcept { return op < FusedOp::Conv2d; }
 
 // The geometry of a 2-D window op over an [N, C, H, W] image: kernel KH×KW,
 // stride SH×SW, zero-or-(-inf) padding PH×PW, output OH×OW, and kernel taps
@@ -245,6 +251,27 @@ struct Pool2dArgs {
   KernelOperand image;
   KernelOperand out;
   KernelOperand indices;
+};
+
+// The Conv2d family: a convolution over an [N, C, H, W] image with `groups`
+// groups, weight [O, C/G, KH, KW], optional bias [O] (bias.data null: none),
+// out [N, O, OH, OW]; zero padding, geometry as in Window2dGeometry. Every
+// operand is strided over its dims (any layout) and of `dtype`.
+//   Conv2d:               out = conv(image, weight) + bias; reads image,
+//                         weight, bias; overwrites out.
+//   Conv2dBackwardData:   image = the input gradient from out (holding the
+//                         output's gradient) and weight; overwrites image.
+//   Conv2dBackwardWeight: weight (and bias, when given) = the weight (and
+//                         bias) gradient from image and out (the output's
+//                         gradient); overwrites them.
+// The frontend asks supports_fused_conv2d() with the geometry (operands
+// unset): a backend may take only some convolutions (its fast cases).
+struct Conv2dArgs {
+  DType dtype = DType::F32;
+  Window2dGeometry g;
+  std::int64_t out_channels = 0, groups = 1;
+  bool has_bias = false;
+  KernelOperand image, weight, bias, out;
 };
 
 // ---- optional fused optimiser steps ------------------------------------------------
@@ -383,6 +410,12 @@ class Backend {
   virtual void col2im(int, const Im2colArgs&) { not_fused(FusedOp::Col2im); }
   virtual void max_pool2d(int, const Pool2dArgs&) { not_fused(FusedOp::MaxPool2d); }
   virtual void max_pool2d_backward(int, const Pool2dArgs&) { not_fused(FusedOp::MaxPool2dBackward); }
+  // Whether the Conv2d family takes this convolution (dtype and geometry of
+  // `shape`; its operands are unset). True only where all three are here.
+  virtual bool supports_fused_conv2d(int, const Conv2dArgs&) noexcept { return false; }
+  virtual void conv2d(int, const Conv2dArgs&) { not_fused(FusedOp::Conv2d); }
+  virtual void conv2d_backward_data(int, const Conv2dArgs&) { not_fused(FusedOp::Conv2dBackwardData); }
+  virtual void conv2d_backward_weight(int, const Conv2dArgs&) { not_fused(FusedOp::Conv2dBackwardWeight); }
   // optional: fused optimiser steps (see OptimizerStepArgs).
   virtual bool supports_optimizer_step(OptimizerKind, DType, int) noexcept { return false; }
   virtual void optimizer_step(int, const OptimizerStepArgs& args);  // default: throws NotSupported

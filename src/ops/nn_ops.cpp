@@ -3,7 +3,10 @@
 // their windows as strided views (im2col without a kernel); their gradient
 // rules are in src/autograd/rules_nn.cpp. Where the backend has the fused
 // kernels (backend.h, FusedOp: the CPU does), conv2d and max_pool2d use them
-// instead; the composites stay the path for every other backend.
+// instead; the composites stay the path for every other backend. conv2d
+// asks first for the backend's direct convolution (the Conv2d family: the
+// CPU's oneDNN), then for im2col, then builds it from primitives.
+#include <algorithm>
 #include <initializer_list>
 #include <limits>
 
@@ -143,6 +146,20 @@ bool has_fused(const Tensor& x, std::initializer_list<detail::FusedOp> ops) {
 
 using detail::operand;
 
+// Whether the backend's Conv2d family takes this convolution (backend.h,
+// Conv2dArgs): the CPU's oneDNN path for f32 with enough channels.
+// ANVIL_CONV_IM2COL=1 turns it off so the im2col path runs instead (tests
+// compare the two); ANVIL_NO_FUSED=1 turns off both.
+bool has_fused_conv2d(const Tensor& x, const detail::Conv2dArgs& shape) {
+  if (detail::env_flag("ANVIL_NO_FUSED") || detail::env_flag("ANVIL_CONV_IM2COL")) return false;
+  detail::Backend& b = detail::backend_of(x);
+  const int index = x.device().index();
+  for (detail::FusedOp op :
+       {detail::FusedOp::Conv2d, detail::FusedOp::Conv2dBackwardData, detail::FusedOp::Conv2dBackwardWeight})
+    if (!b.supports_fused(op, x.dtype(), index)) return false;
+  return b.supports_fused_conv2d(index, shape);
+}
+
 // [N, C*KH*KW, OH*OW]: the window matrix of x, one column per output pixel.
 Tensor im2col(const Tensor& x, const detail::Window2d& w) {
   Tensor cols = detail::make_empty({w.n, w.c * w.kh * w.kw, w.oh * w.ow}, x.dtype(), x.device());
@@ -165,6 +182,66 @@ Tensor col2im(const Tensor& cols, const Window2d& w) {
     backend_of(cols).col2im(cols.device().index(),
                             {.dtype = cols.dtype(), .g = w, .image = operand(image), .cols = operand(cols)});
   return image;
+}
+
+namespace {
+// t itself when it holds each of its elements once, in any order of dims
+// (contiguous, channels-last, …), else a contiguous copy: the Conv2d
+// family's operands (backend.h).
+Tensor dense(const Tensor& t) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, size), size > 1
+  for (int i = 0; i < t.dim(); ++i)
+    if (t.size(i) != 1) dims.emplace_back(t.strides()[i], t.size(i));
+  std::sort(dims.begin(), dims.end());
+  std::int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return t.contiguous();
+    expected *= size;
+  }
+  return t;
+}
+
+// A fresh [N, C, H, W] tensor stored channels-last ([N, H, W, C] in memory),
+// the layout of the composite conv2d's output and the one a backend's
+// direct convolution prefers.
+Tensor empty_channels_last(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, DType t, Device d) {
+  return make_empty({n, h, w, c}, t, d).permute({0, 3, 1, 2});
+}
+}  // namespace
+
+Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dArgs& shape) {
+  const Window2d& w = shape.g;
+  Conv2dArgs a = shape;
+  Tensor out = empty_channels_last(w.n, shape.out_channels, w.oh, w.ow, x.dtype(), x.device());
+  const Tensor xd = dense(x), wd = dense(weight), bd = bias.defined() ? dense(bias) : Tensor{};
+  a.image = operand(xd), a.weight = operand(wd), a.out = operand(out);
+  if (bd.defined()) a.bias = operand(bd);
+  backend_of(x).conv2d(x.device().index(), a);
+  record_conv2d_fused(out, x, weight, bias, shape);
+  return out;
+}
+
+Tensor conv2d_backward_data(const Tensor& grad, const Tensor& weight, const Conv2dArgs& shape) {
+  const Window2d& w = shape.g;
+  Conv2dArgs a = shape;
+  Tensor image = empty_channels_last(w.n, w.c, w.h, w.w, grad.dtype(), grad.device());
+  const Tensor gd = dense(grad), wd = dense(weight);
+  a.image = operand(image), a.weight = operand(wd), a.out = operand(gd);
+  backend_of(grad).conv2d_backward_data(grad.device().index(), a);
+  return image;
+}
+
+std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
+                                                 const Conv2dArgs& shape, bool want_bias) {
+  Conv2dArgs a = shape;
+  a.has_bias = want_bias;
+  Tensor gw = make_empty(weight_shape, grad.dtype(), grad.device());
+  Tensor gb = want_bias ? make_empty({shape.out_channels}, grad.dtype(), grad.device()) : Tensor{};
+  const Tensor gd = dense(grad), xd = dense(x);
+  a.image = operand(xd), a.weight = operand(gw), a.out = operand(gd);
+  if (want_bias) a.bias = operand(gb);
+  backend_of(grad).conv2d_backward_weight(grad.device().index(), a);
+  return {gw, gb};
 }
 
 Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Window2d& w) {
@@ -201,6 +278,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   ANVIL_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == o), ShapeError,
               "conv2d: bias must be [O]; expected [", o, "], got ", bias.shape());
   const detail::Window2d w = window("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding, dilation);
+  if (weight.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype())) {
+    const detail::Conv2dArgs shape{
+        .dtype = x.dtype(), .g = w, .out_channels = o, .groups = groups, .has_bias = bias.defined()};
+    if (has_fused_conv2d(x, shape)) return detail::conv2d_fused(x, weight, bias, shape);
+  }
   if (has_fused(x, {detail::FusedOp::Im2col, detail::FusedOp::Col2im}) && weight.dtype() == x.dtype()) {
     // out[n] = W [O, C*KH*KW] @ cols[n]: NCHW directly, and autograd through
     // matmul and im2col (whose gradient is col2im). A group's input channels

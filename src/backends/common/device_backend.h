@@ -445,8 +445,8 @@ class DeviceBackend final : public detail::Backend {
   }
 
   // The fused window kernels, for the floating dtypes the device has.
-  bool supports_fused(detail::FusedOp, DType t, int index) noexcept override {
-    return is_floating(t) && supports(index, detail::Primitive::Fused, t).ok;
+  bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override {
+    return detail::is_window_kernel(op) && is_floating(t) && supports(index, detail::Primitive::Fused, t).ok;
   }
   void im2col(int index, const detail::Im2colArgs& a) override {
     run(index, "im2col", [&](Slot& s) { kernels::im2col(s, a); });

@@ -307,7 +307,8 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     if (t == DType::F32 || t == DType::F64 || t == DType::I64) out.push_back(RowKernel{false, t, fp64}.spec());
     if (is_floating(t))
       for (int op = 0; op < static_cast<int>(FusedOp::Count); ++op)
-        out.push_back(WindowKernel{static_cast<FusedOp>(op), t}.spec());
+        if (detail::is_window_kernel(static_cast<FusedOp>(op)))
+          out.push_back(WindowKernel{static_cast<FusedOp>(op), t}.spec());
     if (t == DType::F32 || t == DType::F64)
       for (int k = 0; k < static_cast<int>(detail::OptimizerKind::Count); ++k)
         out.push_back(OptimKernel{static_cast<detail::OptimizerKind>(k), t}.spec());

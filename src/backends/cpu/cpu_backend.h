@@ -1,5 +1,6 @@
 // The CPU backend: host memory through the caching allocator, kernels as
-// vectorisable loops on the shared OpenMP pool, GEMM through OpenBLAS.
+// vectorisable loops on the shared OpenMP pool, GEMM through OpenBLAS,
+// convolution through oneDNN.
 // Everything runs synchronously on the calling thread (and the pool).
 #pragma once
 
@@ -54,6 +55,11 @@ class CpuBackend final : public detail::Backend {
   void col2im(int index, const detail::Im2colArgs& args) override;
   void max_pool2d(int index, const detail::Pool2dArgs& args) override;
   void max_pool2d_backward(int index, const detail::Pool2dArgs& args) override;
+  // Convolution through oneDNN (cpu_conv.cpp), f32 with enough channels.
+  bool supports_fused_conv2d(int index, const detail::Conv2dArgs& shape) noexcept override;
+  void conv2d(int index, const detail::Conv2dArgs& args) override;
+  void conv2d_backward_data(int index, const detail::Conv2dArgs& args) override;
+  void conv2d_backward_weight(int index, const detail::Conv2dArgs& args) override;
 
   // Fused SGD and Adam steps (cpu_optim.cpp), f32 and f64.
   bool supports_optimizer_step(detail::OptimizerKind kind, DType t, int index) noexcept override;

@@ -247,7 +247,10 @@ void max_pool2d_backward_typed(const Pool2dArgs& a) {
 
 }  // namespace
 
-bool CpuBackend::supports_fused(detail::FusedOp, DType t, int) noexcept { return is_floating(t); }
+bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
+  if (detail::is_window_kernel(op)) return is_floating(t);
+  return t == DType::F32;  // the Conv2d family (cpu_conv.cpp)
+}
 
 void CpuBackend::im2col(int, const Im2colArgs& args) { ANVIL_DISPATCH_FLOAT(args.dtype, T, im2col_typed<T>(args)); }
 void CpuBackend::col2im(int, const Im2colArgs& args) { ANVIL_DISPATCH_FLOAT(args.dtype, T, col2im_typed<T>(args)); }

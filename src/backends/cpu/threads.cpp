@@ -23,6 +23,8 @@ std::atomic<std::uint64_t> g_regions{0};
 std::atomic<std::uint64_t> g_region_threads{0};
 std::atomic<std::uint64_t> g_blas_single{0};
 std::atomic<std::uint64_t> g_blas_threaded{0};
+std::atomic<std::uint64_t> g_conv_single{0};
+std::atomic<std::uint64_t> g_conv_threaded{0};
 
 }  // namespace
 
@@ -82,6 +84,8 @@ ParallelStats parallel_stats() noexcept {
   s.region_threads = g_region_threads.load(std::memory_order_relaxed);
   s.blas_single = g_blas_single.load(std::memory_order_relaxed);
   s.blas_threaded = g_blas_threaded.load(std::memory_order_relaxed);
+  s.conv_single = g_conv_single.load(std::memory_order_relaxed);
+  s.conv_threaded = g_conv_threaded.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -90,11 +94,17 @@ void reset_parallel_stats() noexcept {
   g_region_threads.store(0, std::memory_order_relaxed);
   g_blas_single.store(0, std::memory_order_relaxed);
   g_blas_threaded.store(0, std::memory_order_relaxed);
+  g_conv_single.store(0, std::memory_order_relaxed);
+  g_conv_threaded.store(0, std::memory_order_relaxed);
 }
 
 void record_parallel_region(int threads) noexcept {
   g_regions.fetch_add(1, std::memory_order_relaxed);
   g_region_threads.fetch_add(static_cast<std::uint64_t>(threads), std::memory_order_relaxed);
+}
+
+void record_conv_call(int threads) noexcept {
+  (threads == 1 ? g_conv_single : g_conv_threaded).fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace anvil::cpu_backend

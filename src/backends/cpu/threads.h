@@ -20,6 +20,8 @@ namespace anvil::cpu_backend {
 //     pool (Note [One thread pool]) and takes its thread count from a global
 //     that openblas_set_num_threads sets, so BlasThreads sets it around each
 //     call, changing it only when the wanted count differs from the last.
+//   - oneDNN's convolutions by the m·n·k of the GEMM with their
+//     multiply-adds (Note [oneDNN convolution in the CPU backend]).
 // What was measured, on issue 12's 2-core machine with passive waiting and
 // other builds running: a parallel region cost ~10 µs; the loops' grains are
 // in parallel.h. OpenBLAS on two threads was slower than on one for every
@@ -67,10 +69,14 @@ struct ParallelStats {
   std::uint64_t region_threads = 0;  // the team sizes of those regions, summed
   std::uint64_t blas_single = 0;     // BLAS calls held to one thread
   std::uint64_t blas_threaded = 0;   // BLAS calls allowed more than one thread
+  std::uint64_t conv_single = 0;     // oneDNN convolutions held to one thread
+  std::uint64_t conv_threaded = 0;   // oneDNN convolutions allowed more than one thread
 };
 ParallelStats parallel_stats() noexcept;
 void reset_parallel_stats() noexcept;
 // Called by parallel_for's first thread with the team size.
 void record_parallel_region(int threads) noexcept;
+// Called before each oneDNN convolution with the thread count it may use.
+void record_conv_call(int threads) noexcept;
 
 }  // namespace anvil::cpu_backend

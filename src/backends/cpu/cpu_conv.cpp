@@ -1,0 +1,303 @@
+// The CPU backend's Conv2d family (backend.h, Conv2dArgs) through oneDNN's
+// direct convolution. See Note [oneDNN for CPU convolution]
+// (benchmarks/conv_dnnl_bench.cpp) for what was measured, and Note [oneDNN
+// convolution in the CPU backend] below for how it is used.
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <compare>
+#include <list>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <unordered_map>
+
+#include "anvil/error.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/threads.h"
+
+namespace anvil::cpu_backend {
+
+// Note [oneDNN convolution in the CPU backend]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// - Which convolutions: f32 with at least kMinChannelsPerGroup input channels
+//   per group. With fewer (LeNet's first layer, depthwise), oneDNN's blocked
+//   kernels pad the channels to 8 and lose to im2col + OpenBLAS, which the
+//   frontend then uses (supports_fused_conv2d says no).
+// - Layouts: activations (image, out and their gradients) channels-last
+//   (nhwc), weights in oneDNN's choice (`any`: blocked). anvil's operands
+//   arrive with any dense strides; one that differs from what the primitive
+//   wants is reordered into a temporary (and an output reordered back). The
+//   frontend allocates its outputs channels-last, so a network of
+//   convolutions reorders only its first input and the weights, which are
+//   small beside the activations.
+// - Threads: oneDNN's OpenMP build runs on libgomp, the one pool anvil's loops
+//   and OpenBLAS share (Note [One thread pool]); it sizes its parallel regions
+//   from omp_get_max_threads() when a primitive is created and runs them with
+//   that count. ConvThreads sets the count from the work's size around both,
+//   as BlasThreads does for OpenBLAS (Note [Threads from the work's size]),
+//   so a small convolution never wakes the pool; the count is part of the
+//   cache key.
+// - Creating a primitive costs far more than a small convolution: primitives
+//   are cached by (direction, geometry, bias, threads), the least recently
+//   used dropped past kCacheCapacity. Scratchpads are the caller's (user
+//   mode), allocated per call, so one primitive can run on several host
+//   threads at once (DataParallel's replicas).
+// - Measured (issue 12's 2-core machine, load average 5-9 from other builds;
+//   ratios within one run): bench_conv_dnnl, conv2d forward + both
+//   gradients through autograd, default path / forced im2col path, 1 thread:
+//   LeNet 6->16 0.43, 20->50 0.81, ResNet 3x3 64: 0.87, 128: 1.06, 256: 1.27,
+//   512: 0.58 (2 threads: 0.43, 0.87, 1.13, 1.60, 1.07, 0.98). Training,
+//   bench_train, median s/epoch: LeNet on 1 thread 18.6 s against 24.5 s for
+//   im2col and 21.0 s for LibTorch (0.89x); ResNet-18 on 2 threads 5.5 s/step
+//   against 14.9 s (LibTorch 2.0). LeNet on 2 threads under that load is
+//   noisy: one run 39-95 s per epoch (median 95 against im2col's 72), a
+//   second 42-50 s against 65-86 s. Not done: caching
+//   the reordered weights across the steps of one optimizer step.
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using detail::Conv2dArgs;
+using detail::FusedOp;
+
+constexpr std::int64_t kMinChannelsPerGroup = 4;
+constexpr std::size_t kCacheCapacity = 64;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// The thread count for one oneDNN call, held for its lifetime. Inside a
+// parallel region oneDNN runs on the calling thread alone.
+class ConvThreads {
+ public:
+  explicit ConvThreads(const Conv2dArgs& a) : bound_(omp_get_max_threads()) {
+    const detail::Window2dGeometry& g = a.g;
+    // As the GEMM of the same multiply-adds: [O] x [N*OH*OW] x [C/G*KH*KW].
+    threads_ =
+        omp_in_parallel() ? 1 : gemm_threads(a.out_channels, g.n * g.oh * g.ow, g.c / a.groups * g.kh * g.kw, bound_);
+    record_conv_call(threads_);
+    omp_set_num_threads(threads_);
+  }
+  ~ConvThreads() { omp_set_num_threads(bound_); }
+  ConvThreads(const ConvThreads&) = delete;
+  ConvThreads& operator=(const ConvThreads&) = delete;
+  int threads() const noexcept { return threads_; }
+
+ private:
+  int bound_;
+  int threads_ = 1;
+};
+
+struct Key {
+  FusedOp op;
+  int threads;
+  bool bias;
+  std::array<std::int64_t, 16> geometry;
+  auto operator<=>(const Key&) const = default;
+};
+
+Key key_of(FusedOp op, const Conv2dArgs& a, int threads) {
+  const detail::Window2dGeometry& g = a.g;
+  return {op,
+          threads,
+          a.has_bias,
+          {g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, g.dh, g.dw, a.out_channels, a.groups}};
+}
+
+// One cached primitive and the layouts it wants. For the backward
+// directions `image`, `weight`, `bias` and `out` are the descs of the
+// gradients it reads or writes in those places.
+struct Conv {
+  dnnl::primitive primitive;
+  memory::desc image, weight, bias, out, scratchpad;
+};
+
+// The logical dims of the four operands (weights grouped as goihw).
+struct Dims {
+  memory::dims image, weight, bias, out;
+};
+
+Dims dims_of(const Conv2dArgs& a) {
+  const detail::Window2dGeometry& g = a.g;
+  const std::int64_t o = a.out_channels, cg = g.c / a.groups;
+  return {{g.n, g.c, g.h, g.w},
+          a.groups == 1 ? memory::dims{o, cg, g.kh, g.kw} : memory::dims{a.groups, o / a.groups, cg, g.kh, g.kw},
+          {o},
+          {g.n, o, g.oh, g.ow}};
+}
+
+Conv create(FusedOp op, const Conv2dArgs& a) {
+  using dnnl::algorithm;
+  using dnnl::convolution_backward_data;
+  using dnnl::convolution_backward_weights;
+  using dnnl::convolution_forward;
+  const detail::Window2dGeometry& g = a.g;
+  const Dims d = dims_of(a);
+  const auto f32 = memory::data_type::f32;
+  const memory::desc image(d.image, f32, Tag::nhwc), weight(d.weight, f32, Tag::any), bias(d.bias, f32, Tag::x),
+      out(d.out, f32, Tag::nhwc);
+  // oneDNN counts dilation from 0 (taps adjacent) and takes both paddings;
+  // the output size the frontend computed satisfies its rule with PH, PW on both sides.
+  const memory::dims strides{g.sh, g.sw}, dilates{g.dh - 1, g.dw - 1}, pad{g.ph, g.pw};
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const auto fwd_desc =
+      a.has_bias ? convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm::convolution_direct, image,
+                                             weight, bias, out, strides, dilates, pad, pad)
+                 : convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm::convolution_direct, image,
+                                             weight, out, strides, dilates, pad, pad);
+  const convolution_forward::primitive_desc fwd(fwd_desc, attr, cpu_engine());
+  switch (op) {
+    case FusedOp::Conv2d:
+      return {convolution_forward(fwd), fwd.src_desc(), fwd.weights_desc(),
+              fwd.bias_desc(),          fwd.dst_desc(), fwd.scratchpad_desc()};
+    case FusedOp::Conv2dBackwardData: {
+      const convolution_backward_data::primitive_desc pd(
+          convolution_backward_data::desc(algorithm::convolution_direct, image, weight, out, strides, dilates, pad,
+                                          pad),
+          attr, cpu_engine(), fwd);
+      return {convolution_backward_data(pd), pd.diff_src_desc(), pd.weights_desc(), {}, pd.diff_dst_desc(),
+              pd.scratchpad_desc()};
+    }
+    default: {
+      const auto desc = a.has_bias ? convolution_backward_weights::desc(algorithm::convolution_direct, image, weight,
+                                                                        bias, out, strides, dilates, pad, pad)
+                                   : convolution_backward_weights::desc(algorithm::convolution_direct, image, weight,
+                                                                        out, strides, dilates, pad, pad);
+      const convolution_backward_weights::primitive_desc pd(desc, attr, cpu_engine(), fwd);
+      return {convolution_backward_weights(pd),
+              pd.src_desc(),
+              pd.diff_weights_desc(),
+              pd.diff_bias_desc(),
+              pd.diff_dst_desc(),
+              pd.scratchpad_desc()};
+    }
+  }
+}
+
+// The cached primitive for (op, a) at the calling thread's OpenMP count.
+Conv cached(FusedOp op, const Conv2dArgs& a, int threads) {
+  static std::mutex mutex;
+  static std::list<std::pair<Key, Conv>> lru;  // most recent first
+  static std::map<Key, std::list<std::pair<Key, Conv>>::iterator> index;
+  const Key key = key_of(op, a, threads);
+  std::lock_guard lock(mutex);
+  if (auto it = index.find(key); it != index.end()) {
+    lru.splice(lru.begin(), lru, it->second);
+    return it->second->second;
+  }
+  lru.emplace_front(key, create(op, a));
+  index[key] = lru.begin();
+  if (lru.size() > kCacheCapacity) {
+    index.erase(lru.back().first);
+    lru.pop_back();
+  }
+  return lru.front().second;
+}
+
+// oneDNN's view of an anvil operand: its logical dims with its own strides.
+// Grouped weights [O, C/G, KH, KW] are seen as [G, O/G, C/G, KH, KW].
+memory::desc desc_of(const memory::dims& dims, const detail::KernelOperand& op) {
+  memory::dims strides;
+  if (dims.size() == 5) {
+    strides = {op.strides[0] * dims[1], op.strides[0], op.strides[1], op.strides[2], op.strides[3]};
+  } else {
+    strides.assign(op.strides, op.strides + dims.size());
+  }
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+void* pointer_of(const detail::KernelOperand& op) { return static_cast<float*>(op.data) + op.offset; }
+
+// An operand the primitive reads, reordered into `want` when its layout differs.
+memory read(const memory::dims& dims, const detail::KernelOperand& op, const memory::desc& want, dnnl::stream& s) {
+  memory given(desc_of(dims, op), cpu_engine(), pointer_of(op));
+  if (given.get_desc() == want) return given;
+  memory wanted(want, cpu_engine());
+  dnnl::reorder(given, wanted).execute(s, given, wanted);
+  return wanted;
+}
+
+// An operand the primitive writes: itself when its layout is `want`,
+// otherwise a temporary that finish() reorders into it.
+struct Written {
+  memory target, work;
+  Written(const memory::dims& dims, const detail::KernelOperand& op, const memory::desc& want)
+      : target(desc_of(dims, op), cpu_engine(), pointer_of(op)),
+        work(target.get_desc() == want ? target : memory(want, cpu_engine())) {}
+  void finish(dnnl::stream& s) {
+    if (work.get_data_handle() != target.get_data_handle()) dnnl::reorder(work, target).execute(s, work, target);
+  }
+};
+
+void run(FusedOp op, const Conv2dArgs& a) {
+  try {
+    const ConvThreads threads(a);
+    const Conv conv = cached(op, a, threads.threads());
+    const Dims d = dims_of(a);
+    dnnl::stream s(cpu_engine());
+    memory scratchpad(conv.scratchpad, cpu_engine());
+    switch (op) {
+      case FusedOp::Conv2d: {
+        Written out(d.out, a.out, conv.out);
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, read(d.image, a.image, conv.image, s)},
+                                             {DNNL_ARG_WEIGHTS, read(d.weight, a.weight, conv.weight, s)},
+                                             {DNNL_ARG_DST, out.work},
+                                             {DNNL_ARG_SCRATCHPAD, scratchpad}};
+        if (a.has_bias) args.emplace(DNNL_ARG_BIAS, read(d.bias, a.bias, conv.bias, s));
+        conv.primitive.execute(s, args);
+        out.finish(s);
+        break;
+      }
+      case FusedOp::Conv2dBackwardData: {
+        Written image(d.image, a.image, conv.image);
+        conv.primitive.execute(s, {{DNNL_ARG_DIFF_DST, read(d.out, a.out, conv.out, s)},
+                                   {DNNL_ARG_WEIGHTS, read(d.weight, a.weight, conv.weight, s)},
+                                   {DNNL_ARG_DIFF_SRC, image.work},
+                                   {DNNL_ARG_SCRATCHPAD, scratchpad}});
+        image.finish(s);
+        break;
+      }
+      default: {
+        Written weight(d.weight, a.weight, conv.weight);
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, read(d.image, a.image, conv.image, s)},
+                                             {DNNL_ARG_DIFF_DST, read(d.out, a.out, conv.out, s)},
+                                             {DNNL_ARG_DIFF_WEIGHTS, weight.work},
+                                             {DNNL_ARG_SCRATCHPAD, scratchpad}};
+        std::optional<Written> bias;
+        if (a.has_bias) {
+          bias.emplace(d.bias, a.bias, conv.bias);
+          args.emplace(DNNL_ARG_DIFF_BIAS, bias->work);
+        }
+        conv.primitive.execute(s, args);
+        weight.finish(s);
+        if (bias) bias->finish(s);
+        break;
+      }
+    }
+    s.wait();
+  } catch (const dnnl::error& e) {
+    throw BackendError(detail::cat(detail::name(op), ": oneDNN failed (status ", static_cast<int>(e.status), ": ",
+                                   e.what(), ") for input [", a.g.n, ", ", a.g.c, ", ", a.g.h, ", ", a.g.w, "], ",
+                                   a.out_channels, " output channels, kernel ", a.g.kh, "x", a.g.kw, ", groups ",
+                                   a.groups));
+  }
+}
+
+}  // namespace
+
+bool CpuBackend::supports_fused_conv2d(int, const Conv2dArgs& a) noexcept {
+  return a.dtype == DType::F32 && a.groups > 0 && a.g.c / a.groups >= kMinChannelsPerGroup && a.g.n > 0 &&
+         a.out_channels > 0 && a.g.oh > 0 && a.g.ow > 0;
+}
+void CpuBackend::conv2d(int, const Conv2dArgs& a) { run(FusedOp::Conv2d, a); }
+void CpuBackend::conv2d_backward_data(int, const Conv2dArgs& a) { run(FusedOp::Conv2dBackwardData, a); }
+void CpuBackend::conv2d_backward_weight(int, const Conv2dArgs& a) { run(FusedOp::Conv2dBackwardWeight, a); }
+
+}  // namespace anvil::cpu_backend
