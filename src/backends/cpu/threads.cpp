@@ -23,6 +23,7 @@ std::atomic<std::uint64_t> g_regions{0};
 std::atomic<std::uint64_t> g_region_threads{0};
 std::atomic<std::uint64_t> g_blas_single{0};
 std::atomic<std::uint64_t> g_blas_threaded{0};
+std::atomic<std::uint64_t> g_gemm_small{0};
 
 }  // namespace
 
@@ -82,6 +83,7 @@ ParallelStats parallel_stats() noexcept {
   s.region_threads = g_region_threads.load(std::memory_order_relaxed);
   s.blas_single = g_blas_single.load(std::memory_order_relaxed);
   s.blas_threaded = g_blas_threaded.load(std::memory_order_relaxed);
+  s.gemm_small = g_gemm_small.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -90,7 +92,10 @@ void reset_parallel_stats() noexcept {
   g_region_threads.store(0, std::memory_order_relaxed);
   g_blas_single.store(0, std::memory_order_relaxed);
   g_blas_threaded.store(0, std::memory_order_relaxed);
+  g_gemm_small.store(0, std::memory_order_relaxed);
 }
+
+void record_small_gemm() noexcept { g_gemm_small.fetch_add(1, std::memory_order_relaxed); }
 
 void record_parallel_region(int threads) noexcept {
   g_regions.fetch_add(1, std::memory_order_relaxed);

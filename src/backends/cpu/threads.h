@@ -67,9 +67,12 @@ struct ParallelStats {
   std::uint64_t region_threads = 0;  // the team sizes of those regions, summed
   std::uint64_t blas_single = 0;     // BLAS calls held to one thread
   std::uint64_t blas_threaded = 0;   // BLAS calls allowed more than one thread
+  std::uint64_t gemm_small = 0;      // GEMMs run on libxsmm kernels instead (cpu_gemm.cpp)
 };
 ParallelStats parallel_stats() noexcept;
 void reset_parallel_stats() noexcept;
+// Called by the GEMM primitive for a product it gives to libxsmm.
+void record_small_gemm() noexcept;
 // Called by parallel_for's first thread with the team size.
 void record_parallel_region(int threads) noexcept;
 
