@@ -1,6 +1,7 @@
 # Dependencies come from Debian packages (scripts/install-deps.sh installs them).
 find_package(OpenMP REQUIRED)
 find_package(ZLIB REQUIRED)
+find_package(Threads REQUIRED)
 
 # OpenBLAS built on OpenMP, so anvil's parallel loops and BLAS share one
 # thread pool and never oversubscribe the cores (see Note [One thread pool]
@@ -38,3 +39,17 @@ endif()
 add_library(anvil_dnnl INTERFACE)
 target_link_libraries(anvil_dnnl INTERFACE ${ANVIL_DNNL_LIBRARY})
 target_include_directories(anvil_dnnl SYSTEM INTERFACE ${ANVIL_DNNL_INCLUDE})
+
+# libxsmm: JIT-generated kernels for small GEMMs, which beat OpenBLAS below
+# the crossover in Note [libxsmm for small GEMMs] (src/backends/cpu/
+# cpu_gemm.cpp). Debian ships only the static library, built with -fPIC;
+# its own BLAS fallback (sgemm_/dgemm_) resolves to the OpenBLAS above.
+find_path(ANVIL_XSMM_INCLUDE libxsmm.h)
+find_library(ANVIL_XSMM_LIBRARY NAMES libxsmm.a xsmm)
+if(NOT ANVIL_XSMM_INCLUDE OR NOT ANVIL_XSMM_LIBRARY)
+  message(FATAL_ERROR "anvil needs libxsmm for small matrix products: apt-get install libxsmm-dev "
+                      "(or run scripts/install-deps.sh)")
+endif()
+add_library(anvil_xsmm INTERFACE)
+target_link_libraries(anvil_xsmm INTERFACE ${ANVIL_XSMM_LIBRARY} anvil_blas Threads::Threads ${CMAKE_DL_LIBS} rt m)
+target_include_directories(anvil_xsmm SYSTEM INTERFACE ${ANVIL_XSMM_INCLUDE})

@@ -9,6 +9,7 @@ packages=(
   g++ cmake ninja-build pkg-config ccache
   libopenblas-openmp-dev          # BLAS sharing anvil's OpenMP pool (Note [One thread pool])
   libdnnl-dev                     # oneDNN: CPU convolution, on the same pool (src/backends/cpu/cpu_conv.cpp)
+  libxsmm-dev                     # JIT kernels for small GEMMs (Note [libxsmm for small GEMMs])
   zlib1g-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
   libgtest-dev libbenchmark-dev

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/threads.h"
 #include "device_test.h"
 #include "reference.h"
 
@@ -229,5 +230,77 @@ TEST_P(Matmul, MixedDTypesAreAnError) {
 }
 
 ANVIL_INSTANTIATE_DEVICE_TEST(Matmul);
+
+// The CPU backend gives small f32/f64 products to libxsmm and the rest to
+// OpenBLAS (Note [libxsmm for small GEMMs] in cpu_gemm.cpp). Each case names
+// the path it must take, so a product routed the wrong way fails here as
+// surely as a wrong result does; results are checked against the
+// double-precision reference.
+TEST(MatmulCpuSmallGemm, EachPathAgainstReference) {
+  namespace cpu_threads = anvil::cpu_backend;
+  const Device d = cpu();
+  struct Case {
+    const char* what;
+    ref::Dims a, b;
+    Layout la, lb;
+    bool small;  // libxsmm's path
+  };
+  const Case cases[] = {
+      {"64^3", {64, 64}, {64, 64}, Layout::Contiguous, Layout::Contiguous, true},
+      {"A transposed", {64, 48}, {48, 32}, Layout::Transposed, Layout::Contiguous, true},
+      {"stepped", {24, 40}, {40, 16}, Layout::Stepped, Layout::Stepped, true},
+      {"tiny", {3, 5}, {5, 8}, Layout::Contiguous, Layout::Contiguous, true},
+      {"long rows", {6, 25}, {25, 100}, Layout::Contiguous, Layout::Contiguous, true},
+      {"batched", {5, 16, 32}, {5, 32, 24}, Layout::Contiguous, Layout::Contiguous, true},
+      {"batch · matrix", {4, 12, 20}, {20, 8}, Layout::Transposed, Layout::Contiguous, true},
+      {"B transposed", {64, 64}, {64, 64}, Layout::Contiguous, Layout::Transposed, false},
+      {"short odd rows", {64, 256}, {256, 10}, Layout::Contiguous, Layout::Contiguous, false},
+      {"past the crossover", {96, 96}, {96, 96}, Layout::Contiguous, Layout::Contiguous, false},
+  };
+  std::uint64_t seed = 500;
+  for (DType dt : {f32, f64})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(to_string(dt)) + " " + c.what);
+      const auto a = ref::make_input(c.a, c.la, dt, d, Domain{-1, 1}, seed++);
+      const auto b = ref::make_input(c.b, c.lb, dt, d, Domain{-1, 1}, seed++);
+      cpu_threads::reset_parallel_stats();
+      const Tensor out = matmul(a.t, b.t);
+      const auto stats = cpu_threads::parallel_stats();
+      EXPECT_EQ(stats.gemm_small, c.small ? 1u : 0u);
+      EXPECT_EQ(stats.blas_single + stats.blas_threaded, c.small ? 0u : 1u);
+      EXPECT_TRUE(ref::close(out, ref::matmul(a.r, b.r), matmul_tol(dt, c.a.back())));
+    }
+}
+
+// beta = 1 accumulates into C (libxsmm's kernel without BETA_0), beta = 0
+// never reads C: a NaN already there must not survive.
+TEST(MatmulCpuSmallGemm, AccumulateAndOverwrite) {
+  namespace cpu_threads = anvil::cpu_backend;
+  const Device d = cpu();
+  for (DType dt : {f32, f64}) {
+    SCOPED_TRACE(to_string(dt));
+    const auto a = ref::make_input({32, 40}, Layout::Contiguous, dt, d, Domain{-1, 1}, 1);
+    const auto b = ref::make_input({40, 16}, Layout::Contiguous, dt, d, Domain{-1, 1}, 2);
+    const auto c = ref::make_input({32, 16}, Layout::Contiguous, dt, d, Domain{-1, 1}, 3);
+    const ref::Array ab = ref::matmul(a.r, b.r);
+    cpu_threads::reset_parallel_stats();
+    Tensor out = full({32, 16}, std::nan(""), d, dt);
+    mm_out(out, a.t, b.t);
+    EXPECT_TRUE(ref::close(out, ab, matmul_tol(dt, 40)));
+    // addmm and baddbmm at beta = alpha = 1 (the sum in the GEMM) and at
+    // other scales, against beta·C + alpha·A·B in double.
+    for (const auto& [beta, alpha] : {std::pair{1.0, 1.0}, std::pair{0.5, 2.0}, std::pair{0.0, 1.0}}) {
+      SCOPED_TRACE(std::to_string(beta) + " " + std::to_string(alpha));
+      const ref::Array want =
+          ref::zip(c.r, ab, [&](double x, double y) { return (beta == 0 ? 0.0 : beta * x) + alpha * y; });
+      EXPECT_TRUE(ref::close(addmm(c.t, a.t, b.t, beta, alpha), want, matmul_tol(dt, 40)));
+      const Tensor batched = baddbmm(c.t.unsqueeze(0).expand({3, 32, 16}), a.t.unsqueeze(0).expand({3, 32, 40}),
+                                     b.t.unsqueeze(0).expand({3, 40, 16}), beta, alpha);
+      for (std::int64_t i = 0; i < 3; ++i) EXPECT_TRUE(ref::close(batched.select(0, i), want, matmul_tol(dt, 40)));
+    }
+    EXPECT_GE(cpu_threads::parallel_stats().gemm_small, 7u) << "these products are libxsmm's";
+    EXPECT_EQ(cpu_threads::parallel_stats().blas_single, 0u);
+  }
+}
 
 }  // namespace

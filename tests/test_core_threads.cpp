@@ -89,7 +89,8 @@ TEST(ThreadChoice, SmallWorkNeverEntersAParallelRegion) {
   const auto s = cpu_threads::parallel_stats();
   EXPECT_EQ(s.regions, 0u) << "small ops must not wake the pool";
   EXPECT_EQ(s.blas_threaded, 0u);
-  EXPECT_EQ(s.blas_single, 6u) << "every product went through the thread choice";
+  EXPECT_EQ(s.blas_single, 3u) << "every OpenBLAS product went through the thread choice";
+  EXPECT_EQ(s.gemm_small, 3u) << "64x64 products run on libxsmm (Note [libxsmm for small GEMMs])";
   EXPECT_EQ(cpu_threads::blas_threads(), 1) << "OpenBLAS itself is held to one thread";
   EXPECT_EQ(num_threads(), 2) << "the BLAS choice leaves the caller's thread count alone";
 }

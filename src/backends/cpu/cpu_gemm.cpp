@@ -1,13 +1,65 @@
-// GEMM: OpenBLAS for f32/f64 (parallel inside, on anvil's one pool, on as
-// many threads as the product's size repays), plain loops for integer dtypes.
+// GEMM: libxsmm's JIT kernels for small f32/f64 products, OpenBLAS for the
+// rest (parallel inside, on anvil's one pool, on as many threads as the
+// product's size repays), plain loops for integer dtypes.
 #include <cblas.h>
+#include <libxsmm.h>
 #include <omp.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dispatch.h"
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/threads.h"
+
+// Note [libxsmm for small GEMMs]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Issue 12 asked for the libraries made for small products to be measured
+// against OpenBLAS. benchmarks/gemm_small_bench.cpp measures single-threaded
+// f32/f64 GEMMs (the calling thread's CPU time, median of 9, on the 2-core
+// AVX2 machine under load) with OpenBLAS 0.3.21 as called here, libxsmm
+// 1.17's JIT kernels and BLIS 0.9. Time of libxsmm / time of OpenBLAS, square
+// row-major n×n×n (below 1: libxsmm faster):
+//
+//      n     f32 NN  f32 TN  f64 NN  f64 TN
+//      4-8   0.08-0.15       0.07-0.22          (OpenBLAS's per-call cost)
+//     16     0.29    0.33    0.47    0.47
+//     32     0.47    0.45    0.58    0.59
+//     64     0.54    0.69    0.85    0.92
+//     80     0.66    0.74    0.78    0.99
+//    100     0.90    1.14    0.79    1.29
+//    128     1.05    1.54    0.67    1.19
+//
+// and on the rectangular shapes anvil meets (f32, GFLOP/s OpenBLAS / libxsmm
+// / BLIS): the chapter's 100³ NN 72/75/88; a GRU step 32×256×768 NN
+// 65/43/65, its weight gradient 256×32×768 TN 59/63/70; the MLP's 256×784×
+// 256 86/51/68 and 256×256×10 42/16/40; LeNet's conv GEMMs per sample
+// (6×25×784, 16×150×100, batch 256) within 7% of each other. So libxsmm
+// wins only below m·n·k ≈ 80³ and loses badly beyond, most where a kernel's
+// k is long and its output row short. Row-major NT (x·Wᵀ, a linear layer's
+// forward) is libxsmm's TRANS_A, which 1.17's JIT does not generate: dispatch
+// returns null and those stay on OpenBLAS. BLIS wins some mid-size shapes
+// (100³ NN by ~1.2x) but exports the same BLAS/CBLAS symbols as OpenBLAS, so
+// it cannot share a process with it (Note [One process per BLAS] in
+// benchmarks/CMakeLists.txt); it is not used.
+//
+// Output rows of a length that is no multiple of the vector (8 f32) and short
+// lose too: 64×256×n at n = 10, 12, 20 ran at 0.40, 0.68, 0.89x OpenBLAS's
+// speed, at n = 16, 40 at 1.28, 1.06x; 64×32×10 at 0.69x; n = 100 is fine.
+// Small batched products gain most: 64 × 32³ at 2.1x, 256 × 8×64×8 at 1.6x.
+//
+// Hence: a product goes to libxsmm when m·n·k ≤ kXsmmMaxWork (80³), its
+// output rows (n) are a multiple of an AVX2 register's lanes or at least 8
+// registers long, alpha is 1 and beta 0 or 1 (what 1.17's kernels do
+// natively), B is not transposed, and libxsmm dispatches a kernel; anything
+// else goes to OpenBLAS. Dispatch
+// is a lookup in libxsmm's code registry (~30 ns against the ≥ 1 µs it saves
+// at these sizes), so kernels are dispatched per call, not cached here. A
+// batch runs one kernel call per item, over the batch on anvil's pool when
+// the batch's work repays threads (gemm_threads' rule); the kernels are
+// reentrant, unlike OpenBLAS's serialised entry (see gemm_typed). libxsmm
+// starts no threads and prints only when LIBXSMM_VERBOSE is set.
 
 namespace anvil::cpu_backend {
 
@@ -30,6 +82,53 @@ void blas_gemm(const GemmArgs& g, std::int64_t b) {
                 static_cast<float>(g.beta), c, ldc);
   else
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, g.alpha, a, lda, bm, ldb, g.beta, c, ldc);
+}
+
+// Products up to this m·n·k go to libxsmm (Note [libxsmm for small GEMMs]).
+constexpr std::int64_t kXsmmMaxWork = std::int64_t{80} * 80 * 80;
+
+template <typename T>
+using XsmmKernel = std::conditional_t<std::is_same_v<T, float>, libxsmm_smmfunction, libxsmm_dmmfunction>;
+
+// libxsmm's kernel for every matrix of `g`, or null where OpenBLAS takes it.
+// libxsmm is column-major: row-major C = op(A)·op(B) is column-major
+// Cᵀ = op(B)ᵀ·op(A)ᵀ, so B's buffer is libxsmm's A, A's its B, and row-major
+// A transposed is libxsmm's TRANS_B.
+template <typename T>
+XsmmKernel<T> xsmm_kernel(const GemmArgs& g) {
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.m * g.n * g.k > kXsmmMaxWork) return nullptr;
+  if (g.alpha != 1 || (g.beta != 0 && g.beta != 1) || g.b.trans) return nullptr;
+  // Output rows libxsmm vectorises poorly (a masked remainder that is a
+  // large part of the row): n = 10, 12, 20 ran at 0.4-0.9x OpenBLAS's speed.
+  constexpr std::int64_t lanes = 32 / sizeof(T);  // one AVX2 register
+  if (g.n % lanes != 0 && g.n < 8 * lanes) return nullptr;
+  // The leading dimensions libxsmm checks against its column-major view.
+  if (g.b.ld < g.n || g.a.ld < (g.a.trans ? g.m : g.k) || g.c.ld < g.n) return nullptr;
+  const libxsmm_blasint m = static_cast<libxsmm_blasint>(g.n), n = static_cast<libxsmm_blasint>(g.m),
+                        k = static_cast<libxsmm_blasint>(g.k);
+  const libxsmm_blasint lda = static_cast<libxsmm_blasint>(g.b.ld), ldb = static_cast<libxsmm_blasint>(g.a.ld),
+                        ldc = static_cast<libxsmm_blasint>(g.c.ld);
+  const int flags = (g.a.trans ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (g.beta == 0 ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
+  const int prefetch = LIBXSMM_PREFETCH_NONE;
+  const T alpha = 1, beta = static_cast<T>(g.beta);
+  if constexpr (std::is_same_v<T, float>)
+    return libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+  else
+    return libxsmm_dmmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+}
+
+template <typename T>
+void xsmm_gemm(const GemmArgs& g, XsmmKernel<T> kernel) {
+  const T* a = static_cast<const T*>(g.a.data) + g.a.offset;
+  const T* bm = static_cast<const T*>(g.b.data) + g.b.offset;
+  T* c = static_cast<T*>(g.c.data) + g.c.offset;
+  record_small_gemm();
+  // Batch items per thread: as much work as gemm_threads gives a thread.
+  const std::int64_t grain = std::max<std::int64_t>(1, kGemmWorkPerThread / (g.m * g.n * g.k));
+  parallel_for(g.batch, grain, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i)
+      kernel(bm + i * g.b.batch_stride, a + i * g.a.batch_stride, c + i * g.c.batch_stride);
+  });
 }
 
 template <typename T>
@@ -86,6 +185,7 @@ void gemm_typed(const GemmArgs& g) {
   // build serialises concurrent calls on a lock, and a batch of 32x32
   // products run "in parallel" that way took 50x longer than in sequence.
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (const XsmmKernel<T> kernel = xsmm_kernel<T>(g)) return xsmm_gemm<T>(g, kernel);
     const BlasThreads threads(gemm_threads(g.m, g.n, g.k, omp_get_max_threads()));
     for (std::int64_t i = 0; i < g.batch; ++i) blas_gemm<T>(g, i);
   } else if constexpr (detail::is_half_v<T>) {

@@ -25,6 +25,7 @@ std::atomic<std::uint64_t> g_blas_single{0};
 std::atomic<std::uint64_t> g_blas_threaded{0};
 std::atomic<std::uint64_t> g_conv_single{0};
 std::atomic<std::uint64_t> g_conv_threaded{0};
+std::atomic<std::uint64_t> g_gemm_small{0};
 
 }  // namespace
 
@@ -86,6 +87,7 @@ ParallelStats parallel_stats() noexcept {
   s.blas_threaded = g_blas_threaded.load(std::memory_order_relaxed);
   s.conv_single = g_conv_single.load(std::memory_order_relaxed);
   s.conv_threaded = g_conv_threaded.load(std::memory_order_relaxed);
+  s.gemm_small = g_gemm_small.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -96,7 +98,10 @@ void reset_parallel_stats() noexcept {
   g_blas_threaded.store(0, std::memory_order_relaxed);
   g_conv_single.store(0, std::memory_order_relaxed);
   g_conv_threaded.store(0, std::memory_order_relaxed);
+  g_gemm_small.store(0, std::memory_order_relaxed);
 }
+
+void record_small_gemm() noexcept { g_gemm_small.fetch_add(1, std::memory_order_relaxed); }
 
 void record_parallel_region(int threads) noexcept {
   g_regions.fetch_add(1, std::memory_order_relaxed);

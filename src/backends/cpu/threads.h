@@ -71,9 +71,12 @@ struct ParallelStats {
   std::uint64_t blas_threaded = 0;   // BLAS calls allowed more than one thread
   std::uint64_t conv_single = 0;     // oneDNN convolutions held to one thread
   std::uint64_t conv_threaded = 0;   // oneDNN convolutions allowed more than one thread
+  std::uint64_t gemm_small = 0;      // GEMMs run on libxsmm kernels instead (cpu_gemm.cpp)
 };
 ParallelStats parallel_stats() noexcept;
 void reset_parallel_stats() noexcept;
+// Called by the GEMM primitive for a product it gives to libxsmm.
+void record_small_gemm() noexcept;
 // Called by parallel_for's first thread with the team size.
 void record_parallel_region(int threads) noexcept;
 // Called before each oneDNN convolution with the thread count it may use.
