@@ -61,6 +61,7 @@ struct Impl {
   std::string name;             // as printed in the peer column
   std::vector<double> samples;  // seconds per op
   std::string failure;
+  double work = 0;  // flops or bytes per op when not the group's (a 16-bit case moves half the bytes)
   std::optional<double> median() const {
     if (samples.empty()) return std::nullopt;
     return anvil::bench::median(samples);
@@ -73,11 +74,17 @@ struct Target {
   double value = 0;
 };
 
+// What a row's ratio divides: the two figures in the row's unit, or the
+// two times (`time / time`: the 16-bit rows' traffic ratio, where the two
+// sides move different numbers of bytes).
+enum class RatioOf { Figures, Times };
+
 struct Row {
   std::string label;
   std::size_t anvil;  // index into Group::impls
   std::size_t peer;
   Target target;
+  RatioOf ratio_of = RatioOf::Figures;
 };
 
 struct Group {
@@ -89,20 +96,82 @@ struct Group {
   std::vector<Impl> impls;
   std::vector<Row> rows;
 
-  std::size_t add(std::string worker, std::string case_id, std::string variant, std::string name) {
-    impls.push_back(Impl{std::move(worker), std::move(case_id), std::move(variant), std::move(name), {}, {}});
+  std::size_t add(std::string worker, std::string case_id, std::string variant, std::string name, double work = 0) {
+    impls.push_back(Impl{std::move(worker), std::move(case_id), std::move(variant), std::move(name), {}, {}, work});
     return impls.size() - 1;
   }
 };
 
-std::string shape_id(const std::string& op, const std::vector<std::int64_t>& shape, const std::string& extra = "") {
+std::string shape_id(const std::string& op, const std::vector<std::int64_t>& shape, const std::string& extra = "",
+                     const std::string& dtype = "f32") {
   std::string s = op + "(shape=[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]" + extra + ",dtype=f32)";
+  return s + "]" + extra + ",dtype=" + dtype + ")";
 }
 
 constexpr std::int64_t kBig = 16 * 1024 * 1024;  // 16M f32 = 64 MiB per array
 constexpr double kBigBytes = 3.0 * kBig * 4;     // two reads and one write per op
+
+// 16-bit matmul sizes: one where the conversions are a visible share, one
+// where the product dominates.
+const std::vector<std::int64_t> kHalfMatmulSizes{256, 1024};
+
+// f16 and bf16 beside f32 (issue 14): anvil's 16-bit against its own f32 and
+// against LibTorch in the same dtype. Elementwise: the bytes an op must move
+// are elements x (inputs + output) x dtype size, so a memory-bound op in 16
+// bits should take about half f32's time; the `time / f32 time` rows are that
+// effective traffic ratio, target <= 0.55x for the memory-bound add.
+void add_half_groups(std::vector<Group>& groups) {
+  const std::vector<std::string> halves{"bf16", "f16"};
+  for (const auto n : kHalfMatmulSizes) {
+    Group g{"16-bit matmul n=" + std::to_string(n),
+            Unit::GflopPerS,
+            2.0 * n * n * n,
+            true,
+            n >= 2048 ? 5 : 1 << 30,
+            {},
+            {}};
+    const auto id = [&](const std::string& dt) { return shape_id("matmul", {n, n}, "", dt); };
+    const auto anvil32 = g.add("anvil", id("f32"), "alloc", "anvil f32 matmul");
+    const auto torch32 = g.add("torch", id("f32"), "alloc", "LibTorch f32 matmul");
+    for (const auto& dt : halves) {
+      const auto anvil = g.add("anvil", id(dt), "alloc", "anvil " + dt + " matmul");
+      const auto torch = g.add("torch", id(dt), "alloc", "LibTorch " + dt + " matmul");
+      const auto torch2 = g.add("torch-t2", id(dt), "alloc", "LibTorch " + dt + ", 2 thr");
+      g.rows.push_back({"matmul n=" + std::to_string(n) + " " + dt + " vs f32 (anvil)", anvil, anvil32, {}});
+      g.rows.push_back({"  vs LibTorch " + dt, anvil, torch, {}});
+      g.rows.push_back({"  vs LibTorch " + dt + " set_num_threads(2)", anvil, torch2, {}});
+      g.rows.push_back({"  LibTorch's own " + dt + " vs its f32", torch, torch32, {}});
+    }
+    groups.push_back(std::move(g));
+  }
+  // The traffic target applies where the op is memory-bound: `add`. exp's
+  // polynomial makes `exp(a) * b` compute-bound on a 2-core machine (f32 at
+  // well under add's GB/s), so there the 16-bit time ratio is reported only.
+  struct Elementwise {
+    std::string title, op, what;
+    Target traffic;
+  };
+  for (const Elementwise& e : {Elementwise{"16-bit add 16M", "add", "c = a + b", {TargetKind::RatioAtMost, 0.55}},
+                               Elementwise{"16-bit exp(a) * b 16M", "exp_mul", "c = exp(a) * b", {}}}) {
+    Group g{e.title, Unit::GBPerS, kBigBytes, false, 1 << 30, {}, {}};
+    const auto id = [&](const std::string& dt) { return shape_id(e.op, {kBig}, "", dt); };
+    const double bytes16 = kBigBytes / 2;
+    const auto anvil32 = g.add("anvil", id("f32"), "alloc", "anvil f32 " + e.what);
+    const auto torch32 = g.add("torch", id("f32"), "alloc", "LibTorch f32 " + e.what);
+    for (const auto& dt : halves) {
+      const auto anvil = g.add("anvil", id(dt), "alloc", "anvil " + dt + " " + e.what, bytes16);
+      const auto torch = g.add("torch", id(dt), "alloc", "LibTorch " + dt + " " + e.what, bytes16);
+      const auto torch2 = g.add("torch-t2", id(dt), "alloc", "LibTorch " + dt + ", 2 thr", bytes16);
+      g.rows.push_back(
+          {e.what + ", 16M " + dt + ": time / f32 time (anvil)", anvil, anvil32, e.traffic, RatioOf::Times});
+      g.rows.push_back({"  vs LibTorch " + dt, anvil, torch, {}});
+      g.rows.push_back({"  vs LibTorch " + dt + " set_num_threads(2)", anvil, torch2, {}});
+      g.rows.push_back({"  LibTorch's own " + dt + " time / its f32 time", torch, torch32, {}, RatioOf::Times});
+    }
+    groups.push_back(std::move(g));
+  }
+}
 
 std::vector<Group> make_groups(const std::vector<std::int64_t>& sizes) {
   std::vector<Group> groups;
@@ -186,19 +255,24 @@ std::vector<Group> make_groups(const std::vector<std::int64_t>& sizes) {
               {"  equal threads: both on 1", anvil1, torch1, {TargetKind::RatioAtMost, 1.0}}};
     groups.push_back(std::move(g));
   }
+  add_half_groups(groups);
   return groups;
 }
 
-// With --baseline: each group's first row again with the baseline build's
-// anvil in place of this one, against the same peer (before/after, one run).
+// With --baseline: each group's top-level (unindented) rows again with the
+// baseline build's anvil in place of this one, against the same peer
+// (before/after, one run).
 void add_baseline_rows(std::vector<Group>& groups) {
   for (auto& g : groups) {
-    if (g.rows.empty()) continue;
-    const Row first = g.rows.front();
-    const Impl a = g.impls[first.anvil];
-    const std::string label = "  baseline build vs " + g.impls[first.peer].name;
-    const auto base = g.add("anvil-base", a.case_id, a.variant, "baseline " + a.name);
-    g.rows.insert(g.rows.begin() + 1, Row{label, base, first.peer, {}});
+    for (std::size_t r = 0; r < g.rows.size(); ++r) {
+      const Row top = g.rows[r];
+      if (top.label.starts_with(" ")) continue;
+      const Impl a = g.impls[top.anvil];
+      const std::string label = "  baseline build vs " + g.impls[top.peer].name;
+      const auto base = g.add("anvil-base", a.case_id, a.variant, "baseline " + a.name, a.work);
+      g.rows.insert(g.rows.begin() + static_cast<std::ptrdiff_t>(r) + 1, Row{label, base, top.peer, {}, top.ratio_of});
+      ++r;
+    }
   }
 }
 
@@ -280,11 +354,11 @@ void measure(Group& g, std::map<std::string, Worker*>& workers, const Options& o
 
 // --- reporting ------------------------------------------------------------------------
 
-double value_of(const Group& g, double seconds) {
+double value_of(const Group& g, const Impl& impl, double seconds) {
   switch (g.unit) {
     case Unit::GflopPerS:
     case Unit::GBPerS:
-      return g.work / seconds / 1e9;
+      return (impl.work > 0 ? impl.work : g.work) / seconds / 1e9;
     case Unit::Microseconds:
       return seconds * 1e6;
     case Unit::Milliseconds:
@@ -313,9 +387,16 @@ std::string fixed(double v, int digits) {
   return os.str();
 }
 
-std::string with_unit(const Group& g, std::optional<double> seconds) {
-  if (!seconds) return "n/a";
-  const double v = value_of(g, *seconds);
+// A missing figure says why, briefly (the full reason is printed below the table).
+std::string with_unit(const Group& g, const Impl& impl) {
+  const auto seconds = impl.median();
+  if (!seconds) {
+    if (impl.failure.empty() || impl.failure.rfind("unavailable", 0) == 0) return "n/a";
+    std::string why = impl.failure.rfind("error ", 0) == 0 ? impl.failure.substr(6) : impl.failure;
+    if (why.size() > 48) why = why.substr(0, 45) + "...";
+    return "n/a (" + why + ")";
+  }
+  const double v = value_of(g, impl, *seconds);
   return fixed(v, v < 10 ? 2 : 1) + " " + unit_name(g.unit);
 }
 
@@ -349,7 +430,7 @@ std::vector<Line> table(const std::vector<Group>& groups) {
       std::string ratio;
       std::string met;
       if (ta && tp) {
-        const double r = value_of(g, *ta) / value_of(g, *tp);
+        const double r = row.ratio_of == RatioOf::Times ? *ta / *tp : value_of(g, a, *ta) / value_of(g, p, *tp);
         ratio = fixed(r, 2) + "x";
         bool ok = true;
         switch (row.target.kind) {
@@ -362,15 +443,14 @@ std::vector<Line> table(const std::vector<Group>& groups) {
             ok = r <= row.target.value;
             break;
           case TargetKind::AnvilAtMost:
-            ok = value_of(g, *ta) <= row.target.value;
+            ok = value_of(g, a, *ta) <= row.target.value;
             break;
         }
         if (row.target.kind != TargetKind::None) met = ok ? "yes" : "NO";
       } else if (row.target.kind != TargetKind::None) {
         met = "n/a";
       }
-      lines.push_back(
-          {{row.label, with_unit(g, ta), p.name, with_unit(g, tp), ratio, target_text(g, row.target), met}});
+      lines.push_back({{row.label, with_unit(g, a), p.name, with_unit(g, p), ratio, target_text(g, row.target), met}});
     }
   }
   return lines;
@@ -419,7 +499,8 @@ void usage() {
                "                     [--markdown] [--verbose] [--baseline PROGRAM]\n"
                "  --repeats    samples per implementation, median reported (default 7)\n"
                "  --sample-ms  length of one sample (default 200)\n"
-               "  --filter     only cases whose title contains TEXT (e.g. matmul, add, exp, overhead, exercise)\n"
+               "  --filter     only cases whose title contains TEXT (e.g. matmul, add, exp, overhead, exercise,\n"
+               "               16-bit: f16/bf16 matmul n=256,1024, add and exp(a) * b beside f32)\n"
                "  --sizes      matmul sizes (default 64,128,256,512,1024,2048,4096)\n"
                "  --markdown   print the table as Markdown\n"
                "  --verbose    print every sample to stderr\n"
@@ -507,8 +588,10 @@ int run(int argc, char** argv) {
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::cout << "\nratio = anvil / peer in the row's unit: higher is better for GFLOP/s and GB/s, lower for us and ms.\n"
-            << "GB/s counts 3 x 64 MiB per op (two inputs read, one output written).\n\n";
+  std::cout << "\nratio = anvil / peer in the row's unit: higher is better for GFLOP/s and GB/s, lower for us and ms;\n"
+            << "rows saying `time / ... time` divide the times instead (lower is better).\n"
+            << "GB/s counts elements x 3 x dtype size per op (two inputs read, one output written): 3 x 64 MiB in\n"
+            << "f32, 3 x 32 MiB in f16/bf16.\n\n";
   print_table(table(groups), o.markdown);
   std::cout << "\n  load average at end: " << loadavg() << "; measured in " << fixed(elapsed, 0) << " s\n";
   // Why figures are missing, once per worker and reason.

@@ -35,12 +35,14 @@
 namespace anvil_bench {
 
 // A case id, the same string as the test and bench case names (STYLE.md):
-// `matmul(shape=[256,256],dtype=f32)`, `matmul_norm_item(shape=[100,100],count=1000,dtype=f32)`.
+// `matmul(shape=[256,256],dtype=f32)`, `matmul_norm_item(shape=[100,100],count=1000,dtype=f32)`,
+// `add(shape=[16777216],dtype=bf16)`.
 struct CaseId {
   std::string text;  // the whole id
   std::string op;    // `matmul`
   std::vector<std::int64_t> shape;
-  std::int64_t count = 1;  // `count=` when given
+  std::int64_t count = 1;     // `count=` when given
+  std::string dtype = "f32";  // `dtype=`: f32, f16 or bf16
 
   std::int64_t numel() const {
     std::int64_t n = 1;
@@ -63,6 +65,11 @@ inline CaseId parse_case_id(const std::string& text) {
   }
   const auto count_at = text.find("count=", open);
   if (count_at != std::string::npos) id.count = std::stoll(text.substr(count_at + 6));
+  const auto dtype_at = text.find("dtype=", open);
+  if (dtype_at != std::string::npos) {
+    const auto end = text.find_first_of(",)", dtype_at);
+    id.dtype = text.substr(dtype_at + 6, end - dtype_at - 6);
+  }
   return id;
 }
 
@@ -111,7 +118,10 @@ inline int serve(const std::string& info, const Prepare& prepare) {
         }
         current_key = key;
       }
-      std::cout << "ok " << anvil::bench::host_seconds([&] { body(iterations); }) << std::endl;
+      // Timed before anything is written: a body that throws must answer
+      // `error ...`, not a half-written `ok `.
+      const double seconds = anvil::bench::host_seconds([&] { body(iterations); });
+      std::cout << "ok " << seconds << std::endl;
     } catch (const std::exception& e) {
       std::string what = e.what();
       for (auto& c : what)

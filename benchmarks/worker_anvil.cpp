@@ -22,37 +22,45 @@ using anvil_bench::Body;
 using anvil_bench::CaseId;
 using anvil_bench::keep;
 
+// The case's dtype; f16 and bf16 inputs are f32 uniforms rounded once.
+anvil::DType dtype_of(const CaseId& id) {
+  for (anvil::DType t : {anvil::f32, anvil::f16, anvil::bf16})
+    if (anvil::to_string(t) == id.dtype) return t;
+  throw anvil::ValueError("bench_worker_anvil: unknown dtype '" + id.dtype + "'; expected f32, f16 or bf16");
+}
+
 Body prepare(const CaseId& id, const std::string& variant) {
   const anvil::Shape shape(id.shape);
+  const anvil::DType dtype = dtype_of(id);
   if (id.op == "matmul") {
-    const auto a = anvil::rand(shape);
-    const auto b = anvil::rand(shape);
+    const auto a = anvil::rand(shape).to(dtype);
+    const auto b = anvil::rand(shape).to(dtype);
     if (variant == "alloc")
       return [a, b](std::int64_t n) {
         for (std::int64_t i = 0; i < n; ++i) keep(anvil::matmul(a, b));
       };
     if (variant == "out")
-      return [a, b, c = anvil::empty(shape)](std::int64_t n) mutable {
+      return [a, b, c = anvil::empty(shape, anvil::cpu(), dtype)](std::int64_t n) mutable {
         for (std::int64_t i = 0; i < n; ++i) anvil::mm_out(c, a, b);
         keep(c);
       };
   }
   if (id.op == "add") {
-    const auto a = anvil::rand(shape);
-    const auto b = anvil::rand(shape);
+    const auto a = anvil::rand(shape).to(dtype);
+    const auto b = anvil::rand(shape).to(dtype);
     if (variant == "alloc")
       return [a, b](std::int64_t n) {
         for (std::int64_t i = 0; i < n; ++i) keep(a + b);
       };
     if (variant == "out")
-      return [a, b, c = anvil::empty(shape)](std::int64_t n) mutable {
+      return [a, b, c = anvil::empty(shape, anvil::cpu(), dtype)](std::int64_t n) mutable {
         for (std::int64_t i = 0; i < n; ++i) anvil::add_out(c, a, b);
         keep(c);
       };
   }
   if (id.op == "exp_mul" && variant == "alloc") {
-    const auto a = anvil::rand(shape);
-    const auto b = anvil::rand(shape);
+    const auto a = anvil::rand(shape).to(dtype);
+    const auto b = anvil::rand(shape).to(dtype);
     return [a, b](std::int64_t n) {
       for (std::int64_t i = 0; i < n; ++i) keep(anvil::exp(a) * b);
     };

@@ -16,6 +16,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "worker.h"
@@ -26,24 +27,34 @@ using anvil_bench::Body;
 using anvil_bench::CaseId;
 using anvil_bench::keep;
 
-Body prepare(const CaseId& id, const std::string& variant) {
+// The case's dtype; f16 and bf16 inputs are f32 uniforms rounded once (as
+// in anvil's worker, and because 1.13's CPU rand has no f16).
+torch::Dtype dtype_of(const CaseId& id) {
+  if (id.dtype == "f32") return torch::kFloat32;
+  if (id.dtype == "f16") return torch::kFloat16;
+  if (id.dtype == "bf16") return torch::kBFloat16;
+  throw std::invalid_argument("bench_worker_torch: unknown dtype '" + id.dtype + "'; expected f32, f16 or bf16");
+}
+
+Body prepare_case(const CaseId& id, const std::string& variant) {
   const std::vector<std::int64_t> shape = id.shape;
+  const auto dtype = dtype_of(id);
   if (id.op == "matmul") {
-    const auto a = torch::rand(shape);
-    const auto b = torch::rand(shape);
+    const auto a = torch::rand(shape).to(dtype);
+    const auto b = torch::rand(shape).to(dtype);
     if (variant == "alloc")
       return [a, b](std::int64_t n) {
         for (std::int64_t i = 0; i < n; ++i) keep(torch::matmul(a, b));
       };
     if (variant == "out")
-      return [a, b, c = torch::empty(shape)](std::int64_t n) mutable {
+      return [a, b, c = torch::empty(shape, dtype)](std::int64_t n) mutable {
         for (std::int64_t i = 0; i < n; ++i) torch::mm_out(c, a, b);
         keep(c);
       };
   }
   if (id.op == "add") {
-    const auto a = torch::rand(shape);
-    const auto b = torch::rand(shape);
+    const auto a = torch::rand(shape).to(dtype);
+    const auto b = torch::rand(shape).to(dtype);
     if (variant == "alloc")
       return [a, b](std::int64_t n) {
         for (std::int64_t i = 0; i < n; ++i) keep(a + b);
@@ -54,20 +65,20 @@ Body prepare(const CaseId& id, const std::string& variant) {
         for (std::int64_t i = 0; i < n; ++i) keep(a + b);
       };
     if (variant == "out")
-      return [a, b, c = torch::empty(shape)](std::int64_t n) mutable {
+      return [a, b, c = torch::empty(shape, dtype)](std::int64_t n) mutable {
         for (std::int64_t i = 0; i < n; ++i) torch::add_out(c, a, b);
         keep(c);
       };
   }
   if (id.op == "exp_mul") {
-    const auto a = torch::rand(shape);
-    const auto b = torch::rand(shape);
+    const auto a = torch::rand(shape).to(dtype);
+    const auto b = torch::rand(shape).to(dtype);
     if (variant == "alloc")
       return [a, b](std::int64_t n) {
         for (std::int64_t i = 0; i < n; ++i) keep(torch::exp(a) * b);
       };
     if (variant == "out")
-      return [a, b, t = torch::empty(shape), c = torch::empty(shape)](std::int64_t n) mutable {
+      return [a, b, t = torch::empty(shape, dtype), c = torch::empty(shape, dtype)](std::int64_t n) mutable {
         for (std::int64_t i = 0; i < n; ++i) {
           torch::exp_out(t, a);
           torch::mul_out(c, t, b);
@@ -86,6 +97,25 @@ Body prepare(const CaseId& id, const std::string& variant) {
     };
   }
   return {};
+}
+
+// LibTorch's own error for what it does not do (1.13 has no f16 matmul on
+// the CPU), without the C++ backtrace c10::Error::what() appends, so the
+// table can show it on one line.
+Body prepare(const CaseId& id, const std::string& variant) {
+  try {
+    Body body = prepare_case(id, variant);
+    if (!body) return body;
+    return [body](std::int64_t n) {
+      try {
+        body(n);
+      } catch (const c10::Error& e) {
+        throw std::runtime_error(e.what_without_backtrace());
+      }
+    };
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(e.what_without_backtrace());
+  }
 }
 
 // LibTorch's OpenBLAS (the pthread build) is not linked here directly; its

@@ -1,15 +1,18 @@
 // f16 and bf16 (DESIGN §4.2): conversions to and from f32 on every device,
 // bit for bit, against NumPy's float16 for f16 (every one of the 65,536
 // patterns) and the round-to-nearest-even truncation of f32 for bf16; a table
-// of the hard cases of rounding; and the bytes a 16-bit tensor takes.
+// of the hard cases of rounding; the CPU's bulk conversions (F16C or the
+// portable loops) against the scalar ones; and the bytes a 16-bit tensor takes.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "device_test.h"
 #include "reference.h"
 
@@ -213,5 +216,114 @@ TEST_P(Half, TakesHalfTheBytesOfF32) {
 }
 
 ANVIL_INSTANTIATE_DEVICE_TEST(Half);
+
+// The CPU's bulk conversions (core/half.h) give the scalar conversions' bits,
+// whichever path this CPU takes and through the portable loops too: every
+// 16-bit pattern, and f32 values around every 16-bit pattern (the low bits
+// where f16 and bf16 round: below, on and above each tie). Runs start at odd
+// offsets and have odd lengths, so the vector loops meet their tails, and
+// NaNs sit in blocks with finite values.
+std::vector<float> f32_rounding_cases() {
+  constexpr std::uint32_t kLow[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x3000,
+                                    0x5000, 0x7fff, 0x8000, 0x8001, 0xefff, 0xf000, 0xf001, 0xffff};
+  std::vector<float> v;
+  for (std::uint32_t high = 0; high < 65536; ++high)
+    for (std::uint32_t low : kLow) v.push_back(std::bit_cast<float>(high << 16 | low));
+  return v;
+}
+
+template <typename H>
+void expect_bulk_matches_scalar(const char* what, void (*widen)(const H*, float*, std::int64_t),
+                                void (*narrow)(const float*, H*, std::int64_t)) {
+  SCOPED_TRACE(what);
+  const std::vector<std::uint16_t> pats = all_patterns();
+  std::vector<H> halves(pats.size());
+  for (std::size_t i = 0; i < pats.size(); ++i) halves[i] = H::from_bits(pats[i]);
+  for (std::size_t offset : {0u, 3u}) {
+    const std::size_t n = halves.size() - offset - 2;
+    std::vector<float> wide(n, -1.0f);
+    widen(halves.data() + offset, wide.data(), static_cast<std::int64_t>(n));
+    int bad = 0;
+    for (std::size_t i = 0; i < n && bad < 10; ++i) {
+      const float want = static_cast<float>(halves[offset + i]);
+      if (std::bit_cast<std::uint32_t>(wide[i]) != std::bit_cast<std::uint32_t>(want)) {
+        ADD_FAILURE() << std::hex << "widen 0x" << pats[offset + i] << ": 0x" << std::bit_cast<std::uint32_t>(wide[i])
+                      << ", scalar 0x" << std::bit_cast<std::uint32_t>(want);
+        ++bad;
+      }
+    }
+  }
+  const std::vector<float> floats = f32_rounding_cases();
+  for (std::size_t offset : {0u, 5u}) {
+    const std::size_t n = floats.size() - offset - 3;
+    std::vector<H> narrowed(n, H::from_bits(0xdead));
+    narrow(floats.data() + offset, narrowed.data(), static_cast<std::int64_t>(n));
+    int bad = 0;
+    for (std::size_t i = 0; i < n && bad < 10; ++i) {
+      const std::uint16_t want = H(floats[offset + i]).bits;
+      if (narrowed[i].bits != want) {
+        ADD_FAILURE() << std::hex << "narrow f32 0x" << std::bit_cast<std::uint32_t>(floats[offset + i]) << ": 0x"
+                      << narrowed[i].bits << ", scalar 0x" << want;
+        ++bad;
+      }
+    }
+  }
+}
+
+TEST(HalfBulkConversion, F16MatchesTheScalarConversion) {
+  std::printf("bulk 16-bit conversions on this CPU: %s\n", detail::half_conversion_path());
+  expect_bulk_matches_scalar<detail::Half>("f16, this CPU's path", &detail::widen_to_f32, &detail::narrow_from_f32);
+  expect_bulk_matches_scalar<detail::Half>("f16, portable", &detail::widen_to_f32_portable,
+                                           &detail::narrow_from_f32_portable);
+}
+
+TEST(HalfBulkConversion, BF16MatchesTheScalarConversion) {
+  expect_bulk_matches_scalar<detail::BFloat16>("bf16, this CPU's path", &detail::widen_to_f32,
+                                               &detail::narrow_from_f32);
+  expect_bulk_matches_scalar<detail::BFloat16>("bf16, portable", &detail::widen_to_f32_portable,
+                                               &detail::narrow_from_f32_portable);
+}
+
+// A run shorter than one vector, and an empty one, touch nothing past n.
+TEST(HalfBulkConversion, ShortAndEmptyRuns) {
+  const float src[3] = {1.5f, -2.0f, 65504.0f};
+  detail::Half dst[5];
+  for (auto& h : dst) h = detail::Half::from_bits(0x7777);
+  detail::narrow_from_f32(src, dst, 0);
+  EXPECT_EQ(dst[0].bits, 0x7777);
+  detail::narrow_from_f32(src, dst, 3);
+  EXPECT_EQ(dst[0].bits, 0x3e00);
+  EXPECT_EQ(dst[1].bits, 0xc000);
+  EXPECT_EQ(dst[2].bits, 0x7bff);
+  EXPECT_EQ(dst[3].bits, 0x7777);
+  float back[4] = {7, 7, 7, 7};
+  detail::widen_to_f32(dst, back, 3);
+  EXPECT_EQ(back[0], 1.5f);
+  EXPECT_EQ(back[2], 65504.0f);
+  EXPECT_EQ(back[3], 7.0f);
+}
+
+// The CPU's elementwise loops convert a block at a time: a 16-bit add and
+// exp over a run longer than a block, with a tail and a broadcast operand,
+// round each element once, as the scalar conversion of the f32 result does.
+TEST(HalfBulkConversion, ElementwiseRowsRoundOnceThroughF32) {
+  for (DType h : {f16, bf16}) {
+    SCOPED_TRACE(to_string(h));
+    const std::int64_t n = 3 * 512 + 37;
+    const Tensor a32 = randn({n}, cpu()) * 3.0, b32 = randn({n}, cpu());
+    const Tensor a = a32.to(h), b = b32.to(h);
+    const std::vector<float> av = a.to(f32).to_vector<float>(), bv = b.to(f32).to_vector<float>();
+    const std::vector<float> sum = (a + b).to(f32).to_vector<float>();
+    const std::vector<float> e = (a.exp() * b).to(f32).to_vector<float>();
+    const std::vector<float> exp_f32 = a.to(f32).exp().to_vector<float>();
+    const std::vector<float> scaled = (a * b.select(0, 5)).to(f32).to_vector<float>();
+    auto round = [&](float v) { return full({1}, v, cpu(), f32).to(h).to(f32).item<float>(); };
+    for (std::int64_t i = 0; i < n; i += 97) {
+      EXPECT_EQ(sum[i], round(av[i] + bv[i])) << "add, element " << i;
+      EXPECT_EQ(e[i], round(round(exp_f32[i]) * bv[i])) << "exp * b, element " << i;
+      EXPECT_EQ(scaled[i], round(av[i] * bv[5])) << "broadcast mul, element " << i;
+    }
+  }
+}
 
 }  // namespace

@@ -350,8 +350,9 @@ TEST(AnvilSmi, WatchRepeatsAndBadArgumentsFail) {
 
 struct BenchCase {
   const char* scenario;
-  const char* header;      // the table's column line
-  const char* conclusion;  // what the conclusion must say
+  const char* header;          // the table's column line
+  const char* conclusion;      // what the conclusion must say
+  const char* more = nullptr;  // lines a further table must hold, when it has one
 };
 
 void PrintTo(const BenchCase& c, std::ostream* os) { *os << c.scenario; }
@@ -368,6 +369,9 @@ TEST_P(AnvilBench, QuickRunPrintsTableAndConclusion) {
   EXPECT_TRUE(has(r.out, std::string("== ") + c.scenario + "\n")) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(c.header))) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(std::string("\nconclusion: ") + c.conclusion))) << r.out;
+  if (c.more != nullptr) {
+    EXPECT_TRUE(std::regex_search(r.out, std::regex(c.more))) << r.out;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -391,7 +395,13 @@ INSTANTIATE_TEST_SUITE_P(
         BenchCase{
             "roofline",
             R"(device +name +memory_gib +f32_gflops +f64_gflops +bandwidth_gb_per_s +ridge_flop_per_byte +clock\n +opencl:0 .* device\n)",
-            R"(opencl:0: [0-9.]+ GFLOP/s f32, [0-9.]+ f64, [0-9.]+ GB/s, so ops below [0-9.]+ flop/byte are memory-bound)"}),
+            R"(opencl:0: [0-9.]+ GFLOP/s f32, [0-9.]+ f64, [0-9.]+ GB/s, so ops below [0-9.]+ flop/byte are memory-bound, )"
+            R"(f16 [0-9.]+ GFLOP/s and add at [0-9.]+x f32's time, bf16 [0-9.]+ GFLOP/s and add at [0-9.]+x f32's time)",
+            // issue 14: 16-bit rows beside f32 on every device, saying how each runs them
+            R"(device +dtype +matmul_gflops +add_gb_per_s +add_time_vs_f32 +device_fp16 +matmul_path +elementwise_path +clock\n)"
+            R"( +opencl:0 +f32 +[0-9.]+ +[0-9.]+ +1\.000 +(yes|no) +f32 +f32 +device\n)"
+            R"( +opencl:0 +f16 +[0-9.]+ +[0-9.]+ +[0-9.]+ +(yes|no) +through f32: tiled kernel, f32 accumulate +16-bit in/out, f32 math +device\n)"
+            R"((.*\n)* +cpu +bf16 +[0-9.]+ +[0-9.]+ +[0-9.]+ +(yes|no) +through f32: widen \+ OpenBLAS sgemm +16-bit in/out, f32 math +host\n)"}),
     [](const ::testing::TestParamInfo<BenchCase>& info) {
       std::string s = info.param.scenario;
       for (char& ch : s)

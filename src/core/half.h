@@ -62,4 +62,29 @@ static_assert(sizeof(BFloat16) == 2 && std::is_trivially_copyable_v<BFloat16>);
 template <typename T>
 inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
+// Whole runs of 16-bit values to and from float: the CPU's elementwise loops
+// and 16-bit GEMM convert through these, a block at a time. Bit for bit the
+// scalar conversions above (tests/test_core_half.cpp checks every 16-bit
+// pattern and the f32 rounding cases against them), only faster: F16C for
+// f16 and AVX2 for f32 -> bf16 where the CPU has them (a runtime check),
+// else loops the compiler vectorises as it can. `n` may be 0; src and dst
+// must not overlap.
+//
+//   float buf[256];  widen_to_f32(halves, buf, 256);  narrow_from_f32(buf, halves, 256);
+void widen_to_f32(const Half* src, float* dst, std::int64_t n) noexcept;
+void widen_to_f32(const BFloat16* src, float* dst, std::int64_t n) noexcept;
+void narrow_from_f32(const float* src, Half* dst, std::int64_t n) noexcept;
+void narrow_from_f32(const float* src, BFloat16* dst, std::int64_t n) noexcept;
+
+// Which bulk conversions this CPU runs, e.g. "f16: f16c, bf16: avx2" or
+// "portable". For reports and tests.
+const char* half_conversion_path() noexcept;
+
+// The portable loops alone (the scalar conversion per element), so a test
+// can hold the fast paths to them on a CPU that has those.
+void widen_to_f32_portable(const Half* src, float* dst, std::int64_t n) noexcept;
+void widen_to_f32_portable(const BFloat16* src, float* dst, std::int64_t n) noexcept;
+void narrow_from_f32_portable(const float* src, Half* dst, std::int64_t n) noexcept;
+void narrow_from_f32_portable(const float* src, BFloat16* dst, std::int64_t n) noexcept;
+
 }  // namespace anvil::detail

@@ -510,6 +510,19 @@ ScenarioResult run_transfer(const Options& o) {
 }
 
 // ---- roofline --------------------------------------------------------------------
+
+// How each backend runs 16-bit work (DESIGN §4.2: f16/bf16 are stored in 16
+// bits everywhere and accumulate in f32), for the roofline's 16-bit rows:
+// CUDA hands 16-bit operands to cuBLAS (cublasGemmEx, f32 compute), the CPU
+// widens them to f32 for OpenBLAS's sgemm, OpenCL runs its tiled kernel (no
+// CLBlast HGEMM without cl_khr_fp16, no bf16 in CLBlast). Elementwise ops load
+// 16 bits, compute in f32 and round once on the store on every device.
+std::string matmul_16bit_path(Device d) {
+  if (d.type() == DeviceType::CUDA) return "native: cuBLAS 16-bit in, f32 accumulate";
+  if (d.is_cpu()) return "through f32: widen + OpenBLAS sgemm";
+  return "through f32: tiled kernel, f32 accumulate";
+}
+
 ScenarioResult run_roofline(const Options& o) {
   ScenarioResult r{"roofline", {}, ""};
   Table t{"what the buying guide says matters: compute, memory size, bandwidth",
@@ -517,6 +530,13 @@ ScenarioResult run_roofline(const Options& o) {
            "clock"},
           {},
           {0, 3, -1, false, false, true, "GFLOP/s (f32)"}};
+  Table halves{
+      "16-bit beside f32: matmul GFLOP/s (best of the sizes above) and c = a + b into a preallocated c "
+      "(GB/s of elements x 3 x dtype size)",
+      {"device", "dtype", "matmul_gflops", "add_gb_per_s", "add_time_vs_f32", "device_fp16", "matmul_path",
+       "elementwise_path", "clock"},
+      {},
+      {}};
   const std::vector<std::int64_t> sizes =
       o.quick ? std::vector<std::int64_t>{256, 512} : std::vector<std::int64_t>{1024, 2048};
   const std::int64_t elems = (o.quick ? 16 : 128) << 18;  // 16 or 128 MiB of f32
@@ -554,8 +574,37 @@ ScenarioResult run_roofline(const Options& o) {
     c << (di ? "; " : "") << d << ": " << fixed(f32_gflops, 1) << " GFLOP/s f32, "
       << (std::isfinite(f64_gflops) ? fixed(f64_gflops, 1) : std::string("n/a")) << " f64, " << fixed(bw, 1)
       << " GB/s, so ops below " << fixed(f32_gflops / bw, 1) << " flop/byte are memory-bound";
+
+    // 16-bit rows: the same matmul sizes, and an add that moves elements x 3
+    // x dtype size bytes; its time beside f32's is the traffic ratio (0.5
+    // when the conversions cost nothing).
+    double add_f32_seconds = kNaN;
+    std::string add_clock;
+    for (DType dt : {anvil::f32, anvil::f16, anvil::bf16}) {
+      const bool is_f32 = dt == anvil::f32;
+      double gflops = f32_gflops;
+      if (!is_f32) {
+        try {
+          gflops = peak(dt);
+        } catch (const NotSupported&) {
+          gflops = kNaN;
+        }
+      }
+      Tensor a = full({elems}, 1.5, d, dt), b = full({elems}, 0.25, d, dt), sum = empty({elems}, d, dt);
+      const Timed add = time_median({d}, budget, 20, [&] { add_out(sum, a, b); });
+      if (is_f32) add_f32_seconds = add.seconds;
+      const double add_gb = 3.0 * static_cast<double>(a.nbytes()) / add.seconds / 1e9;
+      halves.rows.push_back({d.str(), std::string(to_string(dt)), gflops, add_gb, add.seconds / add_f32_seconds,
+                             std::string(p.fp16 ? "yes" : "no"),
+                             is_f32 ? std::string("f32") : (std::isfinite(gflops) ? matmul_16bit_path(d) : "n/a"),
+                             std::string(is_f32 ? "f32" : "16-bit in/out, f32 math"), clock_name(add.device_clock)});
+      if (!is_f32)
+        c << ", " << to_string(dt) << " " << (std::isfinite(gflops) ? fixed(gflops, 1) : std::string("n/a"))
+          << " GFLOP/s and add at " << fixed(add.seconds / add_f32_seconds, 2) << "x f32's time";
+    }
   }
   r.tables.push_back(std::move(t));
+  r.tables.push_back(std::move(halves));
   r.conclusion = c.str();
   return r;
 }
@@ -568,7 +617,7 @@ const std::vector<Scenario>& scenarios() {
       {"sync-log", "1000 matmuls of 100x100: read the norm every step vs anvil::DeviceLog", &run_sync_log},
       {"two-devices", "two large matmuls on two devices at once vs one after the other", &run_two_devices},
       {"transfer", "host->device, device->host, device->device bandwidth, 4 KiB to 256 MiB", &run_transfer},
-      {"roofline", "measured peak f32/f64 FLOP/s and memory bandwidth per device", &run_roofline},
+      {"roofline", "measured peak f32/f64 FLOP/s and memory bandwidth per device; f16/bf16 beside f32", &run_roofline},
   };
   return all;
 }

@@ -157,11 +157,11 @@ void half_gemm(const GemmArgs& g, std::int64_t b, std::vector<float>& fa, std::v
   const T* a = static_cast<const T*>(g.a.data) + g.a.offset + b * g.a.batch_stride;
   const T* bm = static_cast<const T*>(g.b.data) + g.b.offset + b * g.b.batch_stride;
   T* c = static_cast<T*>(g.c.data) + g.c.offset + b * g.c.batch_stride;
-  // Each operand packed densely in its stored orientation (rows x cols, ld).
+  // Each operand packed densely in its stored orientation (rows x cols, ld),
+  // a row at a time through the bulk conversions (core/half.h).
   auto widen = [](const T* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::vector<float>& dst) {
     dst.resize(static_cast<std::size_t>(rows * cols));
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t j = 0; j < cols; ++j) dst[static_cast<std::size_t>(r * cols + j)] = src[r * ld + j];
+    for (std::int64_t r = 0; r < rows; ++r) detail::widen_to_f32(src + r * ld, dst.data() + r * cols, cols);
   };
   const std::int64_t a_rows = g.a.trans ? g.k : g.m, a_cols = g.a.trans ? g.m : g.k;
   const std::int64_t b_rows = g.b.trans ? g.n : g.k, b_cols = g.b.trans ? g.k : g.n;
@@ -174,8 +174,7 @@ void half_gemm(const GemmArgs& g, std::int64_t b, std::vector<float>& fa, std::v
               static_cast<float>(g.alpha), fa.data(), static_cast<blasint>(std::max<std::int64_t>(1, a_cols)),
               fb.data(), static_cast<blasint>(std::max<std::int64_t>(1, b_cols)), static_cast<float>(g.beta), fc.data(),
               static_cast<blasint>(std::max<std::int64_t>(1, g.n)));
-  for (std::int64_t i = 0; i < g.m; ++i)
-    for (std::int64_t j = 0; j < g.n; ++j) c[i * g.c.ld + j] = T(fc[static_cast<std::size_t>(i * g.n + j)]);
+  for (std::int64_t i = 0; i < g.m; ++i) detail::narrow_from_f32(fc.data() + i * g.n, c + i * g.c.ld, g.n);
 }
 
 template <typename T>
