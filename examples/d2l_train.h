@@ -34,6 +34,20 @@ struct EpochRow {
   double loss, train_acc, test_acc, seconds, samples_per_s;
 };
 
+// The device a --device flag names, or try_gpu() when it is empty (saying
+// why when that falls back to the cpu).
+inline anvil::Device device_from_flag(const std::string& flag) {
+  if (!flag.empty()) return anvil::Device(flag);
+  const anvil::Device d = anvil::try_gpu();
+  if (d.is_cpu()) std::cout << "try_gpu(): cpu (" << anvil::try_gpu_reason() << ")\n";
+  return d;
+}
+
+// The first n samples of a dataset tensor (all of it for 0 or n past the end).
+inline anvil::Tensor first(const anvil::Tensor& t, std::int64_t n) {
+  return n > 0 && n < t.size(0) ? t.narrow(0, 0, n) : t;
+}
+
 // Mixed precision (docs/mixed-precision.md): the forward pass under
 // autocast in `amp`'s dtype; f16's small gradients need the loss scaled
 // (bf16 has f32's exponent range and needs no scaler).

@@ -19,6 +19,7 @@
 #include "anvil/anvil.h"
 #include "anvil/dist.h"
 #include "d2l_flags.h"
+#include "d2l_train.h"
 
 using namespace anvil;
 
@@ -146,8 +147,6 @@ void train(const Args& args, const std::vector<Device>& devices, const Tensor& t
               evaluate(device_params[0], test_x, test_y, devices[0]), total / args.epochs, devices.size());
 }
 
-Tensor first(const Tensor& t, std::int64_t n) { return n > 0 && n < t.size(0) ? t.narrow(0, 0, n) : t; }
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -159,10 +158,10 @@ int main(int argc, char** argv) {
       std::cout << "try_all_gpus(): cpu only (" << try_gpu_reason() << ")\n";
     const FashionMNIST train_set(FashionMNIST::Split::Train);
     const FashionMNIST test_set(FashionMNIST::Split::Test);
-    const Tensor train_x = first(train_set.images(), args.train_subset);
-    const Tensor train_y = first(train_set.labels(), args.train_subset);
-    const Tensor test_x = first(test_set.images(), args.test_subset);
-    const Tensor test_y = first(test_set.labels(), args.test_subset);
+    const Tensor train_x = d2l::first(train_set.images(), args.train_subset);
+    const Tensor train_y = d2l::first(train_set.labels(), args.train_subset);
+    const Tensor test_x = d2l::first(test_set.images(), args.test_subset);
+    const Tensor test_y = d2l::first(test_set.labels(), args.test_subset);
     std::cout << "LeNet on Fashion-MNIST: " << train_x.size(0) << " training and " << test_x.size(0)
               << " test images, batch " << args.batch_size << ", lr " << args.lr << "\n";
     train(args, {devices[0]}, train_x, train_y, test_x, test_y);

@@ -58,15 +58,12 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-Tensor first(const Tensor& t, std::int64_t n) { return n > 0 && n < t.size(0) ? t.narrow(0, 0, n) : t; }
-
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const Args args = parse(argc, argv);
-    const Device device = args.device.empty() ? try_gpu() : Device(args.device);
-    if (args.device.empty() && device.is_cpu()) std::cout << "try_gpu(): cpu (" << try_gpu_reason() << ")\n";
+    const Device device = d2l::device_from_flag(args.device);
     std::cout << "device: " << device << "\n";
     const FashionMNIST train_set(FashionMNIST::Split::Train);
     const FashionMNIST test_set(FashionMNIST::Split::Test);
@@ -78,9 +75,11 @@ int main(int argc, char** argv) {
               << (args.resize > 0 ? args.resize : 28) << " inputs ==\n";
     optim::SGD opt(net->parameters(), {.lr = args.lr});
     // Batches are gathered on the host, resized there, then moved to the device.
-    DataLoader train_loader(first(train_set.images(), args.train_subset), first(train_set.labels(), args.train_subset),
+    DataLoader train_loader(d2l::first(train_set.images(), args.train_subset),
+                            d2l::first(train_set.labels(), args.train_subset),
                             {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = cpu()});
-    DataLoader test_loader(first(test_set.images(), args.test_subset), first(test_set.labels(), args.test_subset),
+    DataLoader test_loader(d2l::first(test_set.images(), args.test_subset),
+                           d2l::first(test_set.labels(), args.test_subset),
                            {.batch_size = args.batch_size, .device = cpu()});
     const std::int64_t resize = args.resize;
     const d2l::Prepare prepare = [resize, device](const Tensor& x) {

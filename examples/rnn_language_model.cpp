@@ -21,6 +21,7 @@
 #include "d2l_curves.h"
 #include "d2l_flags.h"
 #include "d2l_rnn.h"
+#include "d2l_train.h"
 
 using namespace anvil;
 
@@ -80,8 +81,7 @@ std::string predict(const std::string& prefix, int num_preds, d2l::RNNModel& net
 int main(int argc, char** argv) {
   try {
     const Args args = parse(argc, argv);
-    const Device device = args.device.empty() ? try_gpu() : Device(args.device);
-    if (args.device.empty() && device.is_cpu()) std::cout << "try_gpu(): cpu (" << try_gpu_reason() << ")\n";
+    const Device device = d2l::device_from_flag(args.device);
     const d2l::Corpus corpus = d2l::load_corpus(args.data, args.max_tokens);
     const auto vocab = static_cast<std::int64_t>(corpus.chars.size());
     std::cout << "device: " << device << "\ncorpus: " << corpus.tokens.size() << " tokens, vocabulary " << vocab

@@ -20,6 +20,7 @@
 #include "anvil/dist.h"
 #include "anvil/nn/parallel.h"
 #include "d2l_flags.h"
+#include "d2l_train.h"
 
 using namespace anvil;
 
@@ -58,8 +59,6 @@ std::shared_ptr<nn::Module> make_model(const std::string& name) {
                                           nn::Linear(120, 84), nn::ReLU(), nn::Linear(84, 10));
 }
 
-Tensor first(const Tensor& t, std::int64_t n) { return n > 0 && n < t.size(0) ? t.narrow(0, 0, n) : t; }
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,8 +75,8 @@ int main(int argc, char** argv) {
 
     const FashionMNIST train_set(FashionMNIST::Split::Train);
     const FashionMNIST test_set(FashionMNIST::Split::Test);
-    const Tensor train_x = first(train_set.images(), args.train_subset);
-    const Tensor train_y = first(train_set.labels(), args.train_subset);
+    const Tensor train_x = d2l::first(train_set.images(), args.train_subset);
+    const Tensor train_y = d2l::first(train_set.labels(), args.train_subset);
 
     manual_seed(0);  // rank 0's initial weights are broadcast anyway
     auto net = make_model(args.model);
@@ -95,8 +94,8 @@ int main(int argc, char** argv) {
                        .device = device,
                        .sampler = DistributedSampler(train_x.size(0), ranks, rank, {.seed = 0})});
     loader.set_epoch(start.epoch);
-    const Tensor test_x = first(test_set.images(), args.test_subset);
-    const Tensor test_y = first(test_set.labels(), args.test_subset);
+    const Tensor test_x = d2l::first(test_set.images(), args.test_subset);
+    const Tensor test_y = d2l::first(test_set.labels(), args.test_subset);
     // Every rank evaluates its share of the test set; the counts are summed.
     DataLoader test_loader(
         test_x, test_y,

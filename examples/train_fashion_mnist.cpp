@@ -128,8 +128,6 @@ nn::Sequential make_lenet() {
 }
 
 // The first n samples (all for 0).
-Tensor head(const Tensor& t, std::int64_t n) { return n > 0 && n < t.size(0) ? t.narrow(0, 0, n) : t; }
-
 // Trains one model in one --amp mode; returns the final test accuracy.
 double train(const std::string& model, const std::string& mode, const Args& args, Device device,
              const FashionMNIST& train_set, const FashionMNIST& test_set) {
@@ -138,10 +136,11 @@ double train(const std::string& model, const std::string& mode, const Args& args
   net.to(device);
   std::cout << "\n== " << model << " on " << device << ", " << mode << " ==\n" << net << "\n";
   optim::SGD opt(net.parameters(), {.lr = args.lr, .momentum = args.momentum});
-  DataLoader train_loader(head(train_set.images(), args.train_samples), head(train_set.labels(), args.train_samples),
+  DataLoader train_loader(d2l::first(train_set.images(), args.train_samples),
+                          d2l::first(train_set.labels(), args.train_samples),
                           {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = device});
-  DataLoader test_loader(head(test_set.images(), args.test_samples), head(test_set.labels(), args.test_samples),
-                         {.batch_size = 1024, .device = device});
+  DataLoader test_loader(d2l::first(test_set.images(), args.test_samples),
+                         d2l::first(test_set.labels(), args.test_samples), {.batch_size = 1024, .device = device});
   d2l::BeforeStep schedule;
   if (args.linear_lr)
     schedule = [&](std::int64_t step, std::int64_t total) {
@@ -158,8 +157,7 @@ double train(const std::string& model, const std::string& mode, const Args& args
 int main(int argc, char** argv) {
   try {
     const Args args = parse(argc, argv);
-    const Device device = args.device.empty() ? try_gpu() : Device(args.device);
-    if (args.device.empty() && device.is_cpu()) std::cout << "try_gpu(): cpu (" << try_gpu_reason() << ")\n";
+    const Device device = d2l::device_from_flag(args.device);
     std::cout << "device: " << device << "\n";
     const FashionMNIST train_set(FashionMNIST::Split::Train);
     const FashionMNIST test_set(FashionMNIST::Split::Test);

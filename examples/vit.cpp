@@ -65,22 +65,12 @@ Args parse(int argc, char** argv) {
   return a;  // d2l::ViT checks that the patch size divides the image size
 }
 
-double evaluate(nn::Module& net, DataLoader& loader, const d2l::Prepare& prepare, Device device) {
-  NoGradGuard no_grad;
-  net.eval();
-  Tensor correct = zeros({}, device, i64);
-  for (const Batch& b : loader) correct += sum(argmax(net(prepare(b.inputs)), 1) == b.targets.to(device));
-  net.train();
-  return static_cast<double>(correct.item<std::int64_t>()) / static_cast<double>(loader.num_samples());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const Args args = parse(argc, argv);
-    const Device device = args.device.empty() ? try_gpu() : Device(args.device);
-    if (args.device.empty() && device.is_cpu()) std::cout << "try_gpu(): cpu (" << try_gpu_reason() << ")\n";
+    const Device device = d2l::device_from_flag(args.device);
     std::cout << "device: " << device << "\n"
               << "images: " << args.model.img_size << "x" << args.model.img_size << " in " << args.model.patch_size
               << "x" << args.model.patch_size << " patches\n";
@@ -122,7 +112,7 @@ int main(int argc, char** argv) {
       }
       const double loss = loss_sum.item<double>() / static_cast<double>(seen);  // waits for the device
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      test_acc = evaluate(net, test_loader, prepare, device);
+      test_acc = d2l::evaluate(net, test_loader, device, prepare);
       std::printf("epoch %d: train loss %.4f, test acc %.4f, %.1f s (%.0f examples/s on %s)\n", epoch, loss, test_acc,
                   secs, static_cast<double>(seen) / secs, device.str().c_str());
       std::fflush(stdout);
