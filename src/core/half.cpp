@@ -13,18 +13,15 @@
 // tests/test_core_half.cpp holds this path to the scalar one.
 #include "core/half.h"
 
-#if defined(__x86_64__) || defined(__i386__)
+#include "core/half_simd.h"
+
+#ifdef ANVIL_HALF_SIMD
 #include <cpuid.h>
-#include <immintrin.h>
 #endif
 
 namespace anvil::detail {
 
-namespace {
-
-#if defined(__x86_64__) || defined(__i386__)
-#define ANVIL_HAVE_X86_PATHS 1
-
+#ifdef ANVIL_HALF_SIMD
 // CPUID leaf 1, ECX bit 29: GCC's __builtin_cpu_supports knows "f16c", clang
 // 14's (the fuzz build) does not.
 bool cpu_has_f16c() noexcept {
@@ -39,19 +36,16 @@ bool cpu_has_avx2() noexcept {
   static const bool has = __builtin_cpu_supports("avx2");
   return has;
 }
+#endif
 
+namespace {
+
+#ifdef ANVIL_HALF_SIMD
 // bf16 -> f32 is a shift: GCC vectorises the portable loop well, so it
 // needs no path of its own. f32 -> bf16 it vectorises too, but with a slow
 // pack (0.7 ns per element against 0.15 here, measured on the 2-core EPYC):
 // round to nearest even on 16 lanes, pack, and leave blocks with a NaN to the
 // scalar rule (which keeps the payload's top bits and never makes inf).
-// The top 16 bits of 8 f32 lanes, rounded to nearest even. (A function, not
-// a lambda: clang gives lambdas no target attribute of their enclosing one.)
-__attribute__((target("avx2"))) inline __m256i round_to_bf16_bits(__m256i u) noexcept {
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
-}
-
 __attribute__((target("avx2"))) void narrow_bf16_avx2(const float* __restrict src, BFloat16* __restrict dst,
                                                       std::int64_t n) noexcept {
   std::int64_t i = 0;
@@ -73,14 +67,10 @@ __attribute__((target("avx2"))) void narrow_bf16_avx2(const float* __restrict sr
 // See Note [F16C keeps our meaning except for NaN].
 __attribute__((target("avx,f16c"))) void widen_f16_f16c(const Half* __restrict src, float* __restrict dst,
                                                         std::int64_t n) noexcept {
-  const __m128i magnitude = _mm_set1_epi16(0x7fff);
-  const __m128i inf = _mm_set1_epi16(0x7c00);
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    // |h| > inf, as signed 16-bit lanes (both sides are below 0x8000): a NaN
-    const __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, magnitude), inf);
-    if (_mm_movemask_epi8(nan) != 0) {
+    if (f16x8_has_nan(h)) {
       for (std::int64_t j = i; j < i + 8; ++j) dst[j] = F16Tag::to_f32(src[j].bits);
       continue;
     }
@@ -94,7 +84,7 @@ __attribute__((target("avx,f16c"))) void narrow_f16_f16c(const float* __restrict
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 f = _mm256_loadu_ps(src + i);
-    if (_mm256_movemask_ps(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)) != 0) {
+    if (f32x8_has_nan(f)) {
       for (std::int64_t j = i; j < i + 8; ++j) dst[j].bits = F16Tag::from_f32(src[j]);
       continue;
     }
@@ -123,14 +113,14 @@ void narrow_from_f32_portable(const float* src, Half* dst, std::int64_t n) noexc
 }
 
 void widen_to_f32(const Half* src, float* dst, std::int64_t n) noexcept {
-#ifdef ANVIL_HAVE_X86_PATHS
+#ifdef ANVIL_HALF_SIMD
   if (cpu_has_f16c()) return widen_f16_f16c(src, dst, n);
 #endif
   widen_to_f32_portable(src, dst, n);
 }
 
 void narrow_from_f32(const float* src, Half* dst, std::int64_t n) noexcept {
-#ifdef ANVIL_HAVE_X86_PATHS
+#ifdef ANVIL_HALF_SIMD
   if (cpu_has_f16c()) return narrow_f16_f16c(src, dst, n);
 #endif
   narrow_from_f32_portable(src, dst, n);
@@ -139,14 +129,14 @@ void narrow_from_f32(const float* src, Half* dst, std::int64_t n) noexcept {
 void widen_to_f32(const BFloat16* src, float* dst, std::int64_t n) noexcept { widen_to_f32_portable(src, dst, n); }
 
 void narrow_from_f32(const float* src, BFloat16* dst, std::int64_t n) noexcept {
-#ifdef ANVIL_HAVE_X86_PATHS
+#ifdef ANVIL_HALF_SIMD
   if (cpu_has_avx2()) return narrow_bf16_avx2(src, dst, n);
 #endif
   narrow_from_f32_portable(src, dst, n);
 }
 
 const char* half_conversion_path() noexcept {
-#ifdef ANVIL_HAVE_X86_PATHS
+#ifdef ANVIL_HALF_SIMD
   if (cpu_has_f16c() && cpu_has_avx2()) return "f16: f16c, bf16: avx2";
   if (cpu_has_f16c()) return "f16: f16c, bf16: portable";
   if (cpu_has_avx2()) return "f16: portable, bf16: avx2";
