@@ -115,12 +115,13 @@ void binary_row_blocked(O* o, const I* a, const I* b, std::int64_t n, std::int64
 // eight elements at a time in registers: load eight halves, widen, the op's
 // float loop over those eight (vectorised as f32's), narrow, store. The
 // blocked rows above made three passes over L1 buffers with a call per
-// pass, and kept few loads in flight: each pass streamed one array with
-// several instructions per 16 bytes. On the 2-core EPYC, one thread, 16M
-// elements, against f32 in the same run (CPU time): add 0.62x (bf16) and
-// 0.80x (f16) became ~0.5x. Eight lanes that hold a NaN, in or out, take
-// the scalar conversions (Note [F16C keeps our meaning except for NaN] in
-// core/half.cpp), so the result is the same bits as the blocked rows'.
+// pass. On the 2-core EPYC, one thread, against f32 in the same run (CPU
+// time): 1M elements (in L3), f16 add 1.4x f32's time became 0.85-1.2x,
+// neg 1.6x became 0.7-0.9x; 16M (from DRAM) add went from 0.61-0.69x to
+// 0.56-0.65x, the memory system now the limit (docs/mixed-precision.md).
+// Eight lanes that hold a NaN, in or out, take the scalar conversions
+// (Note [F16C keeps our meaning except for NaN] in core/half.cpp), so the
+// result is the same bits as the blocked rows'.
 // Runs only where half_rows_available(); the blocked rows are the fallback.
 // Only for the memory-bound ops, those of kParallelGrain (a load's cost per
 // element): for exp, sigmoid and the libm functions the blocked rows stayed
