@@ -68,7 +68,8 @@ const char* name(FusedOp op) noexcept {
                                 "max_pool2d_backward",
                                 "conv2d",
                                 "conv2d_backward_data",
-                                "conv2d_backward_weight"};
+                                "conv2d_backward_weight",
+                                "unary_binary"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(FusedOp::Count), "one name per FusedOp");
   return names[static_cast<int>(op)];
 }
