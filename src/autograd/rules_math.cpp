@@ -242,6 +242,13 @@ void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Dims& 
                return std::vector<Tensor>{scale == 1.0 ? r : r * scale};
              });
       return;
+    case ReduceOp::SumSquares: {
+      const Tensor sx = saved(x);
+      record("SumSquaresBackward", out, {&x}, [keep, xs, sx](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{g.reshape(keep).expand(xs) * sx * 2.0};
+      });
+      return;
+    }
     case ReduceOp::Prod: {
       const Tensor sx = saved(x), so = saved(out);
       record("ProdBackward", out, {&x}, [sx, so, keep](const Tensor& g, const std::vector<bool>&) {

@@ -108,7 +108,9 @@ enum class BinaryOp : std::uint8_t {
 const char* name(BinaryOp op) noexcept;
 constexpr bool is_comparison(BinaryOp op) noexcept { return op >= BinaryOp::Eq; }
 
-enum class ReduceOp : std::uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, Count };
+// SumSquares adds the squares of the elements (norm's sum, in one pass and
+// in the sum's accumulator, so no squared tensor is stored).
+enum class ReduceOp : std::uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, SumSquares, Count };
 const char* name(ReduceOp op) noexcept;
 
 // Reduction: the input's dims are ordered [kept..., reduced...]; `out` is

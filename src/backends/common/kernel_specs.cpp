@@ -223,8 +223,9 @@ KernelSpec WhereKernel::spec() const {
 
 DType ReduceKernel::accumulator() const noexcept {
   // A million f32 terms summed in f32 by one work-item drift by 1e-5 relative.
-  DType ta = widen_half((op == ReduceOp::Sum || op == ReduceOp::Prod) ? to : ti);
-  if (op == ReduceOp::Sum && ta == DType::F32 && fp64 && wide_f32_sums) ta = DType::F64;
+  const bool sum = op == ReduceOp::Sum || op == ReduceOp::SumSquares;
+  DType ta = widen_half((sum || op == ReduceOp::Prod) ? to : ti);
+  if (sum && ta == DType::F32 && fp64 && wide_f32_sums) ta = DType::F64;
   return ta;
 }
 
