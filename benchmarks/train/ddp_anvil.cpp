@@ -12,6 +12,7 @@
 //   hidden         (compute_s + comm_s - step_s) / comm_s: the share of the
 //                  communication hidden behind backward (1 = all of it)
 //   wait_s         how long the end of backward waited for outstanding allreduces, median
+//   steps          steps per epoch on each rank
 //   loader_s       seconds per epoch spent outside the steps (the DataLoader
 //                  making batches, the epoch's closing barrier), median
 //   cpu_s          CPU seconds per epoch of all threads of all ranks, median:
@@ -185,7 +186,8 @@ int main(int argc, char** argv) {
                   device.str().c_str(), buckets.size());
       std::printf("epoch_s %.4f\nacc %.4f\nstep_s %.6f\ncompute_s %.6f\ncomm_s %.6f\nhidden %.3f\nwait_s %.6f\n",
                   median(epoch_s), acc, s, c, m, m > 0 ? (c + m - s) / m : 0.0, median(waits));
-      std::printf("loader_s %.4f\ncpu_s %.4f\n", median(loader_s), median(cpu_s));
+      std::printf("steps %lld\nloader_s %.4f\ncpu_s %.4f\n", static_cast<long long>(loader.size()), median(loader_s),
+                  median(cpu_s));
     }
     return 0;
   } catch (const std::exception& e) {

@@ -8,6 +8,10 @@
 #            the same per-rank half batch, no allreduce) against 1 rank; on
 #            a 2-core machine this is the most any DDP can reach here, and
 #            the scaling row divided by it is what anvil's DDP costs;
+#   bound    the ceiling plus, each step, the allreduces alone (comm_s):
+#            what DDP reaches when nothing hides its communication (the
+#            MLP's largest gradient, the first layer's, is computed last)
+#            and the ranks never wait for each other;
 #   half     1 rank at the per-rank batch against 1 rank at the global
 #            batch, samples/s: how much of the ceiling's shortfall is the
 #            smaller per-rank GEMMs and the per-step costs that do not
@@ -45,6 +49,9 @@ awk -v a="$e1" -v b="$e2" 'BEGIN{ printf "scaling    anvil 2 ranks vs 1 rank (sa
 ef=$(printf '%s\n' "$free" | awk '$1=="epoch_s"{print $2}')
 eh=$(printf '%s\n' "$half" | awk '$1=="epoch_s"{print $2}')
 awk -v a="$e1" -v b="$e2" -v f="$ef" 'BEGIN{ printf "ceiling    2 ranks with no communication (--local-only) vs 1 rank: epoch %s s, samples/s %.2fx; anvil DDP reaches %.0f%% of it\n", f, a/f, 100*(a/b)/(a/f) }'
+sf=$(printf '%s\n' "$free" | awk '$1=="steps"{print $2}')
+cm=$(awk '$1=="comm_s"{print $2}' /tmp/ddp_anvil.$$)
+awk -v a="$e1" -v b="$e2" -v f="$ef" -v n="$sf" -v c="$cm" 'BEGIN{ t = f + n * c; printf "bound      the ceiling plus the allreduces alone each step (%d x %s s): epoch %.4f s, samples/s %.2fx; anvil DDP reaches %.0f%% of it\n", n, c, t, a/t, 100*(a/b)/(a/t) }'
 awk -v a="$e1" -v h="$eh" -v n="$((batch / 2))" 'BEGIN{ printf "half       1 rank at batch %d (the per-rank batch) vs 1 rank: epoch %s s, samples/s %.2fx\n", n, h, a/h }'
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 rm -f /tmp/ddp_anvil.$$ /tmp/ddp_torch.$$
