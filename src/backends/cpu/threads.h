@@ -30,16 +30,17 @@ namespace anvil::cpu_backend {
 
 // Note [Fewer threads on a busy machine]
 // When other processes hold the cores, OpenBLAS on two threads is what
-// breaks down: its threaded level-3 driver makes each thread wait for the
-// others' packed panels in a spin loop inside the call, so a thread whose
-// partner the scheduler left behind a spinning process burns its own time
-// slice waiting. On issue 12's 2-core machine beside two spinning processes
-// (bench_train --busy, other builds running too, medians of 3 epochs of
-// 12,800 images) an MLP epoch took 0.97 s with OpenBLAS on two threads and
-// 0.69 s with OpenBLAS on one, against LibTorch's 0.89 s. anvil's own loops
-// and oneDNN wait passively at libgomp's barriers instead (Note [Passive
-// OpenMP waiting]), and under the scheduler's per-thread fair share two
-// threads get more of the machine than one: holding them to one thread made
+// breaks down: its threaded level-3 driver (level3_thread.c) makes each
+// thread wait for the others' packed panels in a spin loop inside the call,
+// so a thread whose partner the scheduler left behind a spinning process
+// burns its own time slice waiting (read from its source, not profiled).
+// On issue 12's 2-core machine beside two spinning processes (bench_train
+// --busy, other builds running too, medians of 3 epochs of 12,800 images)
+// an MLP epoch took 0.97 s with OpenBLAS on two threads and 0.69 s with
+// OpenBLAS on one, against LibTorch's 0.89 s. anvil's own loops and oneDNN
+// wait passively at libgomp's barriers instead (Note [Passive OpenMP
+// waiting]), and under the scheduler's per-thread fair share two threads
+// get more of the machine than one: holding them to one thread made
 // LeNet's busy epoch slower (11.1 s against 8.5 s with two), so they keep
 // their team. Only OpenBLAS's count starts from usable_blas_threads(): the
 // set_num_threads bound, lowered to the cores that other processes left
