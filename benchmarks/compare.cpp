@@ -223,10 +223,14 @@ std::vector<Group> make_groups(const std::vector<std::int64_t>& sizes) {
     const auto torch2 = g.add("torch-t2", id, "alloc", "LibTorch, 2 thr");
     const auto torch_out = g.add("torch", id, "out", "LibTorch exp_out+mul_out");
     const auto torch2_out = g.add("torch-t2", id, "out", "LibTorch out=, 2 thr");
+    const auto fused = g.add("anvil", id, "fused", "anvil lazy(a).exp() * b");
     g.rows = {{"c = exp(a) * b, 16M f32, allocating", anvil, torch, {TargetKind::RatioAtLeast, 3.0}},
               {"  vs LibTorch set_num_threads(2)", anvil, torch2, {TargetKind::RatioAtLeast, 3.0}},
               {"  vs LibTorch preallocated (out=)", anvil, torch_out, {}},
-              {"  vs LibTorch preallocated, 2 thr", anvil, torch2_out, {}}};
+              {"  vs LibTorch preallocated, 2 thr", anvil, torch2_out, {}},
+              {"c = lazy(a).exp() * b (fused), allocating", fused, torch, {TargetKind::RatioAtLeast, 5.0}},
+              {"  vs LibTorch set_num_threads(2)", fused, torch2, {}},
+              {"  vs anvil op by op", fused, anvil, {}}};
     groups.push_back(std::move(g));
   }
   {

@@ -65,6 +65,13 @@ Body prepare(const CaseId& id, const std::string& variant) {
       for (std::int64_t i = 0; i < n; ++i) keep(anvil::exp(a) * b);
     };
   }
+  if (id.op == "exp_mul" && variant == "fused") {  // one pass: exp(a) is never stored
+    const auto a = anvil::rand(shape).to(dtype);
+    const auto b = anvil::rand(shape).to(dtype);
+    return [a, b](std::int64_t n) {
+      for (std::int64_t i = 0; i < n; ++i) keep(anvil::lazy(a).exp() * b);
+    };
+  }
   // The chapter's exercise: products of small matrices, each norm read back
   // to the host as it is produced.
   if (id.op == "matmul_norm_item" && variant == "alloc") {

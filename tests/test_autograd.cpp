@@ -280,6 +280,42 @@ TEST_P(Autograd, NoGradDetachAndNames) {
   EXPECT_THROW(ones({2}, d, i64).requires_grad_(), DTypeError);
 }
 
+TEST_P(Autograd, TransposedWeightGradientIsKeptNotCopied) {
+  // See Note [Gradient in the operand's layout]: linear's weight enters the
+  // product as w.t(); its gradient must come back contiguous so that
+  // AccumulateGrad keeps it instead of cloning it, i.e. the backward
+  // allocates no more than the same product with an untransposed weight.
+  const Device d = device();
+  manual_seed(0);
+  const Tensor x = randn({5, 7}, d);
+  auto allocations_in_backward = [&](const Tensor& y) {
+    const Tensor loss = y.sum();
+    synchronize(d);
+    const std::uint64_t before = memory_stats(d).num_allocs;
+    loss.backward();
+    synchronize(d);
+    return memory_stats(d).num_allocs - before;
+  };
+  Tensor w = randn({3, 7}, d).requires_grad_();  // linear's [out, in]
+  Tensor w_in_out = randn({7, 3}, d).requires_grad_();
+  Tensor b = zeros({3}, d).requires_grad_();
+  Tensor b2 = zeros({3}, d).requires_grad_();
+  EXPECT_EQ(allocations_in_backward(linear(x, w, b)), allocations_in_backward(addmm(b2, x, w_in_out)));
+  EXPECT_TRUE(w.grad().is_contiguous());
+  EXPECT_TRUE(allclose(w.grad(), matmul(ones({3, 5}, d), x), 1e-4, 1e-5));
+  EXPECT_TRUE(allclose(w_in_out.grad(), matmul(x.t(), ones({5, 3}, d)), 1e-4, 1e-5));
+  // The same through matmul (MmBackward), for either operand transposed.
+  Tensor v = randn({3, 7}, d).requires_grad_();
+  Tensor v_in_out = randn({7, 3}, d).requires_grad_();
+  EXPECT_EQ(allocations_in_backward(matmul(x, v.t())), allocations_in_backward(matmul(x, v_in_out)));
+  EXPECT_TRUE(allclose(v.grad(), matmul(ones({3, 5}, d), x), 1e-4, 1e-5));
+  Tensor u = randn({7, 5}, d).requires_grad_();  // enters as u.t(), [5, 7]
+  Tensor u_plain = randn({5, 7}, d).requires_grad_();
+  const Tensor r = randn({7, 3}, d);
+  EXPECT_EQ(allocations_in_backward(matmul(u.t(), r)), allocations_in_backward(matmul(u_plain, r)));
+  EXPECT_TRUE(allclose(u.grad(), matmul(r, ones({3, 5}, d)), 1e-4, 1e-5));
+}
+
 TEST_P(Autograd, FreedGraphNeedsRetainGraph) {
   const Device d = device();
   Tensor w = ones({2}, d).requires_grad_();

@@ -169,7 +169,8 @@ TEST(Capabilities, EveryPrimitiveAsksBeforeDispatch) {
     for (int op = 0; op < static_cast<int>(ReduceOp::Count); ++op) {
       ReduceArgs r;
       r.in.dtype = DType::F64;
-      r.out.dtype = op >= static_cast<int>(ReduceOp::ArgMax) ? DType::I64 : DType::F64;
+      const bool is_arg = op == static_cast<int>(ReduceOp::ArgMax) || op == static_cast<int>(ReduceOp::ArgMin);
+      r.out.dtype = is_arg ? DType::I64 : DType::F64;
       expect_not_supported(
           name(static_cast<ReduceOp>(op)),
           [&] { dispatch::reduce(name(static_cast<ReduceOp>(op)), d, static_cast<ReduceOp>(op), r); }, parts);

@@ -7,12 +7,15 @@
 // is a known function of (r, i), so every rank computes the expected result
 // for any world size.
 #include <gtest/gtest.h>
+#include <time.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "anvil/anvil.h"
@@ -286,6 +289,34 @@ INSTANTIATE_TEST_SUITE_P(World, ProcessGroupTest,
                          case_name);
 
 // ---- NCCL: which engine runs CUDA tensors --------------------------------------------
+
+// See Note [Waiting for a late rank] (src/dist/mpi_group.cpp): while a peer
+// has not reached the collective, the waiting rank's MPI worker naps instead
+// of spinning, so it leaves the core to others (on two busy cores, to the
+// late rank itself).
+TEST(ProcessGroupWait, WaitingForALateRankLeavesTheCoreFree) {
+  auto& w = dist::init();
+  if (w.size() < 2) GTEST_SKIP() << "needs a late rank; a world of " << w.size() << " has none (mpirun -np 2)";
+  auto process_cpu_seconds = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
+  Tensor t = ones({1024}, cpu());
+  w.barrier().wait();
+  if (w.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const double cpu0 = process_cpu_seconds();
+  const auto wall0 = std::chrono::steady_clock::now();
+  w.allreduce(t, ReduceOp::Sum).wait();
+  const double cpu_s = process_cpu_seconds() - cpu0;
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  EXPECT_TRUE(allclose(t, full({1024}, static_cast<double>(w.size()))));
+  if (w.rank() == 0) {
+    ASSERT_GT(wall_s, 0.3) << "rank 0 should have waited for rank 1's 0.6 s sleep";
+    EXPECT_LT(cpu_s, 0.5 * wall_s) << "rank 0 used " << cpu_s << " s of CPU while waiting " << wall_s
+                                   << " s for a late rank: its MPI worker spun instead of napping";
+  }
+}
 
 bool cuda_required() { return anvil::testing::required_device_types().count(DeviceType::CUDA) > 0; }
 

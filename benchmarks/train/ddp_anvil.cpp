@@ -12,6 +12,14 @@
 //   hidden         (compute_s + comm_s - step_s) / comm_s: the share of the
 //                  communication hidden behind backward (1 = all of it)
 //   wait_s         how long the end of backward waited for outstanding allreduces, median
+//   steps          steps per epoch on each rank
+//   loader_s       seconds per epoch spent outside the steps (the DataLoader
+//                  making batches, the epoch's closing barrier), median
+//   cpu_s          CPU seconds per epoch of all threads of all ranks, median:
+//                  with perfect scaling the same for 1 and 2 ranks, whatever
+//                  else runs on the machine (wall clock is not)
+#include <time.h>
+
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -28,6 +36,13 @@ namespace {
 
 using anvil::bench::host_seconds;
 using anvil::bench::median;
+
+// CPU time of every thread of this process, in seconds.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 std::shared_ptr<nn::Module> make_model(const std::string& name) {
   if (name == "mlp") {
@@ -96,16 +111,27 @@ int main(int argc, char** argv) {
       opt.step();
     };
 
-    std::vector<double> epoch_s;
+    std::vector<double> epoch_s, loader_s, cpu_s;
     for (int e = 0; e < epochs; ++e) {
       world.barrier().wait();
+      double stepping = 0;
+      const double cpu0 = process_cpu_seconds();
       epoch_s.push_back(host_seconds([&] {
-        for (const Batch& b : loader) step(b);
+        for (const Batch& b : loader) stepping += host_seconds([&] { step(b); });
         synchronize(device);
         world.barrier().wait();
       }));
+      // Summed over ranks; the allreduce comes after the epoch's clock stopped.
+      Tensor cpu_all = tensor(std::vector<double>{process_cpu_seconds() - cpu0}, cpu());
+      world.allreduce(cpu_all, dist::ReduceOp::Sum).wait();
+      cpu_s.push_back(cpu_all.item<double>());
+      loader_s.push_back(epoch_s.back() - stepping);
     }
-    if (epoch_s.size() > 1) epoch_s.erase(epoch_s.begin());
+    if (epoch_s.size() > 1) {
+      epoch_s.erase(epoch_s.begin());
+      loader_s.erase(loader_s.begin());
+      cpu_s.erase(cpu_s.begin());
+    }
 
     // Accuracy on the whole test set, on every rank's identical weights.
     double acc = 0;
@@ -160,6 +186,8 @@ int main(int argc, char** argv) {
                   device.str().c_str(), buckets.size());
       std::printf("epoch_s %.4f\nacc %.4f\nstep_s %.6f\ncompute_s %.6f\ncomm_s %.6f\nhidden %.3f\nwait_s %.6f\n",
                   median(epoch_s), acc, s, c, m, m > 0 ? (c + m - s) / m : 0.0, median(waits));
+      std::printf("steps %lld\nloader_s %.4f\ncpu_s %.4f\n", static_cast<long long>(loader.size()), median(loader_s),
+                  median(cpu_s));
     }
     return 0;
   } catch (const std::exception& e) {

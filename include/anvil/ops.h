@@ -22,6 +22,10 @@
 
 namespace anvil {
 
+namespace detail {
+struct LazyAccess;
+}
+
 // --- factories -----------------------------------------------------------------
 Tensor empty(const Shape& shape, Device d = default_device(), DType t = f32);
 Tensor empty(const Shape& shape, DType t, Device d = default_device());
@@ -188,6 +192,67 @@ Tensor& operator/=(Tensor& a, const Scalar& b);
 // Writes into `out` (no allocation); out's shape must be the broadcast shape.
 void add_out(Tensor& out, const Tensor& a, const Tensor& b);
 void mul_out(Tensor& out, const Tensor& a, const Tensor& b);
+
+// --- a unary op fused into a binary op: one pass over memory ---------------------------
+// lazy(x).exp() is exp(x) not yet computed; the + - * / it meets computes
+// both at once:
+//
+//   Tensor c = anvil::lazy(a).exp() * b;  // reads a and b, writes c: exp(a) is never stored
+//   Tensor g = anvil::lazy(x).sigmoid() * anvil::lazy(y).tanh();
+//
+// A plain Tensor converts to a Lazy with no op. The fused kernel runs when
+// the tensors share one floating dtype, one shape and dense layouts, with no
+// gradient to record and autocast off (and not under ANVIL_NO_FUSED=1);
+// otherwise the expression runs op by op, so a Lazy always gives the
+// op-by-op result (on a device that computes f16 and bf16 in f32, the fused
+// kernel keeps the unary result in f32 rather than rounding it first). A
+// second unary op computes the first: lazy(a).exp().log() stores exp(a).
+class Lazy {
+ public:
+  Lazy(Tensor x) : x_(std::move(x)) {}  // NOLINT: a tensor is a Lazy with no op
+  Lazy neg() const;
+  Lazy abs() const;
+  Lazy exp() const;
+  Lazy log() const;
+  Lazy sqrt() const;
+  Lazy rsqrt() const;
+  Lazy sin() const;
+  Lazy cos() const;
+  Lazy tanh() const;
+  Lazy sigmoid() const;
+  Lazy relu() const;
+  Lazy square() const;
+  Lazy reciprocal() const;
+  Lazy log1p() const;
+  Lazy expm1() const;
+  Lazy erf() const;
+  Lazy gelu() const;
+  Lazy softplus() const;
+  // The unary op alone (the tensor itself when there is none).
+  Tensor eval() const;
+
+  friend Tensor operator+(const Lazy& a, const Lazy& b);
+  friend Tensor operator-(const Lazy& a, const Lazy& b);
+  friend Tensor operator*(const Lazy& a, const Lazy& b);
+  friend Tensor operator/(const Lazy& a, const Lazy& b);
+  friend Tensor operator+(const Lazy& a, const Scalar& b);
+  friend Tensor operator-(const Lazy& a, const Scalar& b);
+  friend Tensor operator*(const Lazy& a, const Scalar& b);
+  friend Tensor operator/(const Lazy& a, const Scalar& b);
+  friend Tensor operator+(const Scalar& a, const Lazy& b);
+  friend Tensor operator-(const Scalar& a, const Lazy& b);
+  friend Tensor operator*(const Scalar& a, const Lazy& b);
+  friend Tensor operator/(const Scalar& a, const Lazy& b);
+
+ private:
+  static constexpr std::uint8_t kNoOp = 0xff;
+  Lazy(Tensor x, std::uint8_t op) : x_(std::move(x)), op_(op) {}
+  Lazy then(std::uint8_t op) const;
+  friend struct detail::LazyAccess;
+  Tensor x_;
+  std::uint8_t op_ = kNoOp;  // a detail::UnaryOp
+};
+inline Lazy lazy(Tensor x) { return Lazy(std::move(x)); }
 
 // --- reductions ----------------------------------------------------------------------
 // `dims` is one dim or a list (Dims): sum(x, 1) is sum(x, {1}); dims may be

@@ -56,7 +56,7 @@ const char* name(BinaryOp op) noexcept {
 }
 
 const char* name(ReduceOp op) noexcept {
-  static const char* names[] = {"sum", "prod", "max", "min", "argmax", "argmin"};
+  static const char* names[] = {"sum", "prod", "max", "min", "argmax", "argmin", "sum_squares"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(ReduceOp::Count), "one name per ReduceOp");
   return names[static_cast<int>(op)];
 }
@@ -68,7 +68,8 @@ const char* name(FusedOp op) noexcept {
                                 "max_pool2d_backward",
                                 "conv2d",
                                 "conv2d_backward_data",
-                                "conv2d_backward_weight"};
+                                "conv2d_backward_weight",
+                                "unary_binary"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(FusedOp::Count), "one name per FusedOp");
   return names[static_cast<int>(op)];
 }

@@ -108,7 +108,9 @@ enum class BinaryOp : std::uint8_t {
 const char* name(BinaryOp op) noexcept;
 constexpr bool is_comparison(BinaryOp op) noexcept { return op >= BinaryOp::Eq; }
 
-enum class ReduceOp : std::uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, Count };
+// SumSquares adds the squares of the elements (norm's sum, in one pass and
+// in the sum's accumulator, so no squared tensor is stored).
+enum class ReduceOp : std::uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, SumSquares, Count };
 const char* name(ReduceOp op) noexcept;
 
 // Reduction: the input's dims are ordered [kept..., reduced...]; `out` is
@@ -209,12 +211,27 @@ enum class FusedOp : std::uint8_t {
   Conv2d,                // direct convolution, forward (Conv2dArgs)
   Conv2dBackwardData,    // its input gradient
   Conv2dBackwardWeight,  // its weight (and bias) gradient
+  UnaryBinary,           // a binary op with a unary op on each input (BinaryPrologue)
   Count
 };
 const char* name(FusedOp op) noexcept;  // "im2col", …
 // The four window kernels above Conv2d (Im2colArgs, Pool2dArgs): the ones the
 // shared device kernels (window.kern) implement.
 constexpr bool is_window_kernel(FusedOp op) noexcept { return op < FusedOp::Conv2d; }
+
+// Note [Unary into binary]
+// out = op(pre[0](in[0]), pre[1](in[1])) in one pass over memory (issue 12:
+// `lazy(a).exp() * b` reads a and b and writes c, never exp(a)). `pre` is
+// UnaryOp::Count where an input is used as it is; Clamp never comes (it has
+// parameters). The frontend sends only floating inputs of one dtype, dense
+// (ndim 1) or C++ scalars, with an output of that dtype; everything else runs
+// op by op. A unary result is rounded to the dtype before the binary op, as
+// op by op, except where a device computes 16-bit dtypes in f32 (the shared
+// kernels keep the intermediate in f32).
+struct BinaryPrologue {
+  UnaryOp pre[2] = {UnaryOp::Count, UnaryOp::Count};
+  bool any() const noexcept { return pre[0] != UnaryOp::Count || pre[1] != UnaryOp::Count; }
+};
 
 // The geometry of a 2-D window op over an [N, C, H, W] image: kernel KH×KW,
 // stride SH×SW, zero-or-(-inf) padding PH×PW, output OH×OW, and kernel taps
@@ -416,6 +433,10 @@ class Backend {
   virtual void conv2d(int, const Conv2dArgs&) { not_fused(FusedOp::Conv2d); }
   virtual void conv2d_backward_data(int, const Conv2dArgs&) { not_fused(FusedOp::Conv2dBackwardData); }
   virtual void conv2d_backward_weight(int, const Conv2dArgs&) { not_fused(FusedOp::Conv2dBackwardWeight); }
+  // Note [Unary into binary]; asked as supports_fused(FusedOp::UnaryBinary, dtype).
+  virtual void unary_binary(int, BinaryOp, const BinaryPrologue&, const ElementwiseArgs&) {
+    not_fused(FusedOp::UnaryBinary);
+  }
   // optional: fused optimiser steps (see OptimizerStepArgs).
   virtual bool supports_optimizer_step(OptimizerKind, DType, int) noexcept { return false; }
   virtual void optimizer_step(int, const OptimizerStepArgs& args);  // default: throws NotSupported

@@ -3,8 +3,11 @@
 // src/autograd).
 #include <cmath>
 #include <limits>
+#include <optional>
 
+#include "anvil/amp.h"
 #include "autograd/graph.h"
+#include "core/env_flag.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
 
@@ -517,5 +520,105 @@ Tensor& Tensor::copy_(const Tensor& src) {
   detail::copy_into(*this, src);
   return *this;
 }
+
+// ---- Lazy: a unary op fused into a binary op (Note [Unary into binary]) ---------------
+
+namespace detail {
+
+struct LazyAccess {
+  static const Tensor& input(const Lazy& x) { return x.x_; }
+  static UnaryOp op(const Lazy& x) { return x.op_ == Lazy::kNoOp ? UnaryOp::Count : static_cast<UnaryOp>(x.op_); }
+};
+
+namespace {
+
+// `op` on the two operands (a null Lazy is the C++ scalar `s`, on the side
+// `scalar_first` says) in one fused pass, or nothing when the fused kernel
+// does not apply (see anvil/ops.h): the caller then runs op by op, which also
+// raises every error the operands deserve.
+std::optional<Tensor> try_unary_binary(BinaryOp op, const Lazy* a, const Lazy* b, const Scalar* s) {
+  const Lazy* lazies[2] = {a, b};
+  const Tensor* first = nullptr;
+  BinaryPrologue prologue;
+  for (int i = 0; i < 2; ++i) {
+    if (!lazies[i]) continue;
+    const Tensor& x = LazyAccess::input(*lazies[i]);
+    prologue.pre[i] = LazyAccess::op(*lazies[i]);
+    if (!x.defined() || !is_floating(x.dtype()) || !x.is_contiguous()) return std::nullopt;
+    if (first && (x.device() != first->device() || x.dtype() != first->dtype() || x.shape() != first->shape()))
+      return std::nullopt;
+    if (!first) first = &x;
+  }
+  if (!prologue.any() || !first) return std::nullopt;
+  const Tensor& x = *first;
+  const DType t = x.dtype();
+  const Device d = x.device();
+  if (s && promote(t, *s) != t) return std::nullopt;
+  const Tensor* inputs[2] = {a ? &LazyAccess::input(*a) : nullptr, b ? &LazyAccess::input(*b) : nullptr};
+  if (should_record({inputs[0], inputs[1]}) || amp::is_autocast_enabled(d.type())) return std::nullopt;
+  static const bool disabled = env_flag("ANVIL_NO_FUSED");
+  Backend& backend = backend_of(x);
+  if (disabled || !backend.supports_fused(FusedOp::UnaryBinary, t, d.index())) return std::nullopt;
+  Tensor out = make_empty(x.shape(), t, d);
+  if (out.numel() == 0) return out;
+  const ElementwiseArgs args =
+      s ? elementwise_args(out, {inputs[0], inputs[1]}, {*s}, t) : elementwise_args(out, {inputs[0], inputs[1]});
+  check_supported(name(op), Primitive::Binary, t, d);
+  backend.unary_binary(d.index(), op, prologue, args);
+  return out;
+}
+
+Tensor lazy_binary(BinaryOp op, const Lazy& a, const Lazy& b) {
+  if (auto out = try_unary_binary(op, &a, &b, nullptr)) return *std::move(out);
+  return binary_op(op, a.eval(), b.eval());
+}
+
+Tensor lazy_binary(BinaryOp op, const Lazy& a, const Scalar& s, bool scalar_first) {
+  std::optional<Tensor> out =
+      scalar_first ? try_unary_binary(op, nullptr, &a, &s) : try_unary_binary(op, &a, nullptr, &s);
+  if (out) return *std::move(out);
+  return binary_scalar_op(op, a.eval(), s, scalar_first);
+}
+
+}  // namespace
+}  // namespace detail
+
+Lazy Lazy::then(std::uint8_t op) const { return Lazy(eval(), op); }
+Tensor Lazy::eval() const { return op_ == kNoOp ? x_ : detail::unary_op(static_cast<UnaryOp>(op_), x_); }
+
+#define ANVIL_LAZY_UNARY(fn, Op) \
+  Lazy Lazy::fn() const { return then(static_cast<std::uint8_t>(UnaryOp::Op)); }
+ANVIL_LAZY_UNARY(neg, Neg)
+ANVIL_LAZY_UNARY(abs, Abs)
+ANVIL_LAZY_UNARY(exp, Exp)
+ANVIL_LAZY_UNARY(log, Log)
+ANVIL_LAZY_UNARY(sqrt, Sqrt)
+ANVIL_LAZY_UNARY(rsqrt, Rsqrt)
+ANVIL_LAZY_UNARY(sin, Sin)
+ANVIL_LAZY_UNARY(cos, Cos)
+ANVIL_LAZY_UNARY(tanh, Tanh)
+ANVIL_LAZY_UNARY(sigmoid, Sigmoid)
+ANVIL_LAZY_UNARY(relu, Relu)
+ANVIL_LAZY_UNARY(square, Square)
+ANVIL_LAZY_UNARY(reciprocal, Reciprocal)
+ANVIL_LAZY_UNARY(log1p, Log1p)
+ANVIL_LAZY_UNARY(expm1, Expm1)
+ANVIL_LAZY_UNARY(erf, Erf)
+ANVIL_LAZY_UNARY(gelu, Gelu)
+ANVIL_LAZY_UNARY(softplus, Softplus)
+#undef ANVIL_LAZY_UNARY
+
+Tensor operator+(const Lazy& a, const Lazy& b) { return detail::lazy_binary(BinaryOp::Add, a, b); }
+Tensor operator-(const Lazy& a, const Lazy& b) { return detail::lazy_binary(BinaryOp::Sub, a, b); }
+Tensor operator*(const Lazy& a, const Lazy& b) { return detail::lazy_binary(BinaryOp::Mul, a, b); }
+Tensor operator/(const Lazy& a, const Lazy& b) { return detail::lazy_binary(BinaryOp::Div, a, b); }
+Tensor operator+(const Lazy& a, const Scalar& b) { return detail::lazy_binary(BinaryOp::Add, a, b, false); }
+Tensor operator-(const Lazy& a, const Scalar& b) { return detail::lazy_binary(BinaryOp::Sub, a, b, false); }
+Tensor operator*(const Lazy& a, const Scalar& b) { return detail::lazy_binary(BinaryOp::Mul, a, b, false); }
+Tensor operator/(const Lazy& a, const Scalar& b) { return detail::lazy_binary(BinaryOp::Div, a, b, false); }
+Tensor operator+(const Scalar& a, const Lazy& b) { return detail::lazy_binary(BinaryOp::Add, b, a, false); }
+Tensor operator-(const Scalar& a, const Lazy& b) { return detail::lazy_binary(BinaryOp::Sub, b, a, true); }
+Tensor operator*(const Scalar& a, const Lazy& b) { return detail::lazy_binary(BinaryOp::Mul, b, a, false); }
+Tensor operator/(const Scalar& a, const Lazy& b) { return detail::lazy_binary(BinaryOp::Div, b, a, true); }
 
 }  // namespace anvil

@@ -45,7 +45,7 @@ Tensor reduce_op(ReduceOp op, const char* opname, const Tensor& x, const Dims& d
     }
   }
   if (reduce_numel == 0)
-    ANVIL_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod, IndexError, opname,
+    ANVIL_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod || op == ReduceOp::SumSquares, IndexError, opname,
                 ": cannot reduce over an empty dimension (no identity); expected a non-empty dim, got shape ",
                 xi.shape());
   Tensor out = make_empty(out_shape, out_dtype, xi.device());
@@ -223,7 +223,7 @@ Tensor norm(const Tensor& x, const Dims& dims, bool keepdim) {
     // A 16-bit sum of squares overflows long before its root does (f16:
     // 256^2): f16 and bf16 compute in f32 and round once, as PyTorch does.
     const Tensor xf = is_half(x.dtype()) ? x.to(f32) : x;
-    out = sqrt(sum(xf * xf, dims, keepdim)).to(x.dtype());
+    out = sqrt(detail::reduce_op(ReduceOp::SumSquares, "norm", xf, dims, keepdim, xf.dtype())).to(x.dtype());
   }
   detail::record_norm(out, x, dims);
   return out;

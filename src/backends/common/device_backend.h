@@ -446,7 +446,12 @@ class DeviceBackend final : public detail::Backend {
 
   // The fused window kernels, for the floating dtypes the device has.
   bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override {
-    return detail::is_window_kernel(op) && is_floating(t) && supports(index, detail::Primitive::Fused, t).ok;
+    return (detail::is_window_kernel(op) || op == detail::FusedOp::UnaryBinary) && is_floating(t) &&
+           supports(index, detail::Primitive::Fused, t).ok;
+  }
+  void unary_binary(int index, detail::BinaryOp op, const detail::BinaryPrologue& prologue,
+                    const detail::ElementwiseArgs& a) override {
+    run(index, detail::name(op), [&](Slot& s) { kernels::binary(s, op, a, prologue); });
   }
   void im2col(int index, const detail::Im2colArgs& a) override {
     run(index, "im2col", [&](Slot& s) { kernels::im2col(s, a); });

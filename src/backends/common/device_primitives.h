@@ -156,7 +156,7 @@ void unary(Q& q, detail::UnaryOp op, const detail::UnaryParams& params, const de
 }
 
 template <class Q>
-void binary(Q& q, detail::BinaryOp op, const detail::ElementwiseArgs& a) {
+void binary(Q& q, detail::BinaryOp op, const detail::ElementwiseArgs& a, const detail::BinaryPrologue& prologue = {}) {
   if (a.numel <= 0) return;
   const char* opname = detail::name(op);
   const detail::KernelOperand &x = a.in[0], &y = a.in[1];
@@ -169,7 +169,7 @@ void binary(Q& q, detail::BinaryOp op, const detail::ElementwiseArgs& a) {
     else if (!y.is_scalar)
       variant = BinaryVariant::DenseScalarA;
   }
-  auto l = q.launch(q.kernel(BinaryKernel{op, x.dtype, y.dtype, a.out.dtype, variant}));
+  auto l = q.launch(q.kernel(BinaryKernel{op, x.dtype, y.dtype, a.out.dtype, variant, prologue}));
   if (variant != BinaryVariant::Strided) {
     // Dense: plain arguments (PoCL copies a by-value struct per launch).
     l.buffer(a.out.data).arg(a.out.offset).buffer(x.data).arg(x.offset).buffer(y.data).arg(y.offset);

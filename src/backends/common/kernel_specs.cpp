@@ -191,15 +191,25 @@ KernelSpec UnaryKernel::spec() const {
 KernelSpec BinaryKernel::spec() const {
   const char* opname = detail::name(op);
   const DType tc = widen_half(detail::is_comparison(op) ? promote(ta, tb) : promote(promote(ta, tb), to));
-  std::string prefix = std::string(opname) + "_" + dtype_name(ta);
+  std::string prefix = opname;
+  std::vector<std::string> defines;
+  if (prologue.any()) {  // mul_exp_id_f32: mul(exp(a), b)
+    const char* inputs[2] = {"PRE_A", "PRE_B"};
+    for (int i = 0; i < 2; ++i) {
+      const bool has = prologue.pre[i] != UnaryOp::Count;
+      prefix += std::string("_") + (has ? detail::name(prologue.pre[i]) : "id");
+      if (has) defines.push_back(def(inputs[i], std::string("anvil_op_") + detail::name(prologue.pre[i])));
+    }
+  }
+  prefix += std::string("_") + dtype_name(ta);
   if (tb != ta || to != (detail::is_comparison(op) ? DType::Bool : ta))
     prefix += std::string("_") + dtype_name(tb) + "_" + dtype_name(to);
   static constexpr const char* kSuffix[] = {"_c", "_cs", "_sc", "_s"};
-  return {"binary.kern",
-          {def("KPREFIX", prefix), def("BIN_FN", std::string("anvil_op_") + opname), type_def("TA", ta),
-           type_def("TB", tb), type_def("TC", tc), flag_def("TC_FLOAT", is_floating(tc)), type_def("TO", to),
-           flag_def("TO_BOOL", to == DType::Bool)},
-          prefix + kSuffix[static_cast<int>(variant)]};
+  defines.insert(defines.begin(),
+                 {def("KPREFIX", prefix), def("BIN_FN", std::string("anvil_op_") + opname), type_def("TA", ta),
+                  type_def("TB", tb), type_def("TC", tc), flag_def("TC_FLOAT", is_floating(tc)), type_def("TO", to),
+                  flag_def("TO_BOOL", to == DType::Bool)});
+  return {"binary.kern", std::move(defines), prefix + kSuffix[static_cast<int>(variant)]};
 }
 
 KernelSpec WhereKernel::spec() const {
@@ -213,8 +223,9 @@ KernelSpec WhereKernel::spec() const {
 
 DType ReduceKernel::accumulator() const noexcept {
   // A million f32 terms summed in f32 by one work-item drift by 1e-5 relative.
-  DType ta = widen_half((op == ReduceOp::Sum || op == ReduceOp::Prod) ? to : ti);
-  if (op == ReduceOp::Sum && ta == DType::F32 && fp64 && wide_f32_sums) ta = DType::F64;
+  const bool sum = op == ReduceOp::Sum || op == ReduceOp::SumSquares;
+  DType ta = widen_half((sum || op == ReduceOp::Prod) ? to : ti);
+  if (sum && ta == DType::F32 && fp64 && wide_f32_sums) ta = DType::F64;
   return ta;
 }
 
@@ -292,6 +303,12 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
       const DType to = detail::is_comparison(b) ? DType::Bool : t;
       for (int v = 0; v < 4; ++v) out.push_back(BinaryKernel{b, t, t, to, static_cast<BinaryVariant>(v)}.spec());
     }
+    if (is_floating(t))  // unary into binary: a prologue on either side, and on both
+      for (int v = 0; v < 4; ++v)
+        for (detail::BinaryPrologue p : {detail::BinaryPrologue{{UnaryOp::Exp, UnaryOp::Count}},
+                                         detail::BinaryPrologue{{UnaryOp::Count, UnaryOp::Sigmoid}},
+                                         detail::BinaryPrologue{{UnaryOp::Tanh, UnaryOp::Relu}}})
+          out.push_back(BinaryKernel{BinaryOp::Mul, t, t, t, static_cast<BinaryVariant>(v), p}.spec());
     out.push_back(WhereKernel{t, t, t}.spec());
     for (int op = 0; op < static_cast<int>(ReduceOp::Count); ++op) {
       const auto r = static_cast<ReduceOp>(op);

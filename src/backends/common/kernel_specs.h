@@ -81,13 +81,17 @@ struct UnaryKernel {
 
 // _c both inputs dense tensors, _cs b a scalar, _sc a a scalar, _s strided.
 enum class BinaryVariant : std::uint8_t { Dense, DenseScalarB, DenseScalarA, Strided };
+// With a prologue, each input first goes through its unary op (Note [Unary
+// into binary], core/backend.h), in bits 16..31 of the key.
 struct BinaryKernel {
   detail::BinaryOp op;
   DType ta, tb, to;
   BinaryVariant variant;
+  detail::BinaryPrologue prologue = {};
   std::uint64_t key() const noexcept {
     return kernel_key(Family::Binary, static_cast<int>(op), static_cast<int>(variant), static_cast<int>(ta),
-                      static_cast<int>(tb), static_cast<int>(to));
+                      static_cast<int>(tb), static_cast<int>(to)) |
+           (std::uint64_t(prologue.pre[0]) << 16) | (std::uint64_t(prologue.pre[1]) << 24);
   }
   KernelSpec spec() const;
 };

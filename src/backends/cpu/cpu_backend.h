@@ -49,7 +49,8 @@ class CpuBackend final : public detail::Backend {
   void scan(int index, const detail::ScanArgs& args) override;
   void argsort(int index, const detail::SortArgs& args) override;
 
-  // Fused window kernels (cpu_window.cpp), every floating dtype.
+  // Fused window kernels (cpu_window.cpp) and unary into binary, every
+  // floating dtype.
   bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override;
   void im2col(int index, const detail::Im2colArgs& args) override;
   void col2im(int index, const detail::Im2colArgs& args) override;
@@ -60,6 +61,9 @@ class CpuBackend final : public detail::Backend {
   void conv2d(int index, const detail::Conv2dArgs& args) override;
   void conv2d_backward_data(int index, const detail::Conv2dArgs& args) override;
   void conv2d_backward_weight(int index, const detail::Conv2dArgs& args) override;
+  // Unary into binary (cpu_elementwise.cpp), every floating dtype.
+  void unary_binary(int index, detail::BinaryOp op, const detail::BinaryPrologue& prologue,
+                    const detail::ElementwiseArgs& args) override;
 
   // Fused SGD and Adam steps (cpu_optim.cpp), f32 and f64.
   bool supports_optimizer_step(detail::OptimizerKind kind, DType t, int index) noexcept override;

@@ -345,6 +345,52 @@ void CpuBackend::where(int, const ElementwiseArgs& a) {
   });
 }
 
+// Note [Unary into binary] (core/backend.h) on the CPU: blocks of
+// kFusedBlock elements, each input's unary op written to a buffer that stays
+// in L1 and the binary op reading it from there, so memory sees the inputs
+// and the output once. The per-op loops are the ones above, so the result is
+// the op-by-op one bit for bit.
+namespace {
+constexpr std::int64_t kFusedBlock = 1024;
+
+template <typename T>
+void unary_binary_typed(BinaryOp op, const detail::BinaryPrologue& prologue, const ElementwiseArgs& a) {
+  using C = compute_t<T>;
+  std::int64_t grain = binary_grain<C>(op);
+  for (UnaryOp u : prologue.pre)
+    if (u != UnaryOp::Count) grain = std::min(grain, unary_grain<C>(u));
+  parallel_for(a.numel, grain, [&](std::int64_t begin, std::int64_t end) {
+    alignas(64) T buffer[2][kFusedBlock];
+    for (std::int64_t start = begin; start < end; start += kFusedBlock) {
+      const std::int64_t n = std::min(kFusedBlock, end - start);
+      ElementwiseArgs block = a;
+      block.ndim = 1;
+      block.shape[0] = block.numel = n;
+      block.out.offset += start;
+      for (int i = 0; i < 2; ++i) {
+        detail::KernelOperand& in = block.in[i];
+        if (in.is_scalar) continue;
+        in.offset += start;
+        if (prologue.pre[i] == UnaryOp::Count) continue;
+        ElementwiseArgs pre = block;
+        pre.nin = 1;
+        pre.in[0] = in;
+        pre.out = in;
+        pre.out.data = buffer[i];
+        pre.out.offset = 0;
+        unary_typed<T>(prologue.pre[i], {}, pre);
+        in = pre.out;
+      }
+      binary_typed<T>(op, block);
+    }
+  });
+}
+}  // namespace
+
+void CpuBackend::unary_binary(int, BinaryOp op, const detail::BinaryPrologue& prologue, const ElementwiseArgs& a) {
+  ANVIL_DISPATCH_FLOAT(a.out.dtype, T, unary_binary_typed<T>(op, prologue, a));
+}
+
 }  // namespace anvil::cpu_backend
 
 #undef ANVIL_CPU_INLINE

@@ -36,6 +36,13 @@ struct SumOp {
   static Acc merge(Acc a, Acc b) { return a + b; }
 };
 template <typename T>
+struct SumSquaresOp {
+  using Acc = acc_t<T>;
+  static Acc init() { return Acc(0); }
+  static Acc step(Acc a, T v) { return a + static_cast<Acc>(v) * static_cast<Acc>(v); }
+  static Acc merge(Acc a, Acc b) { return a + b; }
+};
+template <typename T>
 struct ProdOp {
   using Acc = acc_t<T>;
   static Acc init() { return Acc(1); }
@@ -79,6 +86,9 @@ typename Op::Acc reduce_contiguous(const T* p, std::int64_t n) {
   if constexpr (std::is_same_v<Op, SumOp<T>>) {
 #pragma omp simd reduction(+ : acc)
     for (std::int64_t i = 0; i < n; ++i) acc += static_cast<Acc>(p[i]);
+  } else if constexpr (std::is_same_v<Op, SumSquaresOp<T>>) {
+#pragma omp simd reduction(+ : acc)
+    for (std::int64_t i = 0; i < n; ++i) acc += static_cast<Acc>(p[i]) * static_cast<Acc>(p[i]);
   } else {
     for (std::int64_t i = 0; i < n; ++i) acc = Op::step(acc, p[i]);
   }
@@ -218,6 +228,9 @@ void CpuBackend::reduce(int, ReduceOp op, const ReduceArgs& a) {
         break;
       case ReduceOp::Prod:
         reduce_typed<ProdOp<T>, T>(a);
+        break;
+      case ReduceOp::SumSquares:
+        reduce_typed<SumSquaresOp<T>, T>(a);
         break;
       case ReduceOp::Max:
         reduce_typed<MaxOp<T>, T>(a);

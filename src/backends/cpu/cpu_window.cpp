@@ -248,7 +248,7 @@ void max_pool2d_backward_typed(const Pool2dArgs& a) {
 }  // namespace
 
 bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
-  if (detail::is_window_kernel(op)) return is_floating(t);
+  if (detail::is_window_kernel(op) || op == detail::FusedOp::UnaryBinary) return is_floating(t);
   return t == DType::F32;  // the Conv2d family (cpu_conv.cpp)
 }
 
