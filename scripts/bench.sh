@@ -11,13 +11,19 @@
 #                                         # defaults, 1 thread and 2 threads (~15-30 min)
 #   scripts/bench.sh --train --models resnet18,gru,vit --epochs 6   # s/training step (~5 min)
 #   scripts/bench.sh --train --models mlp --epochs 10 --markdown
+#   scripts/bench.sh --busy               # issue 12's busy machine: each library's training alone and
+#                                         # beside 2 spinning processes (one per core), slowdown =
+#                                         # busy / alone, target anvil's <= LibTorch's; MLP and LeNet at
+#                                         # defaults and 2 threads (~5 min); same as --train --busy, and
+#                                         # takes bench_train's flags (--models mlp,lenet,resnet18,
+#                                         # --spinners N, --epochs N busy phases, --markdown)
 #   scripts/bench.sh --conv [reps] [threads..]  # conv2d: anvil's im2col + OpenBLAS against
 #                                         # oneDNN's layouts, LeNet and ResNet-18 shapes (~3 min)
 #   scripts/bench.sh --dist               # issue 10's figures: allreduce vs raw MPI, DDP vs
 #                                         # PyTorch DDP (MLP, LeNet) with 2-rank scaling,
 #                                         # DataParallel on two one-core sub-devices (~6 min)
 #
-# With --train as the first argument the rest go to bench_train
+# With --train or --busy as the first argument the rest go to bench_train
 # (benchmarks/train/) instead of bench_compare; with --conv, to bench_conv_dnnl.
 # Installs missing Debian packages first (libtorch-dev is needed only here),
 # with apt-get as root, or through sudo when not root. Set JOBS to limit the
@@ -31,6 +37,8 @@ conv=""
 if [[ "${1:-}" == "--train" ]]; then
   train=1
   shift
+elif [[ "${1:-}" == "--busy" ]]; then
+  train=1  # bench_train --busy (the flag stays)
 elif [[ "${1:-}" == "--dist" ]]; then
   dist=1
   shift

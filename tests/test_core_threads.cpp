@@ -3,12 +3,18 @@
 // used from distinct threads. Small work runs on the calling thread and large
 // work on every allowed thread (issue 12; Note [Threads from the work's
 // size]), seen through the CPU backend's counters, never through timings.
+// On a machine that other processes keep busy, OpenBLAS takes fewer threads
+// (Note [Fewer threads on a busy machine]).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <limits>
 #include <thread>
 #include <vector>
 
+#include "../benchmarks/background_load.h"
 #include "backends/cpu/threads.h"
 #include "device_test.h"
 #include "reference.h"
@@ -19,10 +25,16 @@ using namespace anvil;
 using ref::Domain;
 using ref::Layout;
 
-// Restores the thread count however the test ends.
+// Restores the thread count however the test ends. While it lives, team
+// sizes follow set_num_threads and the work's size only: the load bound is
+// off, since under `ctest -j` the other tests are load.
 struct ThreadsGuard {
   int saved = num_threads();
-  ~ThreadsGuard() { set_num_threads(saved); }
+  ThreadsGuard() { anvil::cpu_backend::set_load_bound(false); }
+  ~ThreadsGuard() {
+    anvil::cpu_backend::set_load_bound(true);
+    set_num_threads(saved);
+  }
 };
 
 class Threads : public anvil::testing::DeviceTest {};
@@ -141,6 +153,61 @@ TEST(ThreadChoice, CostlyElementsSplitSooner) {
   const auto s = cpu_threads::parallel_stats();
   EXPECT_EQ(s.regions, 1u);
   EXPECT_EQ(s.region_threads, 2u);
+}
+
+// --- a busy machine (Note [Fewer threads on a busy machine]) ---
+
+TEST(BusyMachine, ThreadsFromTheLoad) {
+  using cpu_threads::threads_for_load;
+  // An idle machine, or less than half a core taken: set_num_threads' bound,
+  // even above the core count.
+  EXPECT_EQ(threads_for_load(2, 2, 0.0), 2);
+  EXPECT_EQ(threads_for_load(2, 2, 0.4), 2);
+  EXPECT_EQ(threads_for_load(3, 2, 0.0), 3) << "oversubscribing on request stays possible";
+  EXPECT_EQ(threads_for_load(1, 2, 0.0), 1);
+  EXPECT_EQ(threads_for_load(2, 2, -0.1), 2) << "clock-tick rounding below anvil's own time";
+  EXPECT_EQ(threads_for_load(2, 2, std::numeric_limits<double>::quiet_NaN()), 2);
+  // Others hold cores: the cores they leave, to the nearest whole one.
+  EXPECT_EQ(threads_for_load(2, 2, 0.6), 1);
+  EXPECT_EQ(threads_for_load(2, 2, 1.0), 1) << "a compile beside training";
+  EXPECT_EQ(threads_for_load(2, 2, 2.0), 1) << "two spinning processes: one thread, never zero";
+  EXPECT_EQ(threads_for_load(3, 2, 1.0), 1);
+  EXPECT_EQ(threads_for_load(16, 16, 4.0), 12);
+  EXPECT_EQ(threads_for_load(16, 16, 4.4), 12);
+  EXPECT_EQ(threads_for_load(16, 16, 4.6), 11);
+  EXPECT_EQ(threads_for_load(8, 16, 4.0), 8) << "never above set_num_threads";
+  EXPECT_EQ(threads_for_load(8, 16, 40.0), 1);
+  EXPECT_EQ(threads_for_load(0, 2, 0.0), 1);
+}
+
+TEST(BusyMachine, SpinningProcessesOnEveryCoreLeaveOpenBlasOneThread) {
+  // One spinning process per core, for real: after a sampling window in
+  // which they held the cores, a product that takes two OpenBLAS threads on
+  // an idle machine runs on one, while anvil's own loops keep their team of
+  // two (they wait passively, and two threads get a fairer share of a busy
+  // machine than one).
+  const int saved = num_threads();
+  set_num_threads(2);
+  const Tensor big = randn({4 << 20}, cpu());
+  const Tensor a = randn({512, 512}, cpu());
+  {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    anvil_bench::BackgroundLoad load(cores);
+    (void)cpu_threads::usable_blas_threads();  // opens a window with the spinners running
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cpu_threads::reset_parallel_stats();
+    EXPECT_EQ(cpu_threads::usable_blas_threads(), 1);
+    (void)matmul(a, a);
+    (void)(big + big);
+    const auto s = cpu_threads::parallel_stats();
+    EXPECT_EQ(s.blas_threaded, 0u) << "OpenBLAS on two threads beside " << cores << " spinning processes";
+    EXPECT_EQ(s.blas_single, 1u);
+    EXPECT_EQ(cpu_threads::blas_threads(), 1);
+    EXPECT_EQ(s.regions, 1u);
+    EXPECT_EQ(s.region_threads, 2u) << "anvil's loops keep their team";
+    EXPECT_EQ(num_threads(), 2) << "the bound set_num_threads chose stands";
+  }
+  set_num_threads(saved);
 }
 
 TEST(ThreadChoice, SmallAndLargeProductsAlternate) {

@@ -6,6 +6,7 @@
 //   bench_train --anvil-env GOMP_SPINCOUNT=300000   # plus anvil spinning as libgomp does by default
 //   bench_train --models resnet18,gru,vit --epochs 6   # the book's ResNet-18, GRU, ViT: s/step
 //   bench_train --models gru --threads 1          # only the 1-thread row
+//   bench_train --busy                            # each library alone and beside 2 spinning processes
 //
 // Both libraries train the same model with the same hyperparameters (D2L's
 // MLP 784-256-10 and the modern LeNet of examples/train_fashion_mnist.cpp;
@@ -23,6 +24,25 @@
 // (anvil::set_num_threads(n); LibTorch's at::set_num_threads(n) and its
 // pthread OpenBLAS held to n through openblas_set_num_threads, which
 // set_num_threads leaves alone), so a win is never just "we used more cores".
+//
+// Note [Busy machine]
+// ~~~~~~~~~~~~~~~~~~~
+// `--busy` (issue 12) asks how much each library slows down when the machine
+// is not its own: every worker trains alone and then beside a fixed
+// background load, `--spinners N` processes (default: one per core) that each
+// spin on integer work (benchmarks/background_load.h). Phases alternate,
+// alone, busy, alone, ... alone (`--epochs N` busy phases between N + 1 alone
+// ones, after one warm-up epoch alone), every worker taking one epoch per
+// phase in an order that rotates each phase, so drift in the machine's own
+// load falls on both conditions and on every worker. alone and busy are the
+// medians of their phases; slowdown = busy / alone per library, and the
+// target is anvil's slowdown <= LibTorch's in the same row. Defaults in this
+// mode: mlp and lenet, the `defaults` and `2` thread settings (the slowdown
+// depends mostly on how many threads a library runs), 3 busy phases, and
+// epochs over the first 12,800 training images (the book's LeNet epoch on
+// multiple GPUs), so a run takes ~5 minutes on 2 cores. The spinners share
+// the workers' session and so their scheduler autogroup: the kernel shares
+// the cores thread by thread between them, as between unrelated services.
 //
 // Note [Same tensors]
 // ~~~~~~~~~~~~~~~~~~~
@@ -50,6 +70,7 @@
 #include <vector>
 
 #include "../../examples/d2l_rnn.h"
+#include "../background_load.h"
 #include "../worker_process.h"
 #include "anvil/anvil.h"
 #include "anvil/data.h"
@@ -60,31 +81,50 @@ namespace {
 
 using anvil_bench::WorkerProcess;
 namespace fs = std::filesystem;
+namespace tb = anvil_train_bench;
 
 struct Options {
   std::vector<std::string> models{"mlp", "lenet"};
   std::vector<std::string> threads{"defaults", "1", "2"};  // one row per model each
   int epochs = 10;
+  std::int64_t train_images = 0;  // the first N training images only; 0: all
   std::uint64_t seed = 0;
   bool markdown = false;
   std::vector<std::string> anvil_env;  // VAR=VALUE: one more anvil worker each, as context
+  bool busy = false;                   // Note [Busy machine]
+  int spinners = 0;                    // background processes in --busy mode; 0: one per core
 };
 
 void usage() {
-  std::cout << "usage: bench_train [--models mlp,lenet] [--threads defaults,1,2] [--epochs N] [--seed S] [--markdown]\n"
+  std::cout << "usage: bench_train [--models mlp,lenet] [--threads defaults,1,2] [--epochs N] [--train-images N]\n"
+               "                   [--seed S] [--markdown] [--anvil-env VAR=VALUE] [--busy [--spinners N]]\n"
                "  --models    which models, comma-separated: mlp, lenet, resnet18, gru, vit (default mlp,lenet;\n"
                "              resnet18, gru and vit time one step on a fixed batch per epoch)\n"
                "  --threads   thread settings, one row each (default defaults,1,2): `defaults` is each library\n"
                "              in its defaults; N is both at N threads (LibTorch's OpenBLAS held to N too)\n"
                "  --epochs    epochs per model and library (default 10); s/epoch is the median of epochs 2..N\n"
+               "  --train-images N  epochs over the first N training images only (default: all 60,000)\n"
                "  --seed      seed of both libraries' init and shuffling (default 0)\n"
                "  --markdown  the table as Markdown\n"
                "  --anvil-env VAR=VALUE  also time anvil with this environment variable set (repeatable;\n"
-               "              a context row, not the target configuration)\n";
+               "              a context row, not the target configuration)\n"
+               "  --busy      each library alone and beside a background load of spinning processes: time alone,\n"
+               "              time busy, slowdown = busy / alone; target anvil's slowdown <= LibTorch's. Defaults\n"
+               "              here: --models mlp,lenet --threads defaults,2 --epochs 3 (busy phases, between 4 alone\n"
+               "              ones) --train-images 12800; about 5 minutes on 2 cores\n"
+               "  --spinners  background processes for --busy (default: one per core)\n";
+}
+
+// A positive integer argument, or a typed error naming the flag.
+int positive(const std::string& flag, const std::string& v) {
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1)
+    throw std::runtime_error(flag + ": expected a positive integer, got '" + v + "'");
+  return std::stoi(v);
 }
 
 Options parse(int argc, char** argv) {
   Options o;
+  bool models_given = false, threads_given = false, epochs_given = false, images_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -92,6 +132,7 @@ Options parse(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--models") {
+      models_given = true;
       o.models.clear();
       std::istringstream in(value());
       for (std::string m; std::getline(in, m, ',');) {
@@ -100,6 +141,7 @@ Options parse(int argc, char** argv) {
         o.models.push_back(m);
       }
     } else if (a == "--threads") {
+      threads_given = true;
       o.threads.clear();
       std::istringstream in(value());
       for (std::string t; std::getline(in, t, ',');) {
@@ -110,8 +152,18 @@ Options parse(int argc, char** argv) {
       }
       if (o.threads.empty()) throw std::runtime_error("--threads: expected at least one setting");
     } else if (a == "--epochs") {
-      o.epochs = std::stoi(value());
-      if (o.epochs < 1) throw std::runtime_error("--epochs: expected at least 1");
+      epochs_given = true;
+      o.epochs = positive(a, value());
+    } else if (a == "--train-images") {
+      images_given = true;
+      o.train_images = positive(a, value());
+      if (o.train_images < tb::kBatchSize)
+        throw std::runtime_error("--train-images: expected at least one batch (" + std::to_string(tb::kBatchSize) +
+                                 "), got " + std::to_string(o.train_images));
+    } else if (a == "--busy") {
+      o.busy = true;
+    } else if (a == "--spinners") {
+      o.spinners = positive(a, value());
     } else if (a == "--seed") {
       o.seed = std::stoull(value());
     } else if (a == "--anvil-env") {
@@ -127,6 +179,14 @@ Options parse(int argc, char** argv) {
     } else {
       throw std::runtime_error("unknown argument '" + a + "' (--help lists them)");
     }
+  }
+  if (o.spinners != 0 && !o.busy) throw std::runtime_error("--spinners: only with --busy");
+  if (o.busy) {
+    if (!models_given) o.models = {"mlp", "lenet"};
+    if (!threads_given) o.threads = {"defaults", "2"};
+    if (!epochs_given) o.epochs = 3;
+    if (!images_given) o.train_images = 12800;
+    if (o.spinners == 0) o.spinners = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   return o;
 }
@@ -202,7 +262,8 @@ std::string expect_ok(Library& lib, const std::string& request) {
 }
 
 struct Result {
-  std::vector<double> seconds;  // per epoch, 1..N
+  std::vector<double> seconds;       // per epoch, 1..N (--busy: the alone phases after the warm-up)
+  std::vector<double> busy_seconds;  // --busy: the epochs beside the background load
   double loss = 0, accuracy = 0;
   bool ok = false;
   std::string error;
@@ -230,10 +291,123 @@ std::string accuracy_note(const std::string& model) {
   return "";
 }
 
+// One epoch of every worker whose model is set up, the first one rotating
+// with `round`; each epoch's seconds go to `into` of its result. A failure
+// marks the result and is reported under the table.
+void train_round(std::vector<Library>& libs, std::vector<Result>& res, std::size_t round, const std::string& label,
+                 std::vector<double> Result::*into) {
+  for (std::size_t k = 0; k < libs.size(); ++k) {
+    const std::size_t l = (k + round) % libs.size();
+    if (!res[l].ok) continue;
+    try {
+      std::istringstream reply(expect_ok(libs[l], "epoch"));
+      double s = 0;
+      reply >> s >> res[l].loss;
+      (res[l].*into).push_back(s);
+      std::cerr << "  " << label << " " << libs[l].key << ": " << fixed(s, 3) << " s, loss " << fixed(res[l].loss, 4)
+                << "\n";
+    } catch (const std::exception& e) {
+      res[l].ok = false;
+      res[l].error = e.what();
+    }
+    // LibTorch's pthread OpenBLAS threads spin for up to ~0.1 s after a
+    // call: let them settle before the next worker's epoch.
+    std::this_thread::sleep_for(std::chrono::milliseconds(libs[l].pthread_blas ? 250 : 30));
+  }
+}
+
+// Note [Busy machine]: warm-up, then alone and busy phases alternating,
+// alone first and last. Returns the cores the background load held on
+// average during the busy phases (its CPU seconds over its wall seconds).
+double train_busy(std::vector<Library>& libs, std::vector<Result>& res, const std::string& model, const Options& opt) {
+  train_round(libs, res, 0, model + " warm-up", &Result::busy_seconds);
+  for (Result& r : res) r.busy_seconds.clear();
+  double load_cpu = 0, load_wall = 0;
+  for (int phase = 0; phase < 2 * opt.epochs + 1; ++phase) {
+    const std::size_t round = static_cast<std::size_t>(phase);
+    const std::string count =
+        " " + std::to_string(phase / 2 + 1) + "/" + std::to_string(opt.epochs + (phase % 2 ? 0 : 1));
+    if (phase % 2 == 0) {
+      train_round(libs, res, round, model + " alone" + count, &Result::seconds);
+      continue;
+    }
+    anvil_bench::BackgroundLoad load(opt.spinners);
+    // Let the spinners take their share of the cores before the clock starts.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    train_round(libs, res, round, model + " busy" + count, &Result::busy_seconds);
+    load.stop();
+    load_cpu += load.cpu_seconds();
+    load_wall += load.wall_seconds();
+  }
+  return load_wall > 0 ? load_cpu / load_wall : 0;
+}
+
+void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                 bool markdown) {
+  const std::string sep = markdown ? " | " : "  ";
+  std::vector<std::size_t> width(header.size());
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    width[c] = header[c].size();
+    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+  }
+  auto print_row = [&](const std::vector<std::string>& r) {
+    std::cout << (markdown ? "| " : "  ");
+    for (std::size_t c = 0; c < r.size(); ++c)
+      std::cout << std::left << std::setw(static_cast<int>(width[c])) << r[c] << (c + 1 < r.size() ? sep : "");
+    std::cout << (markdown ? " |" : "") << "\n";
+  };
+  std::cout << "\n";
+  print_row(header);
+  if (markdown) {
+    std::cout << "|";
+    for (std::size_t c = 0; c < header.size(); ++c) std::cout << std::string(width[c] + 2, '-') << "|";
+    std::cout << "\n";
+  }
+  for (const auto& r : rows) print_row(r);
+}
+
+// The --busy table: one row per library, the slowdown target on anvil's.
+constexpr const char* kSlowdownTarget = "<= 1.00";
+std::vector<std::vector<std::string>> busy_rows(const std::vector<std::string>& models,
+                                                const std::vector<Setting>& settings, const std::vector<Library>& libs,
+                                                const std::vector<std::vector<Result>>& results, std::size_t first_env,
+                                                const Setting& env_setting) {
+  auto alone = [](const Result& r) { return anvil::bench::median(r.seconds); };
+  auto busy = [](const Result& r) { return anvil::bench::median(r.busy_seconds); };
+  auto measured = [](const Result& r) { return r.ok && !r.seconds.empty() && !r.busy_seconds.empty(); };
+  // `peer` is the LibTorch result the slowdown is compared with (none on LibTorch's own row).
+  auto row = [&](const std::string& model, const std::string& setting, const std::string& library, const Result& r,
+                 const Result* peer, const std::string& target) {
+    std::vector<std::string> out{model, setting, library, "n/a", "n/a", "n/a", peer ? "n/a" : "", target};
+    if (!measured(r)) return out;
+    const double slowdown = busy(r) / alone(r);
+    out[3] = fixed(alone(r), 3);
+    out[4] = fixed(busy(r), 3);
+    out[5] = fixed(slowdown, 2) + "x";
+    if (peer != nullptr && measured(*peer)) {
+      const double ratio = slowdown / (busy(*peer) / alone(*peer));
+      out[6] = fixed(ratio, 2) + (target == kSlowdownTarget && ratio > 1.0 ? " (miss)" : "");
+    }
+    return out;
+  };
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t m = 0; m < models.size(); ++m) {
+    const std::vector<Result>& res = results[m];
+    for (std::size_t k = 0; k < settings.size(); ++k) {
+      const Setting& st = settings[k];
+      rows.push_back(
+          row(k == 0 ? model_label(models[m]) : "", st.name, "anvil", res[st.anvil], &res[st.torch], kSlowdownTarget));
+      rows.push_back(row("", "", "LibTorch", res[st.torch], nullptr, ""));
+    }
+    for (std::size_t l = first_env; l < libs.size(); ++l)  // context: anvil under --anvil-env
+      rows.push_back(row("", env_setting.name, libs[l].key, res[l], &res[env_setting.torch], "(context)"));
+  }
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  namespace tb = anvil_train_bench;
   try {
     const Options opt = parse(argc, argv);
     // Linking anvil put its OpenMP default (OMP_WAIT_POLICY=passive, Note
@@ -287,8 +461,13 @@ int main(int argc, char** argv) {
     const bool needs_text = std::find(opt.models.begin(), opt.models.end(), "gru") != opt.models.end();
     if (needs_images) {
       const anvil::FashionMNIST train(anvil::FashionMNIST::Split::Train), test(anvil::FashionMNIST::Split::Test);
-      dump(data.path(), "train-images", train.images());
-      dump(data.path(), "train-labels", train.labels());
+      const std::int64_t available = train.images().size(0);
+      if (opt.train_images > available)
+        throw std::runtime_error("--train-images: expected at most " + std::to_string(available) + ", got " +
+                                 std::to_string(opt.train_images));
+      const std::int64_t images = opt.train_images > 0 ? opt.train_images : available;
+      dump(data.path(), "train-images", train.images().narrow(0, 0, images));
+      dump(data.path(), "train-labels", train.labels().narrow(0, 0, images));
       dump(data.path(), "test-images", test.images());
       dump(data.path(), "test-labels", test.labels());
     }
@@ -305,16 +484,22 @@ int main(int argc, char** argv) {
            anvil::tensor(std::vector<std::int64_t>{vocab}, anvil::Shape{1}, anvil::cpu()));
     }
 
-    std::cout << "bench_train: " << opt.epochs << " epochs, seed " << opt.seed << "\n";
+    if (opt.busy)
+      std::cout << "bench_train --busy: " << opt.epochs << " busy phases beside " << opt.spinners
+                << " spinning processes, between " << opt.epochs + 1 << " alone, seed " << opt.seed << "\n";
+    else
+      std::cout << "bench_train: " << opt.epochs << " epochs, seed " << opt.seed << "\n";
     if (needs_images)
-      std::cout << "  Fashion-MNIST from " << anvil::FashionMNIST::default_root()
-                << "; mlp, lenet: batch 256, SGD lr 0.1; resnet18: one step on 32 images; vit: one step on 128\n";
+      std::cout << "  Fashion-MNIST from " << anvil::FashionMNIST::default_root() << "; mlp, lenet: "
+                << (opt.train_images > 0 ? "epochs of the first " + std::to_string(opt.train_images) + " images, " : "")
+                << "batch 256, SGD lr 0.1; resnet18: one step on 32 images; vit: one step on 128\n";
     if (needs_text) std::cout << "  gru: one step on 32 sequences of 35 characters of " << text_path << "\n";
     for (const Library& lib : libs) std::cout << "  " << lib.key << ": " << lib.info << "\n";
     std::cout << "  load average at start: " << loadavg() << "\n" << std::flush;
     const auto t0 = std::chrono::steady_clock::now();
 
     std::vector<std::vector<Result>> results(opt.models.size(), std::vector<Result>(libs.size()));
+    std::vector<double> load_cores(opt.models.size(), 0.0);  // --busy: cores the spinners held
     for (std::size_t m = 0; m < opt.models.size(); ++m) {
       const std::string& model = opt.models[m];
       std::vector<Result>& res = results[m];
@@ -327,26 +512,13 @@ int main(int argc, char** argv) {
           res[l].error = e.what();
         }
       }
-      for (int epoch = 1; epoch <= opt.epochs; ++epoch) {
-        for (std::size_t k = 0; k < libs.size(); ++k) {
-          const std::size_t l = (k + static_cast<std::size_t>(epoch)) % libs.size();  // rotate who goes first
-          if (!res[l].ok) continue;
-          try {
-            std::istringstream reply(expect_ok(libs[l], "epoch"));
-            double s = 0;
-            reply >> s >> res[l].loss;
-            res[l].seconds.push_back(s);
-            std::cerr << "  " << model << " epoch " << epoch << "/" << opt.epochs << " " << libs[l].key << ": "
-                      << fixed(s, 3) << " s, loss " << fixed(res[l].loss, 4) << "\n";
-          } catch (const std::exception& e) {
-            res[l].ok = false;
-            res[l].error = e.what();
-          }
-          // LibTorch's pthread OpenBLAS threads spin for up to ~0.1 s after a
-          // call: let them settle before the next worker's epoch.
-          std::this_thread::sleep_for(std::chrono::milliseconds(libs[l].pthread_blas ? 250 : 30));
-        }
+      if (opt.busy) {
+        load_cores[m] = train_busy(libs, res, model, opt);
+        continue;
       }
+      for (int epoch = 1; epoch <= opt.epochs; ++epoch)
+        train_round(libs, res, static_cast<std::size_t>(epoch),
+                    model + " epoch " + std::to_string(epoch) + "/" + std::to_string(opt.epochs), &Result::seconds);
       for (std::size_t l = 0; l < libs.size(); ++l) {
         if (!res[l].ok) continue;
         try {
@@ -357,9 +529,33 @@ int main(int argc, char** argv) {
         }
       }
     }
-
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const std::string sep = opt.markdown ? " | " : "  ";
+
+    auto print_errors = [&] {
+      for (std::size_t m = 0; m < opt.models.size(); ++m)
+        for (std::size_t l = 0; l < libs.size(); ++l)
+          if (!results[m][l].ok && libs[l].process)
+            std::cout << "  " << opt.models[m] << " / " << libs[l].key << ": " << results[m][l].error << "\n";
+    };
+    if (opt.busy) {
+      print_table({"model", "threads", "library", "alone s/epoch", "busy s/epoch", "slowdown",
+                   "anvil / LibTorch slowdown", "target"},
+                  busy_rows(opt.models, settings, libs, results, first_env, env_setting), opt.markdown);
+      print_errors();
+      std::cout << "\n  alone, busy: medians of " << opt.epochs + 1 << " and " << opt.epochs
+                << " epochs (s/step rows: steps), in alternating phases after one warm-up epoch alone; busy is beside "
+                << opt.spinners << " spinning processes (benchmarks/background_load.h)\n"
+                << "  slowdown = busy / alone; target: anvil's slowdown <= LibTorch's in the same thread setting\n"
+                << "  threads: `defaults` is each library in its defaults; `N threads` is anvil::set_num_threads(N)"
+                   " against at::set_num_threads(N) with LibTorch's OpenBLAS at N\n"
+                << "  cores the spinners held during busy phases:";
+      for (std::size_t m = 0; m < opt.models.size(); ++m)
+        std::cout << " " << opt.models[m] << " " << fixed(load_cores[m], 2) << (m + 1 < opt.models.size() ? "," : "");
+      std::cout << " (of " << opt.spinners << " spinning; the rest went to the worker under test)\n"
+                << "  load average at end: " << loadavg() << "; measured in " << fixed(elapsed, 0) << " s\n";
+      return 0;
+    }
+
     const std::vector<std::string> header{"model",     "threads",      "anvil s/epoch", "LibTorch s/epoch",
                                           "ratio",     "target",       "anvil loss",    "LibTorch loss",
                                           "anvil acc", "LibTorch acc", "acc target"};
@@ -389,7 +585,7 @@ int main(int argc, char** argv) {
         row.push_back(accuracy(t));
         if (k != 0)
           row.push_back("");
-        else if (mlp && opt.epochs == 10)
+        else if (mlp && opt.epochs == 10 && opt.train_images == 0)
           row.push_back(std::string(">= 0.85") + (a.ok && a.accuracy < 0.85 ? " (miss)" : ""));
         else
           row.push_back(mlp ? ">= 0.85 after 10 epochs" : per_step ? accuracy_note(model) : "comparable");
@@ -403,29 +599,8 @@ int main(int argc, char** argv) {
                         accuracy(c), "", ""});
       }
     }
-    std::vector<std::size_t> width(header.size());
-    for (std::size_t c = 0; c < header.size(); ++c) {
-      width[c] = header[c].size();
-      for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
-    }
-    auto print_row = [&](const std::vector<std::string>& r) {
-      std::cout << (opt.markdown ? "| " : "  ");
-      for (std::size_t c = 0; c < r.size(); ++c)
-        std::cout << std::left << std::setw(static_cast<int>(width[c])) << r[c] << (c + 1 < r.size() ? sep : "");
-      std::cout << (opt.markdown ? " |" : "") << "\n";
-    };
-    std::cout << "\n";
-    print_row(header);
-    if (opt.markdown) {
-      std::cout << "|";
-      for (std::size_t c = 0; c < header.size(); ++c) std::cout << std::string(width[c] + 2, '-') << "|";
-      std::cout << "\n";
-    }
-    for (const auto& r : rows) print_row(r);
-    for (std::size_t m = 0; m < opt.models.size(); ++m)
-      for (std::size_t l = 0; l < libs.size(); ++l)
-        if (!results[m][l].ok && libs[l].process)
-          std::cout << "  " << opt.models[m] << " / " << libs[l].key << ": " << results[m][l].error << "\n";
+    print_table(header, rows, opt.markdown);
+    print_errors();
     std::cout << "\n  s/epoch: median of epochs 2.." << opt.epochs << " (s/step rows: of steps 2.." << opt.epochs
               << ", one step on a fixed batch each); "
                  "ratio = anvil / LibTorch (lower is better)\n"

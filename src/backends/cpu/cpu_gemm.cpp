@@ -185,10 +185,11 @@ void gemm_typed(const GemmArgs& g) {
   // products run "in parallel" that way took 50x longer than in sequence.
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (const XsmmKernel<T> kernel = xsmm_kernel<T>(g)) return xsmm_gemm<T>(g, kernel);
-    const BlasThreads threads(gemm_threads(g.m, g.n, g.k, omp_get_max_threads()));
+    // See Note [Fewer threads on a busy machine] in threads.h.
+    const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_blas_threads()));
     for (std::int64_t i = 0; i < g.batch; ++i) blas_gemm<T>(g, i);
   } else if constexpr (detail::is_half_v<T>) {
-    const BlasThreads threads(gemm_threads(g.m, g.n, g.k, omp_get_max_threads()));
+    const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_blas_threads()));
     std::vector<float> fa, fb, fc;
     for (std::int64_t i = 0; i < g.batch; ++i) half_gemm<T>(g, i, fa, fb, fc);
   } else {

@@ -28,6 +28,44 @@ namespace anvil::cpu_backend {
 // square product up to n = 320 (n = 100: 74 against 44 µs; n = 200: 344
 // against 243 µs), even at n = 512, because the second core was busy.
 
+// Note [Fewer threads on a busy machine]
+// When other processes hold the cores, OpenBLAS on two threads is what
+// breaks down: its threaded level-3 driver (level3_thread.c) makes each
+// thread wait for the others' packed panels in a spin loop inside the call,
+// so a thread whose partner the scheduler left behind a spinning process
+// burns its own time slice waiting (read from its source, not profiled).
+// On issue 12's 2-core machine beside two spinning processes (bench_train
+// --busy, other builds running too, medians of 3 epochs of 12,800 images)
+// an MLP epoch took 0.97 s with OpenBLAS on two threads and 0.69 s with
+// OpenBLAS on one, against LibTorch's 0.89 s. anvil's own loops and oneDNN
+// wait passively at libgomp's barriers instead (Note [Passive OpenMP
+// waiting]), and under the scheduler's per-thread fair share two threads
+// get more of the machine than one: holding them to one thread made
+// LeNet's busy epoch slower (11.1 s against 8.5 s with two), so they keep
+// their team. Only OpenBLAS's count starts from usable_blas_threads(): the
+// set_num_threads bound, lowered to the cores that other processes left
+// idle. Other processes' use is measured, not guessed from the load average
+// (which counts anvil's own threads and lags by a minute): the machine's
+// busy CPU time from /proc/stat less this process's own CPU time, over the
+// last >= 100 ms, re-read at most every 100 ms by whichever thread finds the
+// sample stale (a coarse clock read and an atomic load otherwise). The pool
+// and its passive waiting stay as they are.
+
+// The rule: of `cores` CPUs, others used `others_busy` cores' worth over the
+// window. Below half a core anvil keeps max_threads (set_num_threads may ask
+// for more threads than cores, and an idle machine keeps that); from there
+// it takes the cores left, rounded to the nearest whole one, at least 1 and
+// at most max_threads.
+int threads_for_load(int max_threads, int cores, double others_busy) noexcept;
+
+// omp_get_max_threads() lowered by the measured load (see the Note): the
+// bound for OpenBLAS's thread count.
+int usable_blas_threads() noexcept;
+
+// Whether usable_blas_threads() follows the load (the default). Tests that count
+// team sizes turn it off: under `ctest -j` other tests are the load.
+void set_load_bound(bool enabled) noexcept;
+
 // GEMMs below this many multiply-adds per thread gain less from another
 // thread than its wake-up costs: 4M is ~100 µs of one core, so a product
 // gets a second thread from n ≈ 200, where on an idle machine it would save
