@@ -7,7 +7,6 @@
 
 #include "anvil/amp.h"
 #include "autograd/graph.h"
-#include "core/env_flag.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
 
@@ -532,8 +531,8 @@ struct LazyAccess {
 
 namespace {
 
-// `op` on the two operands (a null Lazy is the C++ scalar `s`, on the side
-// `scalar_first` says) in one fused pass, or nothing when the fused kernel
+// `op` on the two operands (a null Lazy is the C++ scalar `s`, on that side)
+// in one fused pass, or nothing when the fused kernel
 // does not apply (see anvil/ops.h): the caller then runs op by op, which also
 // raises every error the operands deserve.
 std::optional<Tensor> try_unary_binary(BinaryOp op, const Lazy* a, const Lazy* b, const Scalar* s) {
@@ -556,15 +555,13 @@ std::optional<Tensor> try_unary_binary(BinaryOp op, const Lazy* a, const Lazy* b
   if (s && promote(t, *s) != t) return std::nullopt;
   const Tensor* inputs[2] = {a ? &LazyAccess::input(*a) : nullptr, b ? &LazyAccess::input(*b) : nullptr};
   if (should_record({inputs[0], inputs[1]}) || amp::is_autocast_enabled(d.type())) return std::nullopt;
-  static const bool disabled = env_flag("ANVIL_NO_FUSED");
-  Backend& backend = backend_of(x);
-  if (disabled || !backend.supports_fused(FusedOp::UnaryBinary, t, d.index())) return std::nullopt;
+  if (!has_fused(x, {FusedOp::UnaryBinary})) return std::nullopt;
   Tensor out = make_empty(x.shape(), t, d);
   if (out.numel() == 0) return out;
   const ElementwiseArgs args =
       s ? elementwise_args(out, {inputs[0], inputs[1]}, {*s}, t) : elementwise_args(out, {inputs[0], inputs[1]});
   check_supported(name(op), Primitive::Binary, t, d);
-  backend.unary_binary(d.index(), op, prologue, args);
+  backend_of(x).unary_binary(d.index(), op, prologue, args);
   return out;
 }
 

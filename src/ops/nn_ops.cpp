@@ -131,19 +131,7 @@ Tensor windows_nc(const Tensor& xp, const detail::Window2d& w) {
                     xp.offset());
 }
 
-// Whether x's backend has every fused kernel of a path (backend.h, FusedOp):
-// then conv2d and max_pool2d use them, otherwise the composites above.
-// ANVIL_NO_FUSED=1 hides every fused kernel, so the composites run on every
-// backend: ctest runs test_nn and test_autograd a second time with it set
-// (tests/CMakeLists.txt), which keeps the composite path tested.
-bool has_fused(const Tensor& x, std::initializer_list<detail::FusedOp> ops) {
-  if (detail::env_flag("ANVIL_NO_FUSED")) return false;
-  detail::Backend& b = detail::backend_of(x);
-  for (detail::FusedOp op : ops)
-    if (!b.supports_fused(op, x.dtype(), x.device().index())) return false;
-  return true;
-}
-
+using detail::has_fused;
 using detail::operand;
 
 // Whether the backend's Conv2d family takes this convolution (backend.h,

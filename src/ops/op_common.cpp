@@ -2,11 +2,21 @@
 
 #include <string>
 
+#include "core/env_flag.h"
+
 namespace anvil::detail {
 
 void check_defined(const char* op, const Tensor& t, int arg) {
   ANVIL_CHECK(t.defined(), ValueError, op, ": argument ", arg,
               " is an undefined tensor; expected a tensor created by a factory or an op, got Tensor()");
+}
+
+bool has_fused(const Tensor& x, std::initializer_list<FusedOp> ops) {
+  if (env_flag("ANVIL_NO_FUSED")) return false;
+  Backend& b = backend_of(x);
+  for (FusedOp op : ops)
+    if (!b.supports_fused(op, x.dtype(), x.device().index())) return false;
+  return true;
 }
 
 Device check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {

@@ -49,4 +49,11 @@ void transfer_into(const Tensor& dst, const Tensor& src);
 
 inline Backend& backend_of(const Tensor& t) { return t.impl_ref().backend(); }
 
+// Whether x's backend has every fused kernel of a path (backend.h, FusedOp)
+// for x's dtype: then the op uses them, otherwise its composite.
+// ANVIL_NO_FUSED=1 hides every fused kernel, so the composites run on every
+// backend: ctest runs test_nn, test_autograd and test_core_fusion a second
+// time with it set (tests/CMakeLists.txt), which keeps them tested.
+bool has_fused(const Tensor& x, std::initializer_list<FusedOp> ops);
+
 }  // namespace anvil::detail
