@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -434,6 +435,25 @@ void CpuBackend::binary(int, BinaryOp op, const ElementwiseArgs& a) {
   ANVIL_DISPATCH(a.in[0].dtype, T, binary_typed<T>(op, a));
 }
 
+namespace {
+// out[i] = cond[i] ? x[i] : y[i], with x or y a scalar where its step is 0.
+// Written so that GCC vectorises it as a blend: the scalar loaded once (a
+// store to out could alias it otherwise), both values read unconditionally,
+// and the condition read as a byte (a bool load did not vectorise). A
+// branch instead mispredicts on every other element of ReLU's backward.
+template <bool XDense, bool YDense, typename T>
+void select_row(T* out, const bool* cond, const T* x, const T* y, std::int64_t n) {
+  if (n <= 0) return;
+  const T x0 = *x, y0 = *y;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const T xi = XDense ? x[i] : x0, yi = YDense ? y[i] : y0;
+    unsigned char c;
+    std::memcpy(&c, cond + i, 1);
+    out[i] = c ? xi : yi;
+  }
+}
+}  // namespace
+
 void CpuBackend::where(int, const ElementwiseArgs& a) {
   ANVIL_DISPATCH(a.out.dtype, T, {
     bool slot_c{};
@@ -449,6 +469,13 @@ void CpuBackend::where(int, const ElementwiseArgs& a) {
       const bool* c = reinterpret_cast<const bool*>(p[1]);
       const T* x = reinterpret_cast<const T*>(p[2]);
       const T* y = reinterpret_cast<const T*>(p[3]);
+      if (st[0] == 1 && st[1] == 1) {
+        // Dense rows with each value dense or a scalar (ReLU's backward is
+        // where(y > 0, g, 0)): compile-time strides let the loop vectorise.
+        if (st[2] == 1 && st[3] == 1) return select_row<true, true>(o, c, x, y, n);
+        if (st[2] == 1 && st[3] == 0) return select_row<true, false>(o, c, x, y, n);
+        if (st[2] == 0 && st[3] == 1) return select_row<false, true>(o, c, x, y, n);
+      }
       for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] = c[i * st[1]] ? x[i * st[2]] : y[i * st[3]];
     });
   });
