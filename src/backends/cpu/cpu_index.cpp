@@ -1,5 +1,6 @@
 // index_select and gather: out[pos] = src[pos with dim replaced by index].
 #include <algorithm>
+#include <cstring>
 
 #include "anvil/error.h"
 #include "backends/cpu/cpu_backend.h"
@@ -58,6 +59,43 @@ void accumulate(const detail::IndexArgs& a) {
     });
   });
 }
+
+// index_select of dense tensors (the DataLoader's batches: rows of a dataset
+// in shuffled order) as one memcpy per selected block of the dims after
+// `dim`; false, doing nothing, for any other layout. Gathering scattered
+// rows is bound by memory latency, not bandwidth, so threads pay off from a
+// smaller size than in streaming loops.
+bool select_blocks(const detail::IndexArgs& a, const std::int64_t* idx) {
+  const std::size_t es = element_size(a.out.dtype);
+  std::int64_t inner = 1;
+  for (int d = a.ndim - 1; d > a.dim; --d) inner *= a.shape[d];
+  // Dense means row-major strides for out (over its own shape) and for src
+  // (the same shape but src_dim_size along dim).
+  std::int64_t out_stride = 1, src_stride = 1;
+  for (int d = a.ndim - 1; d >= 0; --d) {
+    const std::int64_t src_size = d == a.dim ? a.src_dim_size : a.shape[d];
+    if (a.shape[d] != 1 && a.out.strides[d] != out_stride) return false;
+    if (src_size != 1 && a.src.strides[d] != src_stride) return false;
+    out_stride *= a.shape[d];
+    src_stride *= src_size;
+  }
+  const std::int64_t count = a.shape[a.dim], blocks = a.numel / std::max<std::int64_t>(inner, 1);
+  if (inner == 0 || count == 0) return true;
+  const auto* src = static_cast<const char*>(a.src.data) + a.src.offset * static_cast<std::int64_t>(es);
+  auto* out = static_cast<char*>(a.out.data) + a.out.offset * static_cast<std::int64_t>(es);
+  const std::size_t block_bytes = static_cast<std::size_t>(inner) * es;
+  constexpr std::int64_t kGatherGrainBytes = std::int64_t{64} << 10;
+  const std::int64_t grain = std::max<std::int64_t>(1, kGatherGrainBytes / static_cast<std::int64_t>(block_bytes));
+  parallel_for(blocks, grain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) {
+      const std::int64_t outer = i / count, k = i % count;
+      const std::int64_t v = idx[k * a.index.strides[0]];
+      std::memcpy(out + static_cast<std::size_t>(i) * block_bytes,
+                  src + static_cast<std::size_t>(outer * a.src_dim_size + v) * block_bytes, block_bytes);
+    }
+  });
+  return true;
+}
 }  // namespace
 
 void CpuBackend::index(int, const detail::IndexArgs& a) {
@@ -81,6 +119,7 @@ void CpuBackend::index(int, const detail::IndexArgs& a) {
     ANVIL_CHECK(v >= 0 && v < a.src_dim_size, IndexError, detail::name(a.op), ": index ", v,
                 " is out of range; expected an index in [0, ", a.src_dim_size, "), got ", v, " at position ", i);
   }
+  if (a.op == detail::IndexOp::IndexSelect && select_blocks(a, idx)) return;
   ANVIL_DISPATCH(a.out.dtype, T, {
     const T* src = static_cast<const T*>(a.src.data) + a.src.offset;
     T* out = static_cast<T*>(a.out.data) + a.out.offset;
