@@ -210,6 +210,22 @@ TEST(BusyMachine, SpinningProcessesOnEveryCoreLeaveOpenBlasOneThread) {
   set_num_threads(saved);
 }
 
+TEST(BusyMachine, LoadWhileThisProcessSatIdleIsForgotten) {
+  // Other processes held every core while this one did nothing (LibTorch's
+  // turn in a benchmark, say), then stopped: a window that long says nothing
+  // about now, so the next product gets its two OpenBLAS threads back.
+  const int saved = num_threads();
+  set_num_threads(2);
+  {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    anvil_bench::BackgroundLoad load(cores);
+    (void)cpu_threads::usable_blas_threads();  // opens a window with the spinners running
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  }
+  EXPECT_EQ(cpu_threads::usable_blas_threads(), 2) << "a window spanning 1.2 s of idling bounded OpenBLAS";
+  set_num_threads(saved);
+}
+
 TEST(ThreadChoice, SmallAndLargeProductsAlternate) {
   // OpenBLAS's count follows each product: a large one after small ones is
   // threaded again, and results stay right throughout.

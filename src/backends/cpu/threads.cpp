@@ -35,6 +35,7 @@ std::atomic<std::uint64_t> g_gemm_small{0};
 
 // Note [Fewer threads on a busy machine]: the load sample.
 constexpr std::int64_t kLoadWindowNs = 100'000'000;
+constexpr std::int64_t kStaleWindowNs = 10 * kLoadWindowNs;
 
 std::int64_t nanoseconds(clockid_t clock) noexcept {
   timespec t{};
@@ -88,6 +89,10 @@ void sample_load(std::int64_t now) noexcept {
   if (s.busy_ticks < 0) return;  // no /proc: no bound
   const LoadSample last = std::exchange(g_last_sample, s);
   if (last.busy_ticks < 0 || s.wall_ns <= last.wall_ns) return;
+  if (s.wall_ns - last.wall_ns > kStaleWindowNs) {  // see the Note
+    g_load_threads.store(1 << 16, std::memory_order_relaxed);
+    return;
+  }
   static const double seconds_per_tick = 1.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
   const double wall = 1e-9 * static_cast<double>(s.wall_ns - last.wall_ns);
   const double busy = seconds_per_tick * static_cast<double>(s.busy_ticks - last.busy_ticks);

@@ -48,8 +48,12 @@ namespace anvil::cpu_backend {
 // (which counts anvil's own threads and lags by a minute): the machine's
 // busy CPU time from /proc/stat less this process's own CPU time, over the
 // last >= 100 ms, re-read at most every 100 ms by whichever thread finds the
-// sample stale (a coarse clock read and an atomic load otherwise). The pool
-// and its passive waiting stay as they are.
+// sample stale (a coarse clock read and an atomic load otherwise). A window
+// longer than a second spans time this process sat idle, and what others
+// did then says nothing about now: it is dropped and the next window starts
+// unbounded. (bench_compare showed why: anvil's first 2048² product after
+// LibTorch's turn ran on one thread, bounded by the seconds LibTorch had
+// used both cores.) The pool and its passive waiting stay as they are.
 
 // The rule: of `cores` CPUs, others used `others_busy` cores' worth over the
 // window. Below half a core anvil keeps max_threads (set_num_threads may ask
