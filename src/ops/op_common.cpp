@@ -1,5 +1,7 @@
 #include "ops/op_common.h"
 
+#include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "core/env_flag.h"
@@ -90,25 +92,38 @@ ElementwiseArgs elementwise_args(const Tensor& out, std::initializer_list<const 
     op.dtype = impl.dtype();
     broadcast_strides(*t, shape, op.strides);
   }
-  // Coalesce: drop size-1 dims, then merge dim i into i+1 when every operand
-  // steps through them as one (stride[i] == stride[i+1] * size[i+1]).
   KernelOperand* ops[4] = {&a.out, &a.in[0], &a.in[1], &a.in[2]};
   const int nops = 1 + a.nin;
+  // Walk the dims in out's memory order, largest stride first: an op on
+  // tensors in a permuted layout (a transposed weight's gradient, summed in
+  // place over a recurrent layer's steps) then runs as the dense block it is
+  // instead of striding through memory. Every operand's strides follow the
+  // same permutation, so the element-by-element meaning is unchanged.
+  int order[kMaxDims];
+  int dims = 0;
+  for (int d = 0; d < nd; ++d)
+    if (shape[d] != 1) order[dims++] = d;  // size-1 dims are dropped
+  std::stable_sort(order, order + dims, [&](int x, int y) { return a.out.strides[x] > a.out.strides[y]; });
+  std::int64_t strides[4][kMaxDims];
+  for (int j = 0; j < nops; ++j)
+    for (int i = 0; i < dims; ++i) strides[j][i] = ops[j]->strides[order[i]];
+  // Coalesce: merge dim i into i+1 when every operand steps through them as
+  // one (stride[i] == stride[i+1] * size[i+1]).
   int n = 0;
-  for (int d = 0; d < nd; ++d) {
-    if (shape[d] == 1) continue;
+  for (int i = 0; i < dims; ++i) {
+    const std::int64_t size = shape[order[i]];
     if (n > 0) {
       bool merge = true;
       for (int j = 0; j < nops && merge; ++j)
-        if (!ops[j]->is_scalar) merge = ops[j]->strides[n - 1] == ops[j]->strides[d] * shape[d];
+        if (!ops[j]->is_scalar) merge = ops[j]->strides[n - 1] == strides[j][i] * size;
       if (merge) {
-        a.shape[n - 1] *= shape[d];
-        for (int j = 0; j < nops; ++j) ops[j]->strides[n - 1] = ops[j]->strides[d];
+        a.shape[n - 1] *= size;
+        for (int j = 0; j < nops; ++j) ops[j]->strides[n - 1] = strides[j][i];
         continue;
       }
     }
-    a.shape[n] = shape[d];
-    for (int j = 0; j < nops; ++j) ops[j]->strides[n] = ops[j]->strides[d];
+    a.shape[n] = size;
+    for (int j = 0; j < nops; ++j) ops[j]->strides[n] = strides[j][i];
     ++n;
   }
   if (n == 0) {  // a single element
