@@ -5,6 +5,8 @@
 #include <limits>
 #include <queue>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
@@ -25,6 +27,24 @@ NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
 namespace detail {
 
 bool grad_mode_enabled() noexcept { return g_grad_enabled; }
+
+namespace {
+// Whether t's elements fill its memory exactly once in some order of its
+// dims: contiguous, or a permutation of it (a transposed weight's gradient,
+// computed in that weight's layout). Such a tensor can take an in-place add.
+bool dense_non_overlapping(const Tensor& t) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, size), sizes > 1
+  for (int d = 0; d < t.dim(); ++d)
+    if (t.shape()[d] > 1) dims.emplace_back(t.strides()[d], t.shape()[d]);
+  std::sort(dims.begin(), dims.end());
+  std::int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+}  // namespace
 
 std::uint64_t next_sequence_nr() noexcept {
   static std::atomic<std::uint64_t> counter{0};
@@ -234,6 +254,9 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   // quadratic in the number of steps. Instead the engine keeps one buffer
   // per input and adds each view's gradient into its place, copying the
   // buffer first only when someone else holds it.
+  // Whether the engine holds the only reference to a gradient's memory, so
+  // it may add into it.
+  auto sole = [](const Tensor& acc) { return acc.impl().use_count() == 1 && acc.impl()->storage().use_count() == 1; };
   auto add_into_place = [&](const Node& n, const Tensor& g, Tensor& acc) {
     const InputInfo& info = n.inputs[0];
     const Tensor gi = g.dtype() == info.dtype ? g : cast(g, info.dtype);
@@ -242,8 +265,7 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       n.place(acc).copy_(gi);
       return;
     }
-    const bool sole = acc.impl().use_count() == 1 && acc.impl()->storage().use_count() == 1;
-    if (!sole) acc = clone(acc);
+    if (!sole(acc)) acc = clone(acc);
     n.place(acc).add_(gi);
   };
   while (!ready.empty()) {
@@ -270,8 +292,15 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
         if (gi.dtype() != info.dtype) gi = cast(gi, info.dtype);
         ANVIL_ASSERT(gi.device() == info.device, "backward: ", n->name, " produced a gradient on ", gi.device(),
                      " for an input on ", info.device);
+        // A tensor used many times (a recurrent layer's weight, once per
+        // step) sums its gradients in one buffer, not a new one per use.
         Tensor& acc = grads[nx];
-        acc = acc.defined() ? acc + gi : gi;
+        if (!acc.defined())
+          acc = std::move(gi);
+        else if (sole(acc) && dense_non_overlapping(acc))  // never an expanded view (stride 0)
+          acc.add_(gi);
+        else
+          acc = acc + gi;
       }
       if (--deps[nx] == 0) ready.push(nx);
     }
