@@ -308,18 +308,18 @@ C clamp_bound(double v) {
 }
 
 // The least elements worth a thread for an op computed in C (parallel.h):
-// f32 exp and sigmoid are vectorised polynomials, the rest of the
+// f32 exp, sigmoid and tanh are vectorised polynomials, the rest of the
 // transcendental functions call libm once per element.
 template <typename C>
 constexpr std::int64_t unary_grain(UnaryOp op) {
   switch (op) {
     case UnaryOp::Exp:
     case UnaryOp::Sigmoid:
+    case UnaryOp::Tanh:
       return std::is_same_v<C, float> ? kParallelGrainVectorMath : kParallelGrainLibm;
     case UnaryOp::Log:
     case UnaryOp::Sin:
     case UnaryOp::Cos:
-    case UnaryOp::Tanh:
     case UnaryOp::Log1p:
     case UnaryOp::Expm1:
     case UnaryOp::Erf:
