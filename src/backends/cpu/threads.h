@@ -71,13 +71,10 @@ int usable_blas_threads() noexcept;
 void set_load_bound(bool enabled) noexcept;
 
 // GEMMs below this many multiply-adds per thread gain less from another
-// thread than its wake-up and OpenBLAS's own synchronisation cost: a product
-// gets a second thread from 4M multiply-adds (~100 µs of one core). Measured
-// on the 2-core EPYC, one thread against two: a GRU step's products
-// (32x256x768, 6.3M) 195 → 120 µs, 178 → 136 µs and 237 → 157-185 µs; 160³
-// (4.1M) 108-110 → 108-128 µs; 128³ (2.1M) never gained (59 µs either way).
-// It was 8M (a second thread from n ≈ 200), which left the GRU on one.
-inline constexpr std::int64_t kGemmWorkPerThread = std::int64_t{2} << 20;
+// thread than its wake-up costs: 4M is ~100 µs of one core, so a product
+// gets a second thread from n ≈ 200, where on an idle machine it would save
+// ~120 µs against the region's ~10 µs, and on a busy one lose ~40%.
+inline constexpr std::int64_t kGemmWorkPerThread = std::int64_t{4} << 20;
 
 // Threads for an m×k by k×n product: 1 below 2·kGemmWorkPerThread, then one
 // per kGemmWorkPerThread, at most max_threads.
