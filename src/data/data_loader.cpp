@@ -1,4 +1,3 @@
-#include <cstring>
 #include <numeric>
 
 #include "anvil/autograd.h"
@@ -67,7 +66,7 @@ std::vector<std::int64_t> DataLoader::order(std::int64_t epoch) const {
 
 Tensor DataLoader::gather(const Tensor& host, const std::int64_t* indices, std::int64_t count) const {
   // The CPU backend's index_select copies dense rows block by block, on two
-  // threads from a few hundred KiB (scattered rows wait on memory latency).
+  // threads from 128 KiB (scattered rows wait on memory latency).
   NoGradGuard no_grad;
   return index_select(host, 0, from_host(indices, Shape({count}), i64, cpu()));
 }
