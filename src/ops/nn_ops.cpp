@@ -188,19 +188,12 @@ Tensor dense(const Tensor& t) {
   }
   return t;
 }
-
-// A fresh [N, C, H, W] tensor stored channels-last ([N, H, W, C] in memory),
-// the layout of the composite conv2d's output and the one a backend's
-// direct convolution prefers.
-Tensor empty_channels_last(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, DType t, Device d) {
-  return make_empty({n, h, w, c}, t, d).permute({0, 3, 1, 2});
-}
 }  // namespace
 
 Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dArgs& shape) {
   const Window2d& w = shape.g;
   Conv2dArgs a = shape;
-  Tensor out = empty_channels_last(w.n, shape.out_channels, w.oh, w.ow, x.dtype(), x.device());
+  Tensor out = make_empty({w.n, shape.out_channels, w.oh, w.ow}, x.dtype(), x.device());
   const Tensor xd = dense(x), wd = dense(weight), bd = bias.defined() ? dense(bias) : Tensor{};
   a.image = operand(xd), a.weight = operand(wd), a.out = operand(out);
   if (bd.defined()) a.bias = operand(bd);
@@ -212,7 +205,7 @@ Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, c
 Tensor conv2d_backward_data(const Tensor& grad, const Tensor& weight, const Conv2dArgs& shape) {
   const Window2d& w = shape.g;
   Conv2dArgs a = shape;
-  Tensor image = empty_channels_last(w.n, w.c, w.h, w.w, grad.dtype(), grad.device());
+  Tensor image = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
   const Tensor gd = dense(grad), wd = dense(weight);
   a.image = operand(image), a.weight = operand(wd), a.out = operand(gd);
   backend_of(grad).conv2d_backward_data(grad.device().index(), a);

@@ -26,13 +26,18 @@ namespace anvil::cpu_backend {
 //   per group. With fewer (LeNet's first layer, depthwise), oneDNN's blocked
 //   kernels pad the channels to 8 and lose to im2col + OpenBLAS, which the
 //   frontend then uses (supports_fused_conv2d says no).
-// - Layouts: activations (image, out and their gradients) channels-last
-//   (nhwc), weights in oneDNN's choice (`any`: blocked). anvil's operands
-//   arrive with any dense strides; one that differs from what the primitive
-//   wants is reordered into a temporary (and an output reordered back). The
-//   frontend allocates its outputs channels-last, so a network of
-//   convolutions reorders only its first input and the weights, which are
-//   small beside the activations.
+// - Layouts: every operand in oneDNN's choice (`any`: on AVX2 the blocked
+//   nChw8c for activations, as in LibTorch), reordered from anvil's layout
+//   into a temporary before the call and an output reordered back after it.
+//   The frontend allocates outputs contiguous (NCHW), the layout the
+//   elementwise ops after a convolution (batch norm, ReLU) produce anyway.
+//   Measured on issue 12's 2-core machine, a ResNet-18 step (batch 32,
+//   28x28, 1 thread, medians of 5, three alternating runs): channels-last
+//   operands and outputs (the earlier choice) 2.07-2.36 s; blocked inside,
+//   channels-last outputs 1.62-2.12 s; blocked inside, contiguous outputs
+//   1.65-1.78 s. The blocked kernels themselves are faster (forward 526
+//   against 651 ms a step, weight gradient 766 against 841), and nothing
+//   after a convolution walks a permuted layout.
 // - Threads: oneDNN's OpenMP build runs on libgomp, the one pool anvil's loops
 //   and OpenBLAS share (Note [One thread pool]); it sizes its parallel regions
 //   from omp_get_max_threads() when a primitive is created and runs them with
@@ -140,8 +145,8 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
   const detail::Window2dGeometry& g = a.g;
   const Dims d = dims_of(a);
   const auto f32 = memory::data_type::f32;
-  const memory::desc image(d.image, f32, Tag::nhwc), weight(d.weight, f32, Tag::any), bias(d.bias, f32, Tag::x),
-      out(d.out, f32, Tag::nhwc);
+  const memory::desc image(d.image, f32, Tag::any), weight(d.weight, f32, Tag::any), bias(d.bias, f32, Tag::x),
+      out(d.out, f32, Tag::any);
   // oneDNN counts dilation from 0 (taps adjacent) and takes both paddings;
   // the output size the frontend computed satisfies its rule with PH, PW on both sides.
   const memory::dims strides{g.sh, g.sw}, dilates{g.dh - 1, g.dw - 1}, pad{g.ph, g.pw};
