@@ -244,8 +244,8 @@ void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Dims& 
       return;
     case ReduceOp::SumSquares: {
       const Tensor sx = saved(x);
-      record("SumSquaresBackward", out, {&x}, [keep, xs, sx](const Tensor& g, const std::vector<bool>&) {
-        return std::vector<Tensor>{g.reshape(keep).expand(xs) * sx * 2.0};
+      record("SumSquaresBackward", out, {&x}, [keep, xs, sx, scale](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{g.reshape(keep).expand(xs) * sx * (2.0 * scale)};
       });
       return;
     }

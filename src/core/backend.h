@@ -114,8 +114,8 @@ enum class ReduceOp : std::uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, SumSqu
 const char* name(ReduceOp op) noexcept;
 
 // Reduction: the input's dims are ordered [kept..., reduced...]; `out` is
-// contiguous over the kept dims (nkept of them). Sum is multiplied by
-// `scale` (mean passes 1/n). ArgMax/ArgMin write i64 indices into the
+// contiguous over the kept dims (nkept of them). Sum and SumSquares are
+// multiplied by `scale` (mean passes 1/n). ArgMax/ArgMin write i64 indices into the
 // row-major flattening of the reduced dims.
 struct ReduceArgs {
   int nkept = 0, nreduced = 0;

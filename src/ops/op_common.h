@@ -36,6 +36,13 @@ void broadcast_strides(const Tensor& t, const Shape& shape, std::int64_t* out_st
 ElementwiseArgs elementwise_args(const Tensor& out, std::initializer_list<const Tensor*> inputs,
                                  std::initializer_list<Scalar> scalars = {}, DType scalar_dtype = DType::F32);
 
+// Runs a reduction primitive over `dims` (empty = all), recorded for
+// autograd like the public reductions. The input is converted to `out_dtype`
+// first (except for arg ops); every result is multiplied by `scale` (a mean
+// is a sum with scale 1/n).
+Tensor reduce_op(ReduceOp op, const char* opname, const Tensor& x, const Dims& dims, bool keepdim, DType out_dtype,
+                 double scale = 1.0);
+
 // `t` converted to `dtype` (itself when it already is); errors name op "to".
 Tensor cast(const Tensor& t, DType dtype);
 

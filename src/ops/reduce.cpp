@@ -14,10 +14,8 @@ using detail::ReduceOp;
 
 namespace detail {
 
-// Runs a reduction primitive over `dims` (empty = all). `out_dtype` is the
-// result's dtype; the input is converted to it first (except for arg ops).
 Tensor reduce_op(ReduceOp op, const char* opname, const Tensor& x, const Dims& dims, bool keepdim, DType out_dtype,
-                 double scale = 1.0) {
+                 double scale) {
   check_defined(opname, x);
   const TensorImpl& xi = x.impl_ref();
   const int nd = xi.dim();

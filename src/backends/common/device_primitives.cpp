@@ -70,7 +70,7 @@ ReduceLayout reduce_layout(const detail::ReduceArgs& a, detail::ReduceOp op) {
   L.red_numel = a.reduce_numel;
   L.in_offset = a.in.offset;
   L.out_offset = a.out.offset;
-  L.has_scale = op == detail::ReduceOp::Sum && a.scale != 1.0;
+  L.has_scale = (op == detail::ReduceOp::Sum || op == detail::ReduceOp::SumSquares) && a.scale != 1.0;
   return L;
 }
 
