@@ -150,6 +150,13 @@ std::vector<Case> cases() {
          return layer_norm(x[0], {3, 4}, x[1], x[2], 1e-5);
        }},
       {"layer_norm_no_affine", {{3, 5}}, [](V x) { return layer_norm(x[0] * 3.0, {5}); }},
+      {"layer_norm_no_leading_dims",
+       {{3, 4}, {3, 4}, {3, 4}},
+       [](V x) {
+         return layer_norm(x[0], {3, 4}, x[1], x[2]);
+       }},
+      {"layer_norm_weight_only", {{2, 5}, {5}}, [](V x) { return layer_norm(x[0], {5}, x[1]); }},
+      {"layer_norm_bias_only", {{2, 1, 5}, {5}}, [](V x) { return layer_norm(x[0], {5}, {}, x[1]); }},
       {"sdpa", {{2, 3, 4}, {2, 5, 4}, {2, 5, 2}}, [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }},
       {"sdpa_causal",
        {{2, 4, 3}, {2, 4, 3}, {2, 4, 3}},

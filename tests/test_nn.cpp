@@ -81,14 +81,65 @@ TEST_P(NN, ParameterGradientsMatchFiniteDifferences) {
         Tensor y = conv2d(p[0], p[1], p[2], {1, 1}, {1, 1});
         y = relu(y).flatten(1);
         y = addmm(p[4], y, p[3].t());
-        const Tensor mu = mean(y, {0}, true);
-        y = (y - mu) * rsqrt(mean(square(y - mu), {0}, true) + 1e-5) * p[5] + p[6];
-        return y;
+        return batch_norm(y, {}, {}, p[5], p[6], true);
       },
       {randn({3, 1, 3, 3}, d, f64).requires_grad_(), randn({2, 1, 3, 3}, d, f64).requires_grad_(),
        randn({2}, d, f64).requires_grad_(), randn({4, 18}, d, f64).requires_grad_(),
        randn({4}, d, f64).requires_grad_(), randn({4}, d, f64).requires_grad_(), randn({4}, d, f64).requires_grad_()});
   EXPECT_TRUE(r.ok) << r.message;
+}
+
+// batch_norm's own gradient rule (Note [Batch norm's gradient]) against
+// finite differences, in training and in evaluation, with and without the
+// affine parameters; its running statistics; 16-bit inputs; its errors.
+TEST_P(NN, BatchNormGradientsStatisticsAndErrors) {
+  const Device d = device();
+  if (!properties(d).fp64) GTEST_SKIP() << d << " has no f64; gradcheck needs float64";
+  manual_seed(5);
+  const Tensor rm = randn({3}, d, f64), rv = rand({3}, d, f64) + 0.5;
+  for (const bool training : {true, false}) {
+    for (const Shape& shape : {Shape{4, 3, 2, 5}, Shape{6, 3}, Shape{2, 3, 4}}) {
+      SCOPED_TRACE(::testing::Message() << (training ? "training " : "evaluation ") << shape);
+      const auto affine = autograd::gradcheck(
+          [&](const std::vector<Tensor>& p) { return batch_norm(p[0], rm.clone(), rv.clone(), p[1], p[2], training); },
+          {randn(shape, d, f64).requires_grad_(), randn({3}, d, f64).requires_grad_(),
+           randn({3}, d, f64).requires_grad_()});
+      EXPECT_TRUE(affine.ok) << affine.message;
+      const auto plain = autograd::gradcheck(
+          [&](const std::vector<Tensor>& p) { return batch_norm(p[0], rm.clone(), rv.clone(), {}, {}, training); },
+          {randn(shape, d, f64).requires_grad_()});
+      EXPECT_TRUE(plain.ok) << plain.message;
+    }
+  }
+
+  // Training moves the running statistics by momentum towards the batch's,
+  // the variance unbiased; evaluation leaves them alone.
+  const Tensor x = randn({5, 3, 4}, d, f64);
+  Tensor run_mean = rm.clone(), run_var = rv.clone();
+  const Tensor y = batch_norm(x, run_mean, run_var, {}, {}, true, 0.25);
+  const Tensor mu = mean(x, {0, 2}), unbiased = var(x, {0, 2});
+  EXPECT_TRUE(allclose(run_mean, rm * 0.75 + mu * 0.25));
+  EXPECT_TRUE(allclose(run_var, rv * 0.75 + unbiased * 0.25));
+  EXPECT_TRUE(allclose(mean(y, {0, 2}), zeros({3}, d, f64), 1e-6, 1e-9));
+  batch_norm(x, run_mean, run_var, {}, {}, false);
+  EXPECT_TRUE(allclose(run_mean, rm * 0.75 + mu * 0.25));
+
+  // 16-bit inputs compute in f32 and keep their dtype.
+  for (const DType t : {f16, bf16}) {
+    const Tensor xh = x.to(t);
+    const Tensor yh = batch_norm(xh, {}, {}, ones({3}, d, t), zeros({3}, d, t), true);
+    EXPECT_EQ(yh.dtype(), t);
+    EXPECT_TRUE(allclose(yh.to(f64), batch_norm(xh.to(f32), {}, {}, {}, {}, true).to(t).to(f64)));
+  }
+
+  EXPECT_THROW(batch_norm(x, {}, {}, ones({4}, d, f64), {}, true), ShapeError);
+  EXPECT_THROW(batch_norm(x, rm, {}, {}, {}, false), ValueError);
+  EXPECT_THROW(batch_norm(x.sum(), {}, {}, {}, {}, true), ShapeError);
+  EXPECT_THROW(batch_norm(x.to(i64), {}, {}, {}, {}, true), DTypeError);
+  if (d != cpu()) {
+    EXPECT_THROW(batch_norm(x, rm.cpu(), rv.cpu(), {}, {}, false), DeviceMismatch);
+  }
+  EXPECT_TRUE(batch_norm(x, rm, rv, {}, {}, false).defined());  // usable after the errors
 }
 
 namespace {

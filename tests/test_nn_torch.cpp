@@ -37,6 +37,19 @@ std::vector<Row> rows() {
          return std::make_shared<nn::LayerNorm>(Shape{4, 6});
        },
        [](M& m, Inputs x) { return std::vector<Tensor>{m(x[0])}; }},
+      {"batchnorm2d", [] { return std::make_shared<nn::BatchNorm2d>(3); },
+       [](M& m, Inputs x) {
+         const Tensor y = m(x[0]);
+         const auto state = m.state_dict();
+         return std::vector<Tensor>{y, state.at("running_mean"), state.at("running_var")};
+       }},
+      {"batchnorm1d_eval",
+       [] {
+         auto m = std::make_shared<nn::BatchNorm1d>(4);
+         m->eval();
+         return m;
+       },
+       [](M& m, Inputs x) { return std::vector<Tensor>{m(x[0])}; }},
       {"embedding", [] { return std::make_shared<nn::Embedding>(10, 5); },
        [](M& m, Inputs x) { return std::vector<Tensor>{m(x[0])}; }},
       {"rnn_tanh", [] { return std::make_shared<nn::RNN>(4, 6, 2); },

@@ -404,9 +404,21 @@ Tensor adaptive_max_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_s
 Tensor embedding(const Tensor& indices, const Tensor& weight);
 // (x - mean) / sqrt(var + eps) * weight + bias over the trailing
 // normalized_shape dims of x (biased variance, torch layer_norm); weight and
-// bias have normalized_shape, or are undefined.
+// bias have normalized_shape, or are undefined. 16-bit inputs compute in
+// f32. Like batch_norm, its gradient is one rule.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
+// torch.nn.functional.batch_norm over x [N, C, ...]: (x - mean) /
+// sqrt(var + eps) * weight + bias per channel. Training: mean and the biased
+// variance of this batch over every dim but C, and running_mean and
+// running_var (when defined) move `momentum` of the way to them, the
+// variance unbiased, in place. Evaluation: the running statistics, which
+// must then be defined. weight, bias and the running statistics are [C] or
+// undefined. 16-bit inputs compute in f32; under autocast, always in f32.
+// Its gradient is one rule (two reductions and three elementwise passes),
+// not the chain of the composite.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
+                  const Tensor& bias = {}, bool training = false, double momentum = 0.1, double eps = 1e-5);
 // softmax(q k^T / sqrt(E) masked) over q [..., L, E], k [..., S, E] with
 // v [..., S, Ev] -> [..., L, Ev] (torch scaled_dot_product_attention, PyTorch
 // 2.x semantics; no dropout: apply it to attention_weights yourself).

@@ -163,10 +163,21 @@ Tensor col2im(const Tensor& cols, const Window2d& win);
 // [N, C, OH, OW] output gradient → [N, C, H, W] input gradient.
 Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Window2d& win);
 
+// batch_norm's rule. xc = x - mean (computed in `compute`, the dtype the op
+// computed in) and invstd = 1 / sqrt(var + eps) shaped [1, C, 1, ...];
+// `training`: mean and var were the batch's own, so they depend on x too.
+void record_batch_norm(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& xc,
+                       const Tensor& invstd, bool training);
+
+// layer_norm's rule: xhat = (x - mean) * invstd over the k trailing dims
+// (the shape weight and bias have when defined), invstd with them kept as 1.
+void record_layer_norm(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& xhat,
+                       const Tensor& invstd, int k);
+
 // The direct-convolution path of conv2d (the backend's Conv2d family; its
 // shape as conv2d validated it, operands unset). The output and the input
-// gradient are stored channels-last; the gradients are not themselves
-// recorded (no double backward through this path).
+// gradient are contiguous; the gradients are not themselves recorded (no
+// double backward through this path).
 Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dArgs& shape);
 void record_conv2d_fused(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                          const Conv2dArgs& shape);

@@ -68,6 +68,78 @@ void record_conv2d_fused(const Tensor& out, const Tensor& x, const Tensor& weigh
          });
 }
 
+// Note [Batch norm's gradient]
+// With y = xc * a + bias, a = invstd * weight per channel, and sums S over
+// every dim but C (n elements each):
+//   d bias = S(g),  d weight = S(g * xc) * invstd,
+//   dx = a * (g - S(g) / n - xc * invstd^2 * S(g * xc) / n)   (training)
+//   dx = a * g                                                (evaluation)
+// Two reductions and, for dx, g * a - xc * k - c: three elementwise passes.
+// The composite's chain of autograd nodes made about twice the passes and
+// saved more tensors.
+void record_batch_norm(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& xc,
+                       const Tensor& invstd, bool training) {
+  if (!should_record({&x, &weight, &bias})) return;
+  const Tensor sxc = saved(xc), sinv = saved(invstd), sw = weight.defined() ? saved(weight) : Tensor{};
+  const DType x_dtype = x.dtype(), bias_dtype = bias.defined() ? bias.dtype() : x.dtype();
+  record("NativeBatchNormBackward", out, {&x, &weight, &bias},
+         [sxc, sinv, sw, x_dtype, bias_dtype, training](const Tensor& grad, const std::vector<bool>& n) {
+           const std::int64_t c = sinv.numel();
+           const Shape bshape = sinv.shape();
+           std::vector<std::int64_t> dims{0};
+           for (int i = 2; i < sxc.dim(); ++i) dims.push_back(i);
+           const Tensor g = grad.to(sxc.dtype());
+           const Tensor a = sw.defined() ? sinv * sw.reshape(bshape).to(sxc.dtype()) : sinv;
+           const bool want_sums = n[1] || n[2] || (n[0] && training);
+           const Tensor sum_g = want_sums ? sum(g, dims, true) : Tensor{};
+           const Tensor sum_gxc = n[1] || (n[0] && training) ? sum(g * sxc, dims, true) : Tensor{};
+           Tensor gx, gw, gb;
+           if (n[0]) {
+             gx = g * a;
+             if (training) {
+               const double count = static_cast<double>(sxc.numel() / c);
+               gx.sub_(sxc * (a * square(sinv) * sum_gxc / count));
+               gx.sub_(a * sum_g / count);
+             }
+             gx = gx.to(x_dtype);
+           }
+           if (n[1]) gw = (sum_gxc * sinv).reshape({c}).to(sw.dtype());
+           if (n[2]) gb = sum_g.reshape({c}).to(bias_dtype);
+           return Grads{gx, gw, gb};
+         });
+}
+
+// Note [Batch norm's gradient] for layer_norm: the statistics are per row
+// (over the trailing dims) and weight is per column, so nothing folds into
+// a per-channel coefficient; with gxhat = g * weight,
+//   dx = invstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)),
+//   d weight = S(g * xhat), d bias = S(g), S over the leading dims.
+void record_layer_norm(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& xhat,
+                       const Tensor& invstd, int k) {
+  if (!should_record({&x, &weight, &bias})) return;
+  const Tensor sxhat = saved(xhat), sinv = saved(invstd), sw = weight.defined() ? saved(weight) : Tensor{};
+  const DType x_dtype = x.dtype(), w_dtype = weight.defined() ? weight.dtype() : x.dtype(),
+              b_dtype = bias.defined() ? bias.dtype() : x.dtype();
+  record("NativeLayerNormBackward", out, {&x, &weight, &bias},
+         [sxhat, sinv, sw, x_dtype, w_dtype, b_dtype, k](const Tensor& grad, const std::vector<bool>& n) {
+           std::vector<std::int64_t> rows, lead;  // the normalised dims and the others
+           for (int i = 0; i < sxhat.dim(); ++i) (i >= sxhat.dim() - k ? rows : lead).push_back(i);
+           const Tensor g = grad.to(sxhat.dtype());
+           // An empty dim list would reduce every dim: with no leading dims there is nothing to sum.
+           const auto sum_lead = [&](const Tensor& t) { return lead.empty() ? t : sum(t, lead); };
+           Tensor gx, gw, gb;
+           if (n[0]) {
+             const Tensor gxhat = sw.defined() ? g * sw.to(sxhat.dtype()) : g;
+             gx = gxhat - sxhat * mean(gxhat * sxhat, rows, true);
+             gx.sub_(mean(gxhat, rows, true)).mul_(sinv);
+             gx = gx.to(x_dtype);
+           }
+           if (n[1]) gw = sum_lead(g * sxhat).to(w_dtype);
+           if (n[2]) gb = sum_lead(g).to(b_dtype);
+           return Grads{gx, gw, gb};
+         });
+}
+
 void record_max_pool2d(const Tensor& out, const Tensor& x, const Tensor& windows, const Window2d& win) {
   if (!should_record({&x})) return;
   const Tensor sw = saved(windows), so = saved(out);

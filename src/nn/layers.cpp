@@ -214,27 +214,13 @@ Tensor BatchNorm::forward(const Tensor& x) {
   for (int d : allowed_dims_) ok = ok || x.dim() == d;
   ANVIL_CHECK(ok && x.size(1) == features_, ShapeError, name(), ": input has the wrong shape; expected [N, ", features_,
               allowed_dims_[0] == 4 ? ", H, W]" : "] or [N, C, L]", ", got ", x.shape());
-  Shape dims{0};
-  for (int i = 2; i < x.dim(); ++i) dims.push_back(i);
-  Shape bshape = Shape::filled(x.dim(), 1);
-  bshape[1] = features_;
-  Tensor& rm = buffer_ref("running_mean");
-  Tensor& rv = buffer_ref("running_var");
-  Tensor mu, var;
+  const Tensor out =
+      batch_norm(x, buffer_ref("running_mean"), buffer_ref("running_var"), w_, b_, is_training(), momentum_, eps_);
   if (is_training()) {
-    mu = mean(x, dims, true);
-    var = mean(square(x - mu), dims, true);
     NoGradGuard no_grad;
-    const std::int64_t n = x.numel() / features_;
-    const double unbias = n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0;
-    rm.mul_(1.0 - momentum_).add_(mu.detach().reshape({features_}) * momentum_);
-    rv.mul_(1.0 - momentum_).add_(var.detach().reshape({features_}) * (momentum_ * unbias));
     buffer_ref("num_batches_tracked").add_(1);
-  } else {
-    mu = rm.reshape(bshape);
-    var = rv.reshape(bshape);
   }
-  return (x - mu) * rsqrt(var + eps_) * w_.reshape(bshape) + b_.reshape(bshape);
+  return out;
 }
 
 std::string BatchNorm1d::name() const {

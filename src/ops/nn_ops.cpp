@@ -422,6 +422,65 @@ Tensor adaptive_max_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_s
   return adaptive_max_along(adaptive_max_along(x, 2, oh), 3, ow);
 }
 
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  detail::check_defined("batch_norm", x);
+  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x, &weight, &bias}))
+    return batch_norm((*c)[0], running_mean, running_var, (*c)[1], (*c)[2], training, momentum, eps);
+  ANVIL_CHECK(x.dim() >= 2, ShapeError, "batch_norm: input must be [N, C, ...]; expected at least 2 dims, got ",
+              x.shape());
+  ANVIL_CHECK(is_floating(x.dtype()), DTypeError,
+              "batch_norm: input must be floating; expected f32, f64, f16 or bf16, got ", x.dtype());
+  std::vector<Tensor> on_device{x};
+  const std::int64_t c = x.size(1);
+  const std::pair<const char*, const Tensor*> per_channel[] = {
+      {"running_mean", &running_mean}, {"running_var", &running_var}, {"weight", &weight}, {"bias", &bias}};
+  for (const auto& [name, t] : per_channel) {
+    if (!t->defined()) continue;
+    on_device.push_back(*t);
+    ANVIL_CHECK(t->shape() == Shape{c}, ShapeError, "batch_norm: ", name, " must be [C] for an input of ", c,
+                " channels; expected [", c, "], got ", t->shape());
+  }
+  detail::check_same_device("batch_norm", on_device);
+  ANVIL_CHECK(training || (running_mean.defined() && running_var.defined()), ValueError,
+              "batch_norm: evaluation normalises with the running statistics; expected running_mean and running_var, "
+              "got ",
+              running_mean.defined() ? "no running_var" : "no running_mean");
+  std::vector<std::int64_t> dims{0};
+  for (int i = 2; i < x.dim(); ++i) dims.push_back(i);
+  Shape per_channel_shape = Shape::filled(x.dim(), 1);
+  per_channel_shape[1] = c;
+  // 16-bit inputs compute in f32 and round once, as PyTorch does.
+  const DType compute = is_half(x.dtype()) ? f32 : x.dtype();
+  const std::int64_t count = x.numel() / std::max<std::int64_t>(c, 1);
+  Tensor out, xc, invstd;
+  {
+    NoGradGuard no_grad;
+    const Tensor xf = x.to(compute);
+    Tensor var;
+    if (training) {
+      const Tensor mu = mean(xf, dims, true);
+      xc = xf - mu;
+      var = detail::reduce_op(detail::ReduceOp::SumSquares, "batch_norm", xc, dims, true, compute,
+                              1.0 / static_cast<double>(std::max<std::int64_t>(count, 1)));
+      // The running variance is unbiased (PyTorch's rule); one value per channel has none.
+      const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
+      Tensor rm = running_mean, rv = running_var;
+      if (rm.defined()) rm.mul_(1.0 - momentum).add_(mu.reshape({c}) * momentum);
+      if (rv.defined()) rv.mul_(1.0 - momentum).add_(var.reshape({c}) * (momentum * unbias));
+    } else {
+      xc = xf - running_mean.reshape(per_channel_shape).to(compute);
+      var = running_var.reshape(per_channel_shape).to(compute);
+    }
+    invstd = rsqrt(var + eps);
+    Tensor y = xc * (weight.defined() ? invstd * weight.reshape(per_channel_shape).to(compute) : invstd);
+    if (bias.defined()) y.add_(bias.reshape(per_channel_shape).to(compute));
+    out = y.to(x.dtype());
+  }
+  detail::record_batch_norm(out, x, weight, bias, xc, invstd, training);
+  return out;
+}
+
 // --- Tensor members ---------------------------------------------------------------------
 Tensor Tensor::softmax(int dim) const { return anvil::softmax(*this, dim); }
 Tensor Tensor::log_softmax(int dim) const { return anvil::log_softmax(*this, dim); }

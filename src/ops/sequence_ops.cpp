@@ -1,11 +1,13 @@
 // The sequence-model ops (embedding, layer_norm, attention), composites of
 // the primitives: written once here, they run and differentiate on every
 // backend. embedding's gradient is index_select's, one index_add pass.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "anvil/autograd.h"
+#include "autograd/graph.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
 
@@ -54,12 +56,30 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
               "layer_norm: bias must have normalized_shape; expected ", normalized_shape, ", got ", bias.shape());
   std::vector<std::int64_t> dims;
   for (int i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
-  const Tensor centred = x - mean(x, dims, true);
-  // The biased variance, as PyTorch normalises.
-  Tensor y = centred * rsqrt(mean(square(centred), dims, true) + eps);
-  if (weight.defined()) y = y * weight;
-  if (bias.defined()) y = y + bias;
-  return y;
+  // 16-bit inputs compute in f32 and round once, as PyTorch does.
+  const DType compute = is_half(x.dtype()) ? f32 : x.dtype();
+  Tensor out, xhat, invstd;
+  {
+    NoGradGuard no_grad;
+    const Tensor xf = x.to(compute);
+    xhat = xf - mean(xf, dims, true);
+    // The biased variance, as PyTorch normalises.
+    invstd = rsqrt(detail::reduce_op(detail::ReduceOp::SumSquares, "layer_norm", xhat, dims, true, compute,
+                                     1.0 / static_cast<double>(std::max<std::int64_t>(normalized_shape.numel(), 1))) +
+                   eps);
+    xhat.mul_(invstd);
+    // Never the saved xhat itself: an in-place op on the output would change the gradient.
+    Tensor y;
+    if (weight.defined()) {
+      y = xhat * weight.to(compute);
+      if (bias.defined()) y.add_(bias.to(compute));
+    } else {
+      y = bias.defined() ? xhat + bias.to(compute) : xhat.clone();
+    }
+    out = y.to(x.dtype());
+  }
+  detail::record_layer_norm(out, x, weight, bias, xhat, invstd, k);
+  return out;
 }
 
 Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool is_causal) {

@@ -32,6 +32,22 @@ def case_layernorm():
     return m, [torch.randn(2, 3, 4, 6)], lambda m, x: [m(x[0])]
 
 
+def case_batchnorm2d():
+    # Training: the batch's statistics, and the running ones they update.
+    m = nn.BatchNorm2d(3)
+    return m, [torch.randn(4, 3, 5, 6)], lambda m, x: [m(x[0]), m.running_mean.clone(), m.running_var.clone()]
+
+
+def case_batchnorm1d_eval():
+    # Evaluation over [N, C, L]: the running statistics, set away from 0 and 1.
+    m = nn.BatchNorm1d(4)
+    with torch.no_grad():
+        m.running_mean.copy_(torch.randn(4))
+        m.running_var.copy_(torch.rand(4) + 0.5)
+    m.eval()
+    return m, [torch.randn(5, 4, 7)], lambda m, x: [m(x[0])]
+
+
 def case_embedding():
     m = nn.Embedding(10, 5)
     return m, [torch.tensor([[1, 9, 1, 0], [3, 3, 7, 1], [2, 0, 9, 9]])], lambda m, x: [m(x[0])]
@@ -105,6 +121,8 @@ def case_encoder_gelu_norm_first():
 
 CASES = {
     "layernorm": case_layernorm,
+    "batchnorm2d": case_batchnorm2d,
+    "batchnorm1d_eval": case_batchnorm1d_eval,
     "embedding": case_embedding,
     "rnn_tanh": case_rnn_tanh,
     "rnn_relu_batch_first": case_rnn_relu_batch_first,
@@ -127,7 +145,7 @@ def build(name, fn):
             p.copy_(torch.randn_like(p) * 0.5)
     out = {}
     for k, v in m.state_dict().items():
-        out[f"{name}.param.{k}"] = v
+        out[f"{name}.param.{k}"] = v.clone()  # before the forward pass moves the running statistics
     for i, x in enumerate(inputs):
         if x.is_floating_point():
             x.requires_grad_()
