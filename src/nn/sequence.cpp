@@ -111,9 +111,11 @@ std::vector<Tensor> RecurrentBase::run(const Tensor& x, const Tensor& h0, const 
   for (std::int64_t l = 0; l < layers_; ++l) {
     const std::vector<Tensor>& w = w_[l];
     // The input's share of every step's gates in one GEMM; only h @ W_hh^T
-    // is left inside the time loop.
-    Tensor gx = matmul(layer_in, w[0].t());
-    if (bias_) gx = gx + w[2];
+    // is left inside the time loop. addmm writes the bias first and the
+    // GEMM adds to it: one pass over the gates fewer than matmul, then +.
+    const Tensor gx =
+        bias_ ? addmm(w[2], layer_in.reshape({-1, layer_in.size(2)}), w[0].t()).reshape({steps, n, w[0].size(0)})
+              : matmul(layer_in, w[0].t());
     // One transposed view for all steps: its gradient is summed over the
     // steps in W_hh^T's own (contiguous) layout and transposed once; a view
     // per step would sum one transposed gradient per step, a cache-hostile walk.
@@ -122,8 +124,7 @@ std::vector<Tensor> RecurrentBase::run(const Tensor& x, const Tensor& h0, const 
     std::vector<Tensor> outs;
     outs.reserve(static_cast<std::size_t>(steps));
     for (std::int64_t t = 0; t < steps; ++t) {
-      Tensor gh = matmul(h, w_hh_t);
-      if (bias_) gh = gh + w[3];
+      const Tensor gh = bias_ ? addmm(w[3], h, w_hh_t) : matmul(h, w_hh_t);
       const Tensor gxt = gx[t];
       switch (cell_) {
         case Cell::Tanh:
