@@ -42,6 +42,9 @@ function(anvil_backend_module name)
   target_compile_options(${target} PRIVATE -O3 $<$<BOOL:${ANVIL_NATIVE}>:-march=native> -fno-math-errno)
   anvil_library_layout(${target})
   install(TARGETS ${target} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  # The entry points (module.cpp) report the interface they were built against.
+  set_property(SOURCE ${CMAKE_CURRENT_SOURCE_DIR}/module.cpp APPEND PROPERTY COMPILE_DEFINITIONS
+               "ANVIL_BACKEND_ABI=\"${ANVIL_BACKEND_ABI}\"")
   # Only the registry needs to know, so only it recompiles.
   set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/core/registry.cpp DIRECTORY ${PROJECT_SOURCE_DIR}
                APPEND PROPERTY COMPILE_DEFINITIONS ANVIL_HAVE_${upper}=1)

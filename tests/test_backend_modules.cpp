@@ -179,6 +179,24 @@ TEST(BackendModules, ACudaModuleWhoseToolkitDoesNotLoadIsDlerrorsReason) {
   EXPECT_TRUE(has(r.value.at("try_gpu_reason"), "cuda: " + reason)) << r.text;
 }
 
+TEST(BackendModules, AModuleBuiltAgainstAnotherBackendInterfaceIsRefused) {
+  // As a module left from an older build: its fingerprint of core/backend.h
+  // is not this libanvil's, so the registry never calls its init.
+  const std::string abi = ANVIL_TEST_BACKEND_ABI, stale(abi.size(), '0');
+  ASSERT_NE(abi, stale);
+  const ModuleDir dir;
+  dir.link(ANVIL_TEST_OPENCL_MODULE);
+  dir.copy_renaming(ANVIL_TEST_CUDA_MODULE, abi, stale);
+  const Output r = probe(dir.env());
+  expect_cpu_and_opencl_run(r);
+  EXPECT_EQ(r.value.at("cuda_count"), "0") << r.text;
+  const std::string reason = r.value.at("cuda_reason");
+  EXPECT_TRUE(has(reason, (dir.path() / "libanvil_backend_cuda.so").string() + " was built against another libanvil"))
+      << r.text;
+  EXPECT_TRUE(has(reason, "backend interface " + stale + ", this libanvil's " + abi)) << r.text;
+  EXPECT_TRUE(has(reason, "rebuild it")) << r.text;
+}
+
 #endif
 
 }  // namespace

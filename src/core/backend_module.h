@@ -18,9 +18,13 @@
 //   3. the library directory of the configured install prefix;
 //   4. the dynamic loader's own search (LD_LIBRARY_PATH, ld.so.cache).
 //
-// Each module exports one function with C linkage, named
-// anvil_backend_<name>_init, that returns its Backend (owned by the module,
-// alive until exit; modules are never unloaded).
+// Each module exports two functions with C linkage: anvil_backend_<name>_abi,
+// the fingerprint of this header and core/backend.h it was compiled against
+// (ANVIL_BACKEND_ABI, from CMakeLists.txt), and anvil_backend_<name>_init,
+// which returns its Backend (owned by the module, alive until exit; modules
+// are never unloaded). The registry calls init only when the fingerprint is
+// its own: a stale module (built before the interface changed) is a reason,
+// not a call through a vtable of another layout.
 #pragma once
 
 #include <string>
@@ -31,8 +35,9 @@
 
 namespace anvil::detail {
 
-// The signature of a module's entry function.
+// The signatures of a module's entry functions.
 using BackendModuleInit = Backend* (*)();
+using BackendModuleAbi = const char* (*)();
 
 // Whether this build of anvil has a backend for `type` (for CUDA and OpenCL:
 // made its module), whether or not it loaded here.

@@ -129,6 +129,14 @@ void load_module(const ModuleSpec& spec, Slot& slot) noexcept {
         failures.push_back(cat(candidate, " did not load: ", why));
         continue;
       }
+      const std::string abi_entry = cat("anvil_backend_", spec.name, "_abi");
+      auto abi = reinterpret_cast<BackendModuleAbi>(dlsym(handle, abi_entry.c_str()));
+      if (abi == nullptr || std::string_view(abi()) != ANVIL_BACKEND_ABI) {
+        failures.push_back(cat(candidate, " was built against another libanvil (backend interface ",
+                               abi != nullptr ? abi() : "unknown", ", this libanvil's ", ANVIL_BACKEND_ABI,
+                               "); rebuild it with this libanvil"));
+        continue;
+      }
       auto init = reinterpret_cast<BackendModuleInit>(dlsym(handle, entry.c_str()));
       if (init == nullptr) {
         failures.push_back(cat(candidate, " does not export ", entry));
