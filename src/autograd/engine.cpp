@@ -28,24 +28,6 @@ namespace detail {
 
 bool grad_mode_enabled() noexcept { return g_grad_enabled; }
 
-namespace {
-// Whether t's elements fill its memory exactly once in some order of its
-// dims: contiguous, or a permutation of it (a transposed weight's gradient,
-// computed in that weight's layout). Such a tensor can take an in-place add.
-bool dense_non_overlapping(const Tensor& t) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, size), sizes > 1
-  for (int d = 0; d < t.dim(); ++d)
-    if (t.shape()[d] > 1) dims.emplace_back(t.strides()[d], t.shape()[d]);
-  std::sort(dims.begin(), dims.end());
-  std::int64_t expected = 1;
-  for (const auto& [stride, size] : dims) {
-    if (stride != expected) return false;
-    expected *= size;
-  }
-  return true;
-}
-}  // namespace
-
 std::uint64_t next_sequence_nr() noexcept {
   static std::atomic<std::uint64_t> counter{0};
   return counter.fetch_add(1, std::memory_order_relaxed);
@@ -297,7 +279,7 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
         Tensor& acc = grads[nx];
         if (!acc.defined())
           acc = std::move(gi);
-        else if (sole(acc) && dense_non_overlapping(acc))  // never an expanded view (stride 0)
+        else if (sole(acc) && is_dense_non_overlapping(acc))  // never an expanded view (stride 0)
           acc.add_(gi);
         else
           acc = acc + gi;

@@ -176,18 +176,7 @@ namespace {
 // t itself when it holds each of its elements once, in any order of dims
 // (contiguous, channels-last, …), else a contiguous copy: the Conv2d
 // family's operands (backend.h).
-Tensor dense(const Tensor& t) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, size), size > 1
-  for (int i = 0; i < t.dim(); ++i)
-    if (t.size(i) != 1) dims.emplace_back(t.strides()[i], t.size(i));
-  std::sort(dims.begin(), dims.end());
-  std::int64_t expected = 1;
-  for (const auto& [stride, size] : dims) {
-    if (stride != expected) return t.contiguous();
-    expected *= size;
-  }
-  return t;
-}
+Tensor dense(const Tensor& t) { return is_dense_non_overlapping(t) ? t : t.contiguous(); }
 }  // namespace
 
 Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dArgs& shape) {

@@ -1,8 +1,9 @@
 #include "ops/op_common.h"
 
 #include <algorithm>
-#include <numeric>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/env_flag.h"
 
@@ -133,6 +134,19 @@ ElementwiseArgs elementwise_args(const Tensor& out, std::initializer_list<const 
   }
   a.ndim = n;
   return a;
+}
+
+bool is_dense_non_overlapping(const Tensor& t) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, size), sizes > 1
+  for (int d = 0; d < t.dim(); ++d)
+    if (t.size(d) != 1) dims.emplace_back(t.strides()[d], t.size(d));
+  std::sort(dims.begin(), dims.end());
+  std::int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
 }
 
 Tensor cast(const Tensor& t, DType dtype) {

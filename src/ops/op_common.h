@@ -36,6 +36,12 @@ void broadcast_strides(const Tensor& t, const Shape& shape, std::int64_t* out_st
 ElementwiseArgs elementwise_args(const Tensor& out, std::initializer_list<const Tensor*> inputs,
                                  std::initializer_list<Scalar> scalars = {}, DType scalar_dtype = DType::F32);
 
+// Whether t holds each of its elements exactly once, in some order of its
+// dims: contiguous, channels-last, a transposed matrix… (never an expanded
+// view with stride 0, nor one with gaps). Such a tensor can take an in-place
+// add, or go to a kernel that accepts any dense layout.
+bool is_dense_non_overlapping(const Tensor& t);
+
 // Runs a reduction primitive over `dims` (empty = all), recorded for
 // autograd like the public reductions. The input is converted to `out_dtype`
 // first (except for arg ops); every result is multiplied by `scale` (a mean
