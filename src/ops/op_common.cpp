@@ -104,7 +104,11 @@ ElementwiseArgs elementwise_args(const Tensor& out, std::initializer_list<const 
   int dims = 0;
   for (int d = 0; d < nd; ++d)
     if (shape[d] != 1) order[dims++] = d;  // size-1 dims are dropped
-  std::stable_sort(order, order + dims, [&](int x, int y) { return a.out.strides[x] > a.out.strides[y]; });
+  // A stable insertion sort: at most kMaxDims entries, and std::stable_sort
+  // would allocate a buffer on every op (a tenth of a small op's time).
+  for (int i = 1; i < dims; ++i)
+    for (int j = i; j > 0 && a.out.strides[order[j - 1]] < a.out.strides[order[j]]; --j)
+      std::swap(order[j - 1], order[j]);
   std::int64_t strides[4][kMaxDims];
   for (int j = 0; j < nops; ++j)
     for (int i = 0; i < dims; ++i) strides[j][i] = ops[j]->strides[order[i]];
