@@ -255,7 +255,10 @@ TEST(MatmulCpuSmallGemm, EachPathAgainstReference) {
       {"batch · matrix", {4, 12, 20}, {20, 8}, Layout::Transposed, Layout::Contiguous, true},
       {"B transposed", {64, 64}, {64, 64}, Layout::Contiguous, Layout::Transposed, false},
       {"short odd rows", {64, 256}, {256, 10}, Layout::Contiguous, Layout::Contiguous, false},
-      {"past the crossover", {96, 96}, {96, 96}, Layout::Contiguous, Layout::Contiguous, false},
+      {"the chapter's 100^3", {100, 100}, {100, 100}, Layout::Contiguous, Layout::Contiguous, true},
+      {"100^3, A transposed", {100, 100}, {100, 100}, Layout::Transposed, Layout::Contiguous, false},
+      {"past the crossover", {112, 112}, {112, 112}, Layout::Contiguous, Layout::Contiguous, false},
+      {"long k past 80^3", {16, 512}, {512, 96}, Layout::Contiguous, Layout::Contiguous, false},
   };
   std::uint64_t seed = 500;
   for (DType dt : {f32, f64})
