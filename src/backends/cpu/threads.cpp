@@ -35,7 +35,8 @@ std::atomic<std::uint64_t> g_gemm_small{0};
 
 // Note [Fewer threads on a busy machine]: the load sample.
 constexpr std::int64_t kLoadWindowNs = 100'000'000;
-constexpr std::int64_t kStaleWindowNs = 10 * kLoadWindowNs;
+// A pause this long between two asks for BLAS threads ends the window.
+constexpr std::int64_t kIdleGapNs = kLoadWindowNs;
 
 std::int64_t nanoseconds(clockid_t clock) noexcept {
   timespec t{};
@@ -75,24 +76,25 @@ struct LoadSample {
 std::mutex g_load_mutex;   // held by the one thread taking a sample
 LoadSample g_last_sample;  // guarded by g_load_mutex
 std::atomic<std::int64_t> g_next_sample_ns{0};
+std::atomic<std::int64_t> g_last_ask_ns{0};
 std::atomic<int> g_load_threads{1 << 16};  // no bound until the first window closes
 std::atomic<bool> g_load_bound{true};
 
-// Takes a sample when the window has closed and no other thread is taking
-// one; updates g_load_threads.
-void sample_load(std::int64_t now) noexcept {
+// Takes a sample when the window has closed (or, with `restart`, at once) and
+// no other thread is taking one. A closed window updates g_load_threads; a
+// restarted one drops the bound until it closes (see the Note).
+void sample_load(std::int64_t now, bool restart) noexcept {
   std::unique_lock lock(g_load_mutex, std::try_to_lock);
   if (!lock.owns_lock()) return;
-  if (now < g_next_sample_ns.load(std::memory_order_relaxed)) return;  // another thread just did
+  if (!restart && now < g_next_sample_ns.load(std::memory_order_relaxed)) return;  // another thread just did
   const LoadSample s{nanoseconds(CLOCK_MONOTONIC), nanoseconds(CLOCK_PROCESS_CPUTIME_ID), machine_busy_ticks()};
   g_next_sample_ns.store(now + kLoadWindowNs, std::memory_order_relaxed);
-  if (s.busy_ticks < 0) return;  // no /proc: no bound
   const LoadSample last = std::exchange(g_last_sample, s);
-  if (last.busy_ticks < 0 || s.wall_ns <= last.wall_ns) return;
-  if (s.wall_ns - last.wall_ns > kStaleWindowNs) {  // see the Note
+  if (restart || s.busy_ticks < 0) {  // no /proc: no bound either
     g_load_threads.store(1 << 16, std::memory_order_relaxed);
     return;
   }
+  if (last.busy_ticks < 0 || s.wall_ns <= last.wall_ns) return;
   static const double seconds_per_tick = 1.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
   const double wall = 1e-9 * static_cast<double>(s.wall_ns - last.wall_ns);
   const double busy = seconds_per_tick * static_cast<double>(s.busy_ticks - last.busy_ticks);
@@ -116,7 +118,11 @@ int usable_blas_threads() noexcept {
   const int bound = omp_get_max_threads();
   if (bound <= 1 || !g_load_bound.load(std::memory_order_relaxed)) return bound;
   const std::int64_t now = nanoseconds(CLOCK_MONOTONIC_COARSE);
-  if (now >= g_next_sample_ns.load(std::memory_order_relaxed)) sample_load(now);
+  const std::int64_t last_ask = g_last_ask_ns.exchange(now, std::memory_order_relaxed);
+  if (now - last_ask > kIdleGapNs)
+    sample_load(now, /*restart=*/true);
+  else if (now >= g_next_sample_ns.load(std::memory_order_relaxed))
+    sample_load(now, /*restart=*/false);
   return std::min(bound, g_load_threads.load(std::memory_order_relaxed));
 }
 

@@ -48,12 +48,16 @@ namespace anvil::cpu_backend {
 // (which counts anvil's own threads and lags by a minute): the machine's
 // busy CPU time from /proc/stat less this process's own CPU time, over the
 // last >= 100 ms, re-read at most every 100 ms by whichever thread finds the
-// sample stale (a coarse clock read and an atomic load otherwise). A window
-// longer than a second spans time this process sat idle, and what others
-// did then says nothing about now: it is dropped and the next window starts
-// unbounded. (bench_compare showed why: anvil's first 2048² product after
-// LibTorch's turn ran on one thread, bounded by the seconds LibTorch had
-// used both cores.) The pool and its passive waiting stay as they are.
+// sample stale (a coarse clock read and an atomic exchange otherwise). A
+// window counts only while this process keeps asking for BLAS threads: after
+// a pause longer than the window itself, what others did meanwhile says
+// nothing about the work now starting, so a new window starts there,
+// unbounded until it closes. (bench_compare showed why, twice: with the old
+// rule, which dropped only windows longer than a second, anvil's products
+// after LibTorch's or OpenBLAS's 0.2 s turn on both cores ran on one thread
+// for the next 100 ms, and allocating matmul at n = 256 and 1024 measured
+// 0.78x and 0.76x of OpenBLAS while mm_out, timed at other moments, measured
+// 0.96x and 0.94x.) The pool and its passive waiting stay as they are.
 
 // The rule: of `cores` CPUs, others used `others_busy` cores' worth over the
 // window. Below half a core anvil keeps max_threads (set_num_threads may ask
