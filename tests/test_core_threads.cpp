@@ -61,8 +61,8 @@ TEST(ThreadChoice, GemmThreadsFromTheProductsSize) {
   using cpu_threads::gemm_threads;
   EXPECT_EQ(gemm_threads(64, 64, 64, 2), 1);
   EXPECT_EQ(gemm_threads(100, 100, 100, 2), 1) << "the chapter's exercise";
-  EXPECT_EQ(gemm_threads(112, 112, 112, 2), 1);
-  EXPECT_EQ(gemm_threads(128, 128, 128, 2), 2) << "2 threads pay from 128^3";
+  EXPECT_EQ(gemm_threads(128, 128, 128, 2), 1);
+  EXPECT_EQ(gemm_threads(32, 256, 768, 2), 1) << "a GRU step's product";
   EXPECT_EQ(gemm_threads(1024, 1024, 1024, 2), 2);
   EXPECT_EQ(gemm_threads(1024, 1024, 1024, 1), 1) << "set_num_threads is the upper bound";
   EXPECT_EQ(gemm_threads(1024, 1024, 1024, 64), 64);

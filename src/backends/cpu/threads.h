@@ -75,13 +75,14 @@ int usable_blas_threads() noexcept;
 void set_load_bound(bool enabled) noexcept;
 
 // GEMMs below this many multiply-adds per thread gain less from another
-// thread than its wake-up costs. Square f32 products in OpenBLAS 0.3.21 with
-// passive waiting on an idle 2-core EPYC, 2 threads against 1: 0.94x at 96³,
-// 1.17x at 112³, 1.25x at 128³ (57 -> 46 µs), 1.42x at 200³. 1M is ~28 µs of
-// one core, so a product gets its second thread from 128³; on a busy machine
-// usable_blas_threads() keeps it on one (Note [Fewer threads on a busy
-// machine]). The chapter's 100³ stays on one thread.
-inline constexpr std::int64_t kGemmWorkPerThread = std::int64_t{1} << 20;
+// thread than its wake-up costs: 4M is ~100 µs of one core, so a product
+// gets a second thread from n ≈ 200, where on an idle machine it would save
+// ~120 µs against the region's ~10 µs, and on a busy one lose ~40%. Square
+// products gain from 2 threads earlier (OpenBLAS 0.3.21, passive waiting,
+// idle 2-core EPYC: 1.25x at 128³), but the skinny ones training meets do
+// not: with 1M here, a GRU step (32×256×768 products) took 57 ms on two
+// threads against 47 ms on one, so the bound stays.
+inline constexpr std::int64_t kGemmWorkPerThread = std::int64_t{4} << 20;
 
 // Threads for an m×k by k×n product: 1 below 2·kGemmWorkPerThread, then one
 // per kGemmWorkPerThread, at most max_threads.
