@@ -458,10 +458,16 @@ void MpiGroup::run_task(Task& task) {
       return;
     }
   }
+  // The collective's tensors go before its waiter can go on: a program that
+  // returns from main right after wait() destroys the CPU allocator next,
+  // and a tensor freed by this thread after that crashed the process
+  // (tests/dist_exit_after_collectives.cpp).
   try {
     task.run(task);
+    task.run = nullptr;
     task.work->finish();
   } catch (const DistTimeout& e) {
+    task.run = nullptr;
     fail_broken(e.what());
     task.work->finish(std::current_exception());
     std::fprintf(stderr, "anvil: %s\n", e.what());
@@ -476,6 +482,7 @@ void MpiGroup::run_task(Task& task) {
       _exit(1);
     }
   } catch (...) {
+    task.run = nullptr;
     task.work->finish(std::current_exception());
   }
 }
@@ -487,9 +494,11 @@ void MpiGroup::fail_broken(const std::string& message) {
     broken_ = message;
     rest.swap(queue_);
   }
-  for (auto& t : rest)
+  for (auto& t : rest) {
+    t->run = nullptr;  // its tensors before its waiter goes on (run_task)
     t->work->finish(std::make_exception_ptr(DistTimeout(
         cat("dist: ", t->info.str(), " not run: the group is unusable after an earlier failure (", message, ")"))));
+  }
 }
 
 Work MpiGroup::submit(CollectiveInfo info, std::function<void(Task&)> run) {
