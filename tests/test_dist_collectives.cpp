@@ -222,6 +222,36 @@ TEST_P(ProcessGroupTest, ManyInFlightCompleteInOrder) {
   }
 }
 
+// A thread waiting for a collective that nobody has started runs it itself
+// (Note [The waiter runs its collective] in src/dist/mpi_group.cpp): waits in
+// any order, from several threads at once, must still issue the collectives
+// in the order they were made, the same on every rank.
+TEST_P(ProcessGroupTest, WaitsInAnyOrderFromManyThreadsKeepIssueOrder) {
+  auto& w = world();
+  constexpr int kCount = 12;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Tensor> ts;
+    std::vector<dist::Work> works;
+    for (int k = 0; k < kCount; ++k) {
+      ts.push_back(rank_tensor(w.rank(), {7 + k}, dtype(), device()));
+      works.push_back(w.allreduce(ts.back(), k % 3 ? ReduceOp::Sum : ReduceOp::Max));
+    }
+    // Even ones from a second thread, first to last; odd ones here, last to first.
+    std::thread evens([&] {
+      for (int k = 0; k < kCount; k += 2) works[static_cast<std::size_t>(k)].wait();
+    });
+    for (int k = kCount - 1; k >= 0; k -= 2) works[static_cast<std::size_t>(k)].wait();
+    evens.join();
+    for (int k = 0; k < kCount; ++k) {
+      const auto got = values_of(ts[static_cast<std::size_t>(k)]);
+      for (std::int64_t i = 0; i < 7 + k; ++i)
+        ASSERT_EQ(got[static_cast<std::size_t>(i)],
+                  reduced(k % 3 ? ReduceOp::Sum : ReduceOp::Max, w.size(), i, dtype()))
+            << "collective " << k << " of round " << round << ", element " << i;
+    }
+  }
+}
+
 TEST_P(ProcessGroupTest, LedgerCountsCollectiveAndStaging) {
   auto& w = world();
   Tensor t = rank_tensor(w.rank(), {64}, dtype(), device());

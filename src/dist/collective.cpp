@@ -31,6 +31,14 @@ void WorkState::finish(std::exception_ptr e) {
 }
 
 void WorkState::wait() {
+  if (run_here) {
+    bool finished;
+    {
+      std::lock_guard lock(mutex);
+      finished = done;
+    }
+    if (!finished) run_here();
+  }
   std::unique_lock lock(mutex);
   cv.wait(lock, [&] { return done; });
   if (error) std::rethrow_exception(error);

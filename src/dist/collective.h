@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -22,6 +23,11 @@ struct WorkState {
   std::condition_variable cv;
   bool done = false;
   std::exception_ptr error;
+  // Set (before the Work is handed out, never changed after) by an engine
+  // that lets the waiting thread run the collective itself when nobody has
+  // started it yet (Note [The waiter runs its collective], mpi_group.cpp);
+  // returns whether it did. wait() calls it first.
+  std::function<bool()> run_here;
 
   void finish(std::exception_ptr e = nullptr);
   void wait();  // rethrows the error
