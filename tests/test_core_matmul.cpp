@@ -306,4 +306,28 @@ TEST(MatmulCpuSmallGemm, AccumulateAndOverwrite) {
   }
 }
 
+// bf16 on the CPU goes to oneDNN where the CPU has bf16 instructions (Note
+// [bf16 GEMM through oneDNN]), else through f32: either way alpha scales the
+// product, beta = 1 accumulates into C, and beta = 0 never reads C.
+TEST(MatmulCpuBf16, ScalesAccumulatesAndOverwrites) {
+  const Device d = cpu();
+  const DType dt = bf16;
+  const auto a = ref::make_input({32, 40}, Layout::Contiguous, dt, d, Domain{-1, 1}, 11);
+  const auto b = ref::make_input({40, 16}, Layout::Transposed, dt, d, Domain{-1, 1}, 12);
+  const auto c = ref::make_input({32, 16}, Layout::Contiguous, dt, d, Domain{-1, 1}, 13);
+  const ref::Array ab = ref::matmul(a.r, b.r);
+  Tensor out = full({32, 16}, std::nan(""), d, dt);
+  mm_out(out, a.t, b.t);
+  EXPECT_TRUE(ref::close(out, ab, matmul_tol(dt, 40)));
+  for (const auto& [beta, alpha] : {std::pair{1.0, 1.0}, std::pair{0.5, 2.0}, std::pair{0.0, 1.0}}) {
+    SCOPED_TRACE(std::to_string(beta) + " " + std::to_string(alpha));
+    const ref::Array want =
+        ref::zip(c.r, ab, [&](double x, double y) { return (beta == 0 ? 0.0 : beta * x) + alpha * y; });
+    EXPECT_TRUE(ref::close(addmm(c.t, a.t, b.t, beta, alpha), want, matmul_tol(dt, 40)));
+    const Tensor batched = baddbmm(c.t.unsqueeze(0).expand({3, 32, 16}), a.t.unsqueeze(0).expand({3, 32, 40}),
+                                   b.t.unsqueeze(0).expand({3, 40, 16}), beta, alpha);
+    for (std::int64_t i = 0; i < 3; ++i) EXPECT_TRUE(ref::close(batched.select(0, i), want, matmul_tol(dt, 40)));
+  }
+}
+
 }  // namespace

@@ -7,15 +7,13 @@
 #include <algorithm>
 #include <array>
 #include <compare>
-#include <list>
-#include <map>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <unordered_map>
 
 #include "anvil/error.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/dnnl_common.h"
 #include "backends/cpu/threads.h"
 
 namespace anvil::cpu_backend {
@@ -38,13 +36,10 @@ namespace anvil::cpu_backend {
 //   1.65-1.78 s. The blocked kernels themselves are faster (forward 526
 //   against 651 ms a step, weight gradient 766 against 841), and nothing
 //   after a convolution walks a permuted layout.
-// - Threads: oneDNN's OpenMP build runs on libgomp, the one pool anvil's loops
-//   and OpenBLAS share (Note [One thread pool]); it sizes its parallel regions
-//   from omp_get_max_threads() when a primitive is created and runs them with
-//   that count. ConvThreads sets the count from the work's size around both,
-//   as BlasThreads does for OpenBLAS (Note [Threads from the work's size]),
-//   so a small convolution never wakes the pool; the count is part of the
-//   cache key.
+// - Threads: conv_threads() picks the count from the work's size and
+//   DnnlThreads holds it around both the primitive's creation and its run
+//   (dnnl_common.h; Note [Threads from the work's size]), so a small
+//   convolution never wakes the pool; the count is part of the cache key.
 // - Creating a primitive costs far more than a small convolution: primitives
 //   are cached by (direction, geometry, bias, threads), the least recently
 //   used dropped past kCacheCapacity. Scratchpads are the caller's (user
@@ -72,32 +67,17 @@ using detail::FusedOp;
 constexpr std::int64_t kMinChannelsPerGroup = 4;
 constexpr std::size_t kCacheCapacity = 64;
 
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
+// The thread count for one oneDNN call: that of the GEMM with its
+// multiply-adds, [O] x [N*OH*OW] x [C/G*KH*KW]. Inside a parallel region
+// oneDNN runs on the calling thread alone.
+int conv_threads(const Conv2dArgs& a) {
+  const detail::Window2dGeometry& g = a.g;
+  const int threads = omp_in_parallel() ? 1
+                                        : gemm_threads(a.out_channels, g.n * g.oh * g.ow, g.c / a.groups * g.kh * g.kw,
+                                                       omp_get_max_threads());
+  record_conv_call(threads);
+  return threads;
 }
-
-// The thread count for one oneDNN call, held for its lifetime. Inside a
-// parallel region oneDNN runs on the calling thread alone.
-class ConvThreads {
- public:
-  explicit ConvThreads(const Conv2dArgs& a) : bound_(omp_get_max_threads()) {
-    const detail::Window2dGeometry& g = a.g;
-    // As the GEMM of the same multiply-adds: [O] x [N*OH*OW] x [C/G*KH*KW].
-    threads_ =
-        omp_in_parallel() ? 1 : gemm_threads(a.out_channels, g.n * g.oh * g.ow, g.c / a.groups * g.kh * g.kw, bound_);
-    record_conv_call(threads_);
-    omp_set_num_threads(threads_);
-  }
-  ~ConvThreads() { omp_set_num_threads(bound_); }
-  ConvThreads(const ConvThreads&) = delete;
-  ConvThreads& operator=(const ConvThreads&) = delete;
-  int threads() const noexcept { return threads_; }
-
- private:
-  int bound_;
-  int threads_ = 1;
-};
 
 struct Key {
   FusedOp op;
@@ -157,7 +137,7 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
                                              weight, bias, out, strides, dilates, pad, pad)
                  : convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm::convolution_direct, image,
                                              weight, out, strides, dilates, pad, pad);
-  const convolution_forward::primitive_desc fwd(fwd_desc, attr, cpu_engine());
+  const convolution_forward::primitive_desc fwd(fwd_desc, attr, dnnl_engine());
   switch (op) {
     case FusedOp::Conv2d:
       return {convolution_forward(fwd), fwd.src_desc(), fwd.weights_desc(),
@@ -166,7 +146,7 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
       const convolution_backward_data::primitive_desc pd(
           convolution_backward_data::desc(algorithm::convolution_direct, image, weight, out, strides, dilates, pad,
                                           pad),
-          attr, cpu_engine(), fwd);
+          attr, dnnl_engine(), fwd);
       return {convolution_backward_data(pd), pd.diff_src_desc(), pd.weights_desc(), {}, pd.diff_dst_desc(),
               pd.scratchpad_desc()};
     }
@@ -175,7 +155,7 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
                                                                         bias, out, strides, dilates, pad, pad)
                                    : convolution_backward_weights::desc(algorithm::convolution_direct, image, weight,
                                                                         out, strides, dilates, pad, pad);
-      const convolution_backward_weights::primitive_desc pd(desc, attr, cpu_engine(), fwd);
+      const convolution_backward_weights::primitive_desc pd(desc, attr, dnnl_engine(), fwd);
       return {convolution_backward_weights(pd),
               pd.src_desc(),
               pd.diff_weights_desc(),
@@ -188,22 +168,8 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
 
 // The cached primitive for (op, a) at the calling thread's OpenMP count.
 Conv cached(FusedOp op, const Conv2dArgs& a, int threads) {
-  static std::mutex mutex;
-  static std::list<std::pair<Key, Conv>> lru;  // most recent first
-  static std::map<Key, std::list<std::pair<Key, Conv>>::iterator> index;
-  const Key key = key_of(op, a, threads);
-  std::lock_guard lock(mutex);
-  if (auto it = index.find(key); it != index.end()) {
-    lru.splice(lru.begin(), lru, it->second);
-    return it->second->second;
-  }
-  lru.emplace_front(key, create(op, a));
-  index[key] = lru.begin();
-  if (lru.size() > kCacheCapacity) {
-    index.erase(lru.back().first);
-    lru.pop_back();
-  }
-  return lru.front().second;
+  static DnnlCache<Key, Conv> cache(kCacheCapacity);
+  return cache.get(key_of(op, a, threads), [&] { return create(op, a); });
 }
 
 // oneDNN's view of an anvil operand: its logical dims with its own strides.
@@ -222,9 +188,9 @@ void* pointer_of(const detail::KernelOperand& op) { return static_cast<float*>(o
 
 // An operand the primitive reads, reordered into `want` when its layout differs.
 memory read(const memory::dims& dims, const detail::KernelOperand& op, const memory::desc& want, dnnl::stream& s) {
-  memory given(desc_of(dims, op), cpu_engine(), pointer_of(op));
+  memory given(desc_of(dims, op), dnnl_engine(), pointer_of(op));
   if (given.get_desc() == want) return given;
-  memory wanted(want, cpu_engine());
+  memory wanted(want, dnnl_engine());
   dnnl::reorder(given, wanted).execute(s, given, wanted);
   return wanted;
 }
@@ -234,8 +200,8 @@ memory read(const memory::dims& dims, const detail::KernelOperand& op, const mem
 struct Written {
   memory target, work;
   Written(const memory::dims& dims, const detail::KernelOperand& op, const memory::desc& want)
-      : target(desc_of(dims, op), cpu_engine(), pointer_of(op)),
-        work(target.get_desc() == want ? target : memory(want, cpu_engine())) {}
+      : target(desc_of(dims, op), dnnl_engine(), pointer_of(op)),
+        work(target.get_desc() == want ? target : memory(want, dnnl_engine())) {}
   void finish(dnnl::stream& s) {
     if (work.get_data_handle() != target.get_data_handle()) dnnl::reorder(work, target).execute(s, work, target);
   }
@@ -243,11 +209,11 @@ struct Written {
 
 void run(FusedOp op, const Conv2dArgs& a) {
   try {
-    const ConvThreads threads(a);
+    const DnnlThreads threads(conv_threads(a));
     const Conv conv = cached(op, a, threads.threads());
     const Dims d = dims_of(a);
-    dnnl::stream s(cpu_engine());
-    memory scratchpad(conv.scratchpad, cpu_engine());
+    dnnl::stream s(dnnl_engine());
+    memory scratchpad(conv.scratchpad, dnnl_engine());
     switch (op) {
       case FusedOp::Conv2d: {
         Written out(d.out, a.out, conv.out);

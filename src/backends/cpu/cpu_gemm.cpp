@@ -1,6 +1,7 @@
 // GEMM: libxsmm's JIT kernels for small f32/f64 products, OpenBLAS for the
 // rest (parallel inside, on anvil's one pool, on as many threads as the
-// product's size repays), plain loops for integer dtypes.
+// product's size repays), oneDNN for bf16 where the CPU computes in it
+// (cpu_gemm_dnnl.cpp), plain loops for integer dtypes.
 #include <cblas.h>
 #include <libxsmm.h>
 #include <omp.h>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_gemm_dnnl.h"
 #include "backends/cpu/dispatch.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/threads.h"
@@ -159,8 +161,8 @@ void loop_gemm(const GemmArgs& g, std::int64_t b) {
     }
 }
 
-// f16 and bf16: each matrix widened to f32, one sgemm (f32 accumulation),
-// the result rounded once. Debian's OpenBLAS 0.3.21 declares cblas_sbgemm in
+// f16, and bf16 where oneDNN does not take it: each matrix widened to f32,
+// one sgemm (f32 accumulation), the result rounded once. Debian's OpenBLAS 0.3.21 declares cblas_sbgemm in
 // cblas.h but its library is built without BUILD_BFLOAT16 and does not export
 // it, so bf16 takes this path too.
 template <typename T>
@@ -201,6 +203,7 @@ void gemm_typed(const GemmArgs& g) {
     const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_blas_threads()));
     for (std::int64_t i = 0; i < g.batch; ++i) blas_gemm<T>(g, i);
   } else if constexpr (detail::is_half_v<T>) {
+    if (dnnl_bf16_gemm(g)) return;
     const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_blas_threads()));
     std::vector<float> fa, fb, fc;
     for (std::int64_t i = 0; i < g.batch; ++i) half_gemm<T>(g, i, fa, fb, fc);

@@ -1,0 +1,75 @@
+// What the CPU backend's oneDNN primitives share (cpu_conv.cpp for conv2d,
+// cpu_gemm_dnnl.cpp for bf16 GEMM): the engine, the thread count a call runs
+// on, and the cache of created primitives.
+#pragma once
+
+#include <omp.h>
+
+#include <cstddef>
+#include <list>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <utility>
+
+namespace anvil::cpu_backend {
+
+// The CPU engine every primitive of this backend runs on.
+inline dnnl::engine& dnnl_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// oneDNN's OpenMP build runs on libgomp, the one pool anvil's loops and
+// OpenBLAS share (Note [One thread pool]); it sizes its parallel regions
+// from omp_get_max_threads() when a primitive is created and runs them with
+// that count. This holds the count at `threads` for its lifetime (a
+// primitive's cache key includes it), as BlasThreads does for OpenBLAS.
+class DnnlThreads {
+ public:
+  explicit DnnlThreads(int threads) : bound_(omp_get_max_threads()), threads_(threads) {
+    omp_set_num_threads(threads_);
+  }
+  ~DnnlThreads() { omp_set_num_threads(bound_); }
+  DnnlThreads(const DnnlThreads&) = delete;
+  DnnlThreads& operator=(const DnnlThreads&) = delete;
+  int threads() const noexcept { return threads_; }
+
+ private:
+  int bound_;
+  int threads_;
+};
+
+// Created primitives by key, the least recently used dropped past
+// `capacity`: creating one costs far more than running a small one. Safe
+// to call from several threads.
+template <typename Key, typename Value>
+class DnnlCache {
+ public:
+  explicit DnnlCache(std::size_t capacity) : capacity_(capacity) {}
+
+  // The cached value for `key`, made by make() when missing.
+  template <typename Make>
+  Value get(const Key& key, Make make) {
+    std::lock_guard lock(mutex_);
+    if (auto it = index_.find(key); it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->second;
+    }
+    lru_.emplace_front(key, make());
+    index_[key] = lru_.begin();
+    if (lru_.size() > capacity_) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return lru_.front().second;
+  }
+
+ private:
+  std::size_t capacity_;
+  std::mutex mutex_;
+  std::list<std::pair<Key, Value>> lru_;  // most recent first
+  std::map<Key, typename std::list<std::pair<Key, Value>>::iterator> index_;
+};
+
+}  // namespace anvil::cpu_backend
