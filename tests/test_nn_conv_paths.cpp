@@ -84,11 +84,15 @@ Result run(const Case& c, const Tensor& x0, const Tensor& w0, const Tensor& b0, 
   return r;
 }
 
-void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+// A result in bf16 is rounded once from f32 (2^-9 of its size); four
+// roundings' worth leaves room for summation order.
+constexpr double kBf16Tolerance = 4.0 / 512;
+
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what, double tolerance = 2e-5) {
   ASSERT_EQ(got.shape(), want.shape()) << what;
   const double scale = 1.0 + amax(abs(want.to(DType::F64)), {}).item<double>();
   const double err = amax(abs(got.to(DType::F64) - want.to(DType::F64)), {}).item<double>();
-  EXPECT_LE(err, 2e-5 * scale) << what << ": max |difference| " << err << " against max |value| " << scale - 1;
+  EXPECT_LE(err, tolerance * scale) << what << ": max |difference| " << err << " against max |value| " << scale - 1;
 }
 
 TEST(ConvPaths, DirectAndIm2colAgree) {
@@ -123,6 +127,40 @@ TEST(ConvPaths, DirectAndIm2colAgree) {
     expect_close(direct.y, im2col.y, "direct against im2col output");
     expect_close(direct.gx, im2col.gx, "direct against im2col input gradient");
     expect_close(direct.gw, im2col.gw, "direct against im2col weight gradient");
+  }
+}
+
+// bf16 (what autocast runs conv2d in): both paths against f64 from the same
+// bf16 values, within a few of bf16's roundings; on CPUs with bf16
+// instructions the direct path is oneDNN's bf16 convolution.
+TEST(ConvPaths, Bf16DirectAndIm2colAgree) {
+  manual_seed(13);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.name);
+    const Tensor x = randn(c.x).to(DType::BF16), w = (randn(c.w) * 0.2).to(DType::BF16),
+                 b = randn({c.w[0]}).to(DType::BF16);
+    Tensor grad_out;
+    {
+      NoGradGuard g;
+      grad_out = randn(conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups).shape()).to(DType::BF16);
+    }
+    const Result direct = run(c, x, w, b, grad_out);
+    Result im2col, f64;
+    {
+      EnvScope force("ANVIL_CONV_IM2COL", "1");
+      im2col = run(c, x, w, b, grad_out);
+      f64 = run(c, x.to(DType::F64), w.to(DType::F64), b.to(DType::F64), grad_out.to(DType::F64));
+    }
+    EXPECT_EQ(direct.y.dtype(), DType::BF16);
+    EXPECT_EQ(im2col.direct_calls, 0u) << "ANVIL_CONV_IM2COL=1 forces the im2col path";
+    EXPECT_TRUE(direct.direct_calls == 0u || direct.direct_calls == 3u);
+    for (const Result* r : std::initializer_list<const Result*>{&direct, &im2col}) {
+      const std::string path = r == &direct ? "direct" : "im2col";
+      expect_close(r->y, f64.y, path + " output", kBf16Tolerance);
+      expect_close(r->gx, f64.gx, path + " input gradient", kBf16Tolerance);
+      expect_close(r->gw, f64.gw, path + " weight gradient", kBf16Tolerance);
+      if (c.bias) expect_close(r->gb, f64.gb, path + " bias gradient", kBf16Tolerance);
+    }
   }
 }
 

@@ -135,7 +135,8 @@ using detail::has_fused;
 using detail::operand;
 
 // Whether the backend's Conv2d family takes this convolution (backend.h,
-// Conv2dArgs): the CPU's oneDNN path for f32 with enough channels.
+// Conv2dArgs): the CPU's oneDNN path for f32 (and bf16 on CPUs with bf16
+// instructions) with enough channels.
 // ANVIL_CONV_IM2COL=1 turns it off so the im2col path runs instead (tests
 // compare the two); ANVIL_NO_FUSED=1 turns off both.
 bool has_fused_conv2d(const Tensor& x, const detail::Conv2dArgs& shape) {

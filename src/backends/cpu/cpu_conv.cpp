@@ -20,7 +20,9 @@ namespace anvil::cpu_backend {
 
 // Note [oneDNN convolution in the CPU backend]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// - Which convolutions: f32 with at least kMinChannelsPerGroup input channels
+// - Which convolutions: f32, and bf16 on CPUs with bf16 instructions (all
+//   four operands bf16, f32 accumulation inside oneDNN, as LibTorch runs
+//   them there), with at least kMinChannelsPerGroup input channels
 //   per group. With fewer (LeNet's first layer, depthwise), oneDNN's blocked
 //   kernels pad the channels to 8 and lose to im2col + OpenBLAS, which the
 //   frontend then uses (supports_fused_conv2d says no).
@@ -81,6 +83,7 @@ int conv_threads(const Conv2dArgs& a) {
 
 struct Key {
   FusedOp op;
+  DType dtype;
   int threads;
   bool bias;
   std::array<std::int64_t, 16> geometry;
@@ -90,6 +93,7 @@ struct Key {
 Key key_of(FusedOp op, const Conv2dArgs& a, int threads) {
   const detail::Window2dGeometry& g = a.g;
   return {op,
+          a.dtype,
           threads,
           a.has_bias,
           {g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, g.dh, g.dw, a.out_channels, a.groups}};
@@ -102,6 +106,8 @@ struct Conv {
   dnnl::primitive primitive;
   memory::desc image, weight, bias, out, scratchpad;
 };
+
+memory::data_type data_type_of(DType t) { return t == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f32; }
 
 // The logical dims of the four operands (weights grouped as goihw).
 struct Dims {
@@ -124,9 +130,9 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
   using dnnl::convolution_forward;
   const detail::Window2dGeometry& g = a.g;
   const Dims d = dims_of(a);
-  const auto f32 = memory::data_type::f32;
-  const memory::desc image(d.image, f32, Tag::any), weight(d.weight, f32, Tag::any), bias(d.bias, f32, Tag::x),
-      out(d.out, f32, Tag::any);
+  const memory::data_type dt = data_type_of(a.dtype);
+  const memory::desc image(d.image, dt, Tag::any), weight(d.weight, dt, Tag::any), bias(d.bias, dt, Tag::x),
+      out(d.out, dt, Tag::any);
   // oneDNN counts dilation from 0 (taps adjacent) and takes both paddings;
   // the output size the frontend computed satisfies its rule with PH, PW on both sides.
   const memory::dims strides{g.sh, g.sw}, dilates{g.dh - 1, g.dw - 1}, pad{g.ph, g.pw};
@@ -174,21 +180,23 @@ Conv cached(FusedOp op, const Conv2dArgs& a, int threads) {
 
 // oneDNN's view of an anvil operand: its logical dims with its own strides.
 // Grouped weights [O, C/G, KH, KW] are seen as [G, O/G, C/G, KH, KW].
-memory::desc desc_of(const memory::dims& dims, const detail::KernelOperand& op) {
+memory::desc desc_of(const memory::dims& dims, const detail::KernelOperand& op, memory::data_type dt) {
   memory::dims strides;
   if (dims.size() == 5) {
     strides = {op.strides[0] * dims[1], op.strides[0], op.strides[1], op.strides[2], op.strides[3]};
   } else {
     strides.assign(op.strides, op.strides + dims.size());
   }
-  return memory::desc(dims, memory::data_type::f32, strides);
+  return memory::desc(dims, dt, strides);
 }
 
-void* pointer_of(const detail::KernelOperand& op) { return static_cast<float*>(op.data) + op.offset; }
+void* pointer_of(const detail::KernelOperand& op, memory::data_type dt) {
+  return static_cast<char*>(op.data) + op.offset * static_cast<std::int64_t>(memory::data_type_size(dt));
+}
 
 // An operand the primitive reads, reordered into `want` when its layout differs.
 memory read(const memory::dims& dims, const detail::KernelOperand& op, const memory::desc& want, dnnl::stream& s) {
-  memory given(desc_of(dims, op), dnnl_engine(), pointer_of(op));
+  memory given(desc_of(dims, op, want.data_type()), dnnl_engine(), pointer_of(op, want.data_type()));
   if (given.get_desc() == want) return given;
   memory wanted(want, dnnl_engine());
   dnnl::reorder(given, wanted).execute(s, given, wanted);
@@ -200,7 +208,7 @@ memory read(const memory::dims& dims, const detail::KernelOperand& op, const mem
 struct Written {
   memory target, work;
   Written(const memory::dims& dims, const detail::KernelOperand& op, const memory::desc& want)
-      : target(desc_of(dims, op), dnnl_engine(), pointer_of(op)),
+      : target(desc_of(dims, op, want.data_type()), dnnl_engine(), pointer_of(op, want.data_type())),
         work(target.get_desc() == want ? target : memory(want, dnnl_engine())) {}
   void finish(dnnl::stream& s) {
     if (work.get_data_handle() != target.get_data_handle()) dnnl::reorder(work, target).execute(s, work, target);
@@ -264,8 +272,8 @@ void run(FusedOp op, const Conv2dArgs& a) {
 }  // namespace
 
 bool CpuBackend::supports_fused_conv2d(int, const Conv2dArgs& a) noexcept {
-  return a.dtype == DType::F32 && a.groups > 0 && a.g.c / a.groups >= kMinChannelsPerGroup && a.g.n > 0 &&
-         a.out_channels > 0 && a.g.oh > 0 && a.g.ow > 0;
+  return (a.dtype == DType::F32 || (a.dtype == DType::BF16 && cpu_has_bf16_dot())) && a.groups > 0 &&
+         a.g.c / a.groups >= kMinChannelsPerGroup && a.g.n > 0 && a.out_channels > 0 && a.g.oh > 0 && a.g.ow > 0;
 }
 void CpuBackend::conv2d(int, const Conv2dArgs& a) { run(FusedOp::Conv2d, a); }
 void CpuBackend::conv2d_backward_data(int, const Conv2dArgs& a) { run(FusedOp::Conv2dBackwardData, a); }

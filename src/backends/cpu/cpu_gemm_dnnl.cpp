@@ -40,18 +40,6 @@ using dnnl::memory;
 
 constexpr std::size_t kCacheCapacity = 64;
 
-bool cpu_has_bf16_dot() noexcept {
-  static const bool has = [] {
-    try {
-      const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-      return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
-  return has;
-}
-
 struct Key {
   std::array<std::int64_t, 12> layout;  // batch, m, n, k, trans and ld of a and b, batch strides, ldc, c's batch stride
   double alpha, beta;

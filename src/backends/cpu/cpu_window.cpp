@@ -249,7 +249,9 @@ void max_pool2d_backward_typed(const Pool2dArgs& a) {
 
 bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
   if (detail::is_window_kernel(op) || op == detail::FusedOp::UnaryBinary) return is_floating(t);
-  return t == DType::F32;  // the Conv2d family (cpu_conv.cpp)
+  // The Conv2d family (cpu_conv.cpp; bf16 only on CPUs with bf16
+  // instructions, which supports_fused_conv2d checks).
+  return t == DType::F32 || t == DType::BF16;
 }
 
 void CpuBackend::im2col(int, const Im2colArgs& args) { ANVIL_DISPATCH_FLOAT(args.dtype, T, im2col_typed<T>(args)); }

@@ -20,6 +20,20 @@ inline dnnl::engine& dnnl_engine() {
   return engine;
 }
 
+// Whether this CPU has bf16 dot-product instructions (AVX512_BF16), where
+// oneDNN computes bf16 natively; elsewhere it would emulate them.
+inline bool cpu_has_bf16_dot() noexcept {
+  static const bool has = [] {
+    try {
+      const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+      return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return has;
+}
+
 // oneDNN's OpenMP build runs on libgomp, the one pool anvil's loops and
 // OpenBLAS share (Note [One thread pool]); it sizes its parallel regions
 // from omp_get_max_threads() when a primitive is created and runs them with
