@@ -275,46 +275,15 @@ TEST(MatmulCpuSmallGemm, EachPathAgainstReference) {
     }
 }
 
-// beta = 1 accumulates into C (libxsmm's kernel without BETA_0), beta = 0
-// never reads C: a NaN already there must not survive.
-TEST(MatmulCpuSmallGemm, AccumulateAndOverwrite) {
-  namespace cpu_threads = anvil::cpu_backend;
+// C = A·B into a C full of NaN (beta = 0 never reads C: no NaN may
+// survive), then addmm and baddbmm at beta = alpha = 1 (the sum in the GEMM),
+// at other scales and at beta = 0, against beta·C + alpha·A·B in double.
+// A is [32, 40], B [40, 16] in `b_layout`, C [32, 16].
+void expect_gemm_scales_and_overwrites(DType dt, Layout b_layout, std::uint64_t seed) {
   const Device d = cpu();
-  for (DType dt : {f32, f64}) {
-    SCOPED_TRACE(to_string(dt));
-    const auto a = ref::make_input({32, 40}, Layout::Contiguous, dt, d, Domain{-1, 1}, 1);
-    const auto b = ref::make_input({40, 16}, Layout::Contiguous, dt, d, Domain{-1, 1}, 2);
-    const auto c = ref::make_input({32, 16}, Layout::Contiguous, dt, d, Domain{-1, 1}, 3);
-    const ref::Array ab = ref::matmul(a.r, b.r);
-    cpu_threads::reset_parallel_stats();
-    Tensor out = full({32, 16}, std::nan(""), d, dt);
-    mm_out(out, a.t, b.t);
-    EXPECT_TRUE(ref::close(out, ab, matmul_tol(dt, 40)));
-    // addmm and baddbmm at beta = alpha = 1 (the sum in the GEMM) and at
-    // other scales, against beta·C + alpha·A·B in double.
-    for (const auto& [beta, alpha] : {std::pair{1.0, 1.0}, std::pair{0.5, 2.0}, std::pair{0.0, 1.0}}) {
-      SCOPED_TRACE(std::to_string(beta) + " " + std::to_string(alpha));
-      const ref::Array want =
-          ref::zip(c.r, ab, [&](double x, double y) { return (beta == 0 ? 0.0 : beta * x) + alpha * y; });
-      EXPECT_TRUE(ref::close(addmm(c.t, a.t, b.t, beta, alpha), want, matmul_tol(dt, 40)));
-      const Tensor batched = baddbmm(c.t.unsqueeze(0).expand({3, 32, 16}), a.t.unsqueeze(0).expand({3, 32, 40}),
-                                     b.t.unsqueeze(0).expand({3, 40, 16}), beta, alpha);
-      for (std::int64_t i = 0; i < 3; ++i) EXPECT_TRUE(ref::close(batched.select(0, i), want, matmul_tol(dt, 40)));
-    }
-    EXPECT_GE(cpu_threads::parallel_stats().gemm_small, 7u) << "these products are libxsmm's";
-    EXPECT_EQ(cpu_threads::parallel_stats().blas_single, 0u);
-  }
-}
-
-// bf16 on the CPU goes to oneDNN where the CPU has bf16 instructions (Note
-// [bf16 GEMM through oneDNN]), else through f32: either way alpha scales the
-// product, beta = 1 accumulates into C, and beta = 0 never reads C.
-TEST(MatmulCpuBf16, ScalesAccumulatesAndOverwrites) {
-  const Device d = cpu();
-  const DType dt = bf16;
-  const auto a = ref::make_input({32, 40}, Layout::Contiguous, dt, d, Domain{-1, 1}, 11);
-  const auto b = ref::make_input({40, 16}, Layout::Transposed, dt, d, Domain{-1, 1}, 12);
-  const auto c = ref::make_input({32, 16}, Layout::Contiguous, dt, d, Domain{-1, 1}, 13);
+  const auto a = ref::make_input({32, 40}, Layout::Contiguous, dt, d, Domain{-1, 1}, seed);
+  const auto b = ref::make_input({40, 16}, b_layout, dt, d, Domain{-1, 1}, seed + 1);
+  const auto c = ref::make_input({32, 16}, Layout::Contiguous, dt, d, Domain{-1, 1}, seed + 2);
   const ref::Array ab = ref::matmul(a.r, b.r);
   Tensor out = full({32, 16}, std::nan(""), d, dt);
   mm_out(out, a.t, b.t);
@@ -329,5 +298,22 @@ TEST(MatmulCpuBf16, ScalesAccumulatesAndOverwrites) {
     for (std::int64_t i = 0; i < 3; ++i) EXPECT_TRUE(ref::close(batched.select(0, i), want, matmul_tol(dt, 40)));
   }
 }
+
+// f32 and f64 products this small are libxsmm's (beta = 1 is its kernel
+// without BETA_0).
+TEST(MatmulCpuSmallGemm, AccumulateAndOverwrite) {
+  namespace cpu_threads = anvil::cpu_backend;
+  for (DType dt : {f32, f64}) {
+    SCOPED_TRACE(to_string(dt));
+    cpu_threads::reset_parallel_stats();
+    expect_gemm_scales_and_overwrites(dt, Layout::Contiguous, 1);
+    EXPECT_GE(cpu_threads::parallel_stats().gemm_small, 7u) << "these products are libxsmm's";
+    EXPECT_EQ(cpu_threads::parallel_stats().blas_single, 0u);
+  }
+}
+
+// bf16 on the CPU goes to oneDNN where the CPU has bf16 instructions (Note
+// [bf16 GEMM through oneDNN]), else through f32: the same contract either way.
+TEST(MatmulCpuBf16, ScalesAccumulatesAndOverwrites) { expect_gemm_scales_and_overwrites(bf16, Layout::Transposed, 11); }
 
 }  // namespace
