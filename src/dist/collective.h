@@ -25,9 +25,9 @@ struct WorkState {
   std::exception_ptr error;
   // Set (before the Work is handed out, never changed after) by an engine
   // that lets the waiting thread run the collective itself when nobody has
-  // started it yet (Note [The waiter runs its collective], mpi_group.cpp);
-  // returns whether it did. wait() calls it first.
-  std::function<bool()> run_here;
+  // started it yet (Note [The waiter runs its collective], mpi_group.cpp).
+  // wait() calls it first; it does nothing when the collective has started.
+  std::function<void()> run_here;
 
   void finish(std::exception_ptr e = nullptr);
   void wait();  // rethrows the error

@@ -32,7 +32,7 @@
 // (without it: 1 us more at 4 KiB, 0.90-1.03x at 1 MiB, since on two cores
 // the woken worker takes a core from a rank). That wake-up stays: without it
 // a collective nobody waits for yet would not start until the next one.
-
+//
 // Note [Who did not arrive]
 // Before each collective every rank posts a small nonblocking "arrived at #N"
 // message to every other rank on a communicator of its own, and keeps one
@@ -288,8 +288,8 @@ class MpiGroup final : public ProcessGroup {
   // Returns whether it did.
   bool run_task(Task& task);
   // Note [The waiter runs its collective]: runs `task` on the calling thread
-  // if it is first in the queue and nothing runs; returns whether it did.
-  bool run_on_caller(const std::shared_ptr<Task>& task);
+  // if it is first in the queue and nothing runs; else does nothing.
+  void run_on_caller(const std::shared_ptr<Task>& task);
   // The worker, once a collective broke the group: waits kExitGraceSeconds
   // for the program to shut the group down, else leaves with status 1.
   void leave_after_failure();
@@ -526,10 +526,10 @@ bool MpiGroup::run_task(Task& task) {
   return broke;
 }
 
-bool MpiGroup::run_on_caller(const std::shared_ptr<Task>& task) {
+void MpiGroup::run_on_caller(const std::shared_ptr<Task>& task) {
   {
     std::lock_guard lock(mutex_);
-    if (running_ || queue_.empty() || queue_.front() != task) return false;
+    if (running_ || queue_.empty() || queue_.front() != task) return;
     queue_.pop_front();
     running_ = true;
   }
@@ -542,7 +542,6 @@ bool MpiGroup::run_on_caller(const std::shared_ptr<Task>& task) {
     worker_needed = leave_pending_ || stop_ || !queue_.empty();
   }
   if (worker_needed) cv_.notify_all();
-  return true;
 }
 
 void MpiGroup::leave_after_failure() {
@@ -586,8 +585,7 @@ Work MpiGroup::submit(CollectiveInfo info, std::function<void(Task&)> run) {
     ANVIL_CHECK(!stop_, ValueError, "dist: ", task->info.str(), " issued after the group was shut down (at exit)");
     if (!use_nccl(task->info.device))
       task->work->run_here = [this, weak = std::weak_ptr<Task>(task)] {
-        const std::shared_ptr<Task> queued = weak.lock();
-        return queued != nullptr && run_on_caller(queued);
+        if (const std::shared_ptr<Task> queued = weak.lock()) run_on_caller(queued);
       };
     queue_.push_back(task);
   }

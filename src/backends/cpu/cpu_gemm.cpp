@@ -162,9 +162,9 @@ void loop_gemm(const GemmArgs& g, std::int64_t b) {
 }
 
 // f16, and bf16 where oneDNN does not take it: each matrix widened to f32,
-// one sgemm (f32 accumulation), the result rounded once. Debian's OpenBLAS 0.3.21 declares cblas_sbgemm in
-// cblas.h but its library is built without BUILD_BFLOAT16 and does not export
-// it, so bf16 takes this path too.
+// one sgemm (f32 accumulation), the result rounded once. Debian's OpenBLAS
+// 0.3.21 declares cblas_sbgemm in cblas.h but its library is built without
+// BUILD_BFLOAT16 and does not export it, so bf16 takes this path too.
 template <typename T>
 void half_gemm(const GemmArgs& g, std::int64_t b, std::vector<float>& fa, std::vector<float>& fb,
                std::vector<float>& fc) {
