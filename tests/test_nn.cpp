@@ -242,6 +242,65 @@ TEST_P(NN, WindowOpsMatchPlainLoops) {
   }
 }
 
+// The 2×2, stride-2 pool (LeNet's, the book's) against plain loops, on the
+// layouts its CPU kernel tells apart: contiguous planes pooled many at a time
+// (with several runs of planes), odd heights and widths (a row or column
+// left over), a transposed and a channel-sliced input. Values are small
+// integers with NaNs, so windows tie: the first maximum in row-major order
+// wins, NaN wins and stays (PyTorch's rule). The gradient of sum(y * coeff)
+// lands where the maximum was, exactly.
+TEST_P(NN, MaxPool2x2TiesNanAndLayouts) {
+  const Device d = device();
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&)> view;  // of a contiguous base
+    Shape base;
+  };
+  const std::vector<Case> cases = {
+      {"contiguous", [](const Tensor& b) { return b; }, {3, 5, 8, 6}},
+      {"many planes", [](const Tensor& b) { return b; }, {2, 150, 6, 8}},
+      {"odd height", [](const Tensor& b) { return b; }, {2, 3, 7, 6}},
+      {"odd width", [](const Tensor& b) { return b; }, {2, 3, 6, 7}},
+      {"transposed", [](const Tensor& b) { return b.transpose(2, 3); }, {2, 3, 8, 6}},
+      {"channel slice", [](const Tensor& b) { return b.slice(1, 1, 3); }, {2, 4, 6, 8}},
+  };
+  std::mt19937 rng(5);
+  for (DType t : {f32, f64, f16, bf16})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << t << ' ' << c.name);
+      std::vector<float> values(static_cast<std::size_t>(c.base.numel()));
+      for (float& v : values) v = rng() % 16 == 0 ? NAN : static_cast<float>(static_cast<int>(rng() % 5) - 2);
+      const Tensor x = c.view(tensor(values, c.base, d, t)).detach().requires_grad_();
+      const std::int64_t n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3), oh = h / 2, ow = w / 2;
+      const Tensor y = max_pool2d(x, {2, 2}, {2, 2});
+      ASSERT_EQ(y.shape(), Shape({n, ch, oh, ow}));
+      std::vector<float> coeffs(static_cast<std::size_t>(n * ch * oh * ow));
+      for (std::size_t k = 0; k < coeffs.size(); ++k) coeffs[k] = static_cast<float>(k % 7 + 1);
+      (y * tensor(coeffs, y.shape(), d, t)).sum().backward();
+      const std::vector<double> xs = host_f64(x), ys = host_f64(y), gs = host_f64(x.grad());
+      std::vector<double> expect(xs.size(), 0.0);
+      for (std::int64_t plane = 0; plane < n * ch; ++plane)
+        for (std::int64_t p = 0; p < oh; ++p)
+          for (std::int64_t q = 0; q < ow; ++q) {
+            std::size_t where = 0;
+            bool first = true;
+            for (std::int64_t i = 0; i < 2; ++i)
+              for (std::int64_t j = 0; j < 2; ++j) {
+                const auto at = static_cast<std::size_t>((plane * h + 2 * p + i) * w + 2 * q + j);
+                if (first || (!(xs[at] <= xs[where]) && !std::isnan(xs[where]))) where = at;
+                first = false;
+              }
+            const auto k = static_cast<std::size_t>((plane * oh + p) * ow + q);
+            if (std::isnan(xs[where]))
+              ASSERT_TRUE(std::isnan(ys[k])) << "at output " << k;
+            else
+              ASSERT_EQ(ys[k], xs[where]) << "at output " << k;
+            expect[where] += coeffs[k];
+          }
+      for (std::size_t k = 0; k < expect.size(); ++k) ASSERT_EQ(gs[k], expect[k]) << "gradient at input " << k;
+    }
+}
+
 TEST_P(NN, MoveKeepsParameterIdentityAndOptimiserWorks) {
   const Device d = device();
   nn::Sequential net{nn::Linear(3, 4), nn::ReLU(), nn::Linear(4, 2), nn::BatchNorm1d(2)};

@@ -6,6 +6,7 @@
 // the pool's choice) and sum overlapping contributions (col2im, the pool's
 // backward) in an f32 plane that is rounded once, as every 16-bit op here
 // accumulates in f32 (DESIGN §4.2).
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -152,32 +153,103 @@ void col2im_typed(const Im2colArgs& a) {
 // ties, NaN wins over every number and then stays (PyTorch's choice).
 template <typename T>
 inline bool beats(T v, T best) {
-  return !(v <= best) && best == best;
+  return !(v <= best) & (best == best);  // `&`, not `&&`: no branch, so loops vectorise
 }
 
-// The common 2×2, stride 2, unpadded pool: the four candidates of a window
-// are two adjacent pairs of two adjacent rows.
+// The common 2×2, stride 2, unpadded pool. Left to itself GCC 12 neither
+// vectorises the loop over a window's four candidates nor keeps its selects
+// branch-free, and the branches mispredict on real activations: LeNet's
+// first pool took 3.5 ms a batch, more than its convolution. So it runs as
+// flat passes that vectorise: the maximum of each horizontal pair and where
+// it was, then the larger of the pairs one row apart. Taking maxima pairwise
+// keeps beats()'s rule (ties and NaN go to the first of the four in
+// row-major order). The rows of LeNet's planes are short (14 and 5 outputs),
+// so a pass per row would spend most of its time in scalar remainders; when
+// the plane is one contiguous run of even rows the passes run over the whole
+// plane and the second one also computes, unused, the pairs of rows 2i+1
+// and 2i+2.
 template <typename T>
-void max_pool_2x2_plane(const T* src, const Image<T>& x, const Window2dGeometry& g, T* o, std::int64_t* idx) {
-  for (std::int64_t oh = 0; oh < g.oh; ++oh) {
-    const T* r0 = src + 2 * oh * x.sh;
-    const T* r1 = r0 + x.sh;
-    const std::int64_t base = 2 * oh * g.w;
-    for (std::int64_t ow = 0; ow < g.ow; ++ow) {
-      const std::int64_t j = 2 * ow;
-      // Selects rather than branches: on real activations which candidate
-      // wins is unpredictable.
-      T best = r0[j * x.sw];
-      std::int64_t where = base + j;
-      const T c[3] = {r0[(j + 1) * x.sw], r1[j * x.sw], r1[(j + 1) * x.sw]};
-      const std::int64_t at[3] = {base + j + 1, base + g.w + j, base + g.w + j + 1};
-      for (int k = 0; k < 3; ++k) {
-        const bool take = beats(c[k], best);
-        best = take ? c[k] : best;
-        where = take ? at[k] : where;
-      }
-      o[oh * g.ow + ow] = best;
-      idx[oh * g.ow + ow] = where;
+struct PoolScratch {
+  std::vector<T> pair_best, best;
+  std::vector<std::int64_t> pair_at, at;  // where in the plane a maximum came from
+};
+
+template <typename T>
+void pair_maxima(const T* __restrict row, std::int64_t step, std::int64_t first_at, T* __restrict best,
+                 std::int64_t* __restrict at, std::int64_t pairs) {
+  if (step == 1) {
+    for (std::int64_t q = 0; q < pairs; ++q) {
+      const bool right = beats(row[2 * q + 1], row[2 * q]);
+      best[q] = right ? row[2 * q + 1] : row[2 * q];
+      at[q] = first_at + 2 * q + right;
+    }
+  } else {
+    for (std::int64_t q = 0; q < pairs; ++q) {
+      const bool right = beats(row[(2 * q + 1) * step], row[2 * q * step]);
+      best[q] = right ? row[(2 * q + 1) * step] : row[2 * q * step];
+      at[q] = first_at + 2 * q + right;
+    }
+  }
+}
+
+// out[q], at[q] = the larger of (top[q], bottom[q]), the top one on a tie.
+template <typename T>
+void larger_of_rows(const T* __restrict top, const std::int64_t* __restrict top_at, const T* __restrict bottom,
+                    const std::int64_t* __restrict bottom_at, T* __restrict out, std::int64_t* __restrict at,
+                    std::int64_t n) {
+  for (std::int64_t q = 0; q < n; ++q) {
+    const bool lower = beats(bottom[q], top[q]);
+    out[q] = lower ? bottom[q] : top[q];
+    at[q] = lower ? bottom_at[q] : top_at[q];
+  }
+}
+
+// One plane of any layout, a row at a time.
+template <typename T>
+void max_pool_2x2_plane(const T* src, const Image<T>& x, const Window2dGeometry& g, T* o, std::int64_t* idx,
+                        PoolScratch<T>& s) {
+  const std::int64_t ow = g.ow, rows = 2 * g.oh;
+  s.pair_best.resize(static_cast<std::size_t>(rows * ow));
+  s.pair_at.resize(s.pair_best.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    pair_maxima(src + r * x.sh, x.sw, r * g.w, s.pair_best.data() + r * ow, s.pair_at.data() + r * ow, ow);
+  for (std::int64_t r = 0; r < g.oh; ++r) {
+    const std::int64_t top = 2 * r * ow, bottom = top + ow;
+    larger_of_rows(s.pair_best.data() + top, s.pair_at.data() + top, s.pair_best.data() + bottom,
+                   s.pair_at.data() + bottom, o + r * ow, idx + r * ow, ow);
+  }
+}
+
+// Whether consecutive planes are one contiguous run of even rows of even
+// width: then max_pool_2x2_run covers many planes with each pass.
+template <typename T>
+bool pools_as_one_run(const Image<T>& x, const Window2dGeometry& g) {
+  return x.sw == 1 && x.sh == g.w && x.sc == g.h * g.w && x.sn == g.c * x.sc && g.w == 2 * g.ow && g.h == 2 * g.oh;
+}
+
+// `planes` consecutive planes that pools_as_one_run: each pass runs over all
+// of them, and also compares the pairs of rows 2i+1 and 2i+2, unused.
+template <typename T>
+void max_pool_2x2_run(const T* src, std::int64_t planes, const Window2dGeometry& g, T* o, std::int64_t* idx,
+                      PoolScratch<T>& s) {
+  const std::int64_t ow = g.ow, oh = g.oh, hw = g.h * g.w, rows = planes * g.h;
+  s.pair_best.resize(static_cast<std::size_t>(rows * ow));
+  s.pair_at.resize(s.pair_best.size());
+  pair_maxima(src, 1, 0, s.pair_best.data(), s.pair_at.data(), rows * ow);
+  const std::int64_t n = (rows - 1) * ow;  // every row's pairs against the next row's
+  s.best.resize(static_cast<std::size_t>(n));
+  s.at.resize(s.best.size());
+  larger_of_rows(s.pair_best.data(), s.pair_at.data(), s.pair_best.data() + ow, s.pair_at.data() + ow, s.best.data(),
+                 s.at.data(), n);
+  for (std::int64_t r = 0; r < planes * oh; ++r) {   // output row r is the pairs of input rows 2r and 2r+1
+    const std::int64_t plane_start = (r / oh) * hw;  // `at` counts from the first plane; indices from their own
+    const T* best = s.best.data() + 2 * r * ow;
+    const std::int64_t* at = s.at.data() + 2 * r * ow;
+    T* out = o + r * ow;
+    std::int64_t* where = idx + r * ow;
+    for (std::int64_t q = 0; q < ow; ++q) {
+      out[q] = best[q];
+      where[q] = at[q] - plane_start;
     }
   }
 }
@@ -190,13 +262,26 @@ void max_pool2d_typed(const Pool2dArgs& a) {
   std::int64_t* indices = static_cast<std::int64_t*>(a.indices.data) + a.indices.offset;
   const std::int64_t p = g.oh * g.ow;
   const bool two_by_two = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
+  if (two_by_two && pools_as_one_run(x, g)) {
+    // Runs of about 4096 input elements, so that the scratch stays in L1.
+    const std::int64_t run = std::max<std::int64_t>(1, 4096 / (g.h * g.w));
+    parallel_for(g.n * g.c, plane_grain(p * 4), [&](std::int64_t begin, std::int64_t end) {
+      PoolScratch<T> scratch;
+      for (std::int64_t nc = begin; nc < end; nc += run) {
+        const std::int64_t planes = std::min(run, end - nc);
+        max_pool_2x2_run(x.base + nc * x.sc, planes, g, out + nc * p, indices + nc * p, scratch);
+      }
+    });
+    return;
+  }
   parallel_for(g.n * g.c, plane_grain(p * g.kh * g.kw), [&](std::int64_t begin, std::int64_t end) {
+    PoolScratch<T> scratch;
     for (std::int64_t nc = begin; nc < end; ++nc) {
       const T* src = x.plane(nc / g.c, nc % g.c);
       T* o = out + nc * p;
       std::int64_t* idx = indices + nc * p;
       if (two_by_two) {
-        max_pool_2x2_plane(src, x, g, o, idx);
+        max_pool_2x2_plane(src, x, g, o, idx, scratch);
         continue;
       }
       for (std::int64_t oh = 0; oh < g.oh; ++oh) {
