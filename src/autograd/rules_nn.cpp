@@ -144,8 +144,10 @@ void record_max_pool2d(const Tensor& out, const Tensor& x, const Tensor& windows
   if (!should_record({&x})) return;
   const Tensor sw = saved(windows), so = saved(out);
   record("MaxPool2DBackward", out, {&x}, [sw, so, win](const Tensor& g, const std::vector<bool>&) {
-    // Ties share the gradient evenly (as max's rule does).
-    const Tensor mask = (sw == so.unsqueeze(-1).unsqueeze(-1)).to(g.dtype());
+    // Ties share the gradient evenly (as max's rule does); a window whose
+    // maximum is NaN gives it to its NaNs, which == never matches.
+    const Tensor max = so.unsqueeze(-1).unsqueeze(-1);
+    const Tensor mask = (sw == max).to(g.dtype()) + (sw != sw).to(g.dtype()) * (max != max).to(g.dtype());
     const Tensor share = mask * (g / sum(mask, {4, 5})).unsqueeze(-1).unsqueeze(-1);
     return Grads{scatter_windows(win, g.device(), g.dtype(),
                                  [&](std::int64_t i, std::int64_t j) { return share.select(5, j).select(4, i); })};
