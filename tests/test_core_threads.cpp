@@ -84,6 +84,7 @@ TEST(ThreadChoice, SmallWorkNeverEntersAParallelRegion) {
   const Tensor a = randn({100, 100}, cpu());
   const Tensor b = randn({100, 100}, cpu());
   const Tensor m = randn({64, 64}, cpu());
+  const Tensor a64 = a.to(f64), b64 = b.to(f64);
   const Tensor x = randn({30000}, cpu());
   const Tensor y = randn({30000}, cpu());
   const Tensor wide = randn({1, 10000}, cpu());
@@ -92,7 +93,7 @@ TEST(ThreadChoice, SmallWorkNeverEntersAParallelRegion) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(std::isfinite(matmul(a, b).norm().item<float>()));  // the chapter's exercise
     (void)matmul(m, m);
-    (void)matmul(a, b.t());  // x·Wᵀ: OpenBLAS's path
+    (void)matmul(a64, b64.t());  // f64 x·Wᵀ: OpenBLAS's path on every CPU (f32 may take oneDNN's)
     add_out(out, x, y);
     (void)(exp(x) * y);
     (void)x.sum();
@@ -102,9 +103,9 @@ TEST(ThreadChoice, SmallWorkNeverEntersAParallelRegion) {
   }
   const auto s = cpu_threads::parallel_stats();
   EXPECT_EQ(s.regions, 0u) << "small ops must not wake the pool";
-  EXPECT_EQ(s.blas_threaded, 0u);
+  EXPECT_EQ(s.gemm_threaded, 0u);
   EXPECT_EQ(s.gemm_small, 6u) << "100x100 and 64x64 products run on libxsmm (Note [libxsmm for small GEMMs])";
-  EXPECT_EQ(s.blas_single, 3u) << "every OpenBLAS product went through the thread choice";
+  EXPECT_EQ(s.gemm_single, 3u) << "every library GEMM went through the thread choice";
   EXPECT_EQ(cpu_threads::blas_threads(), 1) << "OpenBLAS itself is held to one thread";
   EXPECT_EQ(num_threads(), 2) << "the BLAS choice leaves the caller's thread count alone";
 }
@@ -112,7 +113,8 @@ TEST(ThreadChoice, SmallWorkNeverEntersAParallelRegion) {
 TEST(ThreadChoice, LargeWorkUsesEveryAllowedThread) {
   ThreadsGuard guard;
   const Tensor big = randn({4 << 20}, cpu());
-  const Tensor a = randn({512, 512}, cpu());
+  const Tensor a = randn({512, 512}, cpu(), f64);  // f64: OpenBLAS on every CPU
+  const Tensor a32 = a.to(f32);                    // OpenBLAS, or oneDNN on AVX-512
   for (const int n : {2, 3}) {
     set_num_threads(n);
     cpu_threads::reset_parallel_stats();
@@ -123,9 +125,10 @@ TEST(ThreadChoice, LargeWorkUsesEveryAllowedThread) {
     EXPECT_EQ(s.regions, 3u) << n << " threads";
     EXPECT_EQ(s.region_threads, 3u * static_cast<unsigned>(n)) << "every allowed thread took part";
     (void)matmul(a, a);
+    (void)matmul(a32, a32);
     s = cpu_threads::parallel_stats();
-    EXPECT_EQ(s.blas_threaded, 1u);
-    EXPECT_EQ(s.blas_single, 0u);
+    EXPECT_EQ(s.gemm_threaded, 2u);
+    EXPECT_EQ(s.gemm_single, 0u);
     EXPECT_EQ(cpu_threads::blas_threads(), n) << "OpenBLAS ran on " << n << " threads";
     EXPECT_EQ(num_threads(), n);
   }
@@ -134,10 +137,11 @@ TEST(ThreadChoice, LargeWorkUsesEveryAllowedThread) {
   cpu_threads::reset_parallel_stats();
   (void)(big + big);
   (void)matmul(a, a);
+  (void)matmul(a32, a32);
   const auto s = cpu_threads::parallel_stats();
   EXPECT_EQ(s.regions, 0u);
-  EXPECT_EQ(s.blas_threaded, 0u);
-  EXPECT_EQ(s.blas_single, 1u);
+  EXPECT_EQ(s.gemm_threaded, 0u);
+  EXPECT_EQ(s.gemm_single, 2u);
   EXPECT_EQ(cpu_threads::blas_threads(), 1);
 }
 
@@ -191,7 +195,7 @@ TEST(BusyMachine, SpinningProcessesOnEveryCoreLeaveOpenBlasOneThread) {
   const int saved = num_threads();
   set_num_threads(2);
   const Tensor big = randn({4 << 20}, cpu());
-  const Tensor a = randn({512, 512}, cpu());
+  const Tensor a = randn({512, 512}, cpu(), f64);  // f64: OpenBLAS on every CPU
   {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     anvil_bench::BackgroundLoad load(cores);
@@ -206,8 +210,8 @@ TEST(BusyMachine, SpinningProcessesOnEveryCoreLeaveOpenBlasOneThread) {
     (void)matmul(a, a);
     (void)(big + big);
     const auto s = cpu_threads::parallel_stats();
-    EXPECT_EQ(s.blas_threaded, 0u) << "OpenBLAS on two threads beside " << cores << " spinning processes";
-    EXPECT_EQ(s.blas_single, 1u);
+    EXPECT_EQ(s.gemm_threaded, 0u) << "OpenBLAS on two threads beside " << cores << " spinning processes";
+    EXPECT_EQ(s.gemm_single, 1u);
     EXPECT_EQ(cpu_threads::blas_threads(), 1);
     EXPECT_EQ(s.regions, 1u);
     EXPECT_EQ(s.region_threads, 2u) << "anvil's loops keep their team";
@@ -254,12 +258,12 @@ TEST(ThreadChoice, SmallAndLargeProductsAlternate) {
   // threaded again, and results stay right throughout.
   ThreadsGuard guard;
   set_num_threads(2);
-  const Tensor small = full({100, 100}, 1.0, cpu());
-  const Tensor large = full({512, 512}, 1.0, cpu());
+  const Tensor small = full({100, 100}, 1.0, cpu(), f64);  // f64: OpenBLAS on every CPU
+  const Tensor large = full({512, 512}, 1.0, cpu(), f64);
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(matmul(small, small.t()).sum().item<float>(), 1e6f);  // NT: OpenBLAS's path
+    EXPECT_EQ(matmul(small, small.t()).sum().item<double>(), 1e6);  // NT: OpenBLAS's path
     EXPECT_EQ(cpu_threads::blas_threads(), 1);
-    EXPECT_EQ(matmul(large, large).sum().item<float>(), 512.0f * 512.0f * 512.0f);
+    EXPECT_EQ(matmul(large, large).sum().item<double>(), 512.0 * 512.0 * 512.0);
     EXPECT_EQ(cpu_threads::blas_threads(), 2);
   }
 }

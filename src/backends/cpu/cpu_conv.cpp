@@ -23,7 +23,7 @@ namespace anvil::cpu_backend {
 // - Which convolutions: f32, and bf16 on CPUs with bf16 instructions (all
 //   four operands bf16, f32 accumulation inside oneDNN, as LibTorch runs
 //   them there), with at least min_channels_per_group() input channels
-//   per group: 4, or 1 for ungrouped convolutions on AVX-512. With fewer
+//   per group: 4, or 1 for ungrouped f32 convolutions on AVX-512. With fewer
 //   (LeNet's first layer on AVX2, depthwise), oneDNN's blocked kernels pad
 //   the channels to 8 and lose to im2col + OpenBLAS, which the frontend
 //   then uses (supports_fused_conv2d says no).
@@ -75,17 +75,11 @@ using detail::FusedOp;
 // difference. oneDNN's AVX-512 kernels take such first layers as they are:
 // there the same step took 12.1 against 14.1 ms, and on two threads 8.1
 // against 10.7 (the layer's forward 1.1 against 1.5 ms). Grouped
-// convolutions (depthwise) keep the threshold: not measured.
-std::int64_t min_channels_per_group(std::int64_t groups) noexcept {
-  static const bool avx512 = [] {
-    try {
-      const auto core = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-      return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & core) == core;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
-  return groups == 1 && avx512 ? 1 : 4;
+// convolutions (depthwise) keep the threshold: not measured; so does bf16,
+// whose one-channel layers oneDNN 2.6 has no fast kernel for (the amp
+// test's bf16 LeNet epoch took 5.2-5.8 s with it, 2.6 s without).
+std::int64_t min_channels_per_group(const Conv2dArgs& a) noexcept {
+  return a.dtype == DType::F32 && a.groups == 1 && cpu_has_avx512() ? 1 : 4;
 }
 constexpr std::size_t kCacheCapacity = 64;
 
@@ -293,8 +287,7 @@ void run(FusedOp op, const Conv2dArgs& a) {
 
 bool CpuBackend::supports_fused_conv2d(int, const Conv2dArgs& a) noexcept {
   return (a.dtype == DType::F32 || (a.dtype == DType::BF16 && cpu_has_bf16_dot())) && a.groups > 0 &&
-         a.g.c / a.groups >= min_channels_per_group(a.groups) && a.g.n > 0 && a.out_channels > 0 && a.g.oh > 0 &&
-         a.g.ow > 0;
+         a.g.c / a.groups >= min_channels_per_group(a) && a.g.n > 0 && a.out_channels > 0 && a.g.oh > 0 && a.g.ow > 0;
 }
 void CpuBackend::conv2d(int, const Conv2dArgs& a) { run(FusedOp::Conv2d, a); }
 void CpuBackend::conv2d_backward_data(int, const Conv2dArgs& a) { run(FusedOp::Conv2dBackwardData, a); }

@@ -1,7 +1,8 @@
-// GEMM: libxsmm's JIT kernels for small f32/f64 products, OpenBLAS for the
-// rest (parallel inside, on anvil's one pool, on as many threads as the
-// product's size repays), oneDNN for bf16 where the CPU computes in it
-// (cpu_gemm_dnnl.cpp), plain loops for integer dtypes.
+// GEMM: libxsmm's JIT kernels for small f32/f64 products; oneDNN for
+// larger f32 ones on CPUs with AVX-512 and for bf16 where the CPU computes
+// in it (cpu_gemm_dnnl.cpp); OpenBLAS for the rest (parallel inside, on
+// anvil's one pool, on as many threads as the product's size repays); plain
+// loops for integer dtypes.
 #include <cblas.h>
 #include <libxsmm.h>
 #include <omp.h>
@@ -199,11 +200,13 @@ void gemm_typed(const GemmArgs& g) {
   // products run "in parallel" that way took 50x longer than in sequence.
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (const XsmmKernel<T> kernel = xsmm_kernel<T>(g)) return xsmm_gemm<T>(g, kernel);
+    if constexpr (std::is_same_v<T, float>)
+      if (dnnl_gemm(g)) return;
     // See Note [Fewer threads on a busy machine] in threads.h.
     const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_blas_threads()));
     for (std::int64_t i = 0; i < g.batch; ++i) blas_gemm<T>(g, i);
   } else if constexpr (detail::is_half_v<T>) {
-    if (dnnl_bf16_gemm(g)) return;
+    if (dnnl_gemm(g)) return;
     const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_blas_threads()));
     std::vector<float> fa, fb, fc;
     for (std::int64_t i = 0; i < g.batch; ++i) half_gemm<T>(g, i, fa, fb, fc);

@@ -1,4 +1,4 @@
-// bf16 GEMM through oneDNN (Note [bf16 GEMM through oneDNN] in
+// f32 and bf16 GEMM through oneDNN (Note [GEMM through oneDNN] in
 // cpu_gemm_dnnl.cpp).
 #pragma once
 
@@ -6,10 +6,10 @@
 
 namespace anvil::cpu_backend {
 
-// Computes `g` (a bf16 product) with oneDNN and returns true, or returns
-// false, doing nothing, where that path does not apply: another dtype, an
-// empty product, a CPU without bf16 instructions, or a layout oneDNN has no
-// implementation for.
-bool dnnl_bf16_gemm(const detail::GemmArgs& g);
+// Computes `g` with oneDNN and returns true, or returns false, doing
+// nothing, where that path does not apply: f32 on a CPU without AVX-512,
+// bf16 on one without bf16 instructions, another dtype, an empty product,
+// or a layout oneDNN has no implementation for.
+bool dnnl_gemm(const detail::GemmArgs& g);
 
 }  // namespace anvil::cpu_backend

@@ -1,5 +1,5 @@
 // What the CPU backend's oneDNN primitives share (cpu_conv.cpp for conv2d,
-// cpu_gemm_dnnl.cpp for bf16 GEMM): the engine, the thread count a call runs
+// cpu_gemm_dnnl.cpp for f32 and bf16 GEMM): the engine, the thread count a call runs
 // on, and the cache of created primitives.
 #pragma once
 
@@ -20,17 +20,29 @@ inline dnnl::engine& dnnl_engine() {
   return engine;
 }
 
+// Whether oneDNN's kernels for `isa` run here (its effective ISA, which
+// ONEDNN_MAX_CPU_ISA may lower, contains it).
+inline bool dnnl_has_isa(dnnl::cpu_isa isa) noexcept {
+  try {
+    const auto want = static_cast<unsigned>(isa);
+    return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & want) == want;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+// AVX-512 (F, CD, BW, DQ, VL), where oneDNN's f32 kernels beat Debian's
+// OpenBLAS 0.3.21 (Note [GEMM through oneDNN], Note [oneDNN convolution in
+// the CPU backend]).
+inline bool cpu_has_avx512() noexcept {
+  static const bool has = dnnl_has_isa(dnnl::cpu_isa::avx512_core);
+  return has;
+}
+
 // Whether this CPU has bf16 dot-product instructions (AVX512_BF16), where
 // oneDNN computes bf16 natively; elsewhere it would emulate them.
 inline bool cpu_has_bf16_dot() noexcept {
-  static const bool has = [] {
-    try {
-      const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-      return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
+  static const bool has = dnnl_has_isa(dnnl::cpu_isa::avx512_core_bf16);
   return has;
 }
 

@@ -27,8 +27,8 @@ std::shared_mutex g_blas_mutex;
 
 std::atomic<std::uint64_t> g_regions{0};
 std::atomic<std::uint64_t> g_region_threads{0};
-std::atomic<std::uint64_t> g_blas_single{0};
-std::atomic<std::uint64_t> g_blas_threaded{0};
+std::atomic<std::uint64_t> g_gemm_single{0};
+std::atomic<std::uint64_t> g_gemm_threaded{0};
 std::atomic<std::uint64_t> g_conv_single{0};
 std::atomic<std::uint64_t> g_conv_threaded{0};
 std::atomic<std::uint64_t> g_gemm_small{0};
@@ -139,7 +139,7 @@ BlasThreads::BlasThreads(int threads) {
   if (omp_in_parallel()) return;
   bound_ = omp_get_max_threads();
   threads = std::clamp(threads, 1, bound_);
-  (threads == 1 ? g_blas_single : g_blas_threaded).fetch_add(1, std::memory_order_relaxed);
+  record_gemm_call(threads);
   g_blas_mutex.lock_shared();
   held_ = Held::Shared;
   if (openblas_get_num_threads() != threads) {
@@ -180,8 +180,8 @@ ParallelStats parallel_stats() noexcept {
   ParallelStats s;
   s.regions = g_regions.load(std::memory_order_relaxed);
   s.region_threads = g_region_threads.load(std::memory_order_relaxed);
-  s.blas_single = g_blas_single.load(std::memory_order_relaxed);
-  s.blas_threaded = g_blas_threaded.load(std::memory_order_relaxed);
+  s.gemm_single = g_gemm_single.load(std::memory_order_relaxed);
+  s.gemm_threaded = g_gemm_threaded.load(std::memory_order_relaxed);
   s.conv_single = g_conv_single.load(std::memory_order_relaxed);
   s.conv_threaded = g_conv_threaded.load(std::memory_order_relaxed);
   s.gemm_small = g_gemm_small.load(std::memory_order_relaxed);
@@ -191,14 +191,18 @@ ParallelStats parallel_stats() noexcept {
 void reset_parallel_stats() noexcept {
   g_regions.store(0, std::memory_order_relaxed);
   g_region_threads.store(0, std::memory_order_relaxed);
-  g_blas_single.store(0, std::memory_order_relaxed);
-  g_blas_threaded.store(0, std::memory_order_relaxed);
+  g_gemm_single.store(0, std::memory_order_relaxed);
+  g_gemm_threaded.store(0, std::memory_order_relaxed);
   g_conv_single.store(0, std::memory_order_relaxed);
   g_conv_threaded.store(0, std::memory_order_relaxed);
   g_gemm_small.store(0, std::memory_order_relaxed);
 }
 
 void record_small_gemm() noexcept { g_gemm_small.fetch_add(1, std::memory_order_relaxed); }
+
+void record_gemm_call(int threads) noexcept {
+  (threads == 1 ? g_gemm_single : g_gemm_threaded).fetch_add(1, std::memory_order_relaxed);
+}
 
 void record_parallel_region(int threads) noexcept {
   g_regions.fetch_add(1, std::memory_order_relaxed);

@@ -117,8 +117,8 @@ int blas_threads() noexcept;
 struct ParallelStats {
   std::uint64_t regions = 0;         // parallel regions entered by parallel_for
   std::uint64_t region_threads = 0;  // the team sizes of those regions, summed
-  std::uint64_t blas_single = 0;     // BLAS calls held to one thread
-  std::uint64_t blas_threaded = 0;   // BLAS calls allowed more than one thread
+  std::uint64_t gemm_single = 0;     // OpenBLAS or oneDNN GEMM calls held to one thread
+  std::uint64_t gemm_threaded = 0;   // OpenBLAS or oneDNN GEMM calls allowed more than one thread
   std::uint64_t conv_single = 0;     // oneDNN convolutions held to one thread
   std::uint64_t conv_threaded = 0;   // oneDNN convolutions allowed more than one thread
   std::uint64_t gemm_small = 0;      // GEMMs run on libxsmm kernels instead (cpu_gemm.cpp)
@@ -127,6 +127,8 @@ ParallelStats parallel_stats() noexcept;
 void reset_parallel_stats() noexcept;
 // Called by the GEMM primitive for a product it gives to libxsmm.
 void record_small_gemm() noexcept;
+// Called for each OpenBLAS or oneDNN GEMM call with the thread count it may use.
+void record_gemm_call(int threads) noexcept;
 // Called by parallel_for's first thread with the team size.
 void record_parallel_region(int threads) noexcept;
 // Called before each oneDNN convolution with the thread count it may use.
