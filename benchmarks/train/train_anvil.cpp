@@ -113,12 +113,17 @@ class AnvilImageStepTrainer final : public tb::Trainer {
         test_y_(load(dir, "test-labels", i64).narrow(0, 0, batch).contiguous()) {}
 
   double train_epoch() override {
-    opt_.zero_grad();
-    const Tensor l = nn::cross_entropy((*net_)(x_), y_);
-    l.backward();
-    opt_.step();
-    return l.item<double>();
+    double loss = 0;
+    for (int step = 0; step < tb::kStepsPerRound; ++step) {
+      opt_.zero_grad();
+      const Tensor l = nn::cross_entropy((*net_)(x_), y_);
+      l.backward();
+      opt_.step();
+      loss = l.item<double>();
+    }
+    return loss;
   }
+  int steps_per_epoch() const override { return tb::kStepsPerRound; }
 
   double test_accuracy() override {
     NoGradGuard no_grad;
@@ -145,13 +150,18 @@ class AnvilGruTrainer final : public tb::Trainer {
         opt_(net_.parameters(), {.lr = tb::kGruLearningRate}) {}
 
   double train_epoch() override {
-    opt_.zero_grad();
-    const Tensor l = nn::cross_entropy(net_.forward(x_, Tensor()).output, y_);
-    l.backward();
-    d2l::grad_clipping(net_.parameters(), tb::kGruClipNorm);
-    opt_.step();
-    return l.item<double>();
+    double loss = 0;
+    for (int step = 0; step < tb::kStepsPerRound; ++step) {
+      opt_.zero_grad();
+      const Tensor l = nn::cross_entropy(net_.forward(x_, Tensor()).output, y_);
+      l.backward();
+      d2l::grad_clipping(net_.parameters(), tb::kGruClipNorm);
+      opt_.step();
+      loss = l.item<double>();
+    }
+    return loss;
   }
+  int steps_per_epoch() const override { return tb::kStepsPerRound; }
 
   double test_accuracy() override {
     NoGradGuard no_grad;

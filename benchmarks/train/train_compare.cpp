@@ -16,8 +16,9 @@
 // one rotating each epoch, so a burst of load elsewhere on the machine hits
 // all of them. s/epoch is the median over epochs 2..N (epoch 1 is the
 // warm-up: allocator caches, page faults, BLAS buffers); test accuracy is read
-// after the last epoch. For resnet18, vit and gru an "epoch" is one training
-// step on a fixed batch (train_worker.h), so their rows are seconds per step.
+// after the last epoch. For resnet18, vit and gru an "epoch" is
+// kStepsPerRound training steps on a fixed batch (train_worker.h), and their
+// rows are seconds per step.
 //
 // Every model is timed at three thread settings (`--threads`), one row each:
 // both libraries in their defaults; both at 1 thread; both at 2 threads
@@ -99,7 +100,7 @@ void usage() {
   std::cout << "usage: bench_train [--models mlp,lenet] [--threads defaults,1,2] [--epochs N] [--train-images N]\n"
                "                   [--seed S] [--markdown] [--anvil-env VAR=VALUE] [--busy [--spinners N]]\n"
                "  --models    which models, comma-separated: mlp, lenet, resnet18, gru, vit (default mlp,lenet;\n"
-               "              resnet18, gru and vit time one step on a fixed batch per epoch)\n"
+               "              resnet18, gru and vit time steps on a fixed batch: s/step of 5 back to back per epoch)\n"
                "  --threads   thread settings, one row each (default defaults,1,2): `defaults` is each library\n"
                "              in its defaults; N is both at N threads (LibTorch's OpenBLAS held to N too)\n"
                "  --epochs    epochs per model and library (default 10); s/epoch is the median of epochs 2..N\n"
@@ -601,8 +602,9 @@ int main(int argc, char** argv) {
     }
     print_table(header, rows, opt.markdown);
     print_errors();
-    std::cout << "\n  s/epoch: median of epochs 2.." << opt.epochs << " (s/step rows: of steps 2.." << opt.epochs
-              << ", one step on a fixed batch each); "
+    std::cout << "\n  s/epoch: median of epochs 2.." << opt.epochs << " (s/step rows: of rounds 2.." << opt.epochs
+              << ", each the mean of " << anvil_train_bench::kStepsPerRound
+              << " steps on a fixed batch); "
                  "ratio = anvil / LibTorch (lower is better)\n"
               << "  threads: `defaults` is each library in its defaults; `N threads` is anvil::set_num_threads(N)"
                  " against at::set_num_threads(N) with LibTorch's OpenBLAS at N\n"

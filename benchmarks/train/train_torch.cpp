@@ -224,12 +224,17 @@ class TorchImageStepTrainer final : public tb::Trainer {
         test_y_(load(dir, "test-labels", torch::kInt64).slice(0, 0, batch).contiguous()) {}
 
   double train_epoch() override {
-    opt_.zero_grad();
-    const torch::Tensor l = torch::nn::functional::cross_entropy(net_->forward(x_), y_);
-    l.backward();
-    opt_.step();
-    return l.item<double>();
+    double loss = 0;
+    for (int step = 0; step < tb::kStepsPerRound; ++step) {
+      opt_.zero_grad();
+      const torch::Tensor l = torch::nn::functional::cross_entropy(net_->forward(x_), y_);
+      l.backward();
+      opt_.step();
+      loss = l.item<double>();
+    }
+    return loss;
   }
+  int steps_per_epoch() const override { return tb::kStepsPerRound; }
 
   double test_accuracy() override {
     torch::NoGradGuard no_grad;
@@ -257,13 +262,18 @@ class TorchGruTrainer final : public tb::Trainer {
         opt_(net_->parameters(), torch::optim::SGDOptions(tb::kGruLearningRate)) {}
 
   double train_epoch() override {
-    opt_.zero_grad();
-    const torch::Tensor l = torch::nn::functional::cross_entropy(net_->forward(x_), y_);
-    l.backward();
-    tnn::utils::clip_grad_norm_(net_->parameters(), tb::kGruClipNorm);
-    opt_.step();
-    return l.item<double>();
+    double loss = 0;
+    for (int step = 0; step < tb::kStepsPerRound; ++step) {
+      opt_.zero_grad();
+      const torch::Tensor l = torch::nn::functional::cross_entropy(net_->forward(x_), y_);
+      l.backward();
+      tnn::utils::clip_grad_norm_(net_->parameters(), tb::kGruClipNorm);
+      opt_.step();
+      loss = l.item<double>();
+    }
+    return loss;
   }
+  int steps_per_epoch() const override { return tb::kStepsPerRound; }
 
   double test_accuracy() override {
     torch::NoGradGuard no_grad;
