@@ -164,10 +164,10 @@ inline bool beats(T v, T best) {
 // it was, then the larger of the pairs one row apart. Taking maxima pairwise
 // keeps beats()'s rule (ties and NaN go to the first of the four in
 // row-major order). The rows of LeNet's planes are short (14 and 5 outputs),
-// so a pass per row would spend most of its time in scalar remainders; when
-// the plane is one contiguous run of even rows the passes run over the whole
-// plane and the second one also computes, unused, the pairs of rows 2i+1
-// and 2i+2.
+// so a pass per row would spend most of its time in scalar remainders: when
+// consecutive planes are one contiguous run of rows of even height and
+// width, each pass runs over several planes at once (max_pool_2x2_run);
+// other layouts go a row at a time (max_pool_2x2_plane).
 template <typename T>
 struct PoolScratch {
   std::vector<T> pair_best, best;
@@ -263,7 +263,7 @@ void max_pool2d_typed(const Pool2dArgs& a) {
   const std::int64_t p = g.oh * g.ow;
   const bool two_by_two = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
   if (two_by_two && pools_as_one_run(x, g)) {
-    // Runs of about 4096 input elements, so that the scratch stays in L1.
+    // Runs of about 4096 input elements: the scratch (48 KiB for f32) stays in cache.
     const std::int64_t run = std::max<std::int64_t>(1, 4096 / (g.h * g.w));
     parallel_for(g.n * g.c, plane_grain(p * 4), [&](std::int64_t begin, std::int64_t end) {
       PoolScratch<T> scratch;
