@@ -215,6 +215,7 @@ TEST(ConvPaths, SmallConvolutionsStayOnTheCallingThread) {
   // the pool; a large one may use every allowed thread.
   const int saved = num_threads();
   set_num_threads(2);
+  cpu_threads::set_load_bound(false);  // under ctest -j, other tests are load
   const Tensor small = randn({1, 4, 6, 6}), small_w = randn({4, 4, 3, 3});
   const Tensor large = randn({8, 64, 28, 28}), large_w = randn({64, 64, 3, 3});
   cpu_threads::reset_parallel_stats();
@@ -227,6 +228,7 @@ TEST(ConvPaths, SmallConvolutionsStayOnTheCallingThread) {
   s = cpu_threads::parallel_stats();
   EXPECT_EQ(s.conv_threaded, 1u);
   EXPECT_EQ(num_threads(), 2);
+  cpu_threads::set_load_bound(true);
   set_num_threads(saved);
 }
 

@@ -39,10 +39,12 @@ namespace anvil::cpu_backend {
 //   1.65-1.78 s. The blocked kernels themselves are faster (forward 526
 //   against 651 ms a step, weight gradient 766 against 841), and nothing
 //   after a convolution walks a permuted layout.
-// - Threads: conv_threads() picks the count from the work's size and
-//   DnnlThreads holds it around both the primitive's creation and its run
-//   (dnnl_common.h; Note [Threads from the work's size]), so a small
-//   convolution never wakes the pool; the count is part of the cache key.
+// - Threads: conv_threads() picks the count from the work's size, at most
+//   the cores other processes leave idle (Note [Fewer threads on a busy
+//   machine]), and DnnlThreads holds it around both the primitive's
+//   creation and its run (dnnl_common.h; Note [Threads from the work's
+//   size]), so a small convolution never wakes the pool; the count is part
+//   of the cache key.
 // - Creating a primitive costs far more than a small convolution: primitives
 //   are cached by (direction, geometry, bias, threads), the least recently
 //   used dropped past kCacheCapacity. Scratchpads are the caller's (user
@@ -90,7 +92,7 @@ int conv_threads(const Conv2dArgs& a) {
   const detail::Window2dGeometry& g = a.g;
   const int threads = omp_in_parallel() ? 1
                                         : gemm_threads(a.out_channels, g.n * g.oh * g.ow, g.c / a.groups * g.kh * g.kw,
-                                                       omp_get_max_threads());
+                                                       usable_blas_threads());
   record_conv_call(threads);
   return threads;
 }

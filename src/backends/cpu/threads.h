@@ -37,13 +37,17 @@ namespace anvil::cpu_backend {
 // On issue 12's 2-core machine beside two spinning processes (bench_train
 // --busy, other builds running too, medians of 3 epochs of 12,800 images)
 // an MLP epoch took 0.97 s with OpenBLAS on two threads and 0.69 s with
-// OpenBLAS on one, against LibTorch's 0.89 s. anvil's own loops and oneDNN
-// wait passively at libgomp's barriers instead (Note [Passive OpenMP
-// waiting]), and under the scheduler's per-thread fair share two threads
-// get more of the machine than one: holding them to one thread made
-// LeNet's busy epoch slower (11.1 s against 8.5 s with two), so they keep
-// their team. Only OpenBLAS's count starts from usable_blas_threads(): the
-// set_num_threads bound, lowered to the cores that other processes left
+// OpenBLAS on one, against LibTorch's 0.89 s. anvil's own loops wait
+// passively at libgomp's barriers instead (Note [Passive OpenMP waiting]),
+// and under the scheduler's per-thread fair share two threads get more of
+// the machine than one: holding them and oneDNN's convolutions to one
+// thread made LeNet's busy epoch slower (11.1 s against 8.5 s with two), so
+// the loops keep their team. On the 2-core Zen 4, where oneDNN's AVX-512
+// kernels take LeNet's convolutions, the reverse held for them: bounded by
+// the load, LeNet's busy epoch took 0.81 and 0.92 s against 0.96 and 1.12 s
+// unbounded (two runs each, 12,800 images). So the library calls, OpenBLAS
+// and oneDNN's GEMMs and convolutions, start from usable_blas_threads():
+// the set_num_threads bound, lowered to the cores that other processes left
 // idle. Other processes' use is measured, not guessed from the load average
 // (which counts anvil's own threads and lags by a minute): the machine's
 // busy CPU time from /proc/stat less this process's own CPU time, over the
@@ -67,7 +71,7 @@ namespace anvil::cpu_backend {
 int threads_for_load(int max_threads, int cores, double others_busy) noexcept;
 
 // omp_get_max_threads() lowered by the measured load (see the Note): the
-// bound for OpenBLAS's thread count.
+// bound for the thread count of OpenBLAS and oneDNN calls.
 int usable_blas_threads() noexcept;
 
 // Whether usable_blas_threads() follows the load (the default). Tests that count
