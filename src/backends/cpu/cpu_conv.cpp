@@ -211,10 +211,11 @@ void* pointer_of(const detail::KernelOperand& op, memory::data_type dt) {
 }
 
 // An operand the primitive reads, reordered into `want` when its layout differs.
-memory read(const memory::dims& dims, const detail::KernelOperand& op, const memory::desc& want, dnnl::stream& s) {
+memory read_operand(const memory::dims& dims, const detail::KernelOperand& op, const memory::desc& want,
+                    dnnl::stream& s, DnnlTemporaries& temporaries) {
   memory given(desc_of(dims, op, want.data_type()), dnnl_engine(), pointer_of(op, want.data_type()));
   if (given.get_desc() == want) return given;
-  memory wanted(want, dnnl_engine());
+  memory wanted = temporaries.make(want);
   dnnl::reorder(given, wanted).execute(s, given, wanted);
   return wanted;
 }
@@ -223,51 +224,56 @@ memory read(const memory::dims& dims, const detail::KernelOperand& op, const mem
 // otherwise a temporary that finish() reorders into it.
 struct Written {
   memory target, work;
-  Written(const memory::dims& dims, const detail::KernelOperand& op, const memory::desc& want)
+  Written(const memory::dims& dims, const detail::KernelOperand& op, const memory::desc& want,
+          DnnlTemporaries& temporaries)
       : target(desc_of(dims, op, want.data_type()), dnnl_engine(), pointer_of(op, want.data_type())),
-        work(target.get_desc() == want ? target : memory(want, dnnl_engine())) {}
+        work(target.get_desc() == want ? target : temporaries.make(want)) {}
   void finish(dnnl::stream& s) {
     if (work.get_data_handle() != target.get_data_handle()) dnnl::reorder(work, target).execute(s, work, target);
   }
 };
 
-void run(FusedOp op, const Conv2dArgs& a) {
+void run(FusedOp op, const Conv2dArgs& a, detail::CachingAllocator& allocator) {
   try {
     const DnnlThreads threads(conv_threads(a));
     const Conv conv = cached(op, a, threads.threads());
     const Dims d = dims_of(a);
+    DnnlTemporaries temporaries(allocator);
     dnnl::stream s(dnnl_engine());
-    memory scratchpad(conv.scratchpad, dnnl_engine());
+    memory scratchpad = temporaries.make(conv.scratchpad);
+    const auto read = [&](const memory::dims& dims, const detail::KernelOperand& op, const memory::desc& want) {
+      return read_operand(dims, op, want, s, temporaries);
+    };
     switch (op) {
       case FusedOp::Conv2d: {
-        Written out(d.out, a.out, conv.out);
-        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, read(d.image, a.image, conv.image, s)},
-                                             {DNNL_ARG_WEIGHTS, read(d.weight, a.weight, conv.weight, s)},
+        Written out(d.out, a.out, conv.out, temporaries);
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, read(d.image, a.image, conv.image)},
+                                             {DNNL_ARG_WEIGHTS, read(d.weight, a.weight, conv.weight)},
                                              {DNNL_ARG_DST, out.work},
                                              {DNNL_ARG_SCRATCHPAD, scratchpad}};
-        if (a.has_bias) args.emplace(DNNL_ARG_BIAS, read(d.bias, a.bias, conv.bias, s));
+        if (a.has_bias) args.emplace(DNNL_ARG_BIAS, read(d.bias, a.bias, conv.bias));
         conv.primitive.execute(s, args);
         out.finish(s);
         break;
       }
       case FusedOp::Conv2dBackwardData: {
-        Written image(d.image, a.image, conv.image);
-        conv.primitive.execute(s, {{DNNL_ARG_DIFF_DST, read(d.out, a.out, conv.out, s)},
-                                   {DNNL_ARG_WEIGHTS, read(d.weight, a.weight, conv.weight, s)},
+        Written image(d.image, a.image, conv.image, temporaries);
+        conv.primitive.execute(s, {{DNNL_ARG_DIFF_DST, read(d.out, a.out, conv.out)},
+                                   {DNNL_ARG_WEIGHTS, read(d.weight, a.weight, conv.weight)},
                                    {DNNL_ARG_DIFF_SRC, image.work},
                                    {DNNL_ARG_SCRATCHPAD, scratchpad}});
         image.finish(s);
         break;
       }
       default: {
-        Written weight(d.weight, a.weight, conv.weight);
-        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, read(d.image, a.image, conv.image, s)},
-                                             {DNNL_ARG_DIFF_DST, read(d.out, a.out, conv.out, s)},
+        Written weight(d.weight, a.weight, conv.weight, temporaries);
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, read(d.image, a.image, conv.image)},
+                                             {DNNL_ARG_DIFF_DST, read(d.out, a.out, conv.out)},
                                              {DNNL_ARG_DIFF_WEIGHTS, weight.work},
                                              {DNNL_ARG_SCRATCHPAD, scratchpad}};
         std::optional<Written> bias;
         if (a.has_bias) {
-          bias.emplace(d.bias, a.bias, conv.bias);
+          bias.emplace(d.bias, a.bias, conv.bias, temporaries);
           args.emplace(DNNL_ARG_DIFF_BIAS, bias->work);
         }
         conv.primitive.execute(s, args);
@@ -291,8 +297,8 @@ bool CpuBackend::supports_fused_conv2d(int, const Conv2dArgs& a) noexcept {
   return (a.dtype == DType::F32 || (a.dtype == DType::BF16 && cpu_has_bf16_dot())) && a.groups > 0 &&
          a.g.c / a.groups >= min_channels_per_group(a) && a.g.n > 0 && a.out_channels > 0 && a.g.oh > 0 && a.g.ow > 0;
 }
-void CpuBackend::conv2d(int, const Conv2dArgs& a) { run(FusedOp::Conv2d, a); }
-void CpuBackend::conv2d_backward_data(int, const Conv2dArgs& a) { run(FusedOp::Conv2dBackwardData, a); }
-void CpuBackend::conv2d_backward_weight(int, const Conv2dArgs& a) { run(FusedOp::Conv2dBackwardWeight, a); }
+void CpuBackend::conv2d(int, const Conv2dArgs& a) { run(FusedOp::Conv2d, a, allocator_); }
+void CpuBackend::conv2d_backward_data(int, const Conv2dArgs& a) { run(FusedOp::Conv2dBackwardData, a, allocator_); }
+void CpuBackend::conv2d_backward_weight(int, const Conv2dArgs& a) { run(FusedOp::Conv2dBackwardWeight, a, allocator_); }
 
 }  // namespace anvil::cpu_backend

@@ -193,7 +193,7 @@ void half_gemm(const GemmArgs& g, std::int64_t b, std::vector<float>& fa, std::v
 }
 
 template <typename T>
-void gemm_typed(const GemmArgs& g) {
+void gemm_typed(const GemmArgs& g, detail::CachingAllocator& allocator) {
   // One matrix at a time, each parallel inside OpenBLAS where it is large
   // enough. Never call OpenBLAS from several threads at once: its OpenMP
   // build serialises concurrent calls on a lock, and a batch of 32x32
@@ -201,12 +201,12 @@ void gemm_typed(const GemmArgs& g) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (const XsmmKernel<T> kernel = xsmm_kernel<T>(g)) return xsmm_gemm<T>(g, kernel);
     if constexpr (std::is_same_v<T, float>)
-      if (dnnl_gemm(g)) return;
+      if (dnnl_gemm(g, allocator)) return;
     // See Note [Fewer threads on a busy machine] in threads.h.
     const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_blas_threads()));
     for (std::int64_t i = 0; i < g.batch; ++i) blas_gemm<T>(g, i);
   } else if constexpr (detail::is_half_v<T>) {
-    if (dnnl_gemm(g)) return;
+    if (dnnl_gemm(g, allocator)) return;
     const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_blas_threads()));
     std::vector<float> fa, fb, fc;
     for (std::int64_t i = 0; i < g.batch; ++i) half_gemm<T>(g, i, fa, fb, fc);
@@ -217,6 +217,6 @@ void gemm_typed(const GemmArgs& g) {
 
 }  // namespace
 
-void CpuBackend::gemm(int, const GemmArgs& g) { ANVIL_DISPATCH(g.dtype, T, gemm_typed<T>(g)); }
+void CpuBackend::gemm(int, const GemmArgs& g) { ANVIL_DISPATCH(g.dtype, T, gemm_typed<T>(g, allocator_)); }
 
 }  // namespace anvil::cpu_backend

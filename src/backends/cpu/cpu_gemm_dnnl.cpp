@@ -105,7 +105,7 @@ void* pointer_of(const detail::GemmMatrix& x, DType t) {
 
 }  // namespace
 
-bool dnnl_gemm(const GemmArgs& g) {
+bool dnnl_gemm(const GemmArgs& g, detail::CachingAllocator& allocator) {
   if (g.batch <= 0 || g.m <= 0 || g.n <= 0 || g.k <= 0) return false;
   if (g.dtype == DType::BF16 ? !cpu_has_bf16_dot() : !(g.dtype == DType::F32 && cpu_has_avx512())) return false;
   // A bf16 multiply-add here costs about a quarter of OpenBLAS's f32 one (see
@@ -123,9 +123,10 @@ bool dnnl_gemm(const GemmArgs& g) {
   if (!matmul) return false;
   record_gemm_call(threads.threads());
   try {
+    DnnlTemporaries temporaries(allocator);
     dnnl::stream s(dnnl_engine());
     memory a(matmul->a, dnnl_engine(), pointer_of(g.a, g.dtype)), b(matmul->b, dnnl_engine(), pointer_of(g.b, g.dtype)),
-        c(matmul->c, dnnl_engine(), pointer_of(g.c, g.dtype)), scratchpad(matmul->scratchpad, dnnl_engine());
+        c(matmul->c, dnnl_engine(), pointer_of(g.c, g.dtype)), scratchpad = temporaries.make(matmul->scratchpad);
     matmul->primitive.execute(
         s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
     s.wait();
