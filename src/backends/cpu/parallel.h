@@ -15,12 +15,17 @@ namespace anvil::cpu_backend {
 // The least work worth a thread of its own, in elements, by an element's
 // cost (Note [Threads from the work's size]): a loop of n elements runs on
 // n / grain threads, and below 2 * grain on the calling thread alone. With
-// passive waiting a parallel region cost ~10 µs here (issue 12's 2-core
-// machine, under load); one thread took per f32 element ~0.2 ns for add, mul
+// passive waiting a parallel region cost ~10 µs on issue 12's first 2-core
+// machine (under load); one thread took per f32 element ~0.2 ns for add, mul
 // or copy, ~0.7 ns for exp and sigmoid (vectorised polynomials), and 3-15 ns
-// for log, sin, cos, tanh and pow (libm, one element at a time).
-inline constexpr std::int64_t kParallelGrain = 1 << 17;            // half a MiB of f32
-inline constexpr std::int64_t kParallelGrainVectorMath = 1 << 15;  // exp, sigmoid (f32)
+// for log, sin, cos, tanh and pow (libm, one element at a time). On the
+// 2-core Zen 4 VM that followed, waking the pool costs ~45 µs (a 1M-element
+// sum: 43 µs on one thread, 72 µs on two), and doubling the first two
+// grains (from 1 << 17 and 1 << 15) took a ResNet-18 step (batch 32) on two
+// threads from 0.26-0.28 to 0.235-0.239 s and a LeNet step from 6.8-7.1 to
+// 6.3-6.5 ms; doubling them again measured no better.
+inline constexpr std::int64_t kParallelGrain = 1 << 18;            // a MiB of f32
+inline constexpr std::int64_t kParallelGrainVectorMath = 1 << 16;  // exp, sigmoid (f32)
 inline constexpr std::int64_t kParallelGrainLibm = 1 << 13;        // log, sin, cos, tanh, pow; f64 exp
 
 // fn(begin, end) over [0, n) in contiguous chunks, one per thread, on at
