@@ -9,6 +9,7 @@
 // input channel without AVX-512) and its thread choice.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <initializer_list>
 #include <string>
@@ -32,8 +33,14 @@ struct Case {
   bool direct = true;  // whether the CPU's direct convolution takes it
 };
 
-// What oneDNN calls avx512_core, read from the CPU itself.
+// Whether oneDNN runs its avx512_core kernels here: read from the CPU
+// itself, unless ONEDNN_MAX_CPU_ISA holds oneDNN below them.
 bool has_avx512_core() {
+  if (const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA"); cap != nullptr && *cap != '\0') {
+    std::string isa = cap;
+    for (char& c : isa) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));  // oneDNN ignores case
+    if (isa != "ALL" && isa.rfind("AVX512_CORE", 0) != 0) return false;
+  }
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 }
