@@ -48,7 +48,8 @@ namespace anvil::cpu_backend {
 // - Creating a primitive costs far more than a small convolution: primitives
 //   are cached by (direction, geometry, bias, threads), the least recently
 //   used dropped past kCacheCapacity. Scratchpads are the caller's (user
-//   mode), allocated per call, so one primitive can run on several host
+//   mode), taken per call from the caching allocator with the reordered
+//   operands (DnnlTemporaries), so one primitive can run on several host
 //   threads at once (DataParallel's replicas).
 // - Measured (issue 12's 2-core machine, load average 5-9 from other builds;
 //   ratios within one run): bench_conv_dnnl, conv2d forward + both
@@ -123,8 +124,6 @@ struct Conv {
   memory::desc image, weight, bias, out, scratchpad;
 };
 
-memory::data_type data_type_of(DType t) { return t == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f32; }
-
 // The logical dims of the four operands (weights grouped as goihw).
 struct Dims {
   memory::dims image, weight, bias, out;
@@ -146,7 +145,7 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
   using dnnl::convolution_forward;
   const detail::Window2dGeometry& g = a.g;
   const Dims d = dims_of(a);
-  const memory::data_type dt = data_type_of(a.dtype);
+  const memory::data_type dt = dnnl_data_type(a.dtype);
   const memory::desc image(d.image, dt, Tag::any), weight(d.weight, dt, Tag::any), bias(d.bias, dt, Tag::x),
       out(d.out, dt, Tag::any);
   // oneDNN counts dilation from 0 (taps adjacent) and takes both paddings;

@@ -89,7 +89,7 @@ std::optional<Matmul> create(const GemmArgs& g) {
   detail::GemmMatrix c = g.c;
   if (g.batch == 1) c.batch_stride = g.m * g.c.ld;  // unused, but never 0 for the output
   try {
-    const memory::data_type type = g.dtype == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const memory::data_type type = dnnl_data_type(g.dtype);
     const memory::desc a = desc_of(g.a, g.batch, g.m, g.k, type), b = desc_of(g.b, g.batch, g.k, g.n, type),
                        out = desc_of(c, g.batch, g.m, g.n, type);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, out), attr, dnnl_engine());

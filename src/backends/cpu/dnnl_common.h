@@ -1,6 +1,7 @@
 // What the CPU backend's oneDNN primitives share (cpu_conv.cpp for conv2d,
-// cpu_gemm_dnnl.cpp for f32 and bf16 GEMM): the engine, the thread count a call runs
-// on, and the cache of created primitives.
+// cpu_gemm_dnnl.cpp for f32 and bf16 GEMM): the engine, which kernels the
+// CPU has, the thread count a call runs on, its temporaries, and the cache
+// of created primitives.
 #pragma once
 
 #include <omp.h>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "anvil/dtype.h"
 #include "core/caching_allocator.h"
 
 namespace anvil::cpu_backend {
@@ -21,6 +23,11 @@ namespace anvil::cpu_backend {
 inline dnnl::engine& dnnl_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
+}
+
+// oneDNN's element type for the dtypes it computes here, f32 and bf16.
+inline dnnl::memory::data_type dnnl_data_type(DType t) noexcept {
+  return t == DType::BF16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
 }
 
 // Whether oneDNN's kernels for `isa` run here (its effective ISA, which
@@ -75,8 +82,8 @@ class DnnlThreads {
 // allocator gives each one a fresh aligned malloc, which glibc serves
 // from mmap above its threshold and unmaps on free, so every call
 // page-faulted and zeroed its temporaries again: 8-10% of a ResNet-18
-// step's CPU time was in the kernel's page-fault path. With glibc keeping
-// them instead, a LeNet step on two threads took 6.9 against 7.7 ms.
+// step's CPU time was in the kernel's page-fault path. From the cache, a
+// LeNet step on two threads took 6.8-7.1 ms against 7.7.
 class DnnlTemporaries {
  public:
   explicit DnnlTemporaries(detail::CachingAllocator& allocator) : allocator_(allocator) {}
