@@ -199,6 +199,54 @@ TEST(DDP, NoSyncAccumulatesLocallyThenAveragesTheSum) {
   }
 }
 
+// A model with a branch its forward does not use in this pass.
+class TwoHeads : public nn::Module {
+ public:
+  TwoHeads() {
+    used_ = register_module("used", nn::Linear(12, 5));
+    unused_ = register_module("unused", nn::Linear(12, 3));
+  }
+  Tensor forward(const Tensor& x) override { return (*used_)(x); }
+  std::string name() const override { return "TwoHeads"; }
+
+ private:
+  std::shared_ptr<nn::Linear> used_, unused_;
+};
+
+TEST(DDP, ParameterWithoutGradientContributesZeros) {
+  auto& g = world();
+  const Device d = dist::device();
+  manual_seed(4);
+  auto net = std::make_shared<TwoHeads>();
+  net->to(d);
+  // One bucket holds both heads, so the unused head shares its allreduce with the used one.
+  nn::DistributedDataParallel ddp(net, g);
+  ASSERT_EQ(ddp.bucket_indices().size(), 1u);
+  manual_seed(200 + static_cast<std::uint64_t>(g.rank()));
+  const Tensor x = randn({4, 12}).to(d), y = randint(0, 5, {4}).to(d);
+  manual_seed(4);
+  TwoHeads plain;
+  plain.to(d);
+  nn::cross_entropy(plain(x), y).backward();
+  nn::cross_entropy(ddp(x), y).backward();
+
+  const auto named = ddp.module().named_parameters();
+  const auto theirs = plain.parameters();
+  for (std::size_t k = 0; k < named.size(); ++k) {
+    const auto& [name, p] = named[k];
+    ASSERT_TRUE(p.grad().defined()) << name << ": DDP gives every parameter a gradient";
+    const Tensor got = p.grad().cpu();
+    if (name.rfind("unused", 0) == 0) {
+      EXPECT_TRUE(equal(got, zeros_like(got))) << name << ": no rank computed it, so its average is zero";
+      continue;
+    }
+    Tensor avg = zeros_like(got);
+    for (const Tensor& t : gather_from_ranks(theirs[k].grad().cpu())) avg = avg + t;
+    avg = avg / static_cast<double>(g.size());
+    EXPECT_TRUE(allclose(got, avg, 1e-5, 1e-6)) << name;
+  }
+}
+
 TEST(DDP, BuffersFollowRankZero) {
   auto& g = world();
   const Device d = dist::device();

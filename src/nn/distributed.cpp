@@ -102,9 +102,17 @@ void check_same_model(dist::ProcessGroup& g, const Module& m) {
 // whatever order its hooks fire in. At the end of backward (a queued engine
 // callback) the remaining buckets are launched, all are waited for, and each
 // gradient becomes a view of its bucket's averaged buffer.
+// The average is taken as PyTorch's reducer takes it: each gradient is
+// multiplied by 1 / world size while it is copied into its bucket, and the
+// bucket is allreduced as a sum. Averaging after the sum is one more pass
+// over every bucket: packing the MLP of benchmarks/train took 19 us a step
+// as a copy and a division, 15 us as one scaled copy (against about 55 us
+// for the allreduce itself). With a power-of-two world size both give the
+// same bits, barring subnormals.
 struct DistributedDataParallel::State {
   struct Bucket {
     std::vector<std::size_t> params;
+    Tensor inverse_size;  // 1 / world size, in the bucket's dtype on its device
     int pending = 0;
     Tensor flat;
     dist::Work work;
@@ -181,6 +189,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     s.bucket_of[k] = s.buckets.size() - 1;
     bytes += size;
   }
+  for (State::Bucket& b : s.buckets) {
+    const Tensor& p = s.params[b.params.front()];
+    b.inverse_size = scalar_tensor(1.0 / group.size(), p.device(), p.dtype());
+  }
   s.reset();
 
   for (std::size_t k = 0; k < s.params.size(); ++k) {
@@ -206,15 +218,25 @@ DistributedDataParallel::~DistributedDataParallel() {
 void DistributedDataParallel::launch(std::size_t b) {
   State::Bucket& bucket = state_->buckets[b];
   NoGradGuard no_grad;
-  std::vector<Tensor> parts;
+  // Note [DDP buckets]: each gradient is divided by the world size on its
+  // way into the bucket, so the bucket is summed, not averaged.
+  const Tensor& first = state_->params[bucket.params.front()];
+  std::int64_t total = 0;
+  for (std::size_t k : bucket.params) total += state_->params[k].numel();
+  bucket.flat = empty({total}, first.device(), first.dtype());
+  std::int64_t offset = 0;
   for (std::size_t k : bucket.params) {
     const Tensor& p = state_->params[k];
+    Tensor slot = bucket.flat.narrow(0, offset, p.numel()).view(p.shape());
     const Tensor g = p.grad();
     // A parameter without a gradient in this pass contributes zeros.
-    parts.push_back(g.defined() ? g.reshape({-1}) : zeros({p.numel()}, p.device(), p.dtype()));
+    if (g.defined())
+      mul_out(slot, g, bucket.inverse_size);
+    else
+      slot.zero_();
+    offset += p.numel();
   }
-  bucket.flat = parts.size() == 1 ? parts[0].contiguous().clone() : cat(parts, 0);
-  bucket.work = group_->allreduce(bucket.flat, dist::ReduceOp::Avg);
+  bucket.work = group_->allreduce(bucket.flat, dist::ReduceOp::Sum);
   bucket.launched = true;
 }
 

@@ -104,7 +104,7 @@ class DataParallel : public Module {
 // broadcasts rank 0's parameters and buffers. During backward, gradients are
 // packed into buckets (the last parameters first, since their gradients are
 // ready first: the first bucket holds up to first_bucket_bytes, the others
-// up to bucket_bytes) and each bucket is allreduced (average) asynchronously
+// up to bucket_bytes) and each bucket is averaged across ranks asynchronously
 // as soon as all of its gradients are in, in a fixed bucket order, so
 // communication overlaps the rest of backward. backward() returns once every
 // bucket is reduced and written back into .grad(). A parameter that got no
