@@ -252,6 +252,28 @@ TEST_P(ProcessGroupTest, WaitsInAnyOrderFromManyThreadsKeepIssueOrder) {
   }
 }
 
+// Where the ranks fill the cores, a CPU collective is only queued until it
+// is waited for (Note [When the worker starts a collective] in
+// src/dist/mpi_group.cpp): polling is_completed() alone must still see it
+// through, as must a Work that is dropped and a wait behind it.
+TEST_P(ProcessGroupTest, PollingWithoutWaitingCompletes) {
+  auto& w = world();
+  Tensor polled = rank_tensor(w.rank(), {33}, dtype(), device());
+  Tensor dropped = rank_tensor(w.rank(), {5}, dtype(), device());
+  dist::Work work = w.allreduce(polled, ReduceOp::Sum);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!work.is_completed()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "is_completed() never became true: nothing ran the "
+                                                             "collective while the program only polled";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (std::int64_t i = 0; i < 33; ++i)
+    ASSERT_EQ(values_of(polled)[static_cast<std::size_t>(i)], reduced(ReduceOp::Sum, w.size(), i, dtype()));
+  { dist::Work unwaited = w.allreduce(dropped, ReduceOp::Max); }  // its destructor waits
+  for (std::int64_t i = 0; i < 5; ++i)
+    ASSERT_EQ(values_of(dropped)[static_cast<std::size_t>(i)], reduced(ReduceOp::Max, w.size(), i, dtype()));
+}
+
 TEST_P(ProcessGroupTest, LedgerCountsCollectiveAndStaging) {
   auto& w = world();
   Tensor t = rank_tensor(w.rank(), {64}, dtype(), device());

@@ -92,6 +92,11 @@ class Work {
 
 // A group of processes (ranks). Each collective returns at once with a Work;
 // the collective runs in the group's background thread in the order issued.
+// (Where every rank is on one machine and their threads already fill its
+// cores, a CPU tensor's collective waits in the queue until wait(),
+// is_completed() or the Work's destructor asks for it: a background thread
+// would only take a core from the ranks. src/dist/mpi_group.cpp, Note [When
+// the worker starts a collective].)
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;

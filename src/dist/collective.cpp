@@ -40,6 +40,11 @@ void WorkState::wait() {
     if (!finished) run_here();
   }
   std::unique_lock lock(mutex);
+  if (!done && wake_engine) {
+    lock.unlock();
+    wake_engine();
+    lock.lock();
+  }
   cv.wait(lock, [&] { return done; });
   if (error) std::rethrow_exception(error);
 }
@@ -50,8 +55,12 @@ void Work::wait() {
 
 bool Work::is_completed() const {
   if (!state_) return true;
-  std::lock_guard lock(state_->mutex);
-  return state_->done;
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->done) return true;
+  }
+  if (state_->wake_engine) state_->wake_engine();
+  return false;
 }
 
 void Work::wait_quietly() noexcept {

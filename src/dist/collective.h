@@ -28,6 +28,11 @@ struct WorkState {
   // started it yet (Note [The waiter runs its collective], mpi_group.cpp).
   // wait() calls it first; it does nothing when the collective has started.
   std::function<void()> run_here;
+  // Set likewise by an engine that may leave a collective queued until it is
+  // waited for (Note [When the worker starts a collective], mpi_group.cpp):
+  // wakes the engine's worker. wait() calls it when run_here could not run
+  // the collective, and is_completed() when it is not done.
+  std::function<void()> wake_engine;
 
   void finish(std::exception_ptr e = nullptr);
   void wait();  // rethrows the error
