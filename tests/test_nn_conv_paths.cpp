@@ -224,17 +224,23 @@ TEST(ConvPaths, SmallConvolutionsStayOnTheCallingThread) {
   set_num_threads(2);
   cpu_threads::set_load_bound(false);  // under ctest -j, other tests are load
   const Tensor small = randn({1, 4, 6, 6}), small_w = randn({4, 4, 3, 3});
-  const Tensor large = randn({8, 64, 28, 28}), large_w = randn({64, 64, 3, 3});
+  const Tensor large = randn({16, 64, 28, 28}), large_w = randn({64, 64, 3, 3});
   cpu_threads::reset_parallel_stats();
   for (int i = 0; i < 3; ++i) (void)conv2d(small, small_w, Tensor{}, {1, 1}, {1, 1});
   auto s = cpu_threads::parallel_stats();
   EXPECT_EQ(s.conv_single, 3u);
   EXPECT_EQ(s.conv_threaded, 0u);
   EXPECT_EQ(num_threads(), 2) << "the convolution restores the caller's thread count";
+  cpu_threads::reset_parallel_stats();
   (void)conv2d(large, large_w, Tensor{}, {1, 1}, {1, 1});
   s = cpu_threads::parallel_stats();
   EXPECT_EQ(s.conv_threaded, 1u);
   EXPECT_EQ(num_threads(), 2);
+  // Note [Reorder threads]: around that convolution, the 147 KiB weight
+  // reorder stays on one thread while the 3.2 MB image and output
+  // reorders take both.
+  EXPECT_GE(s.reorder_single, 1u) << "the small weight reorder woke the pool";
+  EXPECT_GE(s.reorder_threaded, 2u) << "the large activation reorders ran on one thread";
   cpu_threads::set_load_bound(true);
   set_num_threads(saved);
 }

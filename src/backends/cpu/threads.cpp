@@ -31,6 +31,8 @@ std::atomic<std::uint64_t> g_gemm_single{0};
 std::atomic<std::uint64_t> g_gemm_threaded{0};
 std::atomic<std::uint64_t> g_conv_single{0};
 std::atomic<std::uint64_t> g_conv_threaded{0};
+std::atomic<std::uint64_t> g_reorder_single{0};
+std::atomic<std::uint64_t> g_reorder_threaded{0};
 std::atomic<std::uint64_t> g_gemm_small{0};
 
 // Note [Fewer threads on a busy machine]: the load sample.
@@ -184,6 +186,8 @@ ParallelStats parallel_stats() noexcept {
   s.gemm_threaded = g_gemm_threaded.load(std::memory_order_relaxed);
   s.conv_single = g_conv_single.load(std::memory_order_relaxed);
   s.conv_threaded = g_conv_threaded.load(std::memory_order_relaxed);
+  s.reorder_single = g_reorder_single.load(std::memory_order_relaxed);
+  s.reorder_threaded = g_reorder_threaded.load(std::memory_order_relaxed);
   s.gemm_small = g_gemm_small.load(std::memory_order_relaxed);
   return s;
 }
@@ -195,6 +199,8 @@ void reset_parallel_stats() noexcept {
   g_gemm_threaded.store(0, std::memory_order_relaxed);
   g_conv_single.store(0, std::memory_order_relaxed);
   g_conv_threaded.store(0, std::memory_order_relaxed);
+  g_reorder_single.store(0, std::memory_order_relaxed);
+  g_reorder_threaded.store(0, std::memory_order_relaxed);
   g_gemm_small.store(0, std::memory_order_relaxed);
 }
 
@@ -211,6 +217,10 @@ void record_parallel_region(int threads) noexcept {
 
 void record_conv_call(int threads) noexcept {
   (threads == 1 ? g_conv_single : g_conv_threaded).fetch_add(1, std::memory_order_relaxed);
+}
+
+void record_reorder_call(int threads) noexcept {
+  (threads == 1 ? g_reorder_single : g_reorder_threaded).fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace anvil::cpu_backend

@@ -125,7 +125,9 @@ struct ParallelStats {
   std::uint64_t gemm_threaded = 0;   // OpenBLAS or oneDNN GEMM calls allowed more than one thread
   std::uint64_t conv_single = 0;     // oneDNN convolutions held to one thread
   std::uint64_t conv_threaded = 0;   // oneDNN convolutions allowed more than one thread
-  std::uint64_t gemm_small = 0;      // GEMMs run on libxsmm kernels instead (cpu_gemm.cpp)
+  std::uint64_t reorder_single = 0;  // layout reorders around them held to one thread
+  std::uint64_t reorder_threaded = 0;
+  std::uint64_t gemm_small = 0;  // GEMMs run on libxsmm kernels instead (cpu_gemm.cpp)
 };
 ParallelStats parallel_stats() noexcept;
 void reset_parallel_stats() noexcept;
@@ -137,5 +139,7 @@ void record_gemm_call(int threads) noexcept;
 void record_parallel_region(int threads) noexcept;
 // Called before each oneDNN convolution with the thread count it may use.
 void record_conv_call(int threads) noexcept;
+// Called before each reorder into or out of a convolution's layouts.
+void record_reorder_call(int threads) noexcept;
 
 }  // namespace anvil::cpu_backend
