@@ -2,6 +2,8 @@
 // each group; three loop shapes cover what training needs fast: a whole
 // contiguous tensor, contiguous rows (softmax over the last dim), and
 // columns (a bias gradient: summing over the batch dim).
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -95,6 +97,16 @@ typename Op::Acc reduce_contiguous(const T* p, std::int64_t n) {
   return acc;
 }
 
+// Note [Short rows]
+// The general loop reduces each contiguous row with the vector loop of
+// reduce_contiguous, whose horizontal sum at the end dominates when rows are
+// short: batch norm's mean over [32, 512, 4, 4] (dims 0, 2, 3: 512 outputs,
+// each 32 rows of 16) took 0.10 ms, as long as over [32, 64, 28, 28] with
+// six times the elements. Added element-wise into one row of partial
+// results it takes 0.056 ms, and that batch norm's forward 0.31 ms against
+// 0.38 (two threads; LibTorch 0.19).
+constexpr std::int64_t kShortRow = 64;
+
 // Where output `o` (row-major over the kept dims) reads from and writes to.
 inline void kept_offsets(const ReduceArgs& a, std::int64_t o, std::int64_t& in_off, std::int64_t& out_off) {
   for (int d = a.nkept - 1; d >= 0; --d) {
@@ -158,11 +170,17 @@ void reduce_typed(const ReduceArgs& a) {
   const std::int64_t inner_stride = nr > 0 ? rstride[nr - 1] : 0;
   const std::int64_t outer_reduce = inner > 0 ? a.reduce_numel / inner : 0;
   const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, a.reduce_numel));
+  // Note [Short rows]: rows of at most kShortRow elements (batch norm's
+  // statistics over [N, C, 4, 4]) are added element-wise into one row of
+  // partial results, which is reduced once per output.
+  const bool short_rows = inner_stride == 1 && inner <= kShortRow && outer_reduce > 1;
   parallel_for(a.out_numel, grain, [&](std::int64_t b, std::int64_t e) {
+    std::array<Acc, kShortRow> partial;
     for (std::int64_t o = b; o < e; ++o) {
       std::int64_t base = 0, out_off = 0;
       kept_offsets(a, o, base, out_off);
       Acc acc = Op::init();
+      if (short_rows) std::fill_n(partial.begin(), inner, Op::init());
       for (std::int64_t r = 0; r < outer_reduce; ++r) {
         std::int64_t off = base, rr = r;
         for (int d = nr - 2; d >= 0; --d) {
@@ -170,12 +188,19 @@ void reduce_typed(const ReduceArgs& a) {
           rr /= rshape[d];
           off += idx * rstride[d];
         }
-        if (inner_stride == 1) {
+        if (short_rows) {
+          const T* row = in + off;
+#pragma omp simd
+          for (std::int64_t i = 0; i < inner; ++i)
+            partial[static_cast<std::size_t>(i)] = Op::step(partial[static_cast<std::size_t>(i)], row[i]);
+        } else if (inner_stride == 1) {
           acc = Op::merge(acc, reduce_contiguous<Op>(in + off, inner));
         } else {
           for (std::int64_t i = 0; i < inner; ++i) acc = Op::step(acc, in[off + i * inner_stride]);
         }
       }
+      if (short_rows)
+        for (std::int64_t i = 0; i < inner; ++i) acc = Op::merge(acc, partial[static_cast<std::size_t>(i)]);
       store(out + out_off, acc);
     }
   });
