@@ -93,7 +93,7 @@ int conv_threads(const Conv2dArgs& a) {
   const detail::Window2dGeometry& g = a.g;
   const int threads = omp_in_parallel() ? 1
                                         : gemm_threads(a.out_channels, g.n * g.oh * g.ow, g.c / a.groups * g.kh * g.kw,
-                                                       usable_blas_threads());
+                                                       usable_threads());
   record_conv_call(threads);
   return threads;
 }

@@ -203,11 +203,11 @@ void gemm_typed(const GemmArgs& g, detail::CachingAllocator& allocator) {
     if constexpr (std::is_same_v<T, float>)
       if (dnnl_gemm(g, allocator)) return;
     // See Note [Fewer threads on a busy machine] in threads.h.
-    const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_blas_threads()));
+    const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_threads()));
     for (std::int64_t i = 0; i < g.batch; ++i) blas_gemm<T>(g, i);
   } else if constexpr (detail::is_half_v<T>) {
     if (dnnl_gemm(g, allocator)) return;
-    const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_blas_threads()));
+    const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_threads()));
     std::vector<float> fa, fb, fc;
     for (std::int64_t i = 0; i < g.batch; ++i) half_gemm<T>(g, i, fa, fb, fc);
   } else {

@@ -111,7 +111,7 @@ bool dnnl_gemm(const GemmArgs& g, detail::CachingAllocator& allocator) {
   // A bf16 multiply-add here costs about a quarter of OpenBLAS's f32 one (see
   // the Note), so a product repays a thread at four times the size.
   const std::int64_t cost_k = g.dtype == DType::BF16 ? std::max<std::int64_t>(1, g.k / 4) : g.k;
-  const DnnlThreads threads(omp_in_parallel() ? 1 : gemm_threads(g.batch * g.m, g.n, cost_k, usable_blas_threads()));
+  const DnnlThreads threads(omp_in_parallel() ? 1 : gemm_threads(g.batch * g.m, g.n, cost_k, usable_threads()));
   static DnnlCache<Key, std::optional<Matmul>> cache(kCacheCapacity);
   const Key key{{g.batch, g.m, g.n, g.k, g.a.trans, g.a.ld, g.b.trans, g.b.ld, g.a.batch_stride, g.b.batch_stride,
                  g.c.ld, g.c.batch_stride},

@@ -31,11 +31,13 @@ inline constexpr std::int64_t kParallelGrainLibm = 1 << 13;        // log, sin, 
 // fn(begin, end) over [0, n) in contiguous chunks, one per thread, on at
 // most n / grain threads: below 2 * grain it runs on the calling thread and
 // the pool is never woken.
+// The team is at most usable_threads(): fewer while other processes hold
+// the cores (Note [Fewer threads on a busy machine]).
 template <typename F>
 void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
   if (n <= 0) return;
-  const int max_threads = omp_get_max_threads();
-  if (n < 2 * grain || max_threads == 1 || omp_in_parallel()) {
+  const int max_threads = n < 2 * grain || omp_in_parallel() ? 1 : usable_threads();
+  if (max_threads == 1) {
     fn(std::int64_t{0}, n);
     return;
   }

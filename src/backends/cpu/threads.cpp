@@ -116,7 +116,7 @@ int threads_for_load(int max_threads, int cores, double others_busy) noexcept {
 
 void set_load_bound(bool enabled) noexcept { g_load_bound.store(enabled, std::memory_order_relaxed); }
 
-int usable_blas_threads() noexcept {
+int usable_threads() noexcept {
   const int bound = omp_get_max_threads();
   if (bound <= 1 || !g_load_bound.load(std::memory_order_relaxed)) return bound;
   const std::int64_t now = nanoseconds(CLOCK_MONOTONIC_COARSE);

@@ -42,11 +42,16 @@ namespace anvil::cpu_backend {
 // and under the scheduler's per-thread fair share two threads get more of
 // the machine than one: holding them and oneDNN's convolutions to one
 // thread made LeNet's busy epoch slower (11.1 s against 8.5 s with two), so
-// the loops keep their team. On the 2-core Zen 4, where oneDNN's AVX-512
+// there the loops kept their team. On the 2-core Zen 4, where oneDNN's AVX-512
 // kernels take LeNet's convolutions, the reverse held for them: bounded by
 // the load, LeNet's busy epoch took 0.81 and 0.92 s against 0.96 and 1.12 s
-// unbounded (two runs each, 12,800 images). So the library calls, OpenBLAS
-// and oneDNN's GEMMs and convolutions, start from usable_blas_threads():
+// unbounded (two runs each, 12,800 images), and so it did for anvil's own
+// loops once the convolutions were oneDNN's: bounded like them, LeNet's busy
+// epoch took 0.73-0.77 s against 0.96-1.01 s for the same program with the
+// loops unbounded (bench_train --busy, one run, three busy epochs each),
+// and alone 0.070-0.075 s a 2,560-image epoch either way. So the library
+// calls, OpenBLAS and oneDNN's GEMMs and convolutions, and anvil's own
+// parallel loops (parallel_for) start from usable_threads():
 // the set_num_threads bound, lowered to the cores that other processes left
 // idle. Other processes' use is measured, not guessed from the load average
 // (which counts anvil's own threads and lags by a minute): the machine's
@@ -71,10 +76,10 @@ namespace anvil::cpu_backend {
 int threads_for_load(int max_threads, int cores, double others_busy) noexcept;
 
 // omp_get_max_threads() lowered by the measured load (see the Note): the
-// bound for the thread count of OpenBLAS and oneDNN calls.
-int usable_blas_threads() noexcept;
+// bound for the thread count of OpenBLAS and oneDNN calls and of parallel_for.
+int usable_threads() noexcept;
 
-// Whether usable_blas_threads() follows the load (the default). Tests that count
+// Whether usable_threads() follows the load (the default). Tests that count
 // team sizes turn it off: under `ctest -j` other tests are the load.
 void set_load_bound(bool enabled) noexcept;
 
