@@ -31,17 +31,24 @@ struct AdamScalars {
 
 // One chunk, through restrict-qualified pointers so the compiler may
 // vectorise (a lambda's captured pointers may alias); the flags are loop
-// invariant, so each combination becomes its own loop.
+// invariant, so each combination becomes its own loop. Without momentum
+// there is no buffer (buf is null), and that loop is written out on its
+// own: GCC 12 once compiled the shared loop, inlined into optimizer_step,
+// into AVX-512 loads of buf masked off by the momentum flag, and masked
+// loads from an unmapped page take a microcode assist per vector on AMD
+// Zen: an SGD step over 200,704 floats took 1,020 us instead of 13.
 template <typename T>
 void sgd_chunk(T* __restrict p, const T* __restrict g, T* __restrict buf, std::int64_t n, SgdScalars<T> s, bool decay,
                bool momentum, bool nesterov, bool first) {
+  if (!momentum) {
+    for (std::int64_t i = 0; i < n; ++i) p[i] -= (decay ? g[i] + p[i] * s.wd : g[i]) * s.lr;
+    return;
+  }
   for (std::int64_t i = 0; i < n; ++i) {
     T d = decay ? g[i] + p[i] * s.wd : g[i];
-    if (momentum) {
-      const T b = first ? d : buf[i] * s.mom + d * s.keep;
-      buf[i] = b;
-      d = nesterov ? d + b * s.mom : b;
-    }
+    const T b = first ? d : buf[i] * s.mom + d * s.keep;
+    buf[i] = b;
+    d = nesterov ? d + b * s.mom : b;
     p[i] -= d * s.lr;
   }
 }
