@@ -198,7 +198,7 @@ TEST(BusyMachine, SpinningProcessesOnEveryCoreLeaveOneThread) {
   {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     anvil_bench::BackgroundLoad load(cores);
-    // A process that keeps asking for BLAS threads (as a training loop does)
+    // A process that keeps asking for threads (as a training loop does)
     // while the spinners run: its windows close with them counted.
     for (int i = 0; i < 15; ++i) {
       (void)cpu_threads::usable_threads();

@@ -37,7 +37,7 @@ std::atomic<std::uint64_t> g_gemm_small{0};
 
 // Note [Fewer threads on a busy machine]: the load sample.
 constexpr std::int64_t kLoadWindowNs = 100'000'000;
-// A pause this long between two asks for BLAS threads ends the window.
+// A pause this long between two asks for threads ends the window.
 constexpr std::int64_t kIdleGapNs = kLoadWindowNs;
 
 std::int64_t nanoseconds(clockid_t clock) noexcept {

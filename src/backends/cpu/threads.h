@@ -58,7 +58,7 @@ namespace anvil::cpu_backend {
 // busy CPU time from /proc/stat less this process's own CPU time, over the
 // last >= 100 ms, re-read at most every 100 ms by whichever thread finds the
 // sample stale (a coarse clock read and an atomic exchange otherwise). A
-// window counts only while this process keeps asking for BLAS threads: after
+// window counts only while this process keeps asking for threads: after
 // a pause longer than the window itself, what others did meanwhile says
 // nothing about the work now starting, so a new window starts there,
 // unbounded until it closes. (bench_compare showed why, twice: with the old
