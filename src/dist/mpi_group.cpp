@@ -45,13 +45,13 @@
 // 4 KiB), three runs each: 4 KiB took 6.7 us with the wake-up and 1.3-1.4
 // us without; 1 MiB ran at 0.86-0.88x of MPI with it and 0.93-1.05x
 // without; DDP's 2-rank MLP epoch went from 0.160 to 0.157 s (medians of
-// six). There such a collective is only queued: the thread
-// that waits for it runs it (Note [The waiter runs its collective]), and a
-// wait() that cannot (another collective is ahead of it) or is_completed()
-// wakes the worker, as does the group's shutdown; a Work destroyed
-// unwaited is waited for by its destructor. Everywhere else (other
-// devices, NCCL, ranks on several nodes, a core to spare) the worker is
-// woken at once, as before.
+// six). There such a collective is only queued: the thread that waits for
+// it runs it (Note [The waiter runs its collective]), and a wait() that
+// cannot (another collective is ahead of it) or is_completed() wakes the
+// worker, as does the group's shutdown; a Work destroyed unwaited is
+// waited for by its destructor. Everywhere else (other devices, NCCL,
+// ranks on several nodes, a core to spare) the worker is woken at once, as
+// before.
 //
 // Note [Who did not arrive]
 // Before each collective every rank posts a small nonblocking "arrived at #N"

@@ -35,6 +35,11 @@ std::atomic<std::uint64_t> g_reorder_single{0};
 std::atomic<std::uint64_t> g_reorder_threaded{0};
 std::atomic<std::uint64_t> g_gemm_small{0};
 
+// One library call counted by the thread count it may use.
+void count_call(int threads, std::atomic<std::uint64_t>& single, std::atomic<std::uint64_t>& threaded) noexcept {
+  (threads == 1 ? single : threaded).fetch_add(1, std::memory_order_relaxed);
+}
+
 // Note [Fewer threads on a busy machine]: the load sample.
 constexpr std::int64_t kLoadWindowNs = 100'000'000;
 // A pause this long between two asks for threads ends the window.
@@ -206,21 +211,15 @@ void reset_parallel_stats() noexcept {
 
 void record_small_gemm() noexcept { g_gemm_small.fetch_add(1, std::memory_order_relaxed); }
 
-void record_gemm_call(int threads) noexcept {
-  (threads == 1 ? g_gemm_single : g_gemm_threaded).fetch_add(1, std::memory_order_relaxed);
-}
+void record_gemm_call(int threads) noexcept { count_call(threads, g_gemm_single, g_gemm_threaded); }
 
 void record_parallel_region(int threads) noexcept {
   g_regions.fetch_add(1, std::memory_order_relaxed);
   g_region_threads.fetch_add(static_cast<std::uint64_t>(threads), std::memory_order_relaxed);
 }
 
-void record_conv_call(int threads) noexcept {
-  (threads == 1 ? g_conv_single : g_conv_threaded).fetch_add(1, std::memory_order_relaxed);
-}
+void record_conv_call(int threads) noexcept { count_call(threads, g_conv_single, g_conv_threaded); }
 
-void record_reorder_call(int threads) noexcept {
-  (threads == 1 ? g_reorder_single : g_reorder_threaded).fetch_add(1, std::memory_order_relaxed);
-}
+void record_reorder_call(int threads) noexcept { count_call(threads, g_reorder_single, g_reorder_threaded); }
 
 }  // namespace anvil::cpu_backend
