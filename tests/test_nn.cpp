@@ -16,6 +16,7 @@
 #include "anvil/data.h"
 #include "anvil/nn.h"
 #include "anvil/optim.h"
+#include "core/backend.h"
 #include "device_test.h"
 #include "env_guard.h"
 #include "ops/optimizer_step.h"
@@ -140,6 +141,69 @@ TEST_P(NN, BatchNormGradientsStatisticsAndErrors) {
     EXPECT_THROW(batch_norm(x, rm.cpu(), rv.cpu(), {}, {}, false), DeviceMismatch);
   }
   EXPECT_TRUE(batch_norm(x, rm, rv, {}, {}, false).defined());  // usable after the errors
+}
+
+// Note [Fused batch norm]: where the backend has the fused kernels (the
+// CPU: f32 and f64), batch_norm's output, running statistics and gradients
+// agree with the composite's (ANVIL_NO_FUSED=1), over short rows (S < 64),
+// rows longer than a summing block, S = 1, a non-contiguous input, in
+// training and in evaluation, with and without the affine parameters.
+TEST_P(NN, FusedBatchNormMatchesComposite) {
+  const Device d = device();
+  if (d == cpu()) {
+    detail::Backend* b = detail::backend_for(d.type());
+    EXPECT_TRUE(b->supports_fused(detail::FusedOp::BatchNorm, f32, 0));
+    EXPECT_TRUE(b->supports_fused(detail::FusedOp::BatchNormBackward, f64, 0));
+  }
+  for (const DType t : {f32, f64}) {
+    if (t == f64 && !properties(d).fp64) continue;
+    for (const Shape& shape : {Shape{8, 5, 30}, Shape{2, 3, 1100}, Shape{6, 4}, Shape{3, 2, 5, 70}}) {
+      for (const bool training : {true, false}) {
+        for (const bool affine : {true, false}) {
+          for (const bool transposed : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << t << " " << shape << (training ? " training" : " evaluation")
+                                              << (affine ? " affine" : "") << (transposed ? " transposed" : ""));
+            manual_seed(11);
+            const std::int64_t c = shape[1];
+            const int last = shape.size() - 1;
+            // A transposed input: the same shape, laid out with N innermost.
+            Shape stored = shape;
+            if (transposed) std::swap(stored[0], stored[last]);
+            const Tensor x0 = randn(stored, d, t) * 3.0 + 1.5;
+            const Tensor w0 = randn({c}, d, t), b0 = randn({c}, d, t), g = randn(shape, d, t);
+            const Tensor rm0 = randn({c}, d, t), rv0 = rand({c}, d, t) + 0.5;
+            const auto run = [&](bool fused) {
+              EnvGuard env("ANVIL_NO_FUSED", fused ? nullptr : "1");
+              Tensor x = x0.clone().requires_grad_();
+              const Tensor xin = transposed ? x.transpose(0, last) : x;
+              Tensor w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+              Tensor rm = rm0.clone(), rv = rv0.clone();
+              const Tensor y = affine ? batch_norm(xin, rm, rv, w, b, training, 0.3)
+                                      : batch_norm(xin, rm, rv, {}, {}, training, 0.3);
+              y.backward(g);
+              return std::vector<Tensor>{
+                  y.detach(), rm, rv, x.grad(), affine ? w.grad() : Tensor{}, affine ? b.grad() : Tensor{}};
+            };
+            const auto fused = run(true), composite = run(false);
+            const double tol = t == f32 ? 2e-4 : 1e-10;
+            const char* names[] = {"output", "running_mean", "running_var", "x.grad", "weight.grad", "bias.grad"};
+            for (std::size_t i = 0; i < fused.size(); ++i) {
+              if (!composite[i].defined()) continue;
+              ASSERT_TRUE(fused[i].defined()) << names[i];
+              EXPECT_TRUE(allclose(fused[i], composite[i], tol, tol)) << names[i];
+            }
+          }
+        }
+      }
+    }
+  }
+  // Only the parameters want gradients: no input gradient is computed, and
+  // the bias's is the count of each channel, the weight's ~0 for sum().
+  const Tensor x = randn({4, 3, 10}, d);
+  Tensor w = ones({3}, d).requires_grad_(), b = zeros({3}, d).requires_grad_();
+  batch_norm(x, {}, {}, w, b, true).sum().backward();
+  EXPECT_TRUE(allclose(b.grad(), full({3}, 40.0, d)));
+  EXPECT_TRUE(allclose(w.grad(), zeros({3}, d), 1e-5, 1e-4));
 }
 
 namespace {

@@ -169,6 +169,20 @@ Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Wind
 void record_batch_norm(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& xc,
                        const Tensor& invstd, bool training);
 
+// The fused path of batch_norm (Note [Fused batch norm]; used when the
+// backend's supports_fused() says so): x contiguous f32 or f64, mean and
+// invstd [C] (the batch's in training, else the running mean and
+// 1 / sqrt(running var + eps)), weight of x's dtype or undefined.
+// batch_norm_backward returns the input gradient (when want_input) and the
+// per-channel sums S(g) and S(g * (x - mean)); nothing it returns is recorded.
+void record_batch_norm_fused(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const Tensor& mean, const Tensor& invstd, bool training);
+struct BatchNormGrads {
+  Tensor input, sum_g, sum_gxc;
+};
+BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                   const Tensor& weight, bool training, bool want_input);
+
 // layer_norm's rule: xhat = (x - mean) * invstd over the k trailing dims
 // (the shape weight and bias have when defined), invstd with them kept as 1.
 void record_layer_norm(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& xhat,

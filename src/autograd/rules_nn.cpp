@@ -109,6 +109,20 @@ void record_batch_norm(const Tensor& out, const Tensor& x, const Tensor& weight,
          });
 }
 
+// The same gradient from the backend's fused kernel (Note [Fused batch
+// norm]): both sums and dx in one pass over the channels.
+void record_batch_norm_fused(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const Tensor& mean, const Tensor& invstd, bool training) {
+  if (!should_record({&x, &weight, &bias})) return;
+  const Tensor sx = saved(x), smean = saved(mean), sinv = saved(invstd),
+               sw = weight.defined() ? saved(weight) : Tensor{};
+  record("NativeBatchNormBackward", out, {&x, &weight, &bias},
+         [sx, smean, sinv, sw, training](const Tensor& grad, const std::vector<bool>& n) {
+           const BatchNormGrads g = batch_norm_backward(grad, sx, smean, sinv, sw, training, n[0]);
+           return Grads{g.input, n[1] ? g.sum_gxc * sinv : Tensor{}, n[2] ? g.sum_g : Tensor{}};
+         });
+}
+
 // Note [Batch norm's gradient] for layer_norm: the statistics are per row
 // (over the trailing dims) and weight is per column, so nothing folds into
 // a per-channel coefficient; with gxhat = g * weight,

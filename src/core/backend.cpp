@@ -69,7 +69,9 @@ const char* name(FusedOp op) noexcept {
                                 "conv2d",
                                 "conv2d_backward_data",
                                 "conv2d_backward_weight",
-                                "unary_binary"};
+                                "unary_binary",
+                                "batch_norm",
+                                "batch_norm_backward"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(FusedOp::Count), "one name per FusedOp");
   return names[static_cast<int>(op)];
 }

@@ -212,6 +212,8 @@ enum class FusedOp : std::uint8_t {
   Conv2dBackwardData,    // its input gradient
   Conv2dBackwardWeight,  // its weight (and bias) gradient
   UnaryBinary,           // a binary op with a unary op on each input (BinaryPrologue)
+  BatchNorm,             // batch norm's statistics and normalisation (BatchNormArgs)
+  BatchNormBackward,     // its gradient
   Count
 };
 const char* name(FusedOp op) noexcept;  // "im2col", …
@@ -289,6 +291,36 @@ struct Conv2dArgs {
   std::int64_t out_channels = 0, groups = 1;
   bool has_bias = false;
   KernelOperand image, weight, bias, out;
+};
+
+// Note [Fused batch norm]
+// Batch norm over a contiguous x [N, C, S] (S: the product of the dims after
+// C) in one parallel pass over the channels (issue 12): each channel's
+// N * S elements are read from memory once and then reused from the cache,
+// where the composite made seven passes forward and about fourteen
+// backward, each a parallel region. f32 and f64; the per-channel sums
+// accumulate in f64 (PyTorch's CPU accumulator for f32); every [C] operand
+// is contiguous and of `dtype`; weight and bias may be absent (data null:
+// 1 and 0).
+//   BatchNorm          training: mean[c] and var[c] (biased) of the batch
+//                      and invstd[c] = 1 / sqrt(var[c] + eps) are written;
+//                      evaluation: mean and invstd are read (the frontend
+//                      passes the running mean and 1 / sqrt(running var + eps)).
+//                      y = x * a + (bias - mean * a), a = invstd * weight.
+//   BatchNormBackward  from `grad` (the output's gradient, like x), x, mean,
+//                      invstd and weight, with sums S over N and S:
+//                      sum_g[c] = S(g) and sum_gxc[c] = S(g * (x - mean)) are
+//                      written, and grad_x when given (data null: not wanted):
+//                      a * (g - S(g) / n - (x - mean) * invstd^2 * S(g * (x - mean)) / n)
+//                      in training (n = N * S), a * g in evaluation
+//                      (Note [Batch norm's gradient]).
+struct BatchNormArgs {
+  DType dtype = DType::F32;
+  std::int64_t n = 0, c = 0, s = 0;
+  bool training = true;
+  double eps = 1e-5;
+  KernelOperand x, y, mean, var, invstd, weight, bias;  // var: training's forward only
+  KernelOperand grad, grad_x, sum_g, sum_gxc;           // the backward
 };
 
 // ---- optional fused optimiser steps ------------------------------------------------
@@ -437,6 +469,9 @@ class Backend {
   virtual void unary_binary(int, BinaryOp, const BinaryPrologue&, const ElementwiseArgs&) {
     not_fused(FusedOp::UnaryBinary);
   }
+  // Note [Fused batch norm]; asked as supports_fused(FusedOp::BatchNorm, dtype).
+  virtual void batch_norm(int, const BatchNormArgs&) { not_fused(FusedOp::BatchNorm); }
+  virtual void batch_norm_backward(int, const BatchNormArgs&) { not_fused(FusedOp::BatchNormBackward); }
   // optional: fused optimiser steps (see OptimizerStepArgs).
   virtual bool supports_optimizer_step(OptimizerKind, DType, int) noexcept { return false; }
   virtual void optimizer_step(int, const OptimizerStepArgs& args);  // default: throws NotSupported

@@ -412,6 +412,93 @@ Tensor adaptive_max_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_s
   return adaptive_max_along(adaptive_max_along(x, 2, oh), 3, ow);
 }
 
+namespace {
+
+// Whether batch_norm takes the backend's fused kernels (Note [Fused batch
+// norm]): they compute in x's dtype, so weight, bias and the running
+// statistics must share it (autocast has made 16-bit inputs f32 already
+// when it is on; without it they compute in f32 through the composite).
+bool fused_batch_norm_applies(const Tensor& x, std::initializer_list<const Tensor*> per_channel) {
+  if (x.numel() == 0 || !detail::has_fused(x, {detail::FusedOp::BatchNorm, detail::FusedOp::BatchNormBackward}))
+    return false;
+  for (const Tensor* t : per_channel)
+    if (t->defined() && t->dtype() != x.dtype()) return false;
+  return true;
+}
+
+// x [N, C, S...] as the kernels see it, and the shared arguments.
+detail::BatchNormArgs batch_norm_args(const Tensor& x, bool training) {
+  detail::BatchNormArgs a;
+  a.dtype = x.dtype();
+  a.n = x.size(0);
+  a.c = x.size(1);
+  a.s = x.numel() / (a.n * a.c);
+  a.training = training;
+  return a;
+}
+
+Tensor batch_norm_fused(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                        const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps) {
+  const Tensor x = input.contiguous();
+  const std::int64_t c = x.size(1);
+  detail::BatchNormArgs a = batch_norm_args(x, training);
+  a.eps = eps;
+  Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device());
+  Tensor mean, var, invstd;
+  {
+    NoGradGuard no_grad;
+    if (training) {
+      mean = detail::make_empty({c}, x.dtype(), x.device());
+      var = detail::make_empty({c}, x.dtype(), x.device());
+      invstd = detail::make_empty({c}, x.dtype(), x.device());
+      a.var = operand(var);
+    } else {
+      mean = running_mean.contiguous();
+      invstd = rsqrt(running_var + eps);
+    }
+    const Tensor w = weight.defined() ? weight.contiguous() : Tensor{};
+    const Tensor b = bias.defined() ? bias.contiguous() : Tensor{};
+    a.x = operand(x), a.y = operand(out), a.mean = operand(mean), a.invstd = operand(invstd);
+    if (w.defined()) a.weight = operand(w);
+    if (b.defined()) a.bias = operand(b);
+    detail::backend_of(x).batch_norm(x.device().index(), a);
+    if (training) {
+      // The running variance is unbiased (PyTorch's rule); one value per channel has none.
+      const std::int64_t count = a.n * a.s;
+      const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
+      Tensor rm = running_mean, rv = running_var;
+      if (rm.defined()) rm.mul_(1.0 - momentum).add_(mean * momentum);
+      if (rv.defined()) rv.mul_(1.0 - momentum).add_(var * (momentum * unbias));
+    }
+  }
+  detail::record_batch_norm_fused(out, x, weight, bias, mean, invstd, training);
+  return out;
+}
+
+}  // namespace
+
+namespace detail {
+
+BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                   const Tensor& weight, bool training, bool want_input) {
+  const Tensor g = grad.contiguous(), w = weight.defined() ? weight.contiguous() : Tensor{};
+  BatchNormArgs a = batch_norm_args(x, training);
+  BatchNormGrads out;
+  out.sum_g = make_empty(mean.shape(), x.dtype(), x.device());
+  out.sum_gxc = make_empty(mean.shape(), x.dtype(), x.device());
+  if (want_input) {
+    out.input = make_empty(x.shape(), x.dtype(), x.device());
+    a.grad_x = operand(out.input);
+  }
+  a.grad = operand(g), a.x = operand(x), a.mean = operand(mean), a.invstd = operand(invstd);
+  a.sum_g = operand(out.sum_g), a.sum_gxc = operand(out.sum_gxc);
+  if (w.defined()) a.weight = operand(w);
+  backend_of(x).batch_norm_backward(x.device().index(), a);
+  return out;
+}
+
+}  // namespace detail
+
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
   detail::check_defined("batch_norm", x);
@@ -436,6 +523,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
               "batch_norm: evaluation normalises with the running statistics; expected running_mean and running_var, "
               "got ",
               running_mean.defined() ? "no running_var" : "no running_mean");
+  if (fused_batch_norm_applies(x, {&running_mean, &running_var, &weight, &bias}))
+    return batch_norm_fused(x, running_mean, running_var, weight, bias, training, momentum, eps);
   std::vector<std::int64_t> dims{0};
   for (int i = 2; i < x.dim(); ++i) dims.push_back(i);
   Shape per_channel_shape = Shape::filled(x.dim(), 1);

@@ -50,7 +50,7 @@ class CpuBackend final : public detail::Backend {
   void argsort(int index, const detail::SortArgs& args) override;
 
   // Fused window kernels (cpu_window.cpp) and unary into binary, every
-  // floating dtype.
+  // floating dtype; batch norm, f32 and f64.
   bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override;
   void im2col(int index, const detail::Im2colArgs& args) override;
   void col2im(int index, const detail::Im2colArgs& args) override;
@@ -64,6 +64,10 @@ class CpuBackend final : public detail::Backend {
   // Unary into binary (cpu_elementwise.cpp), every floating dtype.
   void unary_binary(int index, detail::BinaryOp op, const detail::BinaryPrologue& prologue,
                     const detail::ElementwiseArgs& args) override;
+
+  // Fused batch norm (cpu_norm.cpp), f32 and f64.
+  void batch_norm(int index, const detail::BatchNormArgs& args) override;
+  void batch_norm_backward(int index, const detail::BatchNormArgs& args) override;
 
   // Fused SGD and Adam steps (cpu_optim.cpp), f32 and f64.
   bool supports_optimizer_step(detail::OptimizerKind kind, DType t, int index) noexcept override;

@@ -334,6 +334,8 @@ void max_pool2d_backward_typed(const Pool2dArgs& a) {
 
 bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
   if (detail::is_window_kernel(op) || op == detail::FusedOp::UnaryBinary) return is_floating(t);
+  if (op == detail::FusedOp::BatchNorm || op == detail::FusedOp::BatchNormBackward)
+    return t == DType::F32 || t == DType::F64;
   // The Conv2d family (cpu_conv.cpp; bf16 only on CPUs with bf16
   // instructions, which supports_fused_conv2d checks).
   return t == DType::F32 || t == DType::BF16;
