@@ -14,7 +14,7 @@
 #   scripts/bench.sh --busy               # issue 12's busy machine: each library's training alone and
 #                                         # beside 2 spinning processes (one per core), slowdown =
 #                                         # busy / alone, target anvil's <= LibTorch's; MLP and LeNet at
-#                                         # defaults and 2 threads (~5 min); same as --train --busy, and
+#                                         # defaults, 1 and 2 threads (~3 min); same as --train --busy, and
 #                                         # takes bench_train's flags (--models mlp,lenet,resnet18,
 #                                         # --spinners N, --epochs N busy phases, --markdown)
 #   scripts/bench.sh --conv [reps] [threads..]  # conv2d: anvil's im2col + OpenBLAS against
