@@ -117,8 +117,8 @@ void usage() {
                "              a context row, not the target configuration)\n"
                "  --busy      each library alone and beside a background load of spinning processes: time alone,\n"
                "              time busy, slowdown = busy / alone; target anvil's slowdown <= LibTorch's. Defaults\n"
-               "              here: --models mlp,lenet --threads defaults,1,2 --epochs 3 (busy phases, between 4 alone\n"
-               "              ones) --train-images 12800; about 5 minutes on 2 cores\n"
+               "              here: --models mlp,lenet --threads defaults,1,2 --epochs 3 (busy phases, between\n"
+               "              4 alone ones) --train-images 12800; about 3 minutes on 2 cores\n"
                "  --spinners  background processes for --busy (default: one per core)\n";
 }
 
