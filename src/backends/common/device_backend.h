@@ -444,10 +444,15 @@ class DeviceBackend final : public detail::Backend {
     run(index, "sort", [&](Slot& s) { kernels::argsort(s, a); });
   }
 
-  // The fused window kernels, for the floating dtypes the device has.
+  // The fused window kernels and unary-into-binary, for the floating dtypes
+  // the device has; batch norm for f32 and f64 only (norm.kern computes in
+  // its dtype, and the frontend's composite runs the 16-bit ones in f32).
   bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override {
-    return (detail::is_window_kernel(op) || op == detail::FusedOp::UnaryBinary) && is_floating(t) &&
-           supports(index, detail::Primitive::Fused, t).ok;
+    using detail::FusedOp;
+    const bool takes = op == FusedOp::BatchNorm || op == FusedOp::BatchNormBackward
+                           ? t == DType::F32 || t == DType::F64
+                           : (detail::is_window_kernel(op) || op == FusedOp::UnaryBinary) && is_floating(t);
+    return takes && supports(index, detail::Primitive::Fused, t).ok;
   }
   void unary_binary(int index, detail::BinaryOp op, const detail::BinaryPrologue& prologue,
                     const detail::ElementwiseArgs& a) override {
@@ -464,6 +469,12 @@ class DeviceBackend final : public detail::Backend {
   }
   void max_pool2d_backward(int index, const detail::Pool2dArgs& a) override {
     run(index, "max_pool2d_backward", [&](Slot& s) { kernels::max_pool2d_backward(s, a); });
+  }
+  void batch_norm(int index, const detail::BatchNormArgs& a) override {
+    run(index, "batch_norm", [&](Slot& s) { kernels::batch_norm(s, a); });
+  }
+  void batch_norm_backward(int index, const detail::BatchNormArgs& a) override {
+    run(index, "batch_norm_backward", [&](Slot& s) { kernels::batch_norm_backward(s, a); });
   }
 
   // The fused optimiser steps, f32 and f64 (where the device has it).

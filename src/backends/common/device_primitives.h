@@ -398,6 +398,84 @@ void optimizer_step(Q& q, const detail::OptimizerStepArgs& a) {
   l.arg(static_cast<std::int32_t>(a.weight_decay != 0)).run(a.numel, "adam step");
 }
 
+// ---- fused batch norm (optional in core/backend.h) --------------------------------
+
+// One work-group per channel (norm.kern): `global` is C groups of the
+// reductions' group size (64 on CPU-type devices, whose groups each run on
+// one thread; 256 on GPUs), a power of two as the kernel's tree needs, even
+// for channels of fewer elements: PoCL 3.1 crashed running this kernel in
+// work-groups of 2 and 4 work-items (a group sized to the channel, for
+// batch norm of [2..4, C]), and ran it in groups of 1 and of 8 to 64.
+template <class Q>
+void norm_geometry(Q& q, const detail::BatchNormArgs& a, std::size_t& global, std::size_t& local) {
+  local = std::min<std::size_t>(pow2_at_most(std::min<std::size_t>(256, q.max_work_group())), q.is_cpu() ? 64 : 256);
+  global = local * static_cast<std::size_t>(a.c);
+}
+
+// The flags of norm.kern: 1 training, 2 weight, 4 bias, 8 grad_x.
+inline std::int32_t norm_flags(const detail::BatchNormArgs& a) {
+  return (a.training ? 1 : 0) | (a.weight.data ? 2 : 0) | (a.bias.data ? 4 : 0) | (a.grad_x.data ? 8 : 0);
+}
+
+template <class Q>
+void batch_norm(Q& q, const detail::BatchNormArgs& a) {
+  if (a.n * a.c * a.s <= 0) return;
+  const NormKernel request{false, a.dtype, q.fp64() && q.is_cpu()};
+  std::size_t global, local;
+  norm_geometry(q, a, global, local);
+  q.launch(q.kernel(request))
+      .buffer(a.y.data)
+      .arg(a.y.offset)
+      .buffer(a.x.data)
+      .arg(a.x.offset)
+      .buffer(a.mean.data)
+      .arg(a.mean.offset)
+      .buffer(a.var.data)  // null in evaluation, and unread
+      .arg(a.var.offset)
+      .buffer(a.invstd.data)
+      .arg(a.invstd.offset)
+      .buffer(a.weight.data)
+      .arg(a.weight.offset)
+      .buffer(a.bias.data)
+      .arg(a.bias.offset)
+      .arg(a.n)
+      .arg(a.c)
+      .arg(a.s)
+      .scalar(scalar_arg(a.eps, request.accumulator()))
+      .arg(norm_flags(a))
+      .run(1, &global, &local, "batch_norm");
+}
+
+template <class Q>
+void batch_norm_backward(Q& q, const detail::BatchNormArgs& a) {
+  if (a.n * a.c * a.s <= 0) return;
+  const NormKernel request{true, a.dtype, q.fp64() && q.is_cpu()};
+  std::size_t global, local;
+  norm_geometry(q, a, global, local);
+  q.launch(q.kernel(request))
+      .buffer(a.grad_x.data)  // null when the input's gradient is not wanted
+      .arg(a.grad_x.offset)
+      .buffer(a.grad.data)
+      .arg(a.grad.offset)
+      .buffer(a.x.data)
+      .arg(a.x.offset)
+      .buffer(a.mean.data)
+      .arg(a.mean.offset)
+      .buffer(a.invstd.data)
+      .arg(a.invstd.offset)
+      .buffer(a.weight.data)
+      .arg(a.weight.offset)
+      .buffer(a.sum_g.data)
+      .arg(a.sum_g.offset)
+      .buffer(a.sum_gxc.data)
+      .arg(a.sum_gxc.offset)
+      .arg(a.n)
+      .arg(a.c)
+      .arg(a.s)
+      .arg(norm_flags(a))
+      .run(1, &global, &local, "batch_norm_backward");
+}
+
 // ---- fused window kernels (optional in core/backend.h) -----------------------------
 
 template <class Q>

@@ -275,6 +275,13 @@ KernelSpec OptimKernel::spec() const {
   return {"optim.kern", {def("KPREFIX", prefix), type_def("T", t)}, prefix + "_" + detail::name(kind)};
 }
 
+KernelSpec NormKernel::spec() const {
+  const std::string prefix = std::string("norm_") + dtype_name(t);
+  return {"norm.kern",
+          {def("KPREFIX", prefix), type_def("T", t), type_def("TA", accumulator())},
+          prefix + (backward ? "_backward" : "_forward")};
+}
+
 KernelSpec RowKernel::spec() const {
   const std::string prefix = std::string("rows_") + dtype_name(t);
   return {
@@ -329,6 +336,10 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     if (t == DType::F32 || t == DType::F64)
       for (int k = 0; k < static_cast<int>(detail::OptimizerKind::Count); ++k)
         out.push_back(OptimKernel{static_cast<detail::OptimizerKind>(k), t}.spec());
+    if (t == DType::F32 || t == DType::F64)
+      for (bool backward : {false, true})
+        for (bool wide : {false, true})
+          if (!wide || (t == DType::F32 && fp64)) out.push_back(NormKernel{backward, t, wide}.spec());
   }
   return out;
 }

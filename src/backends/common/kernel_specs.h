@@ -29,7 +29,21 @@ struct KernelSpec {
 // "-DTA=anvil_f32 -DTB=…": the defines as compiler options.
 std::string define_options(const KernelSpec& spec);
 
-enum class Family : std::uint8_t { Fill, Copy, Unary, Binary, Where, Reduce, Index, Gemm, Random, Window, Rows, Optim };
+enum class Family : std::uint8_t {
+  Fill,
+  Copy,
+  Unary,
+  Binary,
+  Where,
+  Reduce,
+  Index,
+  Gemm,
+  Random,
+  Window,
+  Rows,
+  Optim,
+  Norm
+};
 constexpr std::uint64_t kernel_key(Family f, int op, int variant, int d0 = 15, int d1 = 15, int d2 = 15,
                                    int d3 = 15) noexcept {
   return (std::uint64_t(f) << 56) | (std::uint64_t(op & 0xff) << 48) | (std::uint64_t(variant & 0xff) << 40) |
@@ -171,6 +185,21 @@ struct OptimKernel {
   DType t;  // f32 or f64
   std::uint64_t key() const noexcept {
     return kernel_key(Family::Optim, static_cast<int>(kind), 0, static_cast<int>(t));
+  }
+  KernelSpec spec() const;
+};
+
+// Fused batch norm, forward and backward (norm.kern): a work-group per channel.
+struct NormKernel {
+  bool backward;  // <prefix>_backward, otherwise _forward
+  DType t;        // f32 or f64
+  // f32 sums accumulate in f64: asked on CPU-type devices with fp64, whose
+  // few work-items each add up a large share of a channel (as
+  // ReduceKernel's wide_f32_sums).
+  bool wide_f32_sums;
+  DType accumulator() const noexcept { return t == DType::F32 && wide_f32_sums ? DType::F64 : t; }
+  std::uint64_t key() const noexcept {
+    return kernel_key(Family::Norm, backward, 0, static_cast<int>(t), static_cast<int>(accumulator()));
   }
   KernelSpec spec() const;
 };
