@@ -416,7 +416,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // must then be defined. weight, bias and the running statistics are [C] or
 // undefined. 16-bit inputs compute in f32; under autocast, always in f32.
 // Its gradient is one rule (two reductions and three elementwise passes),
-// not the chain of the composite; on the CPU (f32, f64) the forward and the
+// not the chain of the composite; in f32 and f64 the forward and the
 // gradient are each one pass over the channels (Note [Fused batch norm]).
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
                   const Tensor& bias = {}, bool training = false, double momentum = 0.1, double eps = 1e-5);

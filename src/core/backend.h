@@ -298,10 +298,11 @@ struct Conv2dArgs {
 // C) in one parallel pass over the channels (issue 12): each channel's
 // N * S elements are read from memory once and then reused from the cache,
 // where the composite made seven passes forward and about fourteen
-// backward, each a parallel region. f32 and f64; the per-channel sums
-// accumulate in f64 (PyTorch's CPU accumulator for f32); every [C] operand
-// is contiguous and of `dtype`; weight and bias may be absent (data null:
-// 1 and 0).
+// backward, each a parallel region. The CPU's kernel is cpu_norm.cpp, the
+// devices' norm.kern (a work-group per channel). f32 and f64; the
+// per-channel sums accumulate in f64 on the CPU (PyTorch's CPU accumulator
+// for f32); every [C] operand is contiguous and of `dtype`; weight and bias
+// may be absent (data null: 1 and 0).
 //   BatchNorm          training: mean[c] and var[c] (biased) of the batch
 //                      and invstd[c] = 1 / sqrt(var[c] + eps) are written;
 //                      evaluation: mean and invstd are read (the frontend
