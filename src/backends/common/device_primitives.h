@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "anvil/error.h"
@@ -417,63 +418,33 @@ inline std::int32_t norm_flags(const detail::BatchNormArgs& a) {
   return (a.training ? 1 : 0) | (a.weight.data ? 2 : 0) | (a.bias.data ? 4 : 0) | (a.grad_x.data ? 8 : 0);
 }
 
+// Either kernel of norm.kern: its operands (each a buffer and an offset),
+// then n, c, s, the forward's eps, and the flags, over C work-groups.
 template <class Q>
-void batch_norm(Q& q, const detail::BatchNormArgs& a) {
+void launch_norm(Q& q, const detail::BatchNormArgs& a, bool backward,
+                 std::initializer_list<const detail::KernelOperand*> operands, const char* what) {
   if (a.n * a.c * a.s <= 0) return;
-  const NormKernel request{false, a.dtype, q.fp64() && q.is_cpu()};
+  const NormKernel request{backward, a.dtype, q.fp64() && q.is_cpu()};
   std::size_t global, local;
   norm_geometry(q, a, global, local);
-  q.launch(q.kernel(request))
-      .buffer(a.y.data)
-      .arg(a.y.offset)
-      .buffer(a.x.data)
-      .arg(a.x.offset)
-      .buffer(a.mean.data)
-      .arg(a.mean.offset)
-      .buffer(a.var.data)  // null in evaluation, and unread
-      .arg(a.var.offset)
-      .buffer(a.invstd.data)
-      .arg(a.invstd.offset)
-      .buffer(a.weight.data)
-      .arg(a.weight.offset)
-      .buffer(a.bias.data)
-      .arg(a.bias.offset)
-      .arg(a.n)
-      .arg(a.c)
-      .arg(a.s)
-      .scalar(scalar_arg(a.eps, request.accumulator()))
-      .arg(norm_flags(a))
-      .run(1, &global, &local, "batch_norm");
+  auto l = q.launch(q.kernel(request));
+  for (const detail::KernelOperand* op : operands) l.buffer(op->data).arg(op->offset);
+  l.arg(a.n).arg(a.c).arg(a.s);
+  if (!backward) l.scalar(scalar_arg(a.eps, request.accumulator()));
+  l.arg(norm_flags(a)).run(1, &global, &local, what);
 }
 
+// var is null in evaluation, and unread there; so are absent weight and bias.
+template <class Q>
+void batch_norm(Q& q, const detail::BatchNormArgs& a) {
+  launch_norm(q, a, false, {&a.y, &a.x, &a.mean, &a.var, &a.invstd, &a.weight, &a.bias}, "batch_norm");
+}
+
+// grad_x is null when the input's gradient is not wanted.
 template <class Q>
 void batch_norm_backward(Q& q, const detail::BatchNormArgs& a) {
-  if (a.n * a.c * a.s <= 0) return;
-  const NormKernel request{true, a.dtype, q.fp64() && q.is_cpu()};
-  std::size_t global, local;
-  norm_geometry(q, a, global, local);
-  q.launch(q.kernel(request))
-      .buffer(a.grad_x.data)  // null when the input's gradient is not wanted
-      .arg(a.grad_x.offset)
-      .buffer(a.grad.data)
-      .arg(a.grad.offset)
-      .buffer(a.x.data)
-      .arg(a.x.offset)
-      .buffer(a.mean.data)
-      .arg(a.mean.offset)
-      .buffer(a.invstd.data)
-      .arg(a.invstd.offset)
-      .buffer(a.weight.data)
-      .arg(a.weight.offset)
-      .buffer(a.sum_g.data)
-      .arg(a.sum_g.offset)
-      .buffer(a.sum_gxc.data)
-      .arg(a.sum_gxc.offset)
-      .arg(a.n)
-      .arg(a.c)
-      .arg(a.s)
-      .arg(norm_flags(a))
-      .run(1, &global, &local, "batch_norm_backward");
+  launch_norm(q, a, true, {&a.grad_x, &a.grad, &a.x, &a.mean, &a.invstd, &a.weight, &a.sum_g, &a.sum_gxc},
+              "batch_norm_backward");
 }
 
 // ---- fused window kernels (optional in core/backend.h) -----------------------------
