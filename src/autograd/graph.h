@@ -199,5 +199,11 @@ Tensor conv2d_backward_data(const Tensor& grad, const Tensor& weight, const Conv
 // The weight gradient (shaped weight_shape) and, when want_bias, the bias's.
 std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
                                                  const Conv2dArgs& shape, bool want_bias);
+// Both at once (Backend::conv2d_backward), the bias's when want_bias.
+struct ConvGrads {
+  Tensor input, weight, bias;
+};
+ConvGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Conv2dArgs& shape,
+                          bool want_bias);
 
 }  // namespace anvil::detail

@@ -57,6 +57,10 @@ void record_conv2d_fused(const Tensor& out, const Tensor& x, const Tensor& weigh
   const Tensor sx = saved(x), sw = saved(weight);
   record("ConvolutionBackward", out, {&x, &weight, &bias},
          [sx, sw, shape](const Tensor& g, const std::vector<bool>& n) {
+           if (n[0] && n[1]) {
+             const ConvGrads both = conv2d_backward(g, sx, sw, shape, n[2]);
+             return Grads{both.input, both.weight, both.bias};
+           }
            Tensor gx, gw, gb;
            if (n[0]) gx = conv2d_backward_data(g, sw, shape);
            if (n[1]) {

@@ -466,6 +466,14 @@ class Backend {
   virtual void conv2d(int, const Conv2dArgs&) { not_fused(FusedOp::Conv2d); }
   virtual void conv2d_backward_data(int, const Conv2dArgs&) { not_fused(FusedOp::Conv2dBackwardData); }
   virtual void conv2d_backward_weight(int, const Conv2dArgs&) { not_fused(FusedOp::Conv2dBackwardWeight); }
+  // Both gradients of one convolution, `data` and `weight` as the two calls
+  // above take them, from the same output gradient: a backend may share
+  // work between them (the CPU lays the output gradient out once). The
+  // default makes the two calls.
+  virtual void conv2d_backward(int index, const Conv2dArgs& data, const Conv2dArgs& weight) {
+    conv2d_backward_data(index, data);
+    conv2d_backward_weight(index, weight);
+  }
   // Note [Unary into binary]; asked as supports_fused(FusedOp::UnaryBinary, dtype).
   virtual void unary_binary(int, BinaryOp, const BinaryPrologue&, const ElementwiseArgs&) {
     not_fused(FusedOp::UnaryBinary);

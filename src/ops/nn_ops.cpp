@@ -192,27 +192,51 @@ Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   return out;
 }
 
+namespace {
+// The Conv2dArgs of the input gradient, written into `image`, and of the
+// weight (and bias) gradient, written into gw (and gb); `gd` is the output
+// gradient, the other operands dense.
+Conv2dArgs data_gradient(const Conv2dArgs& shape, const Tensor& gd, const Tensor& wd, const Tensor& image) {
+  Conv2dArgs a = shape;
+  a.image = operand(image), a.weight = operand(wd), a.out = operand(gd);
+  return a;
+}
+Conv2dArgs weight_gradient(const Conv2dArgs& shape, const Tensor& gd, const Tensor& xd, const Tensor& gw,
+                           const Tensor& gb) {
+  Conv2dArgs a = shape;
+  a.has_bias = gb.defined();
+  a.image = operand(xd), a.weight = operand(gw), a.out = operand(gd);
+  if (gb.defined()) a.bias = operand(gb);
+  return a;
+}
+}  // namespace
+
 Tensor conv2d_backward_data(const Tensor& grad, const Tensor& weight, const Conv2dArgs& shape) {
   const Window2d& w = shape.g;
-  Conv2dArgs a = shape;
   Tensor image = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
-  const Tensor gd = dense(grad), wd = dense(weight);
-  a.image = operand(image), a.weight = operand(wd), a.out = operand(gd);
-  backend_of(grad).conv2d_backward_data(grad.device().index(), a);
+  backend_of(grad).conv2d_backward_data(grad.device().index(), data_gradient(shape, dense(grad), dense(weight), image));
   return image;
 }
 
 std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
                                                  const Conv2dArgs& shape, bool want_bias) {
-  Conv2dArgs a = shape;
-  a.has_bias = want_bias;
   Tensor gw = make_empty(weight_shape, grad.dtype(), grad.device());
   Tensor gb = want_bias ? make_empty({shape.out_channels}, grad.dtype(), grad.device()) : Tensor{};
-  const Tensor gd = dense(grad), xd = dense(x);
-  a.image = operand(xd), a.weight = operand(gw), a.out = operand(gd);
-  if (want_bias) a.bias = operand(gb);
-  backend_of(grad).conv2d_backward_weight(grad.device().index(), a);
+  backend_of(grad).conv2d_backward_weight(grad.device().index(), weight_gradient(shape, dense(grad), dense(x), gw, gb));
   return {gw, gb};
+}
+
+ConvGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Conv2dArgs& shape,
+                          bool want_bias) {
+  const Window2d& w = shape.g;
+  ConvGrads out;
+  out.input = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
+  out.weight = make_empty(weight.shape(), grad.dtype(), grad.device());
+  if (want_bias) out.bias = make_empty({shape.out_channels}, grad.dtype(), grad.device());
+  const Tensor gd = dense(grad);
+  backend_of(grad).conv2d_backward(grad.device().index(), data_gradient(shape, gd, dense(weight), out.input),
+                                   weight_gradient(shape, gd, dense(x), out.weight, out.bias));
+  return out;
 }
 
 Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Window2d& w) {

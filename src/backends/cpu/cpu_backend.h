@@ -61,6 +61,7 @@ class CpuBackend final : public detail::Backend {
   void conv2d(int index, const detail::Conv2dArgs& args) override;
   void conv2d_backward_data(int index, const detail::Conv2dArgs& args) override;
   void conv2d_backward_weight(int index, const detail::Conv2dArgs& args) override;
+  void conv2d_backward(int index, const detail::Conv2dArgs& data, const detail::Conv2dArgs& weight) override;
   // Unary into binary (cpu_elementwise.cpp), every floating dtype.
   void unary_binary(int index, detail::BinaryOp op, const detail::BinaryPrologue& prologue,
                     const detail::ElementwiseArgs& args) override;
