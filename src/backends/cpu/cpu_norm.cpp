@@ -9,6 +9,7 @@
 
 #include "anvil/error.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/loops.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::cpu_backend {
@@ -17,20 +18,13 @@ using detail::BatchNormArgs;
 
 namespace {
 
-template <typename T>
-T* elements(const detail::KernelOperand& op) {
-  return op.data == nullptr ? nullptr : static_cast<T*>(op.data) + op.offset;
-}
-
 // A channel's sums: terms are added in T across vector lanes in blocks of
 // kBlock, and the blocks in f64 (PyTorch's CPU accumulator for f32), so a
 // long channel loses no more than a block's rounding. Rows shorter than
 // kShortRow (S = 16 in ResNet-18's last stage) are added element-wise into
-// one row of f64 partial sums instead, which are summed once per channel:
-// a horizontal vector sum per short row cost more than its additions
-// (the same as Note [Short rows] in cpu_reduce.cpp).
+// one row of f64 partial sums instead, which are summed once per channel
+// (Note [Short rows] in loops.h).
 constexpr std::int64_t kBlock = 1024;
-constexpr std::int64_t kShortRow = 64;
 
 // The channel's sums over its n rows of s elements (row i starting at
 // element (i * c + ch) * s), through restrict-qualified pointers so that

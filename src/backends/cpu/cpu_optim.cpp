@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/loops.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::cpu_backend {
@@ -13,11 +14,6 @@ using detail::OptimizerKind;
 using detail::OptimizerStepArgs;
 
 namespace {
-
-template <typename T>
-T* elements(const detail::KernelOperand& op) {
-  return static_cast<T*>(op.data) + op.offset;
-}
 
 // The scalars of a step, cast to T as the composite's are.
 template <typename T>

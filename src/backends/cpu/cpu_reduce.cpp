@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dispatch.h"
+#include "backends/cpu/loops.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::cpu_backend {
@@ -96,16 +97,6 @@ typename Op::Acc reduce_contiguous(const T* p, std::int64_t n) {
   }
   return acc;
 }
-
-// Note [Short rows]
-// The general loop reduces each contiguous row with the vector loop of
-// reduce_contiguous, whose horizontal sum at the end dominates when rows are
-// short: batch norm's mean over [32, 512, 4, 4] (dims 0, 2, 3: 512 outputs,
-// each 32 rows of 16) took 0.10 ms, as long as over [32, 64, 28, 28] with
-// six times the elements. Added element-wise into one row of partial
-// results it takes 0.056 ms, and that batch norm's forward 0.31 ms against
-// 0.38 (two threads; LibTorch 0.19).
-constexpr std::int64_t kShortRow = 64;
 
 // Where output `o` (row-major over the kept dims) reads from and writes to.
 inline void kept_offsets(const ReduceArgs& a, std::int64_t o, std::int64_t& in_off, std::int64_t& out_off) {

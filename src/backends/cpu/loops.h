@@ -26,6 +26,24 @@ T* operand_ptr(const detail::KernelOperand& op, T* slot) {
   return static_cast<T*>(op.data) + op.offset;
 }
 
+// Pointer to element 0 of a tensor operand; null for an absent one (data
+// null: an optional weight, an unwanted output).
+template <typename T>
+T* elements(const detail::KernelOperand& op) {
+  return op.data == nullptr ? nullptr : static_cast<T*>(op.data) + op.offset;
+}
+
+// Note [Short rows]
+// The general reduction loop sums each contiguous row as a vector loop,
+// whose horizontal sum at the end dominates when rows are short: batch
+// norm's mean over [32, 512, 4, 4] (dims 0, 2, 3: 512 outputs, each 32 rows
+// of 16) took 0.10 ms, as long as over [32, 64, 28, 28] with six times the
+// elements. Added element-wise into one row of partial results it takes
+// 0.056 ms, and that batch norm's forward 0.31 ms against 0.38 (two threads;
+// LibTorch 0.19). Rows of at most kShortRow elements take that path, in the
+// reductions (cpu_reduce.cpp) and in the fused batch norm (cpu_norm.cpp).
+inline constexpr std::int64_t kShortRow = 64;
+
 inline std::int64_t operand_stride(const detail::KernelOperand& op, int dim) {
   return op.is_scalar ? 0 : op.strides[dim];
 }
