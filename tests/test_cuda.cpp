@@ -23,6 +23,7 @@
 
 #ifdef ANVIL_WITH_CUDA
 #include "backends/common/kernel_specs.h"
+#include "backends/cuda/launch.h"
 #include "backends/cuda/nvrtc_compile.h"
 #endif
 #ifdef ANVIL_WITH_OPENCL
@@ -117,7 +118,8 @@ TEST(CudaBackend, TheLibrariesDoNotNeedTheDriverAndTheCoreNoToolkit) {
 
 // Every kernel either device backend can ask for, compiled for CUDA: each
 // program (file + defines) once, to PTX for the oldest architecture NVRTC
-// supports, and every requested symbol must be an entry of it.
+// supports; every requested symbol must be an entry of it, with arguments
+// that cuda::Launch can carry.
 TEST(CudaKernels, EveryKernelCompilesForCudaWithTheSameSymbols) {
   std::map<std::string, std::vector<kernels::KernelSpec>> programs;
   for (const kernels::KernelSpec& spec : kernels::all_kernel_specs(true))
@@ -139,11 +141,25 @@ TEST(CudaKernels, EveryKernelCompilesForCudaWithTheSameSymbols) {
       std::size_t checked = 0;
       try {
         const cuda::CompiledProgram p = cuda::compile_program(specs.front(), arch / 10, arch % 10, /*ptx=*/true);
-        const std::vector<std::string> entries = cuda::ptx_entries(p.image);
+        const std::vector<cuda::PtxEntry> entries = cuda::ptx_entries(p.image);
         for (const kernels::KernelSpec& s : specs) {
           ++checked;
-          if (std::find(entries.begin(), entries.end(), s.name) == entries.end())
+          const auto entry =
+              std::find_if(entries.begin(), entries.end(), [&](const cuda::PtxEntry& e) { return e.name == s.name; });
+          if (entry == entries.end()) {
             failure += s.name + " is not an entry of " + s.file + " compiled for CUDA; ";
+            continue;
+          }
+          // What cuda::Launch will copy: each argument 8-aligned.
+          std::size_t bytes = 0;
+          for (std::size_t b : entry->param_bytes)
+            bytes = (bytes + cuda::Launch::kArgAlign - 1) / cuda::Launch::kArgAlign * cuda::Launch::kArgAlign + b;
+          if (entry->param_bytes.size() > static_cast<std::size_t>(cuda::Launch::kMaxArgs) ||
+              bytes > cuda::Launch::kMaxArgBytes)
+            failure += s.name + " takes " + std::to_string(entry->param_bytes.size()) + " arguments (" +
+                       std::to_string(bytes) + " bytes); cuda::Launch carries at most " +
+                       std::to_string(cuda::Launch::kMaxArgs) + " (" + std::to_string(cuda::Launch::kMaxArgBytes) +
+                       " bytes); ";
         }
       } catch (const std::exception& e) {
         failure = e.what();

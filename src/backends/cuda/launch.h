@@ -16,6 +16,13 @@ namespace anvil::cuda {
 // Each argument is copied, so temporaries may die before the launch.
 class Launch {
  public:
+  // What one launch carries: each argument at an 8-byte boundary in a buffer
+  // of kMaxArgBytes, at most kMaxArgs of them. test_cuda checks every kernel
+  // of src/kernels fits (fused batch norm takes 20).
+  static constexpr int kMaxArgs = 32;
+  static constexpr std::size_t kMaxArgBytes = 1024;
+  static constexpr std::size_t kArgAlign = 8;
+
   Launch(Queue& q, cudaKernel_t k) noexcept : q_(q), k_(k) {}
   // args_ points into storage_: a copy would point into the original.
   Launch(const Launch&) = delete;
@@ -27,7 +34,7 @@ class Launch {
   Launch& buffer(const void* handle) { return arg(handle); }  // a device pointer, or null
   Launch& scalar(const kernels::ScalarArg& a) { return bytes(a.bytes, a.size); }
   Launch& bytes(const void* p, std::size_t n) {
-    used_ = (used_ + 7) / 8 * 8;  // every argument 8-aligned: enough for any of ours
+    used_ = (used_ + kArgAlign - 1) / kArgAlign * kArgAlign;  // enough for any of ours
     ANVIL_ASSERT(used_ + n <= sizeof storage_ && count_ < kMaxArgs, "cuda: too many kernel arguments");
     std::memcpy(storage_ + used_, p, n);
     args_[count_++] = storage_ + used_;
@@ -61,10 +68,9 @@ class Launch {
   }
 
  private:
-  static constexpr int kMaxArgs = 16;
   Queue& q_;
   cudaKernel_t k_;
-  alignas(16) unsigned char storage_[1024];
+  alignas(16) unsigned char storage_[kMaxArgBytes];
   std::size_t used_ = 0;
   void* args_[kMaxArgs] = {};
   int count_ = 0;

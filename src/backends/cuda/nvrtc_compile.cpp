@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -174,16 +175,32 @@ CompiledProgram compile_program_cached(const kernels::KernelSpec& spec, int majo
   return p;
 }
 
-std::vector<std::string> ptx_entries(const std::string& ptx) {
-  std::vector<std::string> names;
+std::vector<PtxEntry> ptx_entries(const std::string& ptx) {
+  std::vector<PtxEntry> entries;
   const std::string marker = ".entry ";
   for (std::size_t at = ptx.find(marker); at != std::string::npos; at = ptx.find(marker, at + 1)) {
     std::size_t b = at + marker.size();
     std::size_t e = b;
     while (e < ptx.size() && (std::isalnum(static_cast<unsigned char>(ptx[e])) || ptx[e] == '_')) ++e;
-    names.emplace_back(ptx.substr(b, e - b));
+    PtxEntry entry{ptx.substr(b, e - b), {}};
+    // The parameter list: ".param .u64 name_param_0, .param .align 8 .b8 name_param_1[24], ...".
+    const std::size_t close = ptx.find(')', e);
+    const std::string params = ptx.substr(e, close == std::string::npos ? std::string::npos : close - e);
+    for (std::size_t p = params.find(".param"); p != std::string::npos; p = params.find(".param", p + 1)) {
+      std::istringstream param(params.substr(p, params.find(',', p) - p));
+      std::size_t element = 0, count = 1;
+      for (std::string token; param >> token;) {
+        if (token.size() >= 3 && token[0] == '.' && std::strchr("usbf", token[1]) != nullptr &&
+            std::isdigit(static_cast<unsigned char>(token[2])))
+          element = std::stoul(token.substr(2)) / 8;  // .u64, .f32, .b8, ...
+        if (const std::size_t open = token.find('['); open != std::string::npos)
+          count = std::stoul(token.substr(open + 1));
+      }
+      entry.param_bytes.push_back(element * count);
+    }
+    entries.push_back(std::move(entry));
   }
-  return names;
+  return entries;
 }
 
 }  // namespace anvil::cuda

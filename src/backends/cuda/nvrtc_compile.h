@@ -37,7 +37,12 @@ CompiledProgram compile_program_cached(const kernels::KernelSpec& spec, int majo
 std::vector<int> nvrtc_architectures();
 std::string nvrtc_version();
 
-// The kernel names a PTX image defines (".entry <name>").
-std::vector<std::string> ptx_entries(const std::string& ptx);
+// The kernels a PTX image defines (".entry <name>(<params>)"), with the
+// size in bytes of each parameter.
+struct PtxEntry {
+  std::string name;
+  std::vector<std::size_t> param_bytes;
+};
+std::vector<PtxEntry> ptx_entries(const std::string& ptx);
 
 }  // namespace anvil::cuda
