@@ -361,7 +361,9 @@ namespace {
 std::vector<double> cumsum_ref(const std::vector<double>& x, const Shape& shape, int dim) {
   std::int64_t inner = 1;
   for (int i = dim + 1; i < shape.size(); ++i) inner *= shape[i];
-  const std::int64_t len = shape[dim], outer = len == 0 ? 0 : static_cast<std::int64_t>(x.size()) / (len * inner);
+  // An empty shape has no rows (and len * inner may be 0: [3, 0] along dim 0).
+  const std::int64_t len = shape[dim],
+                     outer = len * inner == 0 ? 0 : static_cast<std::int64_t>(x.size()) / (len * inner);
   std::vector<double> out(x.size());
   for (std::int64_t o = 0; o < outer; ++o)
     for (std::int64_t in = 0; in < inner; ++in) {
