@@ -2,13 +2,18 @@
 # ./run gpu-check: on a machine with an NVIDIA GPU and driver, check the CUDA
 # backend end to end and print a one-screen summary (docs/cuda.md):
 #   1. anvil-smi sees the GPUs (and what NVML says about them);
-#   2. the whole test suite, every device-generic suite included, with
-#      ANVIL_REQUIRE_DEVICES=cuda so a missing GPU fails instead of skipping;
+#   2. the whole test suite, every device-generic suite and the examples'
+#      cuda:0 tests included, with ANVIL_REQUIRE_DEVICES=cuda so a missing
+#      GPU fails instead of skipping;
 #   3. the chapter walkthrough (examples/use_gpu) on the GPUs;
 #   4. anvil-bench matmul sync-log two-devices transfer roofline on the GPUs,
 #      and anvil-cuda-bench (the speed targets: bandwidth, cuBLAS, launch);
 #   5. Fashion-MNIST training on try_gpu().
 # Needs only the repository and the CUDA toolkit (./run installs the rest).
+# On a GPU machine that cannot install packages, ANVIL_GPU_PACK=DIR runs the
+# build ./run gpu-pack made elsewhere (scripts/gpu-pack.sh) instead; the
+# tests labelled with what that machine lacks (mpi without mpirun, install
+# always) are left out and the summary says so.
 # Exits non-zero when any step fails. Usage: ./run gpu-check [--epochs N]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +22,54 @@ epochs=3
 [[ "${1:-}" == "--epochs" ]] && epochs="${2:-3}"
 bin=build/release
 log_dir=build/gpu-check
+# ctest's parallel jobs: ANVIL_CHECK_JOBS, else 2 as in ./run tests (half the
+# cores with a packed build: the machines lent for that have many).
+jobs=${ANVIL_CHECK_JOBS:-2}
+ctest_filter=()
+# ANVIL_CHECK_TEST_MINUTES=N: N minutes after gpu-check starts, ctest starts
+# no more tests and stops the running ones (on a machine lent for minutes,
+# one hang must not take the whole lease).
+stop_time=()
+if [[ -n "${ANVIL_CHECK_TEST_MINUTES:-}" ]]; then
+  stop_time=(--stop-time "$(date -d "+${ANVIL_CHECK_TEST_MINUTES} min" +%H:%M:%S)")
+fi
+left_out=()
+if [[ -n "${ANVIL_GPU_PACK:-}" ]]; then
+  pack=$(realpath "$ANVIL_GPU_PACK")
+  bin=build/portable
+  /usr/bin/env python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(".")' \
+    "$pack/anvil-build.tar.xz" || exit 1
+  # The CTest files name the packing checkout's absolute paths.
+  built_in=$(cat "$bin/source-dir")
+  if [[ ! "$built_in" -ef "$PWD" ]]; then
+    [[ -e "$built_in" ]] && { echo "gpu-check: $built_in exists and is not this checkout" >&2; exit 1; }
+    mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"
+  fi
+  # The tools test's PoCL-only vendors folder holds the packing machine's
+  # pocl.icd, which names its PoCL's file; this machine's names its own.
+  if compgen -G '/etc/OpenCL/vendors/pocl*.icd' >/dev/null; then
+    mkdir -p "$bin/tests/pocl-only-vendors"
+    cp /etc/OpenCL/vendors/pocl*.icd "$bin/tests/pocl-only-vendors/"
+  fi
+  export LD_LIBRARY_PATH="$PWD/$bin/runtime-libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export ANVIL_FASHION_MNIST_DIR="$pack/fashion-mnist"
+  jobs=${ANVIL_CHECK_JOBS:-$(($(nproc) / 2))}
+  exclude=install
+  left_out+=("install_find_package (label install: needs the compiler and the -dev packages)")
+  if ! command -v mpirun >/dev/null; then
+    exclude+="|mpi"
+    left_out+=("the mpirun tests (label mpi: no mpirun here)")
+  fi
+  ctest_filter=(-LE "^($exclude)\$")
+  # The Python references need numpy and torch under /usr/bin/python3;
+  # borrow the site-packages of a python3 on PATH of the same version.
+  if ! /usr/bin/python3 -c 'import numpy, torch' 2>/dev/null &&
+     python3 -c 'import numpy, torch' 2>/dev/null &&
+     [[ "$(python3 -V)" == "$(/usr/bin/python3 -V)" ]]; then
+    PYTHONPATH=$(python3 -c 'import site; print(":".join(site.getsitepackages()))')
+    export PYTHONPATH
+  fi
+fi
 mkdir -p "$log_dir"
 # The GPUs are the accelerators here: PoCL's CPU devices stay opencl:N but
 # are not what try_gpu() picks.
@@ -45,7 +98,8 @@ if [[ "$gpus" == 0 ]]; then
   "$bin/tools/anvil-smi" | grep -i cuda
   exit 1
 fi
-step tests ctest.txt env ANVIL_REQUIRE_DEVICES=cuda ctest --preset release
+step tests ctest.txt env ANVIL_REQUIRE_DEVICES=cuda ctest --test-dir "$bin" --output-on-failure -j "$jobs" \
+  "${ctest_filter[@]}" "${stop_time[@]}"
 step use_gpu use_gpu.txt "$bin/examples/use_gpu"
 step anvil-bench bench.txt "$bin/tools/anvil-bench" matmul sync-log two-devices transfer roofline
 step cuda-bench cuda-bench.txt "$bin/src/backends/cuda/anvil-cuda-bench"
@@ -55,5 +109,6 @@ echo
 echo "gpu-check summary ($gpus CUDA device(s)):"
 printf '  %s\n' "${summary[@]}"
 grep -E "tests passed|tests failed" "$log_dir/ctest.txt" | sed 's/^/  ctest: /'
+for what in "${left_out[@]}"; do echo "  not run: $what"; done
 grep -E "target" "$log_dir/cuda-bench.txt" | sed 's/^/  /'
 exit $failed

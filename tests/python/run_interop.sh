@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# run_interop.sh VENV ARGS... — runs interop.py ARGS in a virtual environment
-# at VENV that has numpy and the reference `safetensors` package (PyPI),
-# creating it on first use. Debian's python3 (with python3-numpy and
-# python3-venv) is preferred; its numpy is reused through
-# --system-site-packages. Several test processes may call this at once: the
-# venv is created under a lock.
+# run_interop.sh VENV ARGS... — runs interop.py ARGS with a python3 that has
+# numpy and the reference `safetensors` package (PyPI): one that has both
+# already, else a virtual environment at VENV, created on first use. Debian's
+# python3 (with python3-numpy and python3-venv) is preferred; its numpy is
+# reused through --system-site-packages. Several test processes may call this
+# at once: the venv is created under a lock.
 set -euo pipefail
 venv="$1"
 shift
@@ -21,6 +21,14 @@ pick_python() {
        "(apt-get install python3 python3-venv python3-numpy)" >&2
   return 1
 }
+
+# A python3 that has both already (a machine with no package index, say)
+# needs no venv.
+for py in /usr/bin/python3 python3; do
+  if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import numpy, safetensors.numpy' >/dev/null 2>&1; then
+    exec "$py" "$here/interop.py" "$@"
+  fi
+done
 
 mkdir -p "$(dirname "$venv")"
 exec 9>"$venv.lock"
