@@ -409,6 +409,21 @@ INSTANTIATE_TEST_SUITE_P(
       return s;
     });
 
+// A pair far apart in speed (here PoCL's matmul, ~20x slower than OpenBLAS;
+// on a one-GPU machine the GPU and the CPU): the pair at once can end no
+// sooner than the slower device's matmul, and the conclusion says so instead
+// of holding it to "ideal 2x".
+TEST(AnvilBenchOutput, TwoDevicesFarApartInSpeedSayWhatTheSlowerAllows) {
+  const Output r = run(kTwo, bench(), "two-devices --quick --devices cpu,opencl:0");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex(R"(\nconclusion: two at once on cpu \+ opencl:0 take [0-9.]+ ms vs [0-9.]+ ms one after the )"
+                        R"(other on cpu: speedup [0-9.]+x \(ideal 0\.[0-9]+x\); opencl:0 takes one matmul in [0-9.]+ )"
+                        R"(ms, [0-9.]+x cpu's [0-9.]+ ms: the pair at once ends no sooner than that, and both on cpu )"
+                        R"(take about [0-9.]+ ms, so two devices pay off when they are alike, as the book's GPUs)")))
+      << r.out;
+}
+
 // Two whole PoCL devices share the same cores, so two-devices also measures
 // the pair on one-core sub-devices (a second run of itself) and says why the
 // whole devices cannot overlap; run on sub-devices, it measures them alone.
