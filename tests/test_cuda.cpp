@@ -150,10 +150,9 @@ TEST(CudaKernels, EveryKernelCompilesForCudaWithTheSameSymbols) {
             failure += s.name + " is not an entry of " + s.file + " compiled for CUDA; ";
             continue;
           }
-          // What cuda::Launch will copy: each argument 8-aligned.
+          // What cuda::Launch will copy, each argument aligned as it aligns them.
           std::size_t bytes = 0;
-          for (std::size_t b : entry->param_bytes)
-            bytes = (bytes + cuda::Launch::kArgAlign - 1) / cuda::Launch::kArgAlign * cuda::Launch::kArgAlign + b;
+          for (std::size_t b : entry->param_bytes) bytes = cuda::Launch::aligned(bytes) + b;
           if (entry->param_bytes.size() > static_cast<std::size_t>(cuda::Launch::kMaxArgs) ||
               bytes > cuda::Launch::kMaxArgBytes)
             failure += s.name + " takes " + std::to_string(entry->param_bytes.size()) + " arguments (" +

@@ -438,6 +438,18 @@ Tensor adaptive_max_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_s
 
 namespace {
 
+// Training's update of the running statistics from the batch's mean and
+// (biased) variance [C] over `count` values per channel, in place; either
+// may be undefined. The running variance is unbiased (PyTorch's rule); one
+// value per channel has none.
+void update_running_statistics(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
+                               const Tensor& var, std::int64_t count, double momentum) {
+  const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
+  Tensor rm = running_mean, rv = running_var;
+  if (rm.defined()) rm.mul_(1.0 - momentum).add_(mean * momentum);
+  if (rv.defined()) rv.mul_(1.0 - momentum).add_(var * (momentum * unbias));
+}
+
 // Whether batch_norm takes the backend's fused kernels (Note [Fused batch
 // norm]): they compute in x's dtype, so weight, bias and the running
 // statistics must share it (autocast has made 16-bit inputs f32 already
@@ -486,14 +498,7 @@ Tensor batch_norm_fused(const Tensor& input, const Tensor& running_mean, const T
     if (w.defined()) a.weight = operand(w);
     if (b.defined()) a.bias = operand(b);
     detail::backend_of(x).batch_norm(x.device().index(), a);
-    if (training) {
-      // The running variance is unbiased (PyTorch's rule); one value per channel has none.
-      const std::int64_t count = a.n * a.s;
-      const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
-      Tensor rm = running_mean, rv = running_var;
-      if (rm.defined()) rm.mul_(1.0 - momentum).add_(mean * momentum);
-      if (rv.defined()) rv.mul_(1.0 - momentum).add_(var * (momentum * unbias));
-    }
+    if (training) update_running_statistics(running_mean, running_var, mean, var, a.n * a.s, momentum);
   }
   detail::record_batch_norm_fused(out, x, weight, bias, mean, invstd, training);
   return out;
@@ -566,11 +571,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       xc = xf - mu;
       var = detail::reduce_op(detail::ReduceOp::SumSquares, "batch_norm", xc, dims, true, compute,
                               1.0 / static_cast<double>(std::max<std::int64_t>(count, 1)));
-      // The running variance is unbiased (PyTorch's rule); one value per channel has none.
-      const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
-      Tensor rm = running_mean, rv = running_var;
-      if (rm.defined()) rm.mul_(1.0 - momentum).add_(mu.reshape({c}) * momentum);
-      if (rv.defined()) rv.mul_(1.0 - momentum).add_(var.reshape({c}) * (momentum * unbias));
+      update_running_statistics(running_mean, running_var, mu.reshape({c}), var.reshape({c}), count, momentum);
     } else {
       xc = xf - running_mean.reshape(per_channel_shape).to(compute);
       var = running_var.reshape(per_channel_shape).to(compute);

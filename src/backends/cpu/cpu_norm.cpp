@@ -148,9 +148,9 @@ void batch_norm_typed(const BatchNormArgs& a) {
   const double count = static_cast<double>(n * s);
   parallel_for(c, channel_grain(a), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t ch = begin; ch < end; ++ch) {
+      const ChannelRows rows{n, c, ch, s};
       T m, inv;
       if (a.training) {
-        const ChannelRows rows{n, c, ch, s};
         m = static_cast<T>(sum_or_squares<T>(x, rows, nullptr) / count);
         const double squares = sum_or_squares<T>(x, rows, &m);
         const double v = squares / count;
@@ -164,7 +164,7 @@ void batch_norm_typed(const BatchNormArgs& a) {
       }
       const T scale = weight ? inv * weight[ch] : inv;
       const T shift = (bias ? bias[ch] : T(0)) - m * scale;
-      for (std::int64_t i = 0; i < n; ++i) row_affine(y + (i * c + ch) * s, x + (i * c + ch) * s, s, scale, shift);
+      for (std::int64_t i = 0; i < n; ++i) row_affine(y + rows.row(i), x + rows.row(i), s, scale, shift);
     }
   });
 }
@@ -183,8 +183,9 @@ void batch_norm_backward_typed(const BatchNormArgs& a) {
   const double count = static_cast<double>(n * s);
   parallel_for(c, channel_grain(a), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t ch = begin; ch < end; ++ch) {
+      const ChannelRows rows{n, c, ch, s};
       const T m = mean[ch], inv = invstd[ch];
-      const auto sums = gradient_sums<T>(g, x, ChannelRows{n, c, ch, s}, m);
+      const auto sums = gradient_sums<T>(g, x, rows, m);
       sum_g[ch] = static_cast<T>(sums[0]);
       sum_gxc[ch] = static_cast<T>(sums[1]);
       if (dx == nullptr) continue;
@@ -196,7 +197,7 @@ void batch_norm_backward_typed(const BatchNormArgs& a) {
         shift = static_cast<T>(static_cast<double>(scale) * sums[0] / count);
       }
       for (std::int64_t i = 0; i < n; ++i) {
-        const std::int64_t row = (i * c + ch) * s;
+        const std::int64_t row = rows.row(i);
         row_input_gradient(dx + row, g + row, x + row, s, m, scale, k, shift);
       }
     }
@@ -204,28 +205,18 @@ void batch_norm_backward_typed(const BatchNormArgs& a) {
 }
 
 // supports_fused() offers f32 and f64 only.
-template <template <typename> class Kernel>
-void dispatch(const BatchNormArgs& args) {
-  ANVIL_ASSERT(args.dtype == DType::F32 || args.dtype == DType::F64, "batch_norm: f32 or f64 expected, got ",
-               args.dtype);
-  if (args.dtype == DType::F32) {
-    Kernel<float>::run(args);
-  } else {
-    Kernel<double>::run(args);
-  }
+bool is_f64(const BatchNormArgs& a) {
+  ANVIL_ASSERT(a.dtype == DType::F32 || a.dtype == DType::F64, "batch_norm: f32 or f64 expected, got ", a.dtype);
+  return a.dtype == DType::F64;
 }
-template <typename T>
-struct Forward {
-  static void run(const BatchNormArgs& a) { batch_norm_typed<T>(a); }
-};
-template <typename T>
-struct Backward {
-  static void run(const BatchNormArgs& a) { batch_norm_backward_typed<T>(a); }
-};
 
 }  // namespace
 
-void CpuBackend::batch_norm(int, const BatchNormArgs& args) { dispatch<Forward>(args); }
-void CpuBackend::batch_norm_backward(int, const BatchNormArgs& args) { dispatch<Backward>(args); }
+void CpuBackend::batch_norm(int, const BatchNormArgs& a) {
+  is_f64(a) ? batch_norm_typed<double>(a) : batch_norm_typed<float>(a);
+}
+void CpuBackend::batch_norm_backward(int, const BatchNormArgs& a) {
+  is_f64(a) ? batch_norm_backward_typed<double>(a) : batch_norm_backward_typed<float>(a);
+}
 
 }  // namespace anvil::cpu_backend

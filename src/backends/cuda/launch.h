@@ -21,7 +21,8 @@ class Launch {
   // of src/kernels fits (fused batch norm takes 20).
   static constexpr int kMaxArgs = 32;
   static constexpr std::size_t kMaxArgBytes = 1024;
-  static constexpr std::size_t kArgAlign = 8;
+  // Where an argument of the buffer so far starts: 8-aligned, enough for any of ours.
+  static constexpr std::size_t aligned(std::size_t used) noexcept { return (used + 7) / 8 * 8; }
 
   Launch(Queue& q, cudaKernel_t k) noexcept : q_(q), k_(k) {}
   // args_ points into storage_: a copy would point into the original.
@@ -34,7 +35,7 @@ class Launch {
   Launch& buffer(const void* handle) { return arg(handle); }  // a device pointer, or null
   Launch& scalar(const kernels::ScalarArg& a) { return bytes(a.bytes, a.size); }
   Launch& bytes(const void* p, std::size_t n) {
-    used_ = (used_ + kArgAlign - 1) / kArgAlign * kArgAlign;  // enough for any of ours
+    used_ = aligned(used_);
     ANVIL_ASSERT(used_ + n <= sizeof storage_ && count_ < kMaxArgs, "cuda: too many kernel arguments");
     std::memcpy(storage_ + used_, p, n);
     args_[count_++] = storage_ + used_;
