@@ -61,13 +61,19 @@ Output run(const std::string& env, const fs::path& program, const std::string& a
 // The three machines the issue names: two PoCL accelerators, one, none.
 const std::string kTwo = "POCL_DEVICES='pthread pthread' ANVIL_OPENCL_CPU=1";
 const std::string kOne = "POCL_DEVICES=pthread ANVIL_OPENCL_CPU=1";
+// ocl-icd reads the vendor list from OCL_ICD_VENDORS: an empty directory is
+// a machine with the loader but no driver. Removed when the test ends.
+struct EmptyVendorDirectory {
+  fs::path path = fs::temp_directory_path() / ("anvil-no-icd-" + std::to_string(getpid()));
+  EmptyVendorDirectory() { fs::create_directories(path); }
+  ~EmptyVendorDirectory() {
+    std::error_code ignored;
+    fs::remove(path, ignored);
+  }
+};
 std::string no_opencl() {
-  static const fs::path empty = [] {
-    fs::path p = fs::temp_directory_path() / ("anvil-no-icd-" + std::to_string(getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
-  return "OCL_ICD_VENDORS='" + empty.string() + "' ANVIL_OPENCL_CPU=1";
+  static const EmptyVendorDirectory empty;
+  return "OCL_ICD_VENDORS='" + empty.path.string() + "' ANVIL_OPENCL_CPU=1";
 }
 
 fs::path use_gpu() { return build_dir() / "examples" / "use_gpu"; }
