@@ -49,7 +49,10 @@
 // every core a library keeps about one thread's share (anvil drops to one
 // thread, Note [Fewer threads on a busy machine]), so a library that is
 // faster alone on two threads than on one slows down by that much more. The
-// `1` row compares the two on equal terms.
+// `1` row compares the two on equal terms. Every epoch's reply also carries
+// the worker's CPU seconds, so the table shows the cores each library used
+// alone and the share it kept busy: the split of a slowdown into "used more
+// cores alone" and "got less of the machine".
 //
 // Note [Same tensors]
 // ~~~~~~~~~~~~~~~~~~~
@@ -271,6 +274,8 @@ std::string expect_ok(Library& lib, const std::string& request) {
 struct Result {
   std::vector<double> seconds;       // per epoch, 1..N (--busy: the alone phases after the warm-up)
   std::vector<double> busy_seconds;  // --busy: the epochs beside the background load
+  // The cores each of those epochs used: the worker's CPU seconds over its wall seconds.
+  std::vector<double> cores, busy_cores;
   double loss = 0, accuracy = 0;
   bool ok = false;
   std::string error;
@@ -299,18 +304,20 @@ std::string accuracy_note(const std::string& model) {
 }
 
 // One epoch of every worker whose model is set up, the first one rotating
-// with `round`; each epoch's seconds go to `into` of its result. A failure
-// marks the result and is reported under the table.
+// with `round`; each epoch's seconds go to `into` of its result, the cores it
+// used to `cores_into`. A failure marks the result and is reported under the
+// table.
 void train_round(std::vector<Library>& libs, std::vector<Result>& res, std::size_t round, const std::string& label,
-                 std::vector<double> Result::*into) {
+                 std::vector<double> Result::*into, std::vector<double> Result::*cores_into) {
   for (std::size_t k = 0; k < libs.size(); ++k) {
     const std::size_t l = (k + round) % libs.size();
     if (!res[l].ok) continue;
     try {
       std::istringstream reply(expect_ok(libs[l], "epoch"));
-      double s = 0;
-      reply >> s >> res[l].loss;
+      double s = 0, cpu = 0;
+      reply >> s >> res[l].loss >> cpu;
       (res[l].*into).push_back(s);
+      if (s > 0) (res[l].*cores_into).push_back(cpu / s);
       std::cerr << "  " << label << " " << libs[l].key << ": " << fixed(s, 3) << " s, loss " << fixed(res[l].loss, 4)
                 << "\n";
     } catch (const std::exception& e) {
@@ -327,21 +334,24 @@ void train_round(std::vector<Library>& libs, std::vector<Result>& res, std::size
 // alone first and last. Returns the cores the background load held on
 // average during the busy phases (its CPU seconds over its wall seconds).
 double train_busy(std::vector<Library>& libs, std::vector<Result>& res, const std::string& model, const Options& opt) {
-  train_round(libs, res, 0, model + " warm-up", &Result::busy_seconds);
-  for (Result& r : res) r.busy_seconds.clear();
+  train_round(libs, res, 0, model + " warm-up", &Result::busy_seconds, &Result::busy_cores);
+  for (Result& r : res) {
+    r.busy_seconds.clear();
+    r.busy_cores.clear();
+  }
   double load_cpu = 0, load_wall = 0;
   for (int phase = 0; phase < 2 * opt.epochs + 1; ++phase) {
     const std::size_t round = static_cast<std::size_t>(phase);
     const std::string count =
         " " + std::to_string(phase / 2 + 1) + "/" + std::to_string(opt.epochs + (phase % 2 ? 0 : 1));
     if (phase % 2 == 0) {
-      train_round(libs, res, round, model + " alone" + count, &Result::seconds);
+      train_round(libs, res, round, model + " alone" + count, &Result::seconds, &Result::cores);
       continue;
     }
     anvil_bench::BackgroundLoad load(opt.spinners);
     // Let the spinners take their share of the cores before the clock starts.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    train_round(libs, res, round, model + " busy" + count, &Result::busy_seconds);
+    train_round(libs, res, round, model + " busy" + count, &Result::busy_seconds, &Result::busy_cores);
     load.stop();
     load_cpu += load.cpu_seconds();
     load_wall += load.wall_seconds();
@@ -382,18 +392,23 @@ std::vector<std::vector<std::string>> busy_rows(const std::vector<std::string>& 
   auto alone = [](const Result& r) { return anvil::bench::median(r.seconds); };
   auto busy = [](const Result& r) { return anvil::bench::median(r.busy_seconds); };
   auto measured = [](const Result& r) { return r.ok && !r.seconds.empty() && !r.busy_seconds.empty(); };
+  auto cores = [](const std::vector<double>& c) {
+    return c.empty() ? std::string("n/a") : fixed(anvil::bench::median(c), 2);
+  };
   // `peer` is the LibTorch result the slowdown is compared with (none on LibTorch's own row).
   auto row = [&](const std::string& model, const std::string& setting, const std::string& library, const Result& r,
                  const Result* peer, const std::string& target) {
-    std::vector<std::string> out{model, setting, library, "n/a", "n/a", "n/a", peer ? "n/a" : "", target};
+    std::vector<std::string> out{model, setting, library, "n/a", "n/a", "n/a", "n/a", "n/a", peer ? "n/a" : "", target};
     if (!measured(r)) return out;
     const double slowdown = busy(r) / alone(r);
     out[3] = fixed(alone(r), 3);
-    out[4] = fixed(busy(r), 3);
-    out[5] = fixed(slowdown, 2) + "x";
+    out[4] = cores(r.cores);
+    out[5] = fixed(busy(r), 3);
+    out[6] = cores(r.busy_cores);
+    out[7] = fixed(slowdown, 2) + "x";
     if (peer != nullptr && measured(*peer)) {
       const double ratio = slowdown / (busy(*peer) / alone(*peer));
-      out[6] = fixed(ratio, 2) + (target == kSlowdownTarget && ratio > 1.0 ? " (miss)" : "");
+      out[8] = fixed(ratio, 2) + (target == kSlowdownTarget && ratio > 1.0 ? " (miss)" : "");
     }
     return out;
   };
@@ -525,7 +540,8 @@ int main(int argc, char** argv) {
       }
       for (int epoch = 1; epoch <= opt.epochs; ++epoch)
         train_round(libs, res, static_cast<std::size_t>(epoch),
-                    model + " epoch " + std::to_string(epoch) + "/" + std::to_string(opt.epochs), &Result::seconds);
+                    model + " epoch " + std::to_string(epoch) + "/" + std::to_string(opt.epochs), &Result::seconds,
+                    &Result::cores);
       for (std::size_t l = 0; l < libs.size(); ++l) {
         if (!res[l].ok) continue;
         try {
@@ -545,13 +561,15 @@ int main(int argc, char** argv) {
             std::cout << "  " << opt.models[m] << " / " << libs[l].key << ": " << results[m][l].error << "\n";
     };
     if (opt.busy) {
-      print_table({"model", "threads", "library", "alone s/epoch", "busy s/epoch", "slowdown",
+      print_table({"model", "threads", "library", "alone s/epoch", "cores", "busy s/epoch", "cores", "slowdown",
                    "anvil / LibTorch slowdown", "target"},
                   busy_rows(opt.models, settings, libs, results, first_env, env_setting), opt.markdown);
       print_errors();
       std::cout << "\n  alone, busy: medians of " << opt.epochs + 1 << " and " << opt.epochs
                 << " epochs (s/step rows: steps), in alternating phases after one warm-up epoch alone; busy is beside "
                 << opt.spinners << " spinning processes (benchmarks/background_load.h)\n"
+                << "  cores: medians of the worker's CPU seconds over its wall seconds in those epochs, all its threads"
+                   " together (alone: what its threads used; busy: the share the spinners left it)\n"
                 << "  slowdown = busy / alone; target: anvil's slowdown <= LibTorch's in the same thread setting\n"
                 << "  threads: `defaults` is each library in its defaults; `N threads` is anvil::set_num_threads(N)"
                    " against at::set_num_threads(N) with LibTorch's OpenBLAS at N\n"

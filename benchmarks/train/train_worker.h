@@ -9,7 +9,8 @@
 //
 //   info                              -> ok <one line about the library and its threads>
 //   setup <model> <seed> <data-dir>   -> ok | error <what>    builds the model and optimiser, loads the data
-//   epoch                             -> ok <seconds> <mean train loss>   (s/step models: per step)
+//   epoch                             -> ok <seconds> <mean train loss> <CPU seconds>   (s/step models: per step;
+//                                        CPU seconds: all the process's threads together)
 //   eval                              -> ok <test accuracy>
 //   quit
 //
@@ -37,6 +38,8 @@
 // Workers take `--threads N` (both libraries: intra-op threads; LibTorch also
 // `--blas-threads N` for its own pthread OpenBLAS) for the equal-thread rows.
 #pragma once
+
+#include <time.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -112,6 +115,13 @@ inline std::vector<char> read_bytes(const std::string& dir, const std::string& n
   return bytes;
 }
 
+// CPU seconds of every thread of this process so far.
+inline double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 inline int serve(const std::string& info, const MakeTrainer& make) {
   std::ios::sync_with_stdio(false);
   std::unique_ptr<Trainer> trainer;
@@ -137,8 +147,11 @@ inline int serve(const std::string& info, const MakeTrainer& make) {
           std::cout << "ok " << trainer->test_accuracy() << std::endl;
         } else {
           double loss = 0;
+          const double cpu_before = process_cpu_seconds();
           const double seconds = anvil::bench::host_seconds([&] { loss = trainer->train_epoch(); });
-          std::cout << "ok " << seconds / trainer->steps_per_epoch() << " " << loss << std::endl;
+          const double cpu = process_cpu_seconds() - cpu_before;
+          const int steps = trainer->steps_per_epoch();
+          std::cout << "ok " << seconds / steps << " " << loss << " " << cpu / steps << std::endl;
         }
       } else {
         std::cout << "error unknown command '" << command << "'" << std::endl;
