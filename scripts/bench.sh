@@ -16,7 +16,8 @@
 #                                         # busy / alone, target anvil's <= LibTorch's; MLP and LeNet at
 #                                         # defaults, 1 and 2 threads (~3 min); same as --train --busy, and
 #                                         # takes bench_train's flags (--models mlp,lenet,resnet18,
-#                                         # --spinners N, --epochs N busy phases, --markdown)
+#                                         # --spinners N, --epochs N busy phases, --phase-seconds S,
+#                                         # --markdown)
 #   scripts/bench.sh --conv [reps] [threads..]  # conv2d: anvil's im2col + OpenBLAS against
 #                                         # oneDNN's layouts, LeNet and ResNet-18 shapes (~3 min)
 #   scripts/bench.sh --dist               # issue 10's figures: allreduce vs raw MPI, DDP vs

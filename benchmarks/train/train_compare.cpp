@@ -33,15 +33,28 @@
 // background load, `--spinners N` processes (default: one per core) that each
 // spin on integer work (benchmarks/background_load.h). Phases alternate,
 // alone, busy, alone, ... alone (`--epochs N` busy phases between N + 1 alone
-// ones, after one warm-up epoch alone), every worker taking one epoch per
+// ones, after one warm-up epoch alone), every worker taking one turn per
 // phase in an order that rotates each phase, so drift in the machine's own
-// load falls on both conditions and on every worker. alone and busy are the
-// medians of their phases; slowdown = busy / alone per library, and the
-// target is anvil's slowdown <= LibTorch's in the same row. Defaults in this
-// mode: mlp and lenet, the `defaults`, `1` and `2` thread settings (the
-// slowdown depends mostly on how many threads a library runs), 3 busy phases, and
-// epochs over the first 12,800 training images (the book's LeNet epoch on
-// multiple GPUs), so a run takes ~5 minutes on 2 cores. The spinners share
+// load falls on both conditions and on every worker. A turn is epochs back
+// to back for at least `--phase-seconds` (default 1 s), timed as their mean,
+// because a single short epoch measured the scheduler and the hypervisor more
+// than the library, both against the faster one:
+//   - beside the spinners, a worker woken onto a core that a spinner holds
+//     shares that core half and half until the balancer moves it: over
+//     anvil's 0.1 s MLP epoch it kept 0.47-0.61 of a core, over LibTorch's
+//     0.2 s one 0.51-0.69, so the same one thread "slowed down" 1.2-1.4x more
+//     in anvil; over 1 s turns both kept 0.65-0.66;
+//   - alone, after the other workers' turns the idle vCPU's wake-ups are slow
+//     (the guest's haltpoll cpuidle driver shortens its polling while idle):
+//     anvil's first 50-100 ms of two-thread work ran at 1.2 cores, so its
+//     single MLP epoch used 1.00 cores and took 0.054 s, against 1.53 cores
+//     and 0.037 s for epochs back to back as training runs them.
+// alone and busy are the medians of their phases; slowdown = busy / alone
+// per library, and the target is anvil's slowdown <= LibTorch's in the same
+// row. Defaults in this mode: mlp and lenet, the `defaults`, `1` and `2`
+// thread settings (the slowdown depends mostly on how many threads a library
+// runs), 3 busy phases, and epochs over the first 12,800 training images (the
+// book's LeNet epoch on multiple GPUs), so a run takes ~3 minutes on 2 cores. The spinners share
 // the workers' session and so their scheduler autogroup: the kernel shares
 // the cores thread by thread between them, as between unrelated services.
 // Where the thread counts differ (`defaults` here: anvil 2, LibTorch 1), the
@@ -103,11 +116,13 @@ struct Options {
   std::vector<std::string> anvil_env;  // VAR=VALUE: one more anvil worker each, as context
   bool busy = false;                   // Note [Busy machine]
   int spinners = 0;                    // background processes in --busy mode; 0: one per core
+  double phase_seconds = 0;            // --busy: each worker's least time per phase (Note [Busy machine])
 };
 
 void usage() {
   std::cout << "usage: bench_train [--models mlp,lenet] [--threads defaults,1,2] [--epochs N] [--train-images N]\n"
-               "                   [--seed S] [--markdown] [--anvil-env VAR=VALUE] [--busy [--spinners N]]\n"
+               "                   [--seed S] [--markdown] [--anvil-env VAR=VALUE]\n"
+               "                   [--busy [--spinners N] [--phase-seconds S]]\n"
                "  --models    which models, comma-separated: mlp, lenet, resnet18, gru, vit (default mlp,lenet;\n"
                "              resnet18, gru and vit time steps on a fixed batch: s/step of 5 back to back per epoch)\n"
                "  --threads   thread settings, one row each (default defaults,1,2): `defaults` is each library\n"
@@ -121,8 +136,10 @@ void usage() {
                "  --busy      each library alone and beside a background load of spinning processes: time alone,\n"
                "              time busy, slowdown = busy / alone; target anvil's slowdown <= LibTorch's. Defaults\n"
                "              here: --models mlp,lenet --threads defaults,1,2 --epochs 3 (busy phases, between\n"
-               "              4 alone ones) --train-images 12800; about 3 minutes on 2 cores\n"
-               "  --spinners  background processes for --busy (default: one per core)\n";
+               "              4 alone ones) --train-images 12800 --phase-seconds 1; about 3 minutes on 2 cores\n"
+               "  --spinners  background processes for --busy (default: one per core)\n"
+               "  --phase-seconds S  --busy: in every phase each worker trains epochs back to back for at least\n"
+               "              S seconds (default 1; 0: one epoch), timed as their mean\n";
 }
 
 // A positive integer argument, or a typed error naming the flag.
@@ -134,7 +151,8 @@ int positive(const std::string& flag, const std::string& v) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  bool models_given = false, threads_given = false, epochs_given = false, images_given = false;
+  bool models_given = false, threads_given = false, epochs_given = false, images_given = false,
+       phase_seconds_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -172,6 +190,13 @@ Options parse(int argc, char** argv) {
                                  "), got " + std::to_string(o.train_images));
     } else if (a == "--busy") {
       o.busy = true;
+    } else if (a == "--phase-seconds") {
+      const std::string v = value();
+      char* end = nullptr;
+      o.phase_seconds = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(o.phase_seconds >= 0 && o.phase_seconds <= 600))
+        throw std::runtime_error("--phase-seconds: expected seconds from 0 to 600, got '" + v + "'");
+      phase_seconds_given = true;
     } else if (a == "--spinners") {
       o.spinners = positive(a, value());
     } else if (a == "--seed") {
@@ -191,12 +216,14 @@ Options parse(int argc, char** argv) {
     }
   }
   if (o.spinners != 0 && !o.busy) throw std::runtime_error("--spinners: only with --busy");
+  if (phase_seconds_given && !o.busy) throw std::runtime_error("--phase-seconds: only with --busy");
   if (o.busy) {
     if (!models_given) o.models = {"mlp", "lenet"};
     if (!threads_given) o.threads = {"defaults", "1", "2"};
     if (!epochs_given) o.epochs = 3;
     if (!images_given) o.train_images = 12800;
     if (o.spinners == 0) o.spinners = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (!phase_seconds_given) o.phase_seconds = 1.0;
   }
   return o;
 }
@@ -303,23 +330,34 @@ std::string accuracy_note(const std::string& model) {
   return "";
 }
 
-// One epoch of every worker whose model is set up, the first one rotating
-// with `round`; each epoch's seconds go to `into` of its result, the cores it
-// used to `cores_into`. A failure marks the result and is reported under the
-// table.
+// One turn of every worker whose model is set up, the first one rotating
+// with `round`: one epoch, or epochs back to back for at least `min_seconds`
+// (Note [Busy machine]). The turn's seconds per epoch go to `into` of its
+// result, the cores it used to `cores_into`. A failure marks the result and
+// is reported under the table.
 void train_round(std::vector<Library>& libs, std::vector<Result>& res, std::size_t round, const std::string& label,
-                 std::vector<double> Result::*into, std::vector<double> Result::*cores_into) {
+                 std::vector<double> Result::*into, std::vector<double> Result::*cores_into, double min_seconds = 0) {
   for (std::size_t k = 0; k < libs.size(); ++k) {
     const std::size_t l = (k + round) % libs.size();
     if (!res[l].ok) continue;
     try {
-      std::istringstream reply(expect_ok(libs[l], "epoch"));
-      double s = 0, cpu = 0;
-      reply >> s >> res[l].loss >> cpu;
+      double seconds = 0, cpu_seconds = 0;
+      int epochs = 0;
+      const auto start = std::chrono::steady_clock::now();
+      do {
+        std::istringstream reply(expect_ok(libs[l], "epoch"));
+        double s = 0, cpu = 0;
+        reply >> s >> res[l].loss >> cpu;
+        seconds += s;
+        cpu_seconds += cpu;
+        ++epochs;
+      } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < min_seconds);
+      const double s = seconds / epochs;
       (res[l].*into).push_back(s);
-      if (s > 0) (res[l].*cores_into).push_back(cpu / s);
-      std::cerr << "  " << label << " " << libs[l].key << ": " << fixed(s, 3) << " s, loss " << fixed(res[l].loss, 4)
-                << "\n";
+      if (seconds > 0) (res[l].*cores_into).push_back(cpu_seconds / seconds);
+      std::cerr << "  " << label << " " << libs[l].key << ": " << fixed(s, 3) << " s"
+                << (epochs > 1 ? " (mean of " + std::to_string(epochs) + " epochs)" : "") << ", loss "
+                << fixed(res[l].loss, 4) << "\n";
     } catch (const std::exception& e) {
       res[l].ok = false;
       res[l].error = e.what();
@@ -345,13 +383,14 @@ double train_busy(std::vector<Library>& libs, std::vector<Result>& res, const st
     const std::string count =
         " " + std::to_string(phase / 2 + 1) + "/" + std::to_string(opt.epochs + (phase % 2 ? 0 : 1));
     if (phase % 2 == 0) {
-      train_round(libs, res, round, model + " alone" + count, &Result::seconds, &Result::cores);
+      train_round(libs, res, round, model + " alone" + count, &Result::seconds, &Result::cores, opt.phase_seconds);
       continue;
     }
     anvil_bench::BackgroundLoad load(opt.spinners);
     // Let the spinners take their share of the cores before the clock starts.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    train_round(libs, res, round, model + " busy" + count, &Result::busy_seconds, &Result::busy_cores);
+    train_round(libs, res, round, model + " busy" + count, &Result::busy_seconds, &Result::busy_cores,
+                opt.phase_seconds);
     load.stop();
     load_cpu += load.cpu_seconds();
     load_wall += load.wall_seconds();
@@ -566,9 +605,11 @@ int main(int argc, char** argv) {
                   busy_rows(opt.models, settings, libs, results, first_env, env_setting), opt.markdown);
       print_errors();
       std::cout << "\n  alone, busy: medians of " << opt.epochs + 1 << " and " << opt.epochs
-                << " epochs (s/step rows: steps), in alternating phases after one warm-up epoch alone; busy is beside "
+                << " phases, each epochs back to back for at least " << fixed(opt.phase_seconds, 1)
+                << " s timed as their mean (s/step rows: steps), alternating after one warm-up epoch alone;"
+                   " busy is beside "
                 << opt.spinners << " spinning processes (benchmarks/background_load.h)\n"
-                << "  cores: medians of the worker's CPU seconds over its wall seconds in those epochs, all its threads"
+                << "  cores: medians of the worker's CPU seconds over its wall seconds in those phases, all its threads"
                    " together (alone: what its threads used; busy: the share the spinners left it)\n"
                 << "  slowdown = busy / alone; target: anvil's slowdown <= LibTorch's in the same thread setting\n"
                 << "  threads: `defaults` is each library in its defaults; `N threads` is anvil::set_num_threads(N)"
