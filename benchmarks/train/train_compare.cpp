@@ -54,9 +54,10 @@
 // row. Defaults in this mode: mlp and lenet, the `defaults`, `1` and `2`
 // thread settings (the slowdown depends mostly on how many threads a library
 // runs), 3 busy phases, and epochs over the first 12,800 training images (the
-// book's LeNet epoch on multiple GPUs), so a run takes ~3 minutes on 2 cores. The spinners share
-// the workers' session and so their scheduler autogroup: the kernel shares
-// the cores thread by thread between them, as between unrelated services.
+// book's LeNet epoch on multiple GPUs), so a run takes ~3 minutes on 2
+// cores. The spinners share the workers' session and so their scheduler
+// autogroup: the kernel shares the cores thread by thread between them, as
+// between unrelated services.
 // Where the thread counts differ (`defaults` here: anvil 2, LibTorch 1), the
 // slowdown also holds what the extra thread gained alone: beside spinners on
 // every core a library keeps about one thread's share (anvil drops to one
@@ -299,9 +300,9 @@ std::string expect_ok(Library& lib, const std::string& request) {
 }
 
 struct Result {
-  std::vector<double> seconds;       // per epoch, 1..N (--busy: the alone phases after the warm-up)
-  std::vector<double> busy_seconds;  // --busy: the epochs beside the background load
-  // The cores each of those epochs used: the worker's CPU seconds over its wall seconds.
+  std::vector<double> seconds;       // per epoch, 1..N (--busy: per alone phase after the warm-up)
+  std::vector<double> busy_seconds;  // --busy: per phase beside the background load
+  // The cores each of those used: the worker's CPU seconds over its wall seconds.
   std::vector<double> cores, busy_cores;
   double loss = 0, accuracy = 0;
   bool ok = false;
