@@ -9,9 +9,10 @@
 // 2-core KVM guest (haltpoll cpuidle), 200 products of 256x784 by 784x256
 // took 0.054 s back to back and 0.078 s after 300 ms idle, against 0.043 s
 // with GOMP_SPINCOUNT=1000 (workers spin tens of microseconds first). In
-// training that made MLP epochs 18% and LeNet's 11% faster alone, but
-// LeNet's 10% slower beside two spinning processes, so spinning stays the
-// user's choice (README, environment variables).
+// training that made MLP epochs 22% and LeNet's 6% faster alone (quiet, one
+// run); beside two spinning processes LeNet's epoch was 10% slower in one
+// run and 9% faster in another. Spinning is what stalled a busy machine
+// above, so it stays the user's choice (README, environment variables).
 //
 // This file is its own tiny shared library, listed after libgomp and
 // OpenBLAS among libanvil's dependencies: the dynamic loader initialises
