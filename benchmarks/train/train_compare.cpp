@@ -43,12 +43,12 @@
 //     shares that core half and half until the balancer moves it: over
 //     anvil's 0.1 s MLP epoch it kept 0.47-0.61 of a core, over LibTorch's
 //     0.2 s one 0.51-0.69, so the same one thread "slowed down" 1.2-1.4x more
-//     in anvil; over 1 s turns both kept 0.65-0.66;
+//     in anvil; over 1 s turns both kept 0.64-0.68;
 //   - alone, after the other workers' turns the idle vCPU's wake-ups are slow
 //     (the guest's haltpoll cpuidle driver shortens its polling while idle):
 //     anvil's first 50-100 ms of two-thread work ran at 1.2 cores, so its
-//     single MLP epoch used 1.00 cores and took 0.054 s, against 1.53 cores
-//     and 0.037 s for epochs back to back as training runs them.
+//     single MLP epoch used 1.00 cores and took 0.054 s, against 1.48-1.53
+//     cores and 0.037-0.041 s for epochs back to back as training runs them.
 // alone and busy are the medians of their phases; slowdown = busy / alone
 // per library, and the target is anvil's slowdown <= LibTorch's in the same
 // row. Defaults in this mode: mlp and lenet, the `defaults`, `1` and `2`
