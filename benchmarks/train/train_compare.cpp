@@ -67,6 +67,12 @@
 // the worker's CPU seconds, so the table shows the cores each library used
 // alone and the share it kept busy: the split of a slowdown into "used more
 // cores alone" and "got less of the machine".
+// That split bounds the `defaults` row: n threads that never sleep beside S
+// spinners on C cores hold about C*n/(n + S) cores (2 and 2: one thread 0.67,
+// two 1.00), so LibTorch's one thread slows down at least ~1.5x and anvil's
+// two at least by their speed-up alone over one thread (1.40-1.50 for
+// LeNet), the latter only if no barrier ever waits for a thread left behind a
+// spinner; benchmarks/README.md gives the measurements.
 //
 // Note [Same tensors]
 // ~~~~~~~~~~~~~~~~~~~
