@@ -11,6 +11,8 @@
 // must not link anvil (benchmarks/worker_openblas.cpp) share it too.
 #pragma once
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -33,6 +35,14 @@ double host_seconds(Fn&& fn) {
   const auto t0 = std::chrono::steady_clock::now();
   std::forward<Fn>(fn)();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// CPU seconds of every thread of this process so far: over a wall-clock
+// interval, the cores the process used.
+inline double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 // `warmup` untimed samples (kernel builds, allocator, caches), then the

@@ -18,8 +18,6 @@
 //   cpu_s          CPU seconds per epoch of all threads of all ranks, median:
 //                  with perfect scaling the same for 1 and 2 ranks, whatever
 //                  else runs on the machine (wall clock is not)
-#include <time.h>
-
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -36,13 +34,7 @@ namespace {
 
 using anvil::bench::host_seconds;
 using anvil::bench::median;
-
-// CPU time of every thread of this process, in seconds.
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+using anvil::bench::process_cpu_seconds;
 
 std::shared_ptr<nn::Module> make_model(const std::string& name) {
   if (name == "mlp") {

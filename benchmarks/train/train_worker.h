@@ -39,8 +39,6 @@
 // `--blas-threads N` for its own pthread OpenBLAS) for the equal-thread rows.
 #pragma once
 
-#include <time.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -115,13 +113,6 @@ inline std::vector<char> read_bytes(const std::string& dir, const std::string& n
   return bytes;
 }
 
-// CPU seconds of every thread of this process so far.
-inline double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 inline int serve(const std::string& info, const MakeTrainer& make) {
   std::ios::sync_with_stdio(false);
   std::unique_ptr<Trainer> trainer;
@@ -147,9 +138,9 @@ inline int serve(const std::string& info, const MakeTrainer& make) {
           std::cout << "ok " << trainer->test_accuracy() << std::endl;
         } else {
           double loss = 0;
-          const double cpu_before = process_cpu_seconds();
+          const double cpu_before = anvil::bench::process_cpu_seconds();
           const double seconds = anvil::bench::host_seconds([&] { loss = trainer->train_epoch(); });
-          const double cpu = process_cpu_seconds() - cpu_before;
+          const double cpu = anvil::bench::process_cpu_seconds() - cpu_before;
           const int steps = trainer->steps_per_epoch();
           std::cout << "ok " << seconds / steps << " " << loss << " " << cpu / steps << std::endl;
         }
