@@ -4,6 +4,8 @@
 // tiny products where CLBlast's launch overhead dominates, and when CLBlast
 // is missing or disabled (ANVIL_OPENCL_CLBLAST=0).
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 
 #include "anvil/error.h"
 #include "backends/opencl/runtime.h"
@@ -19,6 +21,30 @@ namespace {
 
 // Read at each call so that a test can switch it.
 bool clblast_enabled() { return !detail::env_flag_off("ANVIL_OPENCL_CLBLAST"); }
+
+#ifdef ANVIL_HAVE_CLBLAST
+// Note [CLBlast's first call]
+// CLBlast 1.5 fills its tuning database, a static vector, when it first
+// builds a routine, and without a lock (Database::Database: `if
+// (database.size() == 0) database = {...}`). Two threads making their first
+// GEMM at once, on opencl:0 and opencl:1 as DataParallel's replicas do, race
+// on it: test_opencl_jit's cold-cache child died with SIGSEGV copying a
+// database entry in one thread while the other built its program (twice in
+// about 250 cold runs, once under ctest). So until one call has succeeded, which
+// means a routine was built and the database filled, calls take turns; after
+// that they run side by side as before (CLBlast's caches have locks of their
+// own).
+template <typename Call>
+clblast::StatusCode first_calls_one_at_a_time(Call&& call) {
+  static std::atomic<bool> database_filled{false};
+  static std::mutex first_calls;
+  if (database_filled.load(std::memory_order_acquire)) return call();
+  const std::lock_guard<std::mutex> lock(first_calls);
+  const clblast::StatusCode status = call();
+  if (status == clblast::StatusCode::kSuccess) database_filled.store(true, std::memory_order_release);
+  return status;
+}
+#endif
 
 }  // namespace
 
@@ -44,7 +70,6 @@ bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator&) {
   const auto ao = static_cast<std::size_t>(a.a.offset), bo = static_cast<std::size_t>(a.b.offset),
              co = static_cast<std::size_t>(a.c.offset);
   cl_event ev = nullptr;
-  clblast::StatusCode st;
   auto run = [&](auto alpha, auto beta) {
     if (a.batch == 1)
       return clblast::Gemm(clblast::Layout::kRowMajor, ta, tb, m, n, k, alpha, A, ao, lda, B, bo, ldb, beta, C, co, ldc,
@@ -54,10 +79,9 @@ bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator&) {
         bo, ldb, static_cast<std::size_t>(a.b.batch_stride), beta, C, co, ldc,
         static_cast<std::size_t>(a.c.batch_stride), static_cast<std::size_t>(a.batch), &handle, &ev);
   };
-  if (a.dtype == DType::F32)
-    st = run(static_cast<float>(a.alpha), static_cast<float>(a.beta));
-  else
-    st = run(a.alpha, a.beta);
+  const clblast::StatusCode st = first_calls_one_at_a_time([&] {
+    return a.dtype == DType::F32 ? run(static_cast<float>(a.alpha), static_cast<float>(a.beta)) : run(a.alpha, a.beta);
+  });
   switch (st) {
     case clblast::StatusCode::kSuccess:
       break;
