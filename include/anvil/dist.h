@@ -65,7 +65,7 @@ namespace anvil::dist {
 enum class ReduceOp : std::uint8_t { Sum, Avg, Max, Min, Prod };
 const char* to_string(ReduceOp op) noexcept;  // "sum", …
 
-struct WorkState;  // src/dist
+struct WorkState;  // src/distributed
 
 // A collective in flight. wait() blocks until it is done on this rank (the
 // result is then in the output tensors, or queued on their device's queue
@@ -95,7 +95,7 @@ class Work {
 // (Where every rank is on one machine and their threads already fill its
 // cores, a CPU tensor's collective waits in the queue until wait(),
 // is_completed() or the Work's destructor asks for it: a background thread
-// would only take a core from the ranks. src/dist/mpi_group.cpp, Note [When
+// would only take a core from the ranks. src/distributed/mpi_group.cpp, Note [When
 // the worker starts a collective].)
 class ProcessGroup {
  public:

@@ -1,4 +1,4 @@
-#include "dist/collective.h"
+#include "distributed/collective.h"
 
 #include <cstring>
 #include <type_traits>

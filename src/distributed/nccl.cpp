@@ -1,4 +1,4 @@
-#include "dist/nccl.h"
+#include "distributed/nccl.h"
 
 #include <dlfcn.h>
 

@@ -107,7 +107,7 @@
 // host buffer per group (grown as needed, reused) with the ledger-counted
 // copy path of Tensor::to, reduced there by MPI and copied back; the copy back
 // is enqueued on the device's queue, so later work on the device sees it.
-#include "dist/mpi_group.h"
+#include "distributed/mpi_group.h"
 
 #include "anvil/runtime.h"
 
@@ -133,8 +133,8 @@
 #include "core/env_flag.h"
 #include "core/ledger_counters.h"
 #include "core/tensor_impl.h"
-#include "dist/collective.h"
-#include "dist/nccl.h"
+#include "distributed/collective.h"
+#include "distributed/nccl.h"
 #include "ops/op_common.h"
 
 namespace anvil::dist::detail {

@@ -11,7 +11,7 @@
 #include "anvil/ops.h"
 #include "core/backend.h"
 #include "core/ledger_counters.h"
-#include "dist/collective.h"
+#include "distributed/collective.h"
 
 namespace anvil::dist {
 

@@ -3,12 +3,12 @@
 // engine does, so a program that is wrong under mpirun is wrong alone too;
 // then it is a no-op (allreduce, broadcast, barrier) or a copy (allgather,
 // reduce_scatter), done by the time the call returns.
-#include "dist/single_group.h"
+#include "distributed/single_group.h"
 
 #include <climits>
 
 #include "core/ledger_counters.h"
-#include "dist/collective.h"
+#include "distributed/collective.h"
 
 namespace anvil::dist::detail {
 

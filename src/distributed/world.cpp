@@ -13,9 +13,9 @@
 #include <mutex>
 #include <string>
 
-#include "dist/collective.h"
-#include "dist/mpi_group.h"
-#include "dist/single_group.h"
+#include "distributed/collective.h"
+#include "distributed/mpi_group.h"
+#include "distributed/single_group.h"
 
 namespace anvil::dist {
 
