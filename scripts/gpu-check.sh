@@ -35,24 +35,18 @@ if [[ -n "${ANVIL_CHECK_TEST_MINUTES:-}" ]]; then
 fi
 left_out=()
 if [[ -n "${ANVIL_GPU_PACK:-}" ]]; then
-  pack=$(realpath "$ANVIL_GPU_PACK")
-  bin=build/portable
-  /usr/bin/env python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(".")' \
-    "$pack/anvil-build.tar.xz" || exit 1
-  # The CTest files name the packing checkout's absolute paths.
-  built_in=$(cat "$bin/source-dir")
-  if [[ ! "$built_in" -ef "$PWD" ]]; then
-    [[ -e "$built_in" ]] && { echo "gpu-check: $built_in exists and is not this checkout" >&2; exit 1; }
-    mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"
-  fi
+  # Unpacks into build/portable and sets bin, pack, LD_LIBRARY_PATH and
+  # ANVIL_FASHION_MNIST_DIR (the CTest files name the packing checkout's
+  # absolute paths: it links that path to this checkout).
+  # shellcheck source=scripts/gpu-pack-env.sh
+  source scripts/gpu-pack-env.sh
+  anvil_use_gpu_pack || exit 1
   # The tools test's PoCL-only vendors folder holds the packing machine's
   # pocl.icd, which names its PoCL's file; this machine's names its own.
   if compgen -G '/etc/OpenCL/vendors/pocl*.icd' >/dev/null; then
     mkdir -p "$bin/tests/pocl-only-vendors"
     cp /etc/OpenCL/vendors/pocl*.icd "$bin/tests/pocl-only-vendors/"
   fi
-  export LD_LIBRARY_PATH="$PWD/$bin/runtime-libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export ANVIL_FASHION_MNIST_DIR="$pack/fashion-mnist"
   jobs=${ANVIL_CHECK_JOBS:-$(($(nproc) / 2))}
   exclude=install
   left_out+=("install_find_package (label install: needs the compiler and the -dev packages)")

@@ -1,0 +1,37 @@
+# shellcheck shell=bash
+# Sourced by scripts/gpu-check.sh and scripts/device-bench.sh: runs the build
+# that ./run gpu-pack made elsewhere (scripts/gpu-pack.sh) from
+# ANVIL_GPU_PACK=DIR, on a GPU machine that cannot install packages.
+#
+#   source scripts/gpu-pack-env.sh && anvil_use_gpu_pack || exit 1
+#
+# Unpacks DIR/anvil-build.tar.xz into build/portable (again only when the
+# archive changed since the last unpack), links the packing checkout's path
+# to this one when they differ (the CTest files and the examples name it),
+# and sets:
+#   bin=build/portable, pack=DIR's absolute path;
+#   LD_LIBRARY_PATH: the pack's runtime-libs, then the CUDA toolkit's;
+#   ANVIL_FASHION_MNIST_DIR=DIR/fashion-mnist.
+# Run from the repository root.
+anvil_use_gpu_pack() {
+  pack=$(realpath "$ANVIL_GPU_PACK") || return 1
+  bin=build/portable
+  local archive="$pack/anvil-build.tar.xz" stamp="build/portable/.unpacked-from" id
+  id="$archive $(stat -c '%s %Y' "$archive")" || return 1
+  if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$id" ]]; then
+    # Python reads the archive: the GPU machine may have no xz program.
+    /usr/bin/env python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(".")' "$archive" || return 1
+    echo "$id" >"$stamp"
+  fi
+  local built_in
+  built_in=$(cat "$bin/source-dir") || return 1
+  if [[ ! "$built_in" -ef "$PWD" ]]; then
+    if [[ -e "$built_in" ]]; then
+      echo "gpu pack: $built_in exists and is not this checkout" >&2
+      return 1
+    fi
+    mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in" || return 1
+  fi
+  export LD_LIBRARY_PATH="$PWD/$bin/runtime-libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export ANVIL_FASHION_MNIST_DIR="$pack/fashion-mnist"
+}
