@@ -1,17 +1,46 @@
-// Training curves for the examples: a CSV (header + one row per epoch) and,
-// when gnuplot is installed, a PNG of chosen columns against the first.
+// Training curves for the examples: a CSV (header + one row per epoch),
+// when gnuplot is installed a PNG of chosen columns against the first, and
+// with --tensorboard DIR (d2l_flags.h) the same columns as TensorBoard
+// scalars.
 #pragma once
 
+#include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "anvil/tensorboard.h"
+#include "d2l_flags.h"
+
 namespace d2l {
 
-// Writes `rows` under `header` (comma-separated) to `csv`.
+// Each column after the first of `rows` as a TensorBoard scalar tagged with
+// its header name, at the step in the first column (the epoch), in the run
+// DIR/<csv name less "_curves">: `tensorboard --logdir DIR` shows one run
+// per CSV.
+inline void log_tensorboard(const std::string& csv, const std::string& header,
+                            const std::vector<std::vector<double>>& rows) {
+  std::string run = std::filesystem::path(csv).stem().string();
+  for (const std::string suffix : {"_curves", "_curve"})
+    if (run.size() > suffix.size() && run.ends_with(suffix)) run.resize(run.size() - suffix.size());
+  std::vector<std::string> tags;
+  std::stringstream names(header);
+  for (std::string name; std::getline(names, name, ',');) tags.push_back(name);
+  anvil::tensorboard::SummaryWriter tb((std::filesystem::path(common_flags().tensorboard) / run).string());
+  for (const auto& r : rows)
+    for (std::size_t i = 1; i < r.size() && i < tags.size(); ++i)
+      tb.add_scalar(tags[i], r[i], static_cast<std::int64_t>(r[0]));
+  tb.close();
+  std::cout << "tensorboard: " << tb.file_path() << "\n";
+}
+
+// Writes `rows` under `header` (comma-separated) to `csv`, and logs them
+// for TensorBoard under --tensorboard's folder when it is given.
 inline void write_csv(const std::string& csv, const std::string& header, const std::vector<std::vector<double>>& rows) {
   std::ofstream f(csv);
   f << header << "\n";
@@ -20,6 +49,7 @@ inline void write_csv(const std::string& csv, const std::string& header, const s
     f << "\n";
   }
   std::cout << "curves: " << csv << "\n";
+  if (!common_flags().tensorboard.empty()) log_tensorboard(csv, header, rows);
 }
 
 // Plots columns (1-based index, title) of `csv` against column 1.

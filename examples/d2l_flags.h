@@ -27,9 +27,20 @@
 
 namespace d2l {
 
+// Flags every example takes, read where they act.
+struct CommonFlags {
+  std::string tensorboard;  // --tensorboard DIR: write_csv (d2l_curves.h) logs the curves there too
+};
+inline CommonFlags& common_flags() {
+  static CommonFlags flags;
+  return flags;
+}
+
 class Flags {
  public:
-  explicit Flags(std::string program) : program_(std::move(program)) {}
+  explicit Flags(std::string program) : program_(std::move(program)) {
+    add("--tensorboard", common_flags().tensorboard, "DIR");
+  }
 
   // `target` keeps its value unless the flag is given; `placeholder` is what
   // the usage shows after the flag (default: the current value).

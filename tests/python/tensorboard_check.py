@@ -1,5 +1,8 @@
 """tensorboard_check.py RUN_DIR EXPECTED_JSON — TensorBoard's own reader on
 the event file anvil::tensorboard::SummaryWriter wrote in RUN_DIR.
+tensorboard_check.py --csv CSV RUN_DIR — the same for an example's
+--tensorboard run: each column of CSV after the first (the epoch) must be
+the scalar of that name at each epoch.
 
 EXPECTED_JSON (written by tests/test_tensorboard.cpp) lists what was written:
   {"records": N, "scalars": {tag: [[step, value], ...]},
@@ -155,5 +158,33 @@ def main(run_dir, expected_path):
     return 0
 
 
+def main_csv(csv_path, run_dir):
+    with open(csv_path) as f:
+        lines = [line.strip().split(",") for line in f if line.strip()]
+    header, rows = lines[0], [[float(x) for x in r] for r in lines[1:]]
+    acc = event_accumulator.EventAccumulator(run_dir, size_guidance={event_accumulator.SCALARS: 0})
+    acc.Reload()
+    check(sorted(acc.Tags()["scalars"]) == sorted(header[1:]),
+          f"scalar tags: expected {sorted(header[1:])}, got {sorted(acc.Tags()['scalars'])}")
+    check(len(rows) > 0, f"{csv_path} has no rows")
+    for i, tag in enumerate(header[1:], start=1):
+        got = [(e.step, e.value) for e in acc.Scalars(tag)] if tag in acc.Tags()["scalars"] else []
+        want = [(int(r[0]), r[i]) for r in rows]
+        # The CSV holds 6 significant digits; the event a float32.
+        check(len(got) == len(want) and all(gs == ws and math.isclose(gv, wv, rel_tol=1e-5, abs_tol=1e-9)
+                                            for (gs, gv), (ws, wv) in zip(got, want)),
+              f"scalar {tag}: the CSV has {want}, TensorBoard reads {got}")
+    if problems:
+        print(f"tensorboard_check: {len(problems)} problem(s) in {run_dir}:")
+        for p in problems:
+            print("  " + p)
+        return 1
+    print(f"tensorboard_check: ok, {len(header) - 1} curves of {len(rows)} epochs read back by TensorBoard's "
+          "EventAccumulator")
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--csv":
+        sys.exit(main_csv(sys.argv[2], sys.argv[3]))
     sys.exit(main(sys.argv[1], sys.argv[2]))
