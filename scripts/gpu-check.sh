@@ -54,6 +54,12 @@ if [[ -n "${ANVIL_GPU_PACK:-}" ]]; then
     exclude+="|mpi"
     left_out+=("the mpirun tests (label mpi: no mpirun here)")
   fi
+  # TensorBoard's reader comes from PyPI, which such a machine cannot reach,
+  # unless a python3 there has it (tests/python/run_tensorboard.sh).
+  if ! /usr/bin/python3 -c 'import tensorboard, PIL' 2>/dev/null && ! python3 -c 'import tensorboard, PIL' 2>/dev/null; then
+    exclude+="|tensorboard"
+    left_out+=("TensorBoard's reader on anvil's event files (label tensorboard: no python3 with tensorboard and Pillow)")
+  fi
   ctest_filter=(-LE "^($exclude)\$")
   # The Python references need numpy and torch under /usr/bin/python3;
   # borrow the site-packages of a python3 on PATH of the same version.
