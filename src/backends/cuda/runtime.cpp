@@ -181,6 +181,10 @@ Queue::~Queue() {
     cudaFreeHost(s.data);
   }
   if (blas_ != nullptr) cublasDestroy(blas_);
+  dnn_conv_state.reset();
+  dnn_rnn_state.reset();
+  if (dnn_ != nullptr)
+    if (const CudnnApi* api = load_cudnn(nullptr)) api->cudnnDestroy(dnn_);
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
@@ -277,6 +281,26 @@ cublasHandle_t Queue::blas(detail::CachingAllocator& allocator) {
   cublasSetStream(h, stream);
   blas_ = h;
   return blas_;
+}
+
+cudnnHandle_t Queue::dnn(const CudnnApi& api, detail::CachingAllocator& allocator) {
+  if (dnn_ != nullptr) [[likely]]
+    return dnn_;
+  cudnnHandle_t h = nullptr;
+  cudnnStatus_t st = api.cudnnCreate(&h);
+  if (st == CUDNN_STATUS_ALLOC_FAILED) {  // our cache may hold the memory cuDNN needs
+    allocator.empty_cache();
+    make_current();
+    st = api.cudnnCreate(&h);
+  }
+  if (st != CUDNN_STATUS_SUCCESS) throw_cudnn_error(st, "cudnnCreate(&handle)", __FILE__, __LINE__, label_);
+  st = api.cudnnSetStream(h, stream);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    api.cudnnDestroy(h);
+    throw_cudnn_error(st, "cudnnSetStream(handle, stream)", __FILE__, __LINE__, label_);
+  }
+  dnn_ = h;
+  return dnn_;
 }
 
 kernels::DeviceFault Queue::wait() {

@@ -33,6 +33,7 @@
 #include "backends/common/env_flags.h"
 #include "backends/common/kernel_specs.h"
 #include "backends/cuda/cuda_api.h"
+#include "backends/cuda/cudnn_api.h"
 #include "core/caching_allocator.h"
 
 namespace anvil::cuda {
@@ -80,6 +81,8 @@ class ProgramCache {
 
 class Launch;
 class Queue;
+class Runtime;
+using Slot = kernels::DeviceSlot<Runtime>;
 
 // What the shared backend needs of CUDA as a whole.
 class Runtime {
@@ -101,6 +104,16 @@ class Runtime {
   // Peer access where the driver allows it (NVLink or PCIe P2P), enabled in
   // both directions on first ask; the frontend goes through the host otherwise.
   bool can_copy_direct(const std::vector<DeviceEntry>& devices, int dst, int src) noexcept;
+
+  // The vendor-library hooks of the shared backend (device_backend.h,
+  // DnnRuntime): cuDNN for the Conv2d family (cudnn_conv.cpp) and batch norm
+  // (cudnn_norm.cpp). conv2d_dnn_takes says whether a convolution goes to
+  // cuDNN (the frontend runs im2col otherwise); batch_norm_dnn returns false
+  // where norm.kern runs instead.
+  static bool conv2d_dnn_dtype(const DeviceEntry& e, DType t) noexcept;
+  static bool conv2d_dnn_takes(const DeviceEntry& e, const detail::Conv2dArgs& shape) noexcept;
+  static void conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArgs& a);
+  static bool batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backward);
 
  private:
   std::mutex peer_mutex_;
@@ -154,6 +167,15 @@ class Queue {
   double elapsed_seconds(void* start, void* end, const std::function<void()>& report_device_fault);
   static void release_timestamp(const DeviceEntry& e, void* stamp) noexcept;
 
+  // cuDNN on this stream (cudnn_api.h), created on first use (after emptying
+  // `allocator`'s cache if cuDNN finds no memory). Only where
+  // cudnn_if_enabled() is not null.
+  cudnnHandle_t dnn(const CudnnApi& api, detail::CachingAllocator& allocator);
+  // State of the cuDNN paths kept per device, each created by its own file
+  // on first use: descriptors and algorithms by geometry (cudnn_conv.cpp),
+  // and the recurrent layers' (cudnn_rnn.cpp). Destroyed with the queue.
+  std::shared_ptr<void> dnn_conv_state, dnn_rnn_state;
+
   // The stream, for NCCL (DeviceBackend::native_stream).
   void* native_stream() const noexcept { return stream; }
   cudaStream_t stream = nullptr;
@@ -179,6 +201,8 @@ class Queue {
   const std::string& label_;
   DeviceEntry entry_;
   cublasHandle_t blas_ = nullptr;
+  bool blas_tf32_ = false;  // the math mode set on blas_ (set_float32_matmul_precision)
+  cudnnHandle_t dnn_ = nullptr;
   std::vector<Staging> staging_;
   std::size_t staging_bytes_ = 0;
 };
