@@ -120,6 +120,10 @@ struct SummaryWriter::State {
   std::chrono::steady_clock::time_point first_queued;
   bool closed = false;
 
+  ~State() {
+    if (fd >= 0) ::close(fd);  // only when the constructor failed after opening
+  }
+
   [[noreturn]] void fail(std::string_view what, int err) const {
     throw IOError(cat("SummaryWriter: cannot ", what, " ", quote(path), ": ", std::strerror(err)));
   }
