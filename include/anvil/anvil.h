@@ -9,6 +9,7 @@
 
 #include "anvil/amp.h"
 #include "anvil/autograd.h"
+#include "anvil/backends.h"
 #include "anvil/data.h"
 #include "anvil/device.h"
 #include "anvil/device_log.h"

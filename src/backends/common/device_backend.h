@@ -52,6 +52,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <concepts>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -92,6 +93,25 @@ inline detail::Support support_from(const DeviceProperties& p, detail::Primitive
   if (t == DType::F64 && !p.fp64) return {false, "the device has no fp64", DType::F32};
   return {};
 }
+
+template <class R>
+class DeviceSlot;
+
+// A runtime with a vendor library for convolution and batch norm (CUDA:
+// cuDNN, runtime.h) supplies these static hooks; the others run the shared
+// kernels (batch norm) and leave conv2d to the frontend's im2col path.
+//   static bool conv2d_dnn_dtype(const Entry&, DType) noexcept;      // Conv2d family in this dtype?
+//   static bool conv2d_dnn_takes(const Entry&, const Conv2dArgs&) noexcept;  // this geometry?
+//   static void conv2d_dnn(DeviceSlot<R>&, FusedOp, const Conv2dArgs&);    // lock held
+//   static bool batch_norm_dnn(DeviceSlot<R>&, const BatchNormArgs&, bool backward);  // false: norm.kern
+template <class R>
+concept DnnRuntime = requires(DeviceSlot<R>& s, const typename R::Entry& e, const detail::Conv2dArgs& c,
+                              const detail::BatchNormArgs& b) {
+  { R::conv2d_dnn_dtype(e, DType::F32) } -> std::same_as<bool>;
+  { R::conv2d_dnn_takes(e, c) } -> std::same_as<bool>;
+  R::conv2d_dnn(s, detail::FusedOp::Conv2d, c);
+  { R::batch_norm_dnn(s, b, false) } -> std::same_as<bool>;
+};
 
 // One device's state: its runtime queue, caching allocator, and what the
 // host knows about the work in flight. It is also the device type the
@@ -449,10 +469,31 @@ class DeviceBackend final : public detail::Backend {
   // its dtype, and the frontend's composite runs the 16-bit ones in f32).
   bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override {
     using detail::FusedOp;
+    if (op == FusedOp::Conv2d || op == FusedOp::Conv2dBackwardData || op == FusedOp::Conv2dBackwardWeight) {
+      if constexpr (DnnRuntime<R>)
+        return exists(index) && R::conv2d_dnn_dtype(list_.devices[index], t) &&
+               supports(index, detail::Primitive::Fused, t).ok;
+      return false;
+    }
     const bool takes = op == FusedOp::BatchNorm || op == FusedOp::BatchNormBackward
                            ? t == DType::F32 || t == DType::F64
                            : (detail::is_window_kernel(op) || op == FusedOp::UnaryBinary) && is_floating(t);
     return takes && supports(index, detail::Primitive::Fused, t).ok;
+  }
+  // The Conv2d family where the runtime has a vendor library that takes the
+  // convolution (DnnRuntime); the frontend's im2col path otherwise.
+  bool supports_fused_conv2d(int index, const detail::Conv2dArgs& shape) noexcept override {
+    if constexpr (DnnRuntime<R>)
+      return exists(index) && R::conv2d_dnn_takes(list_.devices[index], shape);
+    else
+      return Backend::supports_fused_conv2d(index, shape);
+  }
+  void conv2d(int index, const detail::Conv2dArgs& a) override { conv2d_family(index, detail::FusedOp::Conv2d, a); }
+  void conv2d_backward_data(int index, const detail::Conv2dArgs& a) override {
+    conv2d_family(index, detail::FusedOp::Conv2dBackwardData, a);
+  }
+  void conv2d_backward_weight(int index, const detail::Conv2dArgs& a) override {
+    conv2d_family(index, detail::FusedOp::Conv2dBackwardWeight, a);
   }
   void unary_binary(int index, detail::BinaryOp op, const detail::BinaryPrologue& prologue,
                     const detail::ElementwiseArgs& a) override {
@@ -471,10 +512,18 @@ class DeviceBackend final : public detail::Backend {
     run(index, "max_pool2d_backward", [&](Slot& s) { kernels::max_pool2d_backward(s, a); });
   }
   void batch_norm(int index, const detail::BatchNormArgs& a) override {
-    run(index, "batch_norm", [&](Slot& s) { kernels::batch_norm(s, a); });
+    run(index, "batch_norm", [&](Slot& s) {
+      if constexpr (DnnRuntime<R>)
+        if (R::batch_norm_dnn(s, a, false)) return;
+      kernels::batch_norm(s, a);
+    });
   }
   void batch_norm_backward(int index, const detail::BatchNormArgs& a) override {
-    run(index, "batch_norm_backward", [&](Slot& s) { kernels::batch_norm_backward(s, a); });
+    run(index, "batch_norm_backward", [&](Slot& s) {
+      if constexpr (DnnRuntime<R>)
+        if (R::batch_norm_dnn(s, a, true)) return;
+      kernels::batch_norm_backward(s, a);
+    });
   }
 
   // The fused optimiser steps, f32 and f64 (where the device has it).
@@ -516,6 +565,16 @@ class DeviceBackend final : public detail::Backend {
     return list_;
   }
   bool exists(int index) noexcept { return index >= 0 && index < static_cast<int>(discovery().devices.size()); }
+  void conv2d_family(int index, detail::FusedOp which, const detail::Conv2dArgs& a) {
+    if constexpr (DnnRuntime<R>)
+      run(index, detail::name(which), [&](Slot& s) { R::conv2d_dnn(s, which, a); });
+    else if (which == detail::FusedOp::Conv2d)
+      Backend::conv2d(index, a);
+    else if (which == detail::FusedOp::Conv2dBackwardData)
+      Backend::conv2d_backward_data(index, a);
+    else
+      Backend::conv2d_backward_weight(index, a);
+  }
   [[noreturn]] void throw_no_device(const char* op, int index) {
     const DeviceList<Entry>& d = discovery();
     throw DeviceError(detail::cat(op, ": device ", R::kName, ":", index, " does not exist; expected an index below ",

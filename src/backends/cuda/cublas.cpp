@@ -1,4 +1,5 @@
-// The CUDA BLAS hook: cuBLAS GEMM for f32/f64, and cublasGemmEx with f32
+// The CUDA BLAS hook: cuBLAS GEMM for f32/f64 (f32 in TF32 only where
+// set_float32_matmul_precision allows it), and cublasGemmEx with f32
 // compute for f16/bf16, when the operands are BLAS-shaped. The shared backend runs our tiled kernel
 // (src/kernels/gemm.kern) when this returns false: integer dtypes and odd
 // strides.
@@ -7,6 +8,7 @@
 
 #include "anvil/error.h"
 #include "backends/cuda/runtime.h"
+#include "core/backend_settings.h"
 
 namespace anvil::cuda {
 
@@ -22,6 +24,19 @@ bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator& alloc
   for (std::int64_t v : {a.m, a.n, a.k, lda, ldb, ldc, a.batch})
     if (v > INT_MAX) return false;
   cublasHandle_t h = blas(allocator);
+  if (a.dtype == DType::F32) {
+    // TF32 only where asked (set_float32_matmul_precision "high"/"medium",
+    // anvil::backends::cuda::matmul::set_allow_tf32): PyTorch's default is
+    // strict f32. The mode is the handle's, set when the switch changed.
+    const bool tf32 = detail::vendor_settings().matmul_precision.load(std::memory_order_relaxed) !=
+                      detail::MatmulPrecision::Highest;
+    if (tf32 != blas_tf32_) {
+      const cublasStatus_t mode = cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+      ANVIL_CHECK(mode == CUBLAS_STATUS_SUCCESS, BackendError, "matmul: cublasSetMathMode failed with ",
+                  cublasGetStatusName(mode), " on ", label_);
+      blas_tf32_ = tf32;
+    }
+  }
   const cublasOperation_t ta = a.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = a.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);

@@ -7,6 +7,8 @@
 #include "backends/cuda/runtime.h"
 
 namespace anvil {
+// cuDNN's convolution and batch norm (cudnn_conv.cpp, cudnn_norm.cpp) are wired in.
+static_assert(kernels::DnnRuntime<cuda::Runtime>);
 template class kernels::DeviceBackend<cuda::Runtime>;
 }  // namespace anvil
 

@@ -1,0 +1,459 @@
+// The CUDA backend's Conv2d family (backend.h, Conv2dArgs) through cuDNN's
+// legacy convolution API (cudnn_api.h), as oneDNN serves the CPU's
+// (cpu_conv.cpp).
+//
+// Note [cuDNN convolution]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// - Which: f32, f64, f16 (sm 6+) and bf16 (sm 8+) convolutions of any
+//   strides, padding, dilation and groups, every tensor below 2^31 elements,
+//   while cuDNN is loaded and enabled (anvil::backends::cudnn, ANVIL_CUDNN);
+//   everything else takes the frontend's im2col + cuBLAS path. 16-bit
+//   convolutions accumulate in f32 (PyTorch's choice).
+// - Layouts: activations and output gradients go to cuDNN with their own
+//   strides (any dense layout, channels-last included); a weight must be
+//   NCHW- or NHWC-dense (cuDNN's filter formats), else it is copied into a
+//   contiguous block first.
+// - Precision: f32 convolutions may use TF32 tensor cores unless
+//   set_allow_tf32(false) (CUDNN_FMA_MATH, and any algorithm cuDNN reports
+//   as tensor-op is skipped); 16-bit ones use tensor cores.
+// - Host cost: a plan (descriptors, algorithm, workspace size) is made once
+//   per (direction, dtype, geometry, strides, math) and cached per device,
+//   so a call is a hash lookup and one or two cuDNN calls; the workspace
+//   comes from the caching allocator and goes back to it after the call is
+//   enqueued (Note [Asynchronous CUDA execution]: only this stream reuses it).
+// - Algorithm: cuDNN's heuristics (cudnnGet*Algorithm_v7), the first that
+//   is supported, honours the TF32 switch and whose workspace can be
+//   allocated; with set_benchmark(true) (ANVIL_CUDNN_BENCHMARK=1) the first
+//   call of a geometry times them all (cudnnFind*AlgorithmEx), like
+//   torch.backends.cudnn.benchmark.
+// - Bias: cudnnAddTensor / cudnnConvolutionBackwardBias; where cuDNN does not
+//   support the dtype there, the shared broadcast add and sum kernels.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "anvil/error.h"
+#include "backends/cuda/launch.h"
+#include "backends/cuda/runtime.h"
+#include "core/backend_settings.h"
+
+namespace anvil::cuda {
+
+namespace {
+
+using detail::Conv2dArgs;
+using detail::FusedOp;
+using detail::KernelOperand;
+
+std::atomic<std::uint64_t> plans_made{0};
+
+cudnnDataType_t dnn_type(DType t) noexcept {
+  switch (t) {
+    case DType::F64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::F16:
+      return CUDNN_DATA_HALF;
+    case DType::BF16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      return CUDNN_DATA_FLOAT;
+  }
+}
+
+void* at(const KernelOperand& o, DType t) noexcept {
+  return static_cast<char*>(o.data) + o.offset * static_cast<std::int64_t>(element_size(t));
+}
+
+enum class FilterLayout : std::uint8_t { Nchw, Nhwc, Other };
+
+// Which of cuDNN's filter formats the weight [O, C/G, KH, KW] is in (a dim
+// of size 1 may have any stride).
+FilterLayout filter_layout(const KernelOperand& w, const Conv2dArgs& a) noexcept {
+  const std::int64_t cg = a.g.c / a.groups, kh = a.g.kh, kw = a.g.kw;
+  const std::array<std::int64_t, 4> size{a.out_channels, cg, kh, kw};
+  const auto is = [&](std::array<std::int64_t, 4> expect) {
+    for (int i = 0; i < 4; ++i)
+      if (size[i] != 1 && w.strides[i] != expect[i]) return false;
+    return true;
+  };
+  if (is({cg * kh * kw, kh * kw, kw, 1})) return FilterLayout::Nchw;
+  if (is({kh * kw * cg, 1, kw * cg, cg})) return FilterLayout::Nhwc;
+  return FilterLayout::Other;
+}
+
+struct ConvKey {
+  std::array<std::int64_t, 32> v{};
+  bool operator==(const ConvKey&) const = default;
+};
+struct ConvKeyHash {
+  std::size_t operator()(const ConvKey& k) const noexcept {
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::int64_t x : k.v) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
+    return static_cast<std::size_t>(h);
+  }
+};
+
+// One direction of one convolution, ready to run.
+struct ConvPlan {
+  explicit ConvPlan(const CudnnApi& a) : api(a) {}
+  ~ConvPlan() {
+    if (x) api.cudnnDestroyTensorDescriptor(x);
+    if (y) api.cudnnDestroyTensorDescriptor(y);
+    if (b) api.cudnnDestroyTensorDescriptor(b);
+    if (w) api.cudnnDestroyFilterDescriptor(w);
+    if (conv) api.cudnnDestroyConvolutionDescriptor(conv);
+  }
+  ConvPlan(const ConvPlan&) = delete;
+  ConvPlan& operator=(const ConvPlan&) = delete;
+
+  const CudnnApi& api;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  int algo = 0;  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+  std::size_t workspace = 0;
+  bool bias_by_cudnn = true;  // false once cuDNN refused the bias op in this dtype
+};
+
+struct ConvState {
+  std::unordered_map<ConvKey, std::unique_ptr<ConvPlan>, ConvKeyHash> plans;
+};
+
+ConvKey key_of(FusedOp which, const Conv2dArgs& a, FilterLayout fl, bool tf32, bool benchmark) {
+  const detail::Window2dGeometry& g = a.g;
+  ConvKey k;
+  std::int64_t* v = k.v.data();
+  *v++ = static_cast<std::int64_t>(which);
+  *v++ = static_cast<std::int64_t>(a.dtype);
+  *v++ = (tf32 ? 1 : 0) | (benchmark ? 2 : 0) | (static_cast<int>(fl) << 2);
+  for (std::int64_t x : {g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, a.out_channels, a.groups})
+    *v++ = x;
+  for (int i = 0; i < 4; ++i) *v++ = a.image.strides[i];
+  for (int i = 0; i < 4; ++i) *v++ = a.out.strides[i];
+  return k;
+}
+
+// Whether perf result `p` may run: supported, and no tensor-op math for
+// strict f32.
+template <class Perf>
+bool usable(const Perf& p, bool strict_f32) noexcept {
+  if (p.status != CUDNN_STATUS_SUCCESS) return false;
+  return !(strict_f32 && (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION));
+}
+
+// Whether `bytes` of workspace can be had now (the block goes back to the
+// cache, where the call takes it again).
+bool workspace_fits(Slot& s, std::size_t bytes) {
+  if (bytes == 0) return true;
+  try {
+    void* p = s.allocator.allocate(bytes);
+    s.allocator.deallocate(p, bytes);
+    return true;
+  } catch (const OutOfMemory&) {
+    return false;
+  }
+}
+
+// A workspace block from the caching allocator, back to it at scope exit.
+class Workspace {
+ public:
+  Workspace(Slot& s, std::size_t bytes) : s_(s), bytes_(bytes), p_(bytes > 0 ? s.allocator.allocate(bytes) : nullptr) {}
+  ~Workspace() {
+    if (p_ != nullptr) s_.allocator.deallocate(p_, bytes_);
+  }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  void* get() const noexcept { return p_; }
+  std::size_t bytes() const noexcept { return bytes_; }
+
+ private:
+  Slot& s_;
+  std::size_t bytes_;
+  void* p_;
+};
+
+// The pointers one call runs on.
+struct ConvPointers {
+  void* x;  // image (or its gradient)
+  void* w;  // weight (or its gradient)
+  void* y;  // output (or its gradient)
+  void* b;  // bias (or its gradient); null without
+};
+
+// Picks the plan's algorithm: heuristics, or with `benchmark` timing every
+// candidate on the call's own operands (it writes the call's output, which
+// the call then overwrites).
+template <class Perf, class Get, class Find>
+void choose(Slot& s, ConvPlan& plan, bool strict_f32, bool benchmark, int max_count, Get get, Find find) {
+  const std::string& label = s.label();
+  std::vector<Perf> perf(static_cast<std::size_t>(std::max(max_count, 1)));
+  int count = 0;
+  ANVIL_CUDNN_CHECK(label, get(max_count, &count, perf.data()));
+  if (benchmark) {
+    std::size_t most = 0;
+    for (int i = 0; i < count; ++i)
+      if (usable(perf[i], strict_f32)) most = std::max(most, perf[i].memory);
+    while (most > 0 && !workspace_fits(s, most)) most /= 2;
+    Workspace ws(s, most);
+    int found = 0;
+    ANVIL_CUDNN_CHECK(label, find(max_count, &found, perf.data(), ws.get(), ws.bytes()));
+    count = found;
+  }
+  for (int i = 0; i < count; ++i) {
+    if (!usable(perf[i], strict_f32) || !workspace_fits(s, perf[i].memory)) continue;
+    plan.algo = static_cast<int>(perf[i].algo);
+    plan.workspace = perf[i].memory;
+    ANVIL_CUDNN_CHECK(label,
+                      plan.api.cudnnSetConvolutionMathType(plan.conv, strict_f32 ? CUDNN_FMA_MATH : perf[i].mathType));
+    return;
+  }
+  throw BackendError(detail::cat(current_op(), ": cuDNN offers no algorithm for this convolution on ", label,
+                                 " within the free memory", strict_f32 ? " without TF32" : "",
+                                 "; run with ANVIL_CUDNN=0 to use im2col"));
+}
+
+std::unique_ptr<ConvPlan> make_plan(Slot& s, const CudnnApi& api, cudnnHandle_t h, FusedOp which, const Conv2dArgs& a,
+                                    FilterLayout fl, bool tf32, bool benchmark, const ConvPointers& p) {
+  const std::string& label = s.label();
+  const detail::Window2dGeometry& g = a.g;
+  const cudnnDataType_t t = dnn_type(a.dtype);
+  auto plan = std::make_unique<ConvPlan>(api);
+  const auto i32 = [](std::int64_t v) { return static_cast<int>(v); };
+  ANVIL_CUDNN_CHECK(label, api.cudnnCreateTensorDescriptor(&plan->x));
+  ANVIL_CUDNN_CHECK(label, api.cudnnCreateTensorDescriptor(&plan->y));
+  ANVIL_CUDNN_CHECK(label, api.cudnnCreateTensorDescriptor(&plan->b));
+  ANVIL_CUDNN_CHECK(label, api.cudnnCreateFilterDescriptor(&plan->w));
+  ANVIL_CUDNN_CHECK(label, api.cudnnCreateConvolutionDescriptor(&plan->conv));
+  const std::int64_t* xs = a.image.strides;
+  const std::int64_t* ys = a.out.strides;
+  ANVIL_CUDNN_CHECK(label, api.cudnnSetTensor4dDescriptorEx(plan->x, t, i32(g.n), i32(g.c), i32(g.h), i32(g.w),
+                                                            i32(xs[0]), i32(xs[1]), i32(xs[2]), i32(xs[3])));
+  ANVIL_CUDNN_CHECK(label, api.cudnnSetTensor4dDescriptorEx(plan->y, t, i32(g.n), i32(a.out_channels), i32(g.oh),
+                                                            i32(g.ow), i32(ys[0]), i32(ys[1]), i32(ys[2]), i32(ys[3])));
+  const std::int64_t o = a.out_channels;
+  ANVIL_CUDNN_CHECK(label, api.cudnnSetTensor4dDescriptorEx(plan->b, t, 1, i32(o), 1, 1, i32(o), 1, 1, 1));
+  ANVIL_CUDNN_CHECK(label, api.cudnnSetFilter4dDescriptor(
+                               plan->w, t, fl == FilterLayout::Nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, i32(o),
+                               i32(g.c / a.groups), i32(g.kh), i32(g.kw)));
+  // 16-bit data accumulates in f32 (PyTorch's choice).
+  const cudnnDataType_t compute = a.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  ANVIL_CUDNN_CHECK(label, api.cudnnSetConvolution2dDescriptor(plan->conv, i32(g.ph), i32(g.pw), i32(g.sh), i32(g.sw),
+                                                               i32(g.dh), i32(g.dw), CUDNN_CROSS_CORRELATION, compute));
+  ANVIL_CUDNN_CHECK(label, api.cudnnSetConvolutionGroupCount(plan->conv, i32(a.groups)));
+  const bool strict_f32 = a.dtype == DType::F32 && !tf32;
+  const cudnnMathType_t math = is_half(a.dtype) ? CUDNN_TENSOR_OP_MATH
+                               : strict_f32     ? CUDNN_FMA_MATH
+                                                : CUDNN_DEFAULT_MATH;
+  ANVIL_CUDNN_CHECK(label, api.cudnnSetConvolutionMathType(plan->conv, math));
+
+  ConvPlan& c = *plan;
+  int max_count = 0;
+  if (which == FusedOp::Conv2d) {
+    ANVIL_CUDNN_CHECK(label, api.cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count));
+    choose<cudnnConvolutionFwdAlgoPerf_t>(
+        s, c, strict_f32, benchmark, max_count,
+        [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* r) {
+          return api.cudnnGetConvolutionForwardAlgorithm_v7(h, c.x, c.w, c.conv, c.y, n, got, r);
+        },
+        [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* r, void* ws, std::size_t bytes) {
+          return api.cudnnFindConvolutionForwardAlgorithmEx(h, c.x, p.x, c.w, p.w, c.conv, c.y, p.y, n, got, r, ws,
+                                                            bytes);
+        });
+  } else if (which == FusedOp::Conv2dBackwardData) {
+    ANVIL_CUDNN_CHECK(label, api.cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count));
+    choose<cudnnConvolutionBwdDataAlgoPerf_t>(
+        s, c, strict_f32, benchmark, max_count,
+        [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r) {
+          return api.cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c.w, c.y, c.conv, c.x, n, got, r);
+        },
+        [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r, void* ws, std::size_t bytes) {
+          return api.cudnnFindConvolutionBackwardDataAlgorithmEx(h, c.w, p.w, c.y, p.y, c.conv, c.x, p.x, n, got, r, ws,
+                                                                 bytes);
+        });
+  } else {
+    ANVIL_CUDNN_CHECK(label, api.cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count));
+    choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        s, c, strict_f32, benchmark, max_count,
+        [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
+          return api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c.x, c.y, c.conv, c.w, n, got, r);
+        },
+        [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r, void* ws, std::size_t bytes) {
+          return api.cudnnFindConvolutionBackwardFilterAlgorithmEx(h, c.x, p.x, c.y, p.y, c.conv, c.w, p.w, n, got, r,
+                                                                   ws, bytes);
+        });
+  }
+  plans_made.fetch_add(1, std::memory_order_relaxed);
+  return plan;
+}
+
+// out [N, O, OH, OW] += bias [O] with the shared broadcast add.
+void add_bias_shared(Slot& s, const Conv2dArgs& a) {
+  detail::ElementwiseArgs e;
+  e.ndim = 4;
+  const std::int64_t shape[4] = {a.g.n, a.out_channels, a.g.oh, a.g.ow};
+  std::copy(shape, shape + 4, e.shape);
+  e.numel = shape[0] * shape[1] * shape[2] * shape[3];
+  e.out = a.out;
+  e.in[0] = a.out;
+  e.in[1] = a.bias;
+  std::fill(e.in[1].strides, e.in[1].strides + kMaxDims, 0);
+  e.in[1].strides[1] = a.bias.strides[0];
+  e.nin = 2;
+  kernels::binary(s, detail::BinaryOp::Add, e);
+}
+
+// bias gradient [O] = the output gradient summed over N, OH, OW, with the
+// shared reduction.
+void bias_gradient_shared(Slot& s, const Conv2dArgs& a) {
+  detail::ReduceArgs r;
+  r.nkept = 1;
+  r.nreduced = 3;
+  const std::int64_t shape[4] = {a.out_channels, a.g.n, a.g.oh, a.g.ow};
+  std::copy(shape, shape + 4, r.shape);
+  r.out_numel = a.out_channels;
+  r.reduce_numel = a.g.n * a.g.oh * a.g.ow;
+  r.out = a.bias;
+  r.in = a.out;
+  const std::int64_t* os = a.out.strides;
+  const std::int64_t in_strides[4] = {os[1], os[0], os[2], os[3]};
+  std::copy(in_strides, in_strides + 4, r.in.strides);
+  kernels::reduce(s, detail::ReduceOp::Sum, r);
+}
+
+// A contiguous copy of the weight [O, C/G, KH, KW] (or back into it).
+void copy_weight(Slot& s, const Conv2dArgs& a, const KernelOperand& from, const KernelOperand& to) {
+  detail::ElementwiseArgs e;
+  e.ndim = 4;
+  const std::int64_t shape[4] = {a.out_channels, a.g.c / a.groups, a.g.kh, a.g.kw};
+  std::copy(shape, shape + 4, e.shape);
+  e.numel = shape[0] * shape[1] * shape[2] * shape[3];
+  e.out = to;
+  e.in[0] = from;
+  e.nin = 1;
+  kernels::copy(s, e);
+}
+
+}  // namespace
+
+std::uint64_t cudnn_conv_plans_made() noexcept { return plans_made.load(std::memory_order_relaxed); }
+
+bool Runtime::conv2d_dnn_dtype(const DeviceEntry& e, DType t) noexcept {
+  if (cudnn_if_enabled() == nullptr) return false;
+  switch (t) {
+    case DType::F32:
+    case DType::F64:
+      return true;
+    case DType::F16:
+      return e.major >= 6;
+    case DType::BF16:
+      return e.major >= 8;
+    default:
+      return false;
+  }
+}
+
+bool Runtime::conv2d_dnn_takes(const DeviceEntry& e, const detail::Conv2dArgs& a) noexcept {
+  if (!conv2d_dnn_dtype(e, a.dtype)) return false;
+  const detail::Window2dGeometry& g = a.g;
+  const std::int64_t cg = a.groups > 0 ? g.c / a.groups : 0;
+  const std::int64_t sizes[] = {g.n, g.c, g.h, g.w, g.oh, g.ow, a.out_channels, g.kh, g.kw, a.groups};
+  for (std::int64_t v : sizes)
+    if (v <= 0 || v > INT_MAX) return false;
+  // cuDNN's legacy API indexes a tensor with 32-bit ints.
+  const double limit = static_cast<double>(INT_MAX);
+  const auto numel = [](std::initializer_list<std::int64_t> d) {
+    double n = 1;
+    for (std::int64_t v : d) n *= static_cast<double>(v);
+    return n;
+  };
+  return numel({g.n, g.c, g.h, g.w}) < limit && numel({g.n, a.out_channels, g.oh, g.ow}) < limit &&
+         numel({a.out_channels, cg, g.kh, g.kw}) < limit;
+}
+
+void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArgs& a) {
+  const CudnnApi* api = cudnn_if_enabled();
+  ANVIL_ASSERT(api != nullptr, "conv2d_dnn without cuDNN");
+  Queue& q = s.queue;
+  cudnnHandle_t h = q.dnn(*api, s.allocator);
+  if (!q.dnn_conv_state) q.dnn_conv_state = std::make_shared<ConvState>();
+  auto& state = *static_cast<ConvState*>(q.dnn_conv_state.get());
+  const detail::VendorSettings& settings = detail::vendor_settings();
+  const bool tf32 = settings.cudnn_allow_tf32.load(std::memory_order_relaxed);
+  const bool benchmark = settings.cudnn_benchmark.load(std::memory_order_relaxed);
+
+  // A weight in neither of cuDNN's filter formats goes through a contiguous block.
+  const FilterLayout fl = filter_layout(a.weight, a);
+  const std::int64_t wnumel = a.out_channels * (a.g.c / a.groups) * a.g.kh * a.g.kw;
+  const std::size_t wbytes = static_cast<std::size_t>(wnumel) * element_size(a.dtype);
+  std::unique_ptr<Workspace> wtemp;
+  KernelOperand weight = a.weight;
+  if (fl == FilterLayout::Other) {
+    wtemp = std::make_unique<Workspace>(s, wbytes);
+    weight.data = wtemp->get();
+    weight.offset = 0;
+    const std::int64_t cg = a.g.c / a.groups;
+    const std::int64_t contiguous[4] = {cg * a.g.kh * a.g.kw, a.g.kh * a.g.kw, a.g.kw, 1};
+    std::fill(weight.strides, weight.strides + kMaxDims, 0);
+    std::copy(contiguous, contiguous + 4, weight.strides);
+    if (which != FusedOp::Conv2dBackwardWeight) copy_weight(s, a, a.weight, weight);
+  }
+  const ConvPointers p{at(a.image, a.dtype), at(weight, a.dtype), at(a.out, a.dtype),
+                       a.has_bias && a.bias.data != nullptr ? at(a.bias, a.dtype) : nullptr};
+
+  const ConvKey key = key_of(which, a, fl == FilterLayout::Nhwc ? fl : FilterLayout::Nchw, tf32, benchmark);
+  auto it = state.plans.find(key);
+  if (it == state.plans.end()) [[unlikely]]
+    it = state.plans.emplace(key, make_plan(s, *api, h, which, a, fl, tf32, benchmark, p)).first;
+  ConvPlan& plan = *it->second;
+
+  const std::string& label = s.label();
+  const double one_d = 1.0, zero_d = 0.0;
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const bool f64 = a.dtype == DType::F64;
+  const void* one = f64 ? static_cast<const void*>(&one_d) : &one_f;
+  const void* zero = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
+  Workspace ws(s, plan.workspace);
+  if (which == FusedOp::Conv2d) {
+    ANVIL_CUDNN_CHECK(label, api->cudnnConvolutionForward(h, one, plan.x, p.x, plan.w, p.w, plan.conv,
+                                                          static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), ws.get(),
+                                                          ws.bytes(), zero, plan.y, p.y));
+    if (p.b != nullptr) {
+      if (plan.bias_by_cudnn) {
+        const cudnnStatus_t st = api->cudnnAddTensor(h, one, plan.b, p.b, one, plan.y, p.y);
+        if (st == CUDNN_STATUS_NOT_SUPPORTED)
+          plan.bias_by_cudnn = false;
+        else if (st != CUDNN_STATUS_SUCCESS)
+          throw_cudnn_error(st, "cudnnAddTensor(h, one, plan.b, p.b, one, plan.y, p.y)", __FILE__, __LINE__, label);
+      }
+      if (!plan.bias_by_cudnn) add_bias_shared(s, a);
+    }
+  } else if (which == FusedOp::Conv2dBackwardData) {
+    ANVIL_CUDNN_CHECK(label, api->cudnnConvolutionBackwardData(h, one, plan.w, p.w, plan.y, p.y, plan.conv,
+                                                               static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
+                                                               ws.get(), ws.bytes(), zero, plan.x, p.x));
+  } else {
+    ANVIL_CUDNN_CHECK(
+        label, api->cudnnConvolutionBackwardFilter(h, one, plan.x, p.x, plan.y, p.y, plan.conv,
+                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws.get(),
+                                                   ws.bytes(), zero, plan.w, p.w));
+    if (wtemp) copy_weight(s, a, weight, a.weight);
+    if (p.b != nullptr) {
+      if (plan.bias_by_cudnn) {
+        const cudnnStatus_t st = api->cudnnConvolutionBackwardBias(h, one, plan.y, p.y, zero, plan.b, p.b);
+        if (st == CUDNN_STATUS_NOT_SUPPORTED)
+          plan.bias_by_cudnn = false;
+        else if (st != CUDNN_STATUS_SUCCESS)
+          throw_cudnn_error(st, "cudnnConvolutionBackwardBias(h, one, plan.y, p.y, zero, plan.b, p.b)", __FILE__,
+                            __LINE__, label);
+      }
+      if (!plan.bias_by_cudnn) bias_gradient_shared(s, a);
+    }
+  }
+}
+
+}  // namespace anvil::cuda
