@@ -10,9 +10,11 @@
 //   everything else takes the frontend's im2col + cuBLAS path. 16-bit
 //   convolutions accumulate in f32 (PyTorch's choice).
 // - Layouts: activations and output gradients go to cuDNN with their own
-//   strides (any dense layout, channels-last included); a weight must be
-//   NCHW- or NHWC-dense (cuDNN's filter formats), else it is copied into a
-//   contiguous block first.
+//   strides (any dense layout, channels-last included) where cuDNN takes
+//   them; a weight that is not contiguous, and for the weight gradient any
+//   operand that is not, is copied into a contiguous block first (see
+//   conv2d_dnn). NHWC end to end (torch's channels_last) is not done: the
+//   frontend allocates NCHW outputs.
 // - Precision: f32 convolutions may use TF32 tensor cores unless
 //   set_allow_tf32(false) (CUDNN_FMA_MATH, and any algorithm cuDNN reports
 //   as tensor-op is skipped); 16-bit ones use tensor cores.
@@ -69,21 +71,15 @@ void* at(const KernelOperand& o, DType t) noexcept {
   return static_cast<char*>(o.data) + o.offset * static_cast<std::int64_t>(element_size(t));
 }
 
-enum class FilterLayout : std::uint8_t { Nchw, Nhwc, Other };
-
-// Which of cuDNN's filter formats the weight [O, C/G, KH, KW] is in (a dim
-// of size 1 may have any stride).
-FilterLayout filter_layout(const KernelOperand& w, const Conv2dArgs& a) noexcept {
-  const std::int64_t cg = a.g.c / a.groups, kh = a.g.kh, kw = a.g.kw;
-  const std::array<std::int64_t, 4> size{a.out_channels, cg, kh, kw};
-  const auto is = [&](std::array<std::int64_t, 4> expect) {
-    for (int i = 0; i < 4; ++i)
-      if (size[i] != 1 && w.strides[i] != expect[i]) return false;
-    return true;
-  };
-  if (is({cg * kh * kw, kh * kw, kw, 1})) return FilterLayout::Nchw;
-  if (is({kh * kw * cg, 1, kw * cg, cg})) return FilterLayout::Nhwc;
-  return FilterLayout::Other;
+// Whether operand `o` of `shape` is contiguous (a dim of size 1 may have any
+// stride).
+bool is_contiguous(const KernelOperand& o, const std::array<std::int64_t, 4>& shape) noexcept {
+  std::int64_t expect = 1;
+  for (int i = 3; i >= 0; --i) {
+    if (shape[i] != 1 && o.strides[i] != expect) return false;
+    expect *= shape[i];
+  }
+  return true;
 }
 
 struct ConvKey {
@@ -124,13 +120,13 @@ struct ConvState {
   std::unordered_map<ConvKey, std::unique_ptr<ConvPlan>, ConvKeyHash> plans;
 };
 
-ConvKey key_of(FusedOp which, const Conv2dArgs& a, FilterLayout fl, bool tf32, bool benchmark) {
+ConvKey key_of(FusedOp which, const Conv2dArgs& a, bool tf32, bool benchmark) {
   const detail::Window2dGeometry& g = a.g;
   ConvKey k;
   std::int64_t* v = k.v.data();
   *v++ = static_cast<std::int64_t>(which);
   *v++ = static_cast<std::int64_t>(a.dtype);
-  *v++ = (tf32 ? 1 : 0) | (benchmark ? 2 : 0) | (static_cast<int>(fl) << 2);
+  *v++ = (tf32 ? 1 : 0) | (benchmark ? 2 : 0);
   for (std::int64_t x : {g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, a.out_channels, a.groups})
     *v++ = x;
   for (int i = 0; i < 4; ++i) *v++ = a.image.strides[i];
@@ -188,37 +184,55 @@ struct ConvPointers {
 // Picks the plan's algorithm: heuristics, or with `benchmark` timing every
 // candidate on the call's own operands (it writes the call's output, which
 // the call then overwrites).
+// Where cuDNN's heuristics offer nothing that can run (it happens for some
+// strict-f32 geometries), every algorithm is timed instead, as benchmark
+// mode does.
 template <class Perf, class Get, class Find>
 void choose(Slot& s, ConvPlan& plan, bool strict_f32, bool benchmark, int max_count, Get get, Find find) {
   const std::string& label = s.label();
   std::vector<Perf> perf(static_cast<std::size_t>(std::max(max_count, 1)));
   int count = 0;
   ANVIL_CUDNN_CHECK(label, get(max_count, &count, perf.data()));
-  if (benchmark) {
-    std::size_t most = 0;
+  const auto pick = [&]() -> bool {
+    for (int i = 0; i < count; ++i) {
+      if (!usable(perf[i], strict_f32) || !workspace_fits(s, perf[i].memory)) continue;
+      plan.algo = static_cast<int>(perf[i].algo);
+      plan.workspace = perf[i].memory;
+      ANVIL_CUDNN_CHECK(
+          label, plan.api.cudnnSetConvolutionMathType(plan.conv, strict_f32 ? CUDNN_FMA_MATH : perf[i].mathType));
+      return true;
+    }
+    return false;
+  };
+  std::string offered;
+  const auto note = [&](const char* how) {
+    offered += detail::cat(offered.empty() ? "" : "; ", how, ":");
     for (int i = 0; i < count; ++i)
-      if (usable(perf[i], strict_f32)) most = std::max(most, perf[i].memory);
-    while (most > 0 && !workspace_fits(s, most)) most /= 2;
+      offered +=
+          detail::cat(" algo ", static_cast<int>(perf[i].algo), " (", plan.api.cudnnGetErrorString(perf[i].status),
+                      ", math ", static_cast<int>(perf[i].mathType), ", ", perf[i].memory, " bytes)");
+  };
+  if (!benchmark && pick()) return;
+  if (!benchmark) note("heuristics");
+  std::size_t most = std::size_t{1} << 30;
+  for (int i = 0; i < count; ++i)
+    if (usable(perf[i], strict_f32)) most = std::max(most, perf[i].memory);
+  while (most > 0 && !workspace_fits(s, most)) most /= 2;
+  {
     Workspace ws(s, most);
     int found = 0;
     ANVIL_CUDNN_CHECK(label, find(max_count, &found, perf.data(), ws.get(), ws.bytes()));
     count = found;
   }
-  for (int i = 0; i < count; ++i) {
-    if (!usable(perf[i], strict_f32) || !workspace_fits(s, perf[i].memory)) continue;
-    plan.algo = static_cast<int>(perf[i].algo);
-    plan.workspace = perf[i].memory;
-    ANVIL_CUDNN_CHECK(label,
-                      plan.api.cudnnSetConvolutionMathType(plan.conv, strict_f32 ? CUDNN_FMA_MATH : perf[i].mathType));
-    return;
-  }
+  if (pick()) return;
+  note("timed");
   throw BackendError(detail::cat(current_op(), ": cuDNN offers no algorithm for this convolution on ", label,
-                                 " within the free memory", strict_f32 ? " without TF32" : "",
-                                 "; run with ANVIL_CUDNN=0 to use im2col"));
+                                 strict_f32 ? " without TF32" : "", " within the free memory (", offered,
+                                 "); run with ANVIL_CUDNN=0 to use im2col"));
 }
 
 std::unique_ptr<ConvPlan> make_plan(Slot& s, const CudnnApi& api, cudnnHandle_t h, FusedOp which, const Conv2dArgs& a,
-                                    FilterLayout fl, bool tf32, bool benchmark, const ConvPointers& p) {
+                                    bool tf32, bool benchmark, const ConvPointers& p) {
   const std::string& label = s.label();
   const detail::Window2dGeometry& g = a.g;
   const cudnnDataType_t t = dnn_type(a.dtype);
@@ -237,9 +251,8 @@ std::unique_ptr<ConvPlan> make_plan(Slot& s, const CudnnApi& api, cudnnHandle_t 
                                                             i32(g.ow), i32(ys[0]), i32(ys[1]), i32(ys[2]), i32(ys[3])));
   const std::int64_t o = a.out_channels;
   ANVIL_CUDNN_CHECK(label, api.cudnnSetTensor4dDescriptorEx(plan->b, t, 1, i32(o), 1, 1, i32(o), 1, 1, 1));
-  ANVIL_CUDNN_CHECK(label, api.cudnnSetFilter4dDescriptor(
-                               plan->w, t, fl == FilterLayout::Nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, i32(o),
-                               i32(g.c / a.groups), i32(g.kh), i32(g.kw)));
+  ANVIL_CUDNN_CHECK(label, api.cudnnSetFilter4dDescriptor(plan->w, t, CUDNN_TENSOR_NCHW, i32(o), i32(g.c / a.groups),
+                                                          i32(g.kh), i32(g.kw)));
   // 16-bit data accumulates in f32 (PyTorch's choice).
   const cudnnDataType_t compute = a.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   ANVIL_CUDNN_CHECK(label, api.cudnnSetConvolution2dDescriptor(plan->conv, i32(g.ph), i32(g.pw), i32(g.sh), i32(g.sw),
@@ -325,17 +338,34 @@ void bias_gradient_shared(Slot& s, const Conv2dArgs& a) {
   kernels::reduce(s, detail::ReduceOp::Sum, r);
 }
 
-// A contiguous copy of the weight [O, C/G, KH, KW] (or back into it).
-void copy_weight(Slot& s, const Conv2dArgs& a, const KernelOperand& from, const KernelOperand& to) {
+// to = from over a 4-d `shape` (the shared strided copy).
+void copy4(Slot& s, const std::array<std::int64_t, 4>& shape, const KernelOperand& from, const KernelOperand& to) {
   detail::ElementwiseArgs e;
   e.ndim = 4;
-  const std::int64_t shape[4] = {a.out_channels, a.g.c / a.groups, a.g.kh, a.g.kw};
-  std::copy(shape, shape + 4, e.shape);
+  std::copy(shape.begin(), shape.end(), e.shape);
   e.numel = shape[0] * shape[1] * shape[2] * shape[3];
   e.out = to;
   e.in[0] = from;
   e.nin = 1;
   kernels::copy(s, e);
+}
+
+// A contiguous stand-in for operand `o` of `shape` from the caching
+// allocator, held by `block`; with `fill` it starts as a copy of `o`.
+KernelOperand contiguous_block(Slot& s, const KernelOperand& o, const std::array<std::int64_t, 4>& shape, DType t,
+                               std::unique_ptr<Workspace>& block, bool fill) {
+  block = std::make_unique<Workspace>(
+      s, static_cast<std::size_t>(shape[0] * shape[1] * shape[2] * shape[3]) * element_size(t));
+  KernelOperand c = o;
+  c.data = block->get();
+  c.offset = 0;
+  std::fill(c.strides, c.strides + kMaxDims, 0);
+  c.strides[3] = 1;
+  c.strides[2] = shape[3];
+  c.strides[1] = shape[2] * shape[3];
+  c.strides[0] = shape[1] * shape[2] * shape[3];
+  if (fill) copy4(s, shape, o, c);
+  return c;
 }
 
 }  // namespace
@@ -375,7 +405,7 @@ bool Runtime::conv2d_dnn_takes(const DeviceEntry& e, const detail::Conv2dArgs& a
          numel({a.out_channels, cg, g.kh, g.kw}) < limit;
 }
 
-void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArgs& a) {
+void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArgs& args) {
   const CudnnApi* api = cudnn_if_enabled();
   ANVIL_ASSERT(api != nullptr, "conv2d_dnn without cuDNN");
   Queue& q = s.queue;
@@ -386,29 +416,32 @@ void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArg
   const bool tf32 = settings.cudnn_allow_tf32.load(std::memory_order_relaxed);
   const bool benchmark = settings.cudnn_benchmark.load(std::memory_order_relaxed);
 
-  // A weight in neither of cuDNN's filter formats goes through a contiguous block.
-  const FilterLayout fl = filter_layout(a.weight, a);
-  const std::int64_t wnumel = a.out_channels * (a.g.c / a.groups) * a.g.kh * a.g.kw;
-  const std::size_t wbytes = static_cast<std::size_t>(wnumel) * element_size(a.dtype);
-  std::unique_ptr<Workspace> wtemp;
-  KernelOperand weight = a.weight;
-  if (fl == FilterLayout::Other) {
-    wtemp = std::make_unique<Workspace>(s, wbytes);
-    weight.data = wtemp->get();
-    weight.offset = 0;
-    const std::int64_t cg = a.g.c / a.groups;
-    const std::int64_t contiguous[4] = {cg * a.g.kh * a.g.kw, a.g.kh * a.g.kw, a.g.kw, 1};
-    std::fill(weight.strides, weight.strides + kMaxDims, 0);
-    std::copy(contiguous, contiguous + 4, weight.strides);
-    if (which != FusedOp::Conv2dBackwardWeight) copy_weight(s, a, a.weight, weight);
-  }
-  const ConvPointers p{at(a.image, a.dtype), at(weight, a.dtype), at(a.out, a.dtype),
+  // Operands cuDNN cannot take as they are go through contiguous blocks.
+  // Measured on an H200 (cuDNN 9.19, test_cudnn): every algorithm answered
+  // NOT_SUPPORTED for an NHWC filter beside NCHW activations (all three
+  // directions), and for the weight gradient of a channels-last image beside
+  // an NCHW output gradient; forward and data gradient took that image as
+  // it is. So the weight is always NCHW, and the weight gradient's operands
+  // all are.
+  detail::Conv2dArgs a = args;
+  const std::array<std::int64_t, 4> wshape{a.out_channels, a.g.c / a.groups, a.g.kh, a.g.kw};
+  const std::array<std::int64_t, 4> xshape{a.g.n, a.g.c, a.g.h, a.g.w};
+  const std::array<std::int64_t, 4> yshape{a.g.n, a.out_channels, a.g.oh, a.g.ow};
+  const bool weight_gradient = which == FusedOp::Conv2dBackwardWeight;
+  std::unique_ptr<Workspace> wblock, xblock, yblock;
+  if (!is_contiguous(a.weight, wshape))
+    a.weight = contiguous_block(s, args.weight, wshape, a.dtype, wblock, !weight_gradient);
+  if (weight_gradient && !is_contiguous(a.image, xshape))
+    a.image = contiguous_block(s, args.image, xshape, a.dtype, xblock, true);
+  if (weight_gradient && !is_contiguous(a.out, yshape))
+    a.out = contiguous_block(s, args.out, yshape, a.dtype, yblock, true);
+  const ConvPointers p{at(a.image, a.dtype), at(a.weight, a.dtype), at(a.out, a.dtype),
                        a.has_bias && a.bias.data != nullptr ? at(a.bias, a.dtype) : nullptr};
 
-  const ConvKey key = key_of(which, a, fl == FilterLayout::Nhwc ? fl : FilterLayout::Nchw, tf32, benchmark);
+  const ConvKey key = key_of(which, a, tf32, benchmark);
   auto it = state.plans.find(key);
   if (it == state.plans.end()) [[unlikely]]
-    it = state.plans.emplace(key, make_plan(s, *api, h, which, a, fl, tf32, benchmark, p)).first;
+    it = state.plans.emplace(key, make_plan(s, *api, h, which, a, tf32, benchmark, p)).first;
   ConvPlan& plan = *it->second;
 
   const std::string& label = s.label();
@@ -441,7 +474,7 @@ void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArg
         label, api->cudnnConvolutionBackwardFilter(h, one, plan.x, p.x, plan.y, p.y, plan.conv,
                                                    static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws.get(),
                                                    ws.bytes(), zero, plan.w, p.w));
-    if (wtemp) copy_weight(s, a, weight, a.weight);
+    if (wblock) copy4(s, wshape, a.weight, args.weight);
     if (p.b != nullptr) {
       if (plan.bias_by_cudnn) {
         const cudnnStatus_t st = api->cudnnConvolutionBackwardBias(h, one, plan.y, p.y, zero, plan.b, p.b);
