@@ -30,7 +30,7 @@ using anvil::Device;
 using anvil::DeviceType;
 using nlohmann::json;
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;  // 2: "cudnn" (issue 30)
 
 template <typename T>
 json opt(const std::optional<T>& v) {
@@ -84,6 +84,15 @@ json nvml_json(const anvil::smi::NvmlReport& r) {
           {"driver_version", r.available ? json(r.driver_version) : json(nullptr)},
           {"nvml_version", r.available ? json(r.nvml_version) : json(nullptr)},
           {"gpus", gpus}};
+}
+
+// cuDNN beside the CUDA backend (anvil::backends::cudnn).
+json cudnn_json() {
+  const bool available = anvil::backends::cudnn::is_available();
+  return {{"available", available},
+          {"enabled", anvil::backends::cudnn::enabled()},
+          {"version", available ? json(anvil::backends::cudnn::version()) : json(nullptr)},
+          {"status", anvil::backends::cudnn::status()}};
 }
 
 // Everything anvil-smi shows, as one JSON document; the text view is
@@ -163,7 +172,8 @@ json snapshot() {
           {"backends_compiled", compiled},
           {"backends", backends},
           {"devices", devices},
-          {"nvml", nvml_doc}};
+          {"nvml", nvml_doc},
+          {"cudnn", cudnn_json()}};
 }
 
 // ---- text view --------------------------------------------------------------
@@ -219,6 +229,11 @@ void print_text(std::ostream& os, const json& doc) {
   os << "NVML: "
      << (nvml["available"].get<bool>() ? "driver " + text_of(nvml["driver_version"])
                                        : "n/a (" + text_of(nvml["reason"]) + ")")
+     << "\n";
+  const json& cudnn = doc["cudnn"];
+  os << "cuDNN: "
+     << (cudnn["available"].get<bool>() && cudnn["enabled"].get<bool>() ? text_of(cudnn["status"])
+                                                                        : "n/a (" + text_of(cudnn["status"]) + ")")
      << "\n";
 
   std::vector<std::vector<std::string>> rows;
