@@ -4,7 +4,7 @@
 // its minibatches, the RNNModel over one-hot characters, and gradient clipping.
 //
 //   const d2l::Corpus c = d2l::load_corpus("examples/data/timemachine.txt", -1);
-//   d2l::RNNModel net(static_cast<std::int64_t>(c.chars.size()), 256);   // a GRU
+//   d2l::RNNModel net(static_cast<std::int64_t>(c.chars.size()), 256);   // a GRU; "lstm", "rnn": the others
 //
 // examples/rnn_language_model.cpp trains it; benchmarks/train (model `gru`)
 // times one step of it against the same network in LibTorch (train_torch.cpp).
@@ -107,26 +107,56 @@ inline std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t
 }
 
 // d2l.RNNModel: one-hot inputs through the recurrent layer, then a Linear
-// from every step's hidden state to the vocabulary.
+// from every step's hidden state to the vocabulary. The layer is the book's
+// GRU, or (cell "lstm", "rnn") an LSTM or a tanh RNN, registered as "rnn".
 class RNNModel : public anvil::nn::Module {
  public:
-  RNNModel(std::int64_t vocab_size, std::int64_t num_hiddens)
-      : vocab_(vocab_size),
-        rnn_(register_module("rnn", anvil::nn::GRU(vocab_size, num_hiddens))),
-        linear_(register_module("linear", anvil::nn::Linear(num_hiddens, vocab_size))) {}
-  // tokens [batch, steps] -> logits [steps * batch, vocab] and the new state.
-  anvil::nn::RNNOutput forward(const anvil::Tensor& tokens, const anvil::Tensor& state) {
+  RNNModel(std::int64_t vocab_size, std::int64_t num_hiddens, const std::string& cell = "gru")
+      : vocab_(vocab_size), cell_(cell) {
+    if (cell == "gru")
+      gru_ = register_module("rnn", anvil::nn::GRU(vocab_size, num_hiddens));
+    else if (cell == "lstm")
+      lstm_ = register_module("rnn", anvil::nn::LSTM(vocab_size, num_hiddens));
+    else if (cell == "rnn")
+      rnn_ = register_module("rnn", anvil::nn::RNN(vocab_size, num_hiddens));
+    else
+      throw anvil::ValueError("RNNModel: unknown cell; expected gru, lstm or rnn, got " + cell);
+    linear_ = register_module("linear", anvil::nn::Linear(num_hiddens, vocab_size));
+  }
+  // What forward returns: logits [steps * batch, vocab] and the new state,
+  // {h_n} ({h_n, c_n} for an LSTM).
+  struct Output {
+    anvil::Tensor logits;
+    std::vector<anvil::Tensor> state;
+  };
+  // tokens [batch, steps]; `state` as forward returned it, or empty for zeros.
+  Output forward(const anvil::Tensor& tokens, const std::vector<anvil::Tensor>& state) {
     const anvil::Tensor x =
         (tokens.t().unsqueeze(-1) == anvil::arange(0, vocab_, 1, tokens.device(), anvil::i64)).to(anvil::f32);
-    const anvil::nn::RNNOutput r = rnn_->forward(x, state);
-    return {(*linear_)(r.output.reshape({-1, r.output.size(-1)})), r.h_n};
+    auto at = [&](std::size_t i) { return i < state.size() ? state[i] : anvil::Tensor(); };
+    anvil::Tensor y;
+    std::vector<anvil::Tensor> next;
+    if (lstm_) {
+      const anvil::nn::LSTMOutput r = lstm_->forward(x, at(0), at(1));
+      y = r.output;
+      next = {r.h_n, r.c_n};
+    } else {
+      const anvil::nn::RNNOutput r = gru_ ? gru_->forward(x, at(0)) : rnn_->forward(x, at(0));
+      y = r.output;
+      next = {r.h_n};
+    }
+    return {(*linear_)(y.reshape({-1, y.size(-1)})), next};
   }
-  anvil::Tensor forward(const anvil::Tensor& tokens) override { return forward(tokens, anvil::Tensor()).output; }
+  anvil::Tensor forward(const anvil::Tensor& tokens) override { return forward(tokens, {}).logits; }
   std::string name() const override { return "RNNModel"; }
+  const std::string& cell() const noexcept { return cell_; }
 
  private:
   std::int64_t vocab_;
-  std::shared_ptr<anvil::nn::GRU> rnn_;
+  std::string cell_;
+  std::shared_ptr<anvil::nn::GRU> gru_;
+  std::shared_ptr<anvil::nn::LSTM> lstm_;
+  std::shared_ptr<anvil::nn::RNN> rnn_;
   std::shared_ptr<anvil::nn::Linear> linear_;
 };
 

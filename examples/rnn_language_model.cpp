@@ -7,6 +7,7 @@
 // and writes the curve to rnn_lm_curve.csv (and .png with gnuplot).
 //
 //   rnn_language_model                           # GRU, 500 epochs as the book
+//   rnn_language_model --cell lstm               # the same with an LSTM (or rnn: tanh)
 //   rnn_language_model --epochs 20 --device cpu --random-iter
 //   rnn_language_model --max-tokens 10000 --epochs 30 --expect-perplexity 8   # a quick check (ctest)
 #include <chrono>
@@ -29,7 +30,7 @@ namespace {
 
 struct Args {
   int epochs = 500;
-  std::string device;
+  std::string device, cell = "gru";
   std::int64_t num_hiddens = 256, batch_size = 32, num_steps = 35, max_tokens = -1;
   double lr = 1.0;
   bool random_iter = false;
@@ -43,6 +44,7 @@ Args parse(int argc, char** argv) {
   d2l::Flags("rnn_language_model")
       .add("--epochs", a.epochs)
       .add("--device", a.device, "cpu|opencl:0|cuda:0")
+      .add("--cell", a.cell, "gru|lstm|rnn")
       .add("--num-hiddens", a.num_hiddens)
       .add("--lr", a.lr)
       .add("--batch-size", a.batch_size)
@@ -60,11 +62,11 @@ Args parse(int argc, char** argv) {
 std::string predict(const std::string& prefix, int num_preds, d2l::RNNModel& net, const d2l::Corpus& c, Device d) {
   NoGradGuard no_grad;
   std::vector<std::int64_t> out{c.index.at(prefix[0])};
-  Tensor state;
+  std::vector<Tensor> state;
   auto step = [&](std::int64_t token) {
-    nn::RNNOutput r = net.forward(tensor(std::vector<std::int64_t>{token}, Shape{1, 1}, d), state);
-    state = r.h_n;
-    return r.output;
+    d2l::RNNModel::Output r = net.forward(tensor(std::vector<std::int64_t>{token}, Shape{1, 1}, d), state);
+    state = r.state;
+    return r.logits;
   };
   for (std::size_t i = 1; i < prefix.size(); ++i) {  // warm-up: feed the prefix
     step(out.back());
@@ -87,7 +89,7 @@ int main(int argc, char** argv) {
     std::cout << "device: " << device << "\ncorpus: " << corpus.tokens.size() << " tokens, vocabulary " << vocab
               << "\n";
     manual_seed(args.seed);
-    d2l::RNNModel net(vocab, args.num_hiddens);
+    d2l::RNNModel net(vocab, args.num_hiddens, args.cell);
     net.to(device);
     std::cout << net << "\n";
     optim::SGD opt(net.parameters(), {.lr = args.lr});
@@ -96,19 +98,20 @@ int main(int argc, char** argv) {
     double ppl = 0;
     for (int epoch = 1; epoch <= args.epochs; ++epoch) {
       const auto t0 = std::chrono::steady_clock::now();
-      Tensor loss_sum = zeros({}, device), state;
+      Tensor loss_sum = zeros({}, device);
+      std::vector<Tensor> state;
       std::int64_t tokens = 0;
       for (const auto& [xs, ys] : d2l::batches(corpus.tokens, args.batch_size, args.num_steps, args.random_iter, rng)) {
         const Tensor x = tensor(xs, Shape{args.batch_size, args.num_steps}, device);
         const Tensor y = tensor(ys, Shape{args.batch_size, args.num_steps}, device);
         // Sequential batches continue the previous ones: keep the state but
         // not its graph. Random batches start from zeros.
-        if (args.random_iter) state = Tensor();
-        if (state.defined()) state = state.detach();
+        if (args.random_iter) state.clear();
+        for (Tensor& s : state) s = s.detach();
         opt.zero_grad();
-        const nn::RNNOutput r = net.forward(x, state);
-        state = r.h_n;
-        const Tensor l = cross_entropy(r.output, y.t().reshape({-1}));
+        const d2l::RNNModel::Output r = net.forward(x, state);
+        state = r.state;
+        const Tensor l = cross_entropy(r.logits, y.t().reshape({-1}));
         l.backward();
         d2l::grad_clipping(net.parameters(), 1.0);
         opt.step();
@@ -132,8 +135,8 @@ int main(int argc, char** argv) {
     std::cout << predict("traveller", 50, net, corpus, device) << "\n";
     const std::string csv = args.out_dir + "/rnn_lm_curve.csv";
     d2l::write_csv(csv, "epoch,perplexity,tokens_per_s", rows);
-    d2l::plot(csv, args.out_dir + "/rnn_lm_curve.png", "GRU language model on The Time Machine (" + device.str() + ")",
-              "epoch", {{2, "perplexity"}});
+    d2l::plot(csv, args.out_dir + "/rnn_lm_curve.png",
+              args.cell + " language model on The Time Machine (" + device.str() + ")", "epoch", {{2, "perplexity"}});
     if (args.expect_perplexity > 0 && !(ppl <= args.expect_perplexity)) {
       std::cerr << "rnn_language_model: perplexity " << ppl << " after " << args.epochs
                 << " epochs; expected <= " << args.expect_perplexity << "\n";

@@ -434,6 +434,25 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_ma
 // when training; x itself otherwise (torch.nn.functional.dropout).
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 
+// The recurrent layers' whole computation, the body of nn::RNN, GRU and
+// LSTM (anvil/nn/sequence.h; PyTorch's _VF.rnn_tanh, rnn_relu, gru, lstm):
+// x [T, N, input_size] ([N, T, input_size] with batch_first); h0 (and, for
+// LSTM, c0) [num_layers, N, H] or undefined for zeros; `weights` per layer
+// weight_ih [G*H, input_size or H], weight_hh [G*H, H], then bias_ih and
+// bias_hh [G*H] when has_bias (G gates: 1, GRU's r, z, n, LSTM's i, f, g,
+// o). Returns output [T, N, H] ([N, T, H]), h_n and (LSTM) c_n
+// [num_layers, N, H]; dropout on every layer's output but the last when
+// training. Where the device's backend has a fused recurrent layer (cuDNN on
+// CUDA) the whole stack is one op forward and one backward (Note [Fused
+// recurrent layers]); elsewhere, or with ANVIL_FUSED_RNN=0, it runs one time
+// step at a time from matmul and elementwise ops, differentiable as they are.
+enum class RnnMode : std::uint8_t { Tanh, ReLU, GRU, LSTM };
+struct RnnResult {
+  Tensor output, h_n, c_n;
+};
+RnnResult rnn(RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,
+              std::int64_t num_layers, bool has_bias, bool batch_first, double dropout = 0.0, bool training = false);
+
 // --- equality helpers for tests and users --------------------------------------------
 // Same shape and |a - b| <= atol + rtol * |b| everywhere (on the host).
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);

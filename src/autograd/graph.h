@@ -206,4 +206,23 @@ struct ConvGrads {
 ConvGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Conv2dArgs& shape,
                           bool want_bias);
 
+// The fused recurrent layers (Note [Fused recurrent layers]; src/ops/rnn.cpp):
+// rnn_fused runs the backend's forward on validated operands (`shape` with
+// its operands unset) and returns y, hy (and cy) as views of one recorded
+// tensor (Note [One tensor for the fused RNN's outputs]). Its rule calls
+// rnn_backward with that tensor's gradient, the forward's contiguous inputs,
+// the tensor itself (y) and the reserve; nothing it returns is recorded (no
+// double backward through this path).
+std::vector<Tensor> rnn_fused(const RnnArgs& shape, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                              const std::vector<Tensor>& weights);
+void record_rnn_fused(const Tensor& packed, const RnnArgs& shape, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                      const std::vector<Tensor>& weights, const Tensor& reserve);
+struct RnnGrads {
+  Tensor x, h0, c0;
+  std::vector<Tensor> weights;  // empty unless asked for
+};
+RnnGrads rnn_backward(const Tensor& grad, const RnnArgs& shape, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                      const std::vector<Tensor>& weights, const Tensor& packed, const Tensor& reserve, bool want_h0,
+                      bool want_c0, bool want_weights);
+
 }  // namespace anvil::detail

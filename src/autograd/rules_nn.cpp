@@ -127,6 +127,32 @@ void record_batch_norm_fused(const Tensor& out, const Tensor& x, const Tensor& w
          });
 }
 
+// The fused recurrent layers' rule: one backend call for the data
+// gradients and, where a parameter wants one, the weight gradients.
+// Inputs: x, h0, c0, then the weights in RnnArgs' order.
+void record_rnn_fused(const Tensor& packed, const RnnArgs& shape, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                      const std::vector<Tensor>& weights, const Tensor& reserve) {
+  std::vector<const Tensor*> inputs{&x, &h0, &c0};
+  std::vector<Tensor> sweights;
+  sweights.reserve(weights.size());
+  for (const Tensor& w : weights) {
+    inputs.push_back(&w);
+    sweights.push_back(saved(w));
+  }
+  const Tensor sx = saved(x), sh0 = h0.defined() ? saved(h0) : Tensor{}, sc0 = c0.defined() ? saved(c0) : Tensor{},
+               sy = saved(packed), sres = saved(reserve);
+  record("FusedRnnBackward", packed, inputs,
+         [shape, sx, sh0, sc0, sweights, sy, sres](const Tensor& grad, const std::vector<bool>& n) {
+           bool want_weights = false;
+           for (std::size_t i = 3; i < n.size(); ++i) want_weights = want_weights || n[i];
+           RnnGrads g = rnn_backward(grad, shape, sx, sh0, sc0, sweights, sy, sres, n[1], n[2], want_weights);
+           Grads out{n[0] ? g.x : Tensor{}, g.h0, g.c0};
+           for (std::size_t i = 0; i < sweights.size(); ++i)
+             out.push_back(want_weights && n[3 + i] ? g.weights[i] : Tensor{});
+           return out;
+         });
+}
+
 // Note [Batch norm's gradient] for layer_norm: the statistics are per row
 // (over the trailing dims) and weight is per column, so nothing folds into
 // a per-channel coefficient; with gxhat = g * weight,

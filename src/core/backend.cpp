@@ -71,9 +71,16 @@ const char* name(FusedOp op) noexcept {
                                 "conv2d_backward_weight",
                                 "unary_binary",
                                 "batch_norm",
-                                "batch_norm_backward"};
+                                "batch_norm_backward",
+                                "rnn",
+                                "rnn_backward"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(FusedOp::Count), "one name per FusedOp");
   return names[static_cast<int>(op)];
+}
+
+const char* name(RnnMode mode) noexcept {
+  static const char* names[] = {"rnn_tanh", "rnn_relu", "gru", "lstm"};
+  return names[static_cast<int>(mode)];
 }
 
 const char* name(OptimizerKind kind) noexcept {

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "anvil/device.h"
 #include "anvil/dtype.h"
@@ -214,6 +215,8 @@ enum class FusedOp : std::uint8_t {
   UnaryBinary,           // a binary op with a unary op on each input (BinaryPrologue)
   BatchNorm,             // batch norm's statistics and normalisation (BatchNormArgs)
   BatchNormBackward,     // its gradient
+  Rnn,                   // a whole recurrent layer stack, forward (RnnArgs)
+  RnnBackward,           // its data and weight gradients
   Count
 };
 const char* name(FusedOp op) noexcept;  // "im2col", …
@@ -322,6 +325,49 @@ struct BatchNormArgs {
   double eps = 1e-5;
   KernelOperand x, y, mean, var, invstd, weight, bias;  // var: training's forward only
   KernelOperand grad, grad_x, sum_g, sum_gxc;           // the backward
+};
+
+// Note [Fused recurrent layers]
+// A whole multi-layer RNN, GRU or LSTM over a sequence in one call (issue 30:
+// cuDNN's RNN API), where the frontend otherwise runs it one time step at a
+// time in separate ops (src/ops/rnn.cpp, the composite every backend runs).
+// The math is PyTorch's, which is also cuDNN's: per layer, G gates of H rows
+// in PyTorch's order, RNN 1 (tanh or relu), GRU 3 (r, z, n with
+// n = tanh(W_in x + b_in + r * (W_hn h + b_hn))), LSTM 4 (i, f, g, o).
+//   rnn_forward   y, hy (and cy) from x, h0 (and c0) and the weights. With
+//                 `training` it runs as for a backward: it fills `reserve`
+//                 (rnn_reserve_bytes() of it, asked with the same args) and
+//                 applies `dropout` to every layer's output but the last.
+//   rnn_backward  from dy, dhy, dcy (data null: zero), the forward's x, h0,
+//                 c0, weights, y and reserve: dx, and dh0 and dc0 where
+//                 given (data null: not wanted); with dweights non-empty
+//                 the weight gradients too, overwritten.
+// Every operand is contiguous and of `dtype`. The frontend asks
+// supports_fused_rnn() with the shape (operands unset), as for Conv2dArgs.
+enum class RnnMode : std::uint8_t { Tanh, Relu, Gru, Lstm };
+const char* name(RnnMode mode) noexcept;  // "rnn_tanh", "rnn_relu", "gru", "lstm"
+constexpr std::int64_t rnn_gates(RnnMode m) noexcept { return m == RnnMode::Gru ? 3 : m == RnnMode::Lstm ? 4 : 1; }
+struct RnnArgs {
+  RnnMode mode = RnnMode::Lstm;
+  DType dtype = DType::F32;
+  std::int64_t layers = 1, input_size = 0, hidden_size = 0;
+  std::int64_t seq_len = 0, batch = 0;  // T and N
+  bool batch_first = false, has_bias = true;
+  bool training = false;
+  double dropout = 0;              // between layers, when training
+  std::uint64_t dropout_seed = 0;  // for a backend's own dropout generator, when it starts one
+  KernelOperand x;                 // [T, N, input_size] ([N, T, input_size] when batch_first)
+  KernelOperand h0, c0;            // [layers, N, H]; c0 for LSTM only
+  KernelOperand y;                 // [T, N, H] ([N, T, H] when batch_first)
+  KernelOperand hy, cy;            // [layers, N, H]
+  // Per layer l: weight_ih [G*H, l ? H : input_size], weight_hh [G*H, H],
+  // then bias_ih and bias_hh [G*H] when has_bias (anvil's parameters as they are).
+  std::vector<KernelOperand> weights;
+  KernelOperand reserve;  // rnn_reserve_bytes() bytes
+  std::size_t reserve_bytes = 0;
+  KernelOperand dy, dhy, dcy;           // the backward's incoming gradients (like y, hy, cy)
+  KernelOperand dx, dh0, dc0;           // its results (like x, h0, c0)
+  std::vector<KernelOperand> dweights;  // like weights; empty: not wanted
 };
 
 // ---- optional fused optimiser steps ------------------------------------------------
@@ -481,6 +527,13 @@ class Backend {
   // Note [Fused batch norm]; asked as supports_fused(FusedOp::BatchNorm, dtype).
   virtual void batch_norm(int, const BatchNormArgs&) { not_fused(FusedOp::BatchNorm); }
   virtual void batch_norm_backward(int, const BatchNormArgs&) { not_fused(FusedOp::BatchNormBackward); }
+  // optional: Note [Fused recurrent layers]. Whether this backend takes the
+  // recurrent layer `shape` describes (its operands unset); the other three
+  // are called only where it said yes.
+  virtual bool supports_fused_rnn(int, const RnnArgs&) noexcept { return false; }
+  virtual std::size_t rnn_reserve_bytes(int, const RnnArgs&) { not_fused(FusedOp::Rnn); }
+  virtual void rnn_forward(int, const RnnArgs&) { not_fused(FusedOp::Rnn); }
+  virtual void rnn_backward(int, const RnnArgs&) { not_fused(FusedOp::RnnBackward); }
   // optional: fused optimiser steps (see OptimizerStepArgs).
   virtual bool supports_optimizer_step(OptimizerKind, DType, int) noexcept { return false; }
   virtual void optimizer_step(int, const OptimizerStepArgs& args);  // default: throws NotSupported

@@ -86,82 +86,48 @@ RecurrentBase::RecurrentBase(Cell cell, std::int64_t input_size, std::int64_t hi
   }
 }
 
+RnnMode RecurrentBase::mode() const noexcept {
+  switch (cell_) {
+    case Cell::Tanh:
+      return RnnMode::Tanh;
+    case Cell::ReLU:
+      return RnnMode::ReLU;
+    case Cell::GRU:
+      return RnnMode::GRU;
+    case Cell::LSTM:
+      break;
+  }
+  return RnnMode::LSTM;
+}
+
 std::vector<Tensor> RecurrentBase::run(const Tensor& x, const Tensor& h0, const Tensor& c0) {
   const char* op = cell_ == Cell::GRU ? "GRU" : cell_ == Cell::LSTM ? "LSTM" : "RNN";
   ANVIL_CHECK(x.defined() && (x.dim() == 2 || x.dim() == 3) && x.size(-1) == input_, ShapeError, op,
               ": input must be [T, N, input_size]", batch_first_ ? " (batch_first: [N, T, input_size])" : "",
               " or [T, input_size]; expected last dim ", input_, ", got ", x.defined() ? x.shape() : Shape{});
   const bool batched = x.dim() == 3;
-  const Tensor seq = !batched ? x.unsqueeze(1) : batch_first_ ? x.transpose(0, 1) : x;  // [T, N, in]
-  const std::int64_t steps = seq.size(0), n = seq.size(1), H = hidden_;
+  const std::int64_t n = !batched ? 1 : x.size(batch_first_ ? 0 : 1), H = hidden_;
   const Shape state_shape = batched ? Shape{layers_, n, H} : Shape{layers_, H};
   ANVIL_CHECK(cell_ != Cell::LSTM || h0.defined() == c0.defined(), ValueError, op,
               ": h0 and c0 come together; expected both or neither, got ", h0.defined() ? "h0 alone" : "c0 alone");
   auto initial = [&](const Tensor& s, const char* what) {
-    if (!s.defined()) return zeros({layers_, n, H}, x.device(), x.dtype());
     ANVIL_CHECK(s.shape() == state_shape, ShapeError, op, ": ", what, " has the wrong shape; expected ", state_shape,
                 ", got ", s.shape());
     return batched ? s : s.unsqueeze(1);
   };
-  const Tensor h_init = initial(h0, "h0");
-  const Tensor c_init = cell_ == Cell::LSTM ? initial(c0, "c0") : Tensor();
-
-  Tensor layer_in = seq;
-  std::vector<Tensor> h_last, c_last;
-  for (std::int64_t l = 0; l < layers_; ++l) {
-    const std::vector<Tensor>& w = w_[l];
-    // The input's share of every step's gates in one GEMM; only h @ W_hh^T
-    // is left inside the time loop. addmm writes the bias first and the
-    // GEMM adds to it: one pass over the gates fewer than matmul, then +.
-    const Tensor gx =
-        bias_ ? addmm(w[2], layer_in.reshape({-1, layer_in.size(2)}), w[0].t()).reshape({steps, n, w[0].size(0)})
-              : matmul(layer_in, w[0].t());
-    // One transposed view for all steps: its gradient is summed over the
-    // steps in W_hh^T's own (contiguous) layout and transposed once; a view
-    // per step would sum one transposed gradient per step, a cache-hostile walk.
-    const Tensor w_hh_t = w[1].t();
-    Tensor h = h_init[l], c = cell_ == Cell::LSTM ? c_init[l] : Tensor();
-    std::vector<Tensor> outs;
-    outs.reserve(static_cast<std::size_t>(steps));
-    for (std::int64_t t = 0; t < steps; ++t) {
-      const Tensor gh = bias_ ? addmm(w[3], h, w_hh_t) : matmul(h, w_hh_t);
-      const Tensor gxt = gx[t];
-      switch (cell_) {
-        case Cell::Tanh:
-          h = tanh(gxt + gh);
-          break;
-        case Cell::ReLU:
-          h = relu(gxt + gh);
-          break;
-        case Cell::GRU: {
-          const std::vector<Tensor> a = gxt.chunk(3, 1), b = gh.chunk(3, 1);
-          const Tensor r = sigmoid(a[0] + b[0]), z = sigmoid(a[1] + b[1]);
-          const Tensor nn = tanh(a[2] + r * b[2]);
-          h = nn + z * (h - nn);  // (1 - z) * n + z * h
-          break;
-        }
-        case Cell::LSTM: {
-          const std::vector<Tensor> g = (gxt + gh).chunk(4, 1);
-          c = sigmoid(g[1]) * c + sigmoid(g[0]) * tanh(g[2]);
-          h = sigmoid(g[3]) * tanh(c);
-          break;
-        }
-      }
-      outs.push_back(h);
-    }
-    layer_in = steps > 0 ? stack(outs, 0) : zeros({0, n, H}, x.device(), x.dtype());
-    if (l + 1 < layers_) layer_in = dropout(layer_in, dropout_, is_training());
-    h_last.push_back(h);
-    if (cell_ == Cell::LSTM) c_last.push_back(c);
-  }
-  auto state_out = [&](const std::vector<Tensor>& s) {
-    const Tensor t = stack(s, 0);
-    return batched ? t : t.squeeze(1);
-  };
-  const Tensor output = !batched ? layer_in.squeeze(1) : batch_first_ ? layer_in.transpose(0, 1) : layer_in;
-  std::vector<Tensor> r{output, state_out(h_last)};
-  if (cell_ == Cell::LSTM) r.push_back(state_out(c_last));
-  return r;
+  const Tensor h_init = h0.defined() ? initial(h0, "h0") : Tensor();
+  const Tensor c_init = cell_ == Cell::LSTM && c0.defined() ? initial(c0, "c0") : Tensor();
+  std::vector<Tensor> weights;
+  for (const std::vector<Tensor>& w : w_) weights.insert(weights.end(), w.begin(), w.end());
+  // Batch-first input goes to the op as it is: a fused recurrent layer
+  // (cuDNN) reads it in that layout.
+  const Tensor in = batched ? x : x.unsqueeze(1);
+  const RnnResult r = rnn(mode(), in, h_init, c_init, weights, layers_, bias_, batched && batch_first_, dropout_,
+                          is_training());
+  auto state_out = [&](const Tensor& t) { return batched ? t : t.squeeze(1); };
+  std::vector<Tensor> out{batched ? r.output : r.output.squeeze(1), state_out(r.h_n)};
+  if (cell_ == Cell::LSTM) out.push_back(state_out(r.c_n));
+  return out;
 }
 
 std::string RecurrentBase::describe(const char* kind) const {

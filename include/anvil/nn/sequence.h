@@ -81,8 +81,10 @@ class RecurrentBase : public Module {
   RecurrentBase(Cell cell, std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers, bool bias,
                 bool batch_first, double dropout);
   // {output, h_n} or, for LSTM, {output, h_n, c_n}; an undefined state is zeros.
+  // Through anvil::rnn: the backend's fused recurrent layer where it has one.
   std::vector<Tensor> run(const Tensor& x, const Tensor& h0, const Tensor& c0);
   std::string describe(const char* kind) const;
+  RnnMode mode() const noexcept;
 
  private:
   Cell cell_;

@@ -113,6 +113,20 @@ concept DnnRuntime = requires(DeviceSlot<R>& s, const typename R::Entry& e, cons
   { R::batch_norm_dnn(s, b, false) } -> std::same_as<bool>;
 };
 
+// A runtime with a vendor library for the recurrent layers (CUDA: cuDNN,
+// cudnn_rnn.cpp; Note [Fused recurrent layers] in core/backend.h):
+//   static bool rnn_dnn_takes(const Entry&, const RnnArgs&) noexcept;  // this shape and dtype?
+//   static std::size_t rnn_dnn_reserve_bytes(DeviceSlot<R>&, const RnnArgs&);  // lock held
+//   static void rnn_dnn_forward(DeviceSlot<R>&, const RnnArgs&);              // lock held
+//   static void rnn_dnn_backward(DeviceSlot<R>&, const RnnArgs&);             // lock held
+template <class R>
+concept DnnRnnRuntime = requires(DeviceSlot<R>& s, const typename R::Entry& e, const detail::RnnArgs& a) {
+  { R::rnn_dnn_takes(e, a) } -> std::same_as<bool>;
+  { R::rnn_dnn_reserve_bytes(s, a) } -> std::same_as<std::size_t>;
+  R::rnn_dnn_forward(s, a);
+  R::rnn_dnn_backward(s, a);
+};
+
 // One device's state: its runtime queue, caching allocator, and what the
 // host knows about the work in flight. It is also the device type the
 // shared primitives of device_primitives.h run on. Members are declared in
@@ -524,6 +538,39 @@ class DeviceBackend final : public detail::Backend {
         if (R::batch_norm_dnn(s, a, true)) return;
       kernels::batch_norm_backward(s, a);
     });
+  }
+
+  // The recurrent layers where the runtime's vendor library takes them
+  // (DnnRnnRuntime); the frontend's per-step composite otherwise.
+  bool supports_fused_rnn(int index, const detail::RnnArgs& shape) noexcept override {
+    if constexpr (DnnRnnRuntime<R>)
+      return exists(index) && R::rnn_dnn_takes(list_.devices[index], shape) &&
+             supports(index, detail::Primitive::Fused, shape.dtype).ok;
+    else
+      return Backend::supports_fused_rnn(index, shape);
+  }
+  std::size_t rnn_reserve_bytes(int index, const detail::RnnArgs& a) override {
+    if constexpr (DnnRnnRuntime<R>) {
+      OpScope scope(detail::name(a.mode));
+      Slot& s = slot(index);
+      std::lock_guard lock(s.mutex);
+      s.queue.make_current();
+      return R::rnn_dnn_reserve_bytes(s, a);
+    } else {
+      return Backend::rnn_reserve_bytes(index, a);
+    }
+  }
+  void rnn_forward(int index, const detail::RnnArgs& a) override {
+    if constexpr (DnnRnnRuntime<R>)
+      run(index, detail::name(a.mode), [&](Slot& s) { R::rnn_dnn_forward(s, a); });
+    else
+      Backend::rnn_forward(index, a);
+  }
+  void rnn_backward(int index, const detail::RnnArgs& a) override {
+    if constexpr (DnnRnnRuntime<R>)
+      run(index, "rnn_backward", [&](Slot& s) { R::rnn_dnn_backward(s, a); });
+    else
+      Backend::rnn_backward(index, a);
   }
 
   // The fused optimiser steps, f32 and f64 (where the device has it).

@@ -114,6 +114,12 @@ class Runtime {
   static bool conv2d_dnn_takes(const DeviceEntry& e, const detail::Conv2dArgs& shape) noexcept;
   static void conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArgs& a);
   static bool batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backward);
+  // The recurrent layers through cuDNN's RNN API (cudnn_rnn.cpp, Note
+  // [cuDNN's recurrent layers]; DnnRnnRuntime in device_backend.h).
+  static bool rnn_dnn_takes(const DeviceEntry& e, const detail::RnnArgs& shape) noexcept;
+  static std::size_t rnn_dnn_reserve_bytes(Slot& s, const detail::RnnArgs& a);
+  static void rnn_dnn_forward(Slot& s, const detail::RnnArgs& a);
+  static void rnn_dnn_backward(Slot& s, const detail::RnnArgs& a);
 
  private:
   std::mutex peer_mutex_;
