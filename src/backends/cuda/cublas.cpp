@@ -1,6 +1,7 @@
 // The CUDA BLAS hook: cuBLAS GEMM for f32/f64 (f32 in TF32 only where
 // set_float32_matmul_precision allows it), and cublasGemmEx with f32
-// compute for f16/bf16, when the operands are BLAS-shaped. The shared backend runs our tiled kernel
+// compute for f16/bf16, when the operands are BLAS-shaped. The shared
+// backend runs our tiled kernel
 // (src/kernels/gemm.kern) when this returns false: integer dtypes and odd
 // strides.
 #include <climits>
@@ -28,8 +29,8 @@ bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator& alloc
     // TF32 only where asked (set_float32_matmul_precision "high"/"medium",
     // anvil::backends::cuda::matmul::set_allow_tf32): PyTorch's default is
     // strict f32. The mode is the handle's, set when the switch changed.
-    const bool tf32 = detail::vendor_settings().matmul_precision.load(std::memory_order_relaxed) !=
-                      detail::MatmulPrecision::Highest;
+    const bool tf32 =
+        detail::vendor_settings().matmul_precision.load(std::memory_order_relaxed) != detail::MatmulPrecision::Highest;
     if (tf32 != blas_tf32_) {
       const cublasStatus_t mode = cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
       ANVIL_CHECK(mode == CUBLAS_STATUS_SUCCESS, BackendError, "matmul: cublasSetMathMode failed with ",
