@@ -122,8 +122,8 @@ std::vector<Tensor> RecurrentBase::run(const Tensor& x, const Tensor& h0, const 
   // Batch-first input goes to the op as it is: a fused recurrent layer
   // (cuDNN) reads it in that layout.
   const Tensor in = batched ? x : x.unsqueeze(1);
-  const RnnResult r = rnn(mode(), in, h_init, c_init, weights, layers_, bias_, batched && batch_first_, dropout_,
-                          is_training());
+  const RnnResult r =
+      rnn(mode(), in, h_init, c_init, weights, layers_, bias_, batched && batch_first_, dropout_, is_training());
   auto state_out = [&](const Tensor& t) { return batched ? t : t.squeeze(1); };
   std::vector<Tensor> out{batched ? r.output : r.output.squeeze(1), state_out(r.h_n)};
   if (cell_ == Cell::LSTM) out.push_back(state_out(r.c_n));

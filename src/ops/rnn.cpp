@@ -120,32 +120,56 @@ KernelOperand part(const Tensor& t, std::int64_t at) {
 }
 std::int64_t state_numel(const RnnArgs& a) { return a.layers * a.batch * a.hidden_size; }
 std::int64_t output_numel(const RnnArgs& a) { return a.seq_len * a.batch * a.hidden_size; }
+
+// Every pointer the backend gets starts a multiple of kAlign elements into
+// its storage, as a fresh allocation does (a vendor library may load it in
+// vectors): the parts of the packed outputs below, and x, h0, c0 and the
+// gradient, copied where a view starts elsewhere.
+constexpr std::int64_t kAlign = 64;
+std::int64_t round_up(std::int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+Tensor aligned(const Tensor& t) {
+  if (!t.defined()) return t;
+  const Tensor c = t.contiguous();
+  return c.offset() % kAlign == 0 ? c : c.clone();
+}
+// Where y, hy and cy lie in the packed outputs (Note [One tensor for the
+// fused RNN's outputs]), and its length.
+struct Parts {
+  std::int64_t y = 0, hy = 0, cy = 0, total = 0;
+};
+Parts parts_of(const RnnArgs& a) {
+  Parts p;
+  p.hy = round_up(output_numel(a));
+  p.cy = p.hy + round_up(state_numel(a));
+  p.total = (a.mode == RnnMode::Lstm ? p.cy : p.hy) + state_numel(a);
+  return p;
+}
 }  // namespace
 
 // Note [One tensor for the fused RNN's outputs]
 // An autograd node has one output, so the fused forward writes y, hy (and
-// cy) one after the other into one flat tensor, records its node on that
+// cy) one after the other (Parts) into one flat tensor, records its node on that
 // tensor, and returns views of it: the views' gradients land in one
 // gradient of the whole (zeros where an output was not used), which is what
 // rnn_backward takes.
 std::vector<Tensor> rnn_fused(const RnnArgs& shape, const Tensor& x, const Tensor& h0, const Tensor& c0,
                               const std::vector<Tensor>& weights) {
   RnnArgs a = shape;
-  const Tensor xd = x.contiguous();
-  const Tensor h0d = h0.defined() ? h0.contiguous() : Tensor{}, c0d = c0.defined() ? c0.contiguous() : Tensor{};
+  const Tensor xd = aligned(x), h0d = aligned(h0), c0d = aligned(c0);
   std::vector<Tensor> wd;
   wd.reserve(weights.size());
   for (const Tensor& w : weights) wd.push_back(w.contiguous());
   const bool lstm = a.mode == RnnMode::Lstm;
   const std::int64_t ny = output_numel(a), ns = state_numel(a);
-  Tensor packed = make_empty({ny + ns * (lstm ? 2 : 1)}, a.dtype, x.device());
+  const Parts at = parts_of(a);
+  Tensor packed = make_empty({at.total}, a.dtype, x.device());
   a.x = operand(xd);
   if (h0d.defined()) a.h0 = operand(h0d);
   if (c0d.defined()) a.c0 = operand(c0d);
   for (const Tensor& w : wd) a.weights.push_back(operand(w));
-  a.y = part(packed, 0);
-  a.hy = part(packed, ny);
-  if (lstm) a.cy = part(packed, ny + ns);
+  a.y = part(packed, at.y);
+  a.hy = part(packed, at.hy);
+  if (lstm) a.cy = part(packed, at.cy);
 
   bool record = false;
   if (grad_mode_enabled()) {
@@ -168,8 +192,8 @@ std::vector<Tensor> rnn_fused(const RnnArgs& shape, const Tensor& x, const Tenso
   const Shape y_shape =
       a.batch_first ? Shape{a.batch, a.seq_len, a.hidden_size} : Shape{a.seq_len, a.batch, a.hidden_size};
   const Shape s_shape{a.layers, a.batch, a.hidden_size};
-  std::vector<Tensor> r{packed.narrow(0, 0, ny).view(y_shape), packed.narrow(0, ny, ns).view(s_shape)};
-  if (lstm) r.push_back(packed.narrow(0, ny + ns, ns).view(s_shape));
+  std::vector<Tensor> r{packed.narrow(0, at.y, ny).view(y_shape), packed.narrow(0, at.hy, ns).view(s_shape)};
+  if (lstm) r.push_back(packed.narrow(0, at.cy, ns).view(s_shape));
   return r;
 }
 
@@ -178,21 +202,21 @@ RnnGrads rnn_backward(const Tensor& grad, const RnnArgs& shape, const Tensor& x,
                       bool want_c0, bool want_weights) {
   RnnArgs a = shape;
   const bool lstm = a.mode == RnnMode::Lstm;
-  const std::int64_t ny = output_numel(a), ns = state_numel(a);
-  const Tensor g = grad.to(a.dtype).contiguous();
+  const Parts at = parts_of(a);
+  const Tensor g = aligned(grad.to(a.dtype));
   a.training = true;
   a.x = operand(x);
   if (h0.defined()) a.h0 = operand(h0);
   if (c0.defined()) a.c0 = operand(c0);
   for (const Tensor& w : weights) a.weights.push_back(operand(w));
-  a.y = part(packed, 0);
-  a.hy = part(packed, ny);
-  if (lstm) a.cy = part(packed, ny + ns);
+  a.y = part(packed, at.y);
+  a.hy = part(packed, at.hy);
+  if (lstm) a.cy = part(packed, at.cy);
   a.reserve = operand(reserve);
   a.reserve_bytes = static_cast<std::size_t>(reserve.numel());
-  a.dy = part(g, 0);
-  a.dhy = part(g, ny);
-  if (lstm) a.dcy = part(g, ny + ns);
+  a.dy = part(g, at.y);
+  a.dhy = part(g, at.hy);
+  if (lstm) a.dcy = part(g, at.cy);
 
   RnnGrads out;
   out.x = make_empty(x.shape(), a.dtype, x.device());
