@@ -192,6 +192,39 @@ TEST_P(FusedRnn, MatchesTheCompositeInValuesAndGradients) {
   }
 }
 
+// With TF32 allowed (PyTorch's default for cuDNN, and anvil's), f32 stays
+// within TF32's tolerance of the strict composite: inputs rounded to 10-bit
+// mantissas (relative 2^-11), f32 accumulation.
+TEST_P(FusedRnn, Tf32WithinItsTolerance) {
+  const Device d = device();
+  if (!has_fused_or_skip(d)) GTEST_SKIP() << d << " has no fused recurrent layer; the composite is the only path";
+  const bool prev = backends::cudnn::allow_tf32();
+  backends::cudnn::set_allow_tf32(true);
+  struct Restore {
+    bool on;
+    ~Restore() { backends::cudnn::set_allow_tf32(on); }
+  } restore{prev};
+  for (Kind k : {Kind::Gru, Kind::Lstm}) {
+    SCOPED_TRACE(kind_name(k));
+    manual_seed(13);
+    std::shared_ptr<nn::RecurrentBase> m = make_layer(k, false);
+    m->to(d);
+    const Tensor x = randn({kSteps, kBatch, kIn}, d);
+    const std::vector<Tensor> w{randn({kSteps, kBatch, kHidden}, d), randn({kLayers, kBatch, kHidden}, d),
+                                randn({kLayers, kBatch, kHidden}, d)};
+    Result composite;
+    {
+      anvil::testing::EnvGuard off("ANVIL_FUSED_RNN", "0");
+      composite = run_once(*m, k, x, Tensor(), Tensor(), w);
+    }
+    const Result fused = run_once(*m, k, x, Tensor(), Tensor(), w);
+    for (std::size_t i = 0; i < fused.values.size(); ++i)
+      expect_close(fused.values[i], composite.values[i], 1e-2, "value " + std::to_string(i));
+    for (std::size_t i = 0; i < fused.grads.size(); ++i)
+      expect_close(fused.grads[i], composite.grads[i], 1e-2, "gradient " + std::to_string(i));
+  }
+}
+
 // Partial use of the outputs (h_n alone, the output alone), inference without
 // a graph, an unbatched input, and gradients for the parameters alone.
 TEST_P(FusedRnn, PartialUseNoGradAndUnbatched) {
