@@ -1,16 +1,19 @@
 #include "core/tensor_impl.h"
 
 #include "anvil/error.h"
+#include "profiler/hooks.h"
 
 namespace anvil::detail {
 
 Storage::Storage(Device device, std::size_t nbytes)
     : device_(device), nbytes_(nbytes), backend_(&backend_checked(device, "allocate")) {
   if (nbytes_ > 0) data_ = backend_->allocate(device.index(), nbytes_);
+  profiler::detail::on_memory(device_, static_cast<std::int64_t>(nbytes_));
 }
 
 Storage::~Storage() {
   if (data_ != nullptr) backend_->deallocate(device_.index(), data_, nbytes_);
+  profiler::detail::on_memory(device_, -static_cast<std::int64_t>(nbytes_));
 }
 
 bool is_contiguous(const Shape& shape, const Strides& strides) noexcept {
