@@ -24,22 +24,47 @@
 #include <vector>
 
 #include "anvil/error.h"
+#include "anvil/profiler.h"
 
 namespace d2l {
 
 // Flags every example takes, read where they act.
 struct CommonFlags {
   std::string tensorboard;  // --tensorboard DIR: write_csv (d2l_curves.h) logs the curves there too
+  std::string profile;      // --profile FILE: the whole run profiled (anvil/profiler.h), written at exit
 };
+
 inline CommonFlags& common_flags() {
   static CommonFlags flags;
   return flags;
+}
+
+// --profile FILE: from here to exit, the Chrome trace to FILE and the top
+// ops and sync sites printed at the end (anvil::profiler::profile_until_exit).
+inline void start_profile(const std::string& file) {
+  common_flags().profile = file;
+  anvil::profiler::profile_until_exit(file, 15);
+}
+
+// For an example with no other flags: --profile FILE, --help, or an error.
+inline void parse_profile_flag(int argc, char** argv, const std::string& program) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (s == "-h" || s == "--help") {
+      std::cout << "usage: " << program << " [--profile FILE]\n";
+      std::exit(0);
+    }
+    if (s != "--profile") throw anvil::ValueError("unknown flag '" + s + "'; expected --profile");
+    if (i + 1 >= argc) throw anvil::ValueError("--profile needs a value; expected --profile FILE, got nothing");
+    start_profile(argv[++i]);
+  }
 }
 
 class Flags {
  public:
   explicit Flags(std::string program) : program_(std::move(program)) {
     add("--tensorboard", common_flags().tensorboard, "DIR");
+    add("--profile", "FILE", start_profile);
   }
 
   // `target` keeps its value unless the flag is given; `placeholder` is what

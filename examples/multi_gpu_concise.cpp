@@ -30,6 +30,7 @@
 #include "anvil/nn.h"
 #include "anvil/nn/parallel.h"
 #include "anvil/optim.h"
+#include "d2l_flags.h"
 #include "d2l_resnet.h"
 
 using namespace anvil;
@@ -48,12 +49,14 @@ struct Args {
 [[noreturn]] void usage(int status) {
   (status ? std::cerr : std::cout)
       << "usage: multi_gpu_concise [--devices N] [--subset N] [--epochs N] [--batch B] [--lr LR] [--seed S]\n"
+         "                         [--profile FILE]\n"
          "  --devices N  train on the first N of try_all_gpus() (default: 1, then 2 when there are two)\n"
          "  --subset N   use the first N training and N test images (default 128; 0 = all 60,000 / 10,000)\n"
          "  --epochs N   epochs per run (default 1; the book trains 10)\n"
          "  --batch B    batch size per device; N devices take N*B per step (default 32; the book: 256)\n"
          "  --lr LR      learning rate per device; N devices use N*LR (default 0.05; the book: 0.1)\n"
-         "  --seed S     initialisation and shuffling seed (default 0)\n";
+         "  --seed S     initialisation and shuffling seed (default 0)\n"
+         "  --profile F  profile the run: a Chrome trace to F and the top ops at the end\n";
   std::exit(status);
 }
 
@@ -77,11 +80,13 @@ Args parse(int argc, char** argv) {
       a.lr = std::stod(value());
     else if (s == "--seed")
       a.seed = std::stoull(value());
+    else if (s == "--profile")
+      d2l::start_profile(value());
     else if (s == "-h" || s == "--help")
       usage(0);
     else
       throw ValueError("unknown flag '" + s +
-                       "'; expected --devices, --subset, --epochs, --batch, --lr or --seed (see --help)");
+                       "'; expected --devices, --subset, --epochs, --batch, --lr, --seed or --profile (see --help)");
   }
   ANVIL_CHECK(a.devices >= 0 && a.subset >= 0 && a.epochs > 0 && a.batch > 0 && a.lr > 0, ValueError,
               "expected --devices >= 0, --subset >= 0, --epochs > 0, --batch > 0 and --lr > 0; got ", a.devices, ", ",

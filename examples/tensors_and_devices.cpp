@@ -5,8 +5,11 @@
 
 #include <iostream>
 
-int main() try {
+#include "d2l_flags.h"
+
+int main(int argc, char** argv) try {
   using namespace anvil;
+  d2l::parse_profile_flag(argc, argv, "tensors_and_devices");
   std::cout << "anvil " << kVersion << "\n";
   std::cout << "devices: " << all_devices() << "\n";
   std::cout << "gpu_count() = " << gpu_count() << "\n";

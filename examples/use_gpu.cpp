@@ -16,6 +16,8 @@
 #include <iostream>
 #include <string>
 
+#include "d2l_flags.h"
+
 namespace {
 
 void section(const char* title) { std::cout << "\n## " << title << "\n"; }
@@ -33,8 +35,9 @@ std::string fallback_note(int i) {
 
 }  // namespace
 
-int main() try {
+int main(int argc, char** argv) try {
   using namespace anvil;
+  d2l::parse_profile_flag(argc, argv, "use_gpu");
   std::cout << std::boolalpha;
   std::cout << "anvil " << kVersion << " — the GPUs chapter\n";
   std::cout << "(the chapter's `!nvidia-smi` is `anvil-smi`: every device anvil can see)\n";

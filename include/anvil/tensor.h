@@ -18,6 +18,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <span>
 #include <string>
 #include <vector>
@@ -58,22 +59,24 @@ class Tensor {
   bool shares_storage(const Tensor& other) const;
 
   // --- moving between devices and dtypes (DESIGN §4.6) ------------------------
+  // `loc` (here and in the host reads below) is the caller's line, for the
+  // profiler's sync report and SyncGuard (anvil/profiler.h); leave it out.
   // This tensor itself when already on `d`; else a copy on `d`.
-  Tensor to(Device d) const;
+  Tensor to(Device d, std::source_location loc = std::source_location::current()) const;
   // This tensor itself when already `t`; else a converted copy.
   Tensor to(DType t) const;
   Tensor to(Device d, DType t) const;
   // Always new storage, even on the same device.
-  Tensor copy_to(Device d) const;
-  Tensor cpu() const { return to(anvil::cpu()); }
+  Tensor copy_to(Device d, std::source_location loc = std::source_location::current()) const;
+  Tensor cpu(std::source_location loc = std::source_location::current()) const { return to(anvil::cpu(), loc); }
 
   // --- host access (copies to the host and waits; counted by the ledger) -------
   // T: bool, float, double or an integer type of a dtype's width (int,
   // long, long long, std::int64_t, unsigned char, ...; see dtype_of).
   template <HasDType T>
-  T item() const;
+  T item(std::source_location loc = std::source_location::current()) const;
   template <HasDType T>
-  std::vector<T> to_vector() const;
+  std::vector<T> to_vector(std::source_location loc = std::source_location::current()) const;
   // Pointer to the first element; CPU tensors only (NotSupported otherwise).
   template <typename T>
   T* data_ptr() const;
@@ -263,10 +266,20 @@ struct ValuesIndices {
   Tensor indices;  // i64
 };
 
+// A tensor being printed, with the line that prints it: `std::cout << t`
+// converts t to this implicitly, and the conversion's default argument is
+// the caller's location (an operator cannot take a defaulted parameter).
+struct PrintedTensor {
+  PrintedTensor(const Tensor& t, std::source_location loc = std::source_location::current()) noexcept
+      : tensor(t), location(loc) {}
+  const Tensor& tensor;
+  std::source_location location;
+};
+
 // PyTorch's format: tensor([[1., 1.],\n        [1., 1.]], device='opencl:0').
 // Printing a device tensor is exactly one device→host copy.
-std::ostream& operator<<(std::ostream& os, const Tensor& t);
-std::string to_string(const Tensor& t);
+std::ostream& operator<<(std::ostream& os, const PrintedTensor& t);
+std::string to_string(const Tensor& t, std::source_location loc = std::source_location::current());
 
 // Print options, like torch.set_printoptions.
 struct PrintOptions {

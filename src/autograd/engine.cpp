@@ -12,6 +12,7 @@
 #include "autograd/graph.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -160,6 +161,7 @@ thread_local std::vector<std::function<void()>>* t_final_callbacks = nullptr;
 void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph);
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  const profiler::detail::OpSpan span(profiler::detail::Kind::Backward, "backward", nullptr, {&root});
   // Gradient rules compute in their forward op's dtypes, not autocast's.
   AutocastSuspend no_autocast;
   std::vector<std::function<void()>> callbacks;
@@ -263,7 +265,11 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       continue;
     }
     std::vector<Tensor> outs;
-    if (gn.defined()) outs = n->apply(gn);
+    if (gn.defined()) {
+      const Device gd = gn.device();
+      const profiler::detail::OpSpan span(profiler::detail::Kind::Backward, n->name.c_str(), &gd, {&gn});
+      outs = n->apply(gn);
+    }
     if (!retain_graph && n->fn) n->fn = nullptr;
     for (std::size_t i = 0; i < n->next.size(); ++i) {
       Node* nx = n->next[i].get();

@@ -6,6 +6,7 @@
 
 #include "core/caching_allocator.h"
 #include "core/ledger_counters.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -30,6 +31,7 @@ void record_sync(Device d) {
   ++totals().syncs[d];
 }
 void record_collective(Device d, std::uint64_t bytes) {
+  profiler::detail::collective_event(d, bytes);
   std::lock_guard lock(g_mutex);
   Transfer& t = totals().collectives[d];
   ++t.copies;

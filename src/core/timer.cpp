@@ -29,6 +29,7 @@
 #include "anvil/error.h"
 #include "core/backend.h"
 #include "core/ledger_counters.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -86,8 +87,13 @@ double Event::elapsed_seconds(const Event& end) const {
               "devices, whose clocks cannot be compared; expected end on ", d, " like start, got ", end.stamp_->device,
               "; time each device with its own pair of events");
   if (!stamp_->device_clock) return std::chrono::duration<double>(end.stamp_->host_time - stamp_->host_time).count();
-  const double seconds = detail::backend_checked(d, "Event::elapsed_seconds")
-                             .timestamp_elapsed(d.index(), stamp_->handle, end.stamp_->handle);
+  double seconds = 0;
+  {
+    const profiler::detail::SiteScope site("Event::elapsed_seconds", std::source_location::current(), true);
+    const profiler::detail::SyncSpan wait(d);
+    seconds = detail::backend_checked(d, "Event::elapsed_seconds")
+                  .timestamp_elapsed(d.index(), stamp_->handle, end.stamp_->handle);
+  }
   // One host sync per pair: asking again for markers already waited for
   // does not wait.
   const bool start_waited = stamp_->waited.exchange(true);

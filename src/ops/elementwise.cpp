@@ -9,6 +9,7 @@
 #include "autograd/graph.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -34,6 +35,7 @@ void check_arithmetic(const char* op, BinaryOp bop, DType t) {
 
 Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* opname = name(op);
+  ANVIL_PROFILE_OP(opname, &a, &b);
   const Device d = check_same_device(opname, {&a, &b});
   const DType promoted = promote(a.impl_ref().dtype(), b.impl_ref().dtype());
   check_arithmetic(opname, op, promoted);
@@ -51,6 +53,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 Tensor binary_scalar_op(BinaryOp op, const Tensor& a, const Scalar& s, bool scalar_first) {
   const char* opname = name(op);
+  ANVIL_PROFILE_OP(opname, &a, nullptr);
   check_defined(opname, a);
   const Device d = a.impl_ref().device();
   const DType promoted = promote(a.impl_ref().dtype(), s);
@@ -75,6 +78,7 @@ Tensor binary_scalar_op(BinaryOp op, const Tensor& a, const Scalar& s, bool scal
 // other must broadcast to self's shape (self never grows).
 void binary_inplace(BinaryOp op, const Tensor& self, const Tensor* other, const Scalar* s) {
   const char* opname = name(op);
+  ANVIL_PROFILE_OP(opname, &self, other);
   if (other)
     check_same_device(opname, {&self, other});
   else
@@ -123,6 +127,7 @@ bool autocasts_to_f32(UnaryOp op) {
 
 Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
   const char* opname = name(op);
+  ANVIL_PROFILE_OP(opname, &x);
   check_defined(opname, x);
   if (autocasts_to_f32(op))
     if (auto c = autocast_inputs(AutocastList::Fp32, {&x})) return unary_op(op, (*c)[0], params);
@@ -148,6 +153,7 @@ Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
 
 void unary_inplace(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
   const char* opname = name(op);
+  ANVIL_PROFILE_OP(opname, &x);
   check_defined(opname, x);
   const TensorImpl& xi = x.impl_ref();
   check_inplace(opname, x);
@@ -243,6 +249,7 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
 
 namespace {
 Tensor where_impl(const Tensor& cond, const Tensor* a, const Tensor* b, const Scalar* sa, const Scalar* sb) {
+  ANVIL_PROFILE_OP("where", &cond, a, b);
   std::vector<const Tensor*> ts{&cond};
   if (a) ts.push_back(a);
   if (b) ts.push_back(b);
@@ -361,6 +368,7 @@ Tensor& operator/=(Tensor& a, const Scalar& b) { return a.div_(b); }
 namespace {
 void binary_out(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
   const char* opname = detail::name(op);
+  ANVIL_PROFILE_OP(opname, &a, &b);
   const Device d = detail::check_same_device(opname, {&out, &a, &b});
   detail::check_inplace(opname, out, &a);
   detail::check_inplace(opname, out, &b);
@@ -495,6 +503,7 @@ Tensor& Tensor::neg_() {
 }
 
 Tensor& Tensor::fill_(const Scalar& v) {
+  ANVIL_PROFILE_OP("fill_", this);
   detail::check_defined("fill_", *this);
   detail::check_inplace("fill_", *this);
   const detail::TensorImpl& si = impl_ref();
@@ -561,6 +570,7 @@ std::optional<Tensor> try_unary_binary(BinaryOp op, const Lazy* a, const Lazy* b
   const ElementwiseArgs args =
       s ? elementwise_args(out, {inputs[0], inputs[1]}, {*s}, t) : elementwise_args(out, {inputs[0], inputs[1]});
   check_supported(name(op), Primitive::Binary, t, d);
+  ANVIL_PROFILE_OP(name(op), inputs[0], inputs[1]);
   backend_of(x).unary_binary(d.index(), op, prologue, args);
   return out;
 }

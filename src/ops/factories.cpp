@@ -6,6 +6,7 @@
 #include "core/ledger_counters.h"
 #include "ops/host_dispatch.h"
 #include "ops/op_common.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -65,6 +66,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Device
   ANVIL_CHECK(count < 9.0e18, ShapeError, "arange: too many elements; expected fewer than 2^63, got ", count);
   const auto n = static_cast<std::int64_t>(count);
   Tensor out = make_on("arange", {n}, dt, d);
+  ANVIL_PROFILE_OP_ON("arange", d);
   if (n > 0) detail::dispatch::arange("arange", d, detail::operand(out), n, s, st);
   return out;
 }
@@ -74,6 +76,7 @@ Tensor linspace(double start, double end, std::int64_t steps, Device d, DType t)
   Tensor out = make_on("linspace", {steps}, t, d);
   if (steps == 0) return out;
   const double step = steps == 1 ? 0.0 : (end - start) / static_cast<double>(steps - 1);
+  ANVIL_PROFILE_OP_ON("linspace", d);
   detail::dispatch::arange("linspace", d, detail::operand(out), steps, start, step);
   return out;
 }
@@ -117,6 +120,7 @@ Tensor random_fill(detail::RandomKind kind, const Shape& shape, Device d, DType 
   r.b = b;
   const auto un = static_cast<std::uint64_t>(n);
   r.offset = reserve(kind == detail::RandomKind::Normal ? (un + 1) / 2 : (un + 3) / 4, r.seed);
+  ANVIL_PROFILE_OP_ON(op, d);
   detail::dispatch::random(op, d, r);
   return out;
 }
@@ -159,6 +163,7 @@ Tensor from_host(const void* data, const Shape& shape, DType t, Device d) {
   if (bytes == 0) return out;
   ANVIL_CHECK(data != nullptr, ValueError, "from_host: data is null; expected a pointer to ", bytes, " bytes");
   const detail::TensorImpl& oi = out.impl_ref();
+  profiler::detail::CopySpan copy_span(cpu(), d, bytes);
   oi.backend().copy_from_host(d.index(), oi.storage()->data(), 0, data, bytes);
   if (!d.is_cpu()) detail::record_copy(cpu(), d, bytes);
   return out;

@@ -5,6 +5,7 @@
 #include "autograd/graph.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -95,6 +96,7 @@ void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta) {
 }  // namespace detail
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  ANVIL_PROFILE_OP("matmul", &a, &b);
   if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&a, &b})) return matmul((*c)[0], (*c)[1]);
   const Device d = detail::check_same_device("matmul", {&a, &b});
   ANVIL_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError,
@@ -145,6 +147,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  ANVIL_PROFILE_OP("mm", &a, &b);
   detail::check_same_device("mm", {&a, &b});
   ANVIL_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "mm: both arguments must be 2-D; expected matrices, got ",
               a.shape(), " and ", b.shape());
@@ -155,6 +158,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  ANVIL_PROFILE_OP("bmm", &a, &b);
   detail::check_same_device("bmm", {&a, &b});
   ANVIL_CHECK(a.dim() == 3 && b.dim() == 3, ShapeError,
               "bmm: both arguments must be 3-D; expected [batch, n, m] tensors, got ", a.shape(), " and ", b.shape());
@@ -164,6 +168,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
+  ANVIL_PROFILE_OP("dot", &a, &b);
   detail::check_same_device("dot", {&a, &b});
   ANVIL_CHECK(a.dim() == 1 && b.dim() == 1, ShapeError, "dot: both arguments must be 1-D; expected vectors, got ",
               a.shape(), " and ", b.shape());
@@ -202,6 +207,7 @@ void mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  ANVIL_PROFILE_OP("addmm", &bias, &a, &b);
   if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&bias, &a, &b}))
     return addmm((*c)[0], (*c)[1], (*c)[2], beta, alpha);
   const Device d = detail::check_same_device("addmm", {&bias, &a, &b});
@@ -238,6 +244,7 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
 // input broadcast to [B, N, P]; beta = 0 ignores input (NaN included), as
 // PyTorch does.
 Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, const Scalar& beta, const Scalar& alpha) {
+  ANVIL_PROFILE_OP("baddbmm", &input, &b1, &b2);
   detail::check_same_device("baddbmm", {&input, &b1, &b2});
   if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&input, &b1, &b2}))
     return baddbmm((*c)[0], (*c)[1], (*c)[2], beta, alpha);
@@ -262,6 +269,7 @@ Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, const Sc
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  ANVIL_PROFILE_OP("linear", &x, &weight, &bias);
   // One op for autocast, as in PyTorch: the bias is cast with the product.
   if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&x, &weight, &bias}))
     return linear((*c)[0], (*c)[1], (*c)[2]);

@@ -15,6 +15,7 @@
 #include "core/env_flag.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -44,6 +45,7 @@ Tensor as_strided(const Tensor& x, const Shape& shape, const Strides& strides, s
 }
 
 Tensor softmax(const Tensor& x, int dim) {
+  ANVIL_PROFILE_OP("softmax", &x);
   detail::check_defined("softmax", x);
   if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return softmax((*c)[0], dim);
   const Tensor e = exp(x - amax(x, dim, true).detach());
@@ -51,12 +53,14 @@ Tensor softmax(const Tensor& x, int dim) {
 }
 
 Tensor log_softmax(const Tensor& x, int dim) {
+  ANVIL_PROFILE_OP("log_softmax", &x);
   detail::check_defined("log_softmax", x);
   if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return log_softmax((*c)[0], dim);
   return x - logsumexp(x, dim, true);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+  ANVIL_PROFILE_OP("cross_entropy", &logits, &target);
   detail::check_same_device("cross_entropy", {&logits, &target});
   if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&logits})) return cross_entropy((*c)[0], target);
   ANVIL_CHECK(logits.dim() == 2, ShapeError, "cross_entropy: logits must be [N, C]; expected 2 dims, got ",
@@ -79,6 +83,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  ANVIL_PROFILE_OP("mse_loss", &input, &target);
   detail::check_same_device("mse_loss", {&input, &target});
   if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&input, &target}))
     return mse_loss((*c)[0], (*c)[1]);
@@ -151,6 +156,7 @@ bool has_fused_conv2d(const Tensor& x, const detail::Conv2dArgs& shape) {
 
 // [N, C*KH*KW, OH*OW]: the window matrix of x, one column per output pixel.
 Tensor im2col(const Tensor& x, const detail::Window2d& w) {
+  ANVIL_PROFILE_OP("im2col", &x);
   Tensor cols = detail::make_empty({w.n, w.c * w.kh * w.kw, w.oh * w.ow}, x.dtype(), x.device());
   if (cols.numel() > 0)
     detail::backend_of(x).im2col(x.device().index(),
@@ -164,6 +170,7 @@ Tensor im2col(const Tensor& x, const detail::Window2d& w) {
 namespace detail {
 
 Tensor col2im(const Tensor& cols, const Window2d& w) {
+  ANVIL_PROFILE_OP("col2im", &cols);
   ANVIL_ASSERT(cols.is_contiguous() && cols.shape() == Shape({w.n, w.c * w.kh * w.kw, w.oh * w.ow}),
                "col2im: unexpected cols ", cols.shape());
   Tensor image = make_empty({w.n, w.c, w.h, w.w}, cols.dtype(), cols.device());
@@ -212,6 +219,7 @@ Conv2dArgs weight_gradient(const Conv2dArgs& shape, const Tensor& gd, const Tens
 }  // namespace
 
 Tensor conv2d_backward_data(const Tensor& grad, const Tensor& weight, const Conv2dArgs& shape) {
+  ANVIL_PROFILE_OP("conv2d_backward_data", &grad, &weight);
   const Window2d& w = shape.g;
   Tensor image = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
   backend_of(grad).conv2d_backward_data(grad.device().index(), data_gradient(shape, dense(grad), dense(weight), image));
@@ -220,6 +228,7 @@ Tensor conv2d_backward_data(const Tensor& grad, const Tensor& weight, const Conv
 
 std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
                                                  const Conv2dArgs& shape, bool want_bias) {
+  ANVIL_PROFILE_OP("conv2d_backward_weight", &grad, &x);
   Tensor gw = make_empty(weight_shape, grad.dtype(), grad.device());
   Tensor gb = want_bias ? make_empty({shape.out_channels}, grad.dtype(), grad.device()) : Tensor{};
   backend_of(grad).conv2d_backward_weight(grad.device().index(), weight_gradient(shape, dense(grad), dense(x), gw, gb));
@@ -228,6 +237,7 @@ std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad, const Tenso
 
 ConvGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Conv2dArgs& shape,
                           bool want_bias) {
+  ANVIL_PROFILE_OP("conv2d_backward", &grad, &x, &weight);
   const Window2d& w = shape.g;
   ConvGrads out;
   out.input = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
@@ -240,6 +250,7 @@ ConvGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& wei
 }
 
 Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Window2d& w) {
+  ANVIL_PROFILE_OP("max_pool2d_backward", &grad);
   ANVIL_ASSERT(grad.is_contiguous() && grad.shape() == indices.shape(), "max_pool2d_backward: unexpected grad ",
                grad.shape());
   Tensor image = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
@@ -254,6 +265,7 @@ Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Wind
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<std::int64_t, 2> stride,
               std::array<std::int64_t, 2> padding, std::array<std::int64_t, 2> dilation, std::int64_t groups) {
+  ANVIL_PROFILE_OP("conv2d", &x, &weight, &bias);
   detail::check_same_device("conv2d", {&x, &weight});
   if (bias.defined()) detail::check_same_device("conv2d", {&x, &bias});
   if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&x, &weight, &bias}))
@@ -321,6 +333,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::int64_t stride, std::int64_t padding,
               std::int64_t dilation, std::int64_t groups) {
+  ANVIL_PROFILE_OP("conv1d", &x, &weight, &bias);
   detail::check_defined("conv1d", x);
   ANVIL_CHECK(x.dim() == 3, ShapeError, "conv1d: input must be [N, C, L]; expected 3 dims, got ", x.shape());
   ANVIL_CHECK(weight.defined() && weight.dim() == 3, ShapeError,
@@ -332,6 +345,7 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::in
 
 Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
                   std::array<std::int64_t, 2> padding) {
+  ANVIL_PROFILE_OP("max_pool2d", &x);
   detail::check_defined("max_pool2d", x);
   check_4d("max_pool2d", x);
   const detail::Window2d w = window("max_pool2d", x, kernel, stride, padding);
@@ -357,6 +371,7 @@ Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
 
 Tensor avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
                   std::array<std::int64_t, 2> padding) {
+  ANVIL_PROFILE_OP("avg_pool2d", &x);
   detail::check_defined("avg_pool2d", x);
   check_4d("avg_pool2d", x);
   const detail::Window2d w = window("avg_pool2d", x, kernel, stride, padding);
@@ -410,6 +425,7 @@ Tensor adaptive_max_along(const Tensor& x, int dim, std::int64_t out) {
 }  // namespace
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size) {
+  ANVIL_PROFILE_OP("adaptive_avg_pool2d", &x);
   check_adaptive("adaptive_avg_pool2d", x, output_size);
   const auto [oh, ow] = output_size;
   const std::int64_t h = x.size(-2), w = x.size(-1);
@@ -425,6 +441,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_s
 }
 
 Tensor adaptive_max_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size) {
+  ANVIL_PROFILE_OP("adaptive_max_pool2d", &x);
   check_adaptive("adaptive_max_pool2d", x, output_size);
   if (x.dim() == 3) return adaptive_max_pool2d(x.unsqueeze(0), output_size).squeeze(0);
   const auto [oh, ow] = output_size;
@@ -510,6 +527,7 @@ namespace detail {
 
 BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& invstd,
                                    const Tensor& weight, bool training, bool want_input) {
+  ANVIL_PROFILE_OP("batch_norm_backward", &grad, &x);
   const Tensor g = grad.contiguous(), w = weight.defined() ? weight.contiguous() : Tensor{};
   BatchNormArgs a = batch_norm_args(x, training);
   BatchNormGrads out;
@@ -530,6 +548,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  ANVIL_PROFILE_OP("batch_norm", &x);
   detail::check_defined("batch_norm", x);
   if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x, &weight, &bias}))
     return batch_norm((*c)[0], running_mean, running_var, (*c)[1], (*c)[2], training, momentum, eps);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/env_flag.h"
+#include "profiler/hooks.h"
 
 namespace anvil::detail {
 
@@ -162,6 +163,7 @@ Tensor cast(const Tensor& t, DType dtype) {
 
 void copy_into(const Tensor& dst, const Tensor& src, const char* op) {
   if (dst.numel() == 0) return;
+  ANVIL_PROFILE_OP(op, &src);
   dispatch::copy(op, dst.impl_ref().device(), elementwise_args(dst, {&src}));
 }
 

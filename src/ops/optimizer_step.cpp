@@ -3,6 +3,7 @@
 #include "core/env_flag.h"
 #include "ops/op_common.h"
 #include "ops/tensor_make.h"
+#include "profiler/hooks.h"
 
 namespace anvil::detail {
 
@@ -16,6 +17,7 @@ bool fused_optimizer_step(OptimizerStepArgs args, const Tensor& param, const Ten
   if (!fits(&param) || !fits(&grad) || !fits(state0) || !fits(state1)) return false;
   Backend& b = backend_of(param);
   if (!b.supports_optimizer_step(args.kind, param.dtype(), param.device().index())) return false;
+  ANVIL_PROFILE_OP("optimizer_step", &param, &grad);
   args.dtype = param.dtype();
   args.numel = param.numel();
   args.param = operand(param);

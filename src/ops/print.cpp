@@ -11,6 +11,7 @@
 
 #include "ops/host_dispatch.h"
 #include "ops/op_common.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -183,8 +184,10 @@ PrintOptions printoptions() {
   return g_print_options;
 }
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+std::ostream& operator<<(std::ostream& os, const PrintedTensor& printed) {
+  const Tensor& t = printed.tensor;
   if (!t.defined()) return os << "tensor(undefined)";
+  const profiler::detail::SiteScope site("print", printed.location, false);
   const PrintOptions opt = printoptions();
   const Tensor h = detail::host_contiguous(t);
   const Shape& shape = h.shape();
@@ -235,9 +238,9 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   return os << ')';
 }
 
-std::string to_string(const Tensor& t) {
+std::string to_string(const Tensor& t, std::source_location loc) {
   std::ostringstream os;
-  os << t;
+  os << PrintedTensor(t, loc);
   return os.str();
 }
 

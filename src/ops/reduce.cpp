@@ -7,6 +7,7 @@
 #include "autograd/graph.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -16,6 +17,7 @@ namespace detail {
 
 Tensor reduce_op(ReduceOp op, const char* opname, const Tensor& x, const Dims& dims, bool keepdim, DType out_dtype,
                  double scale) {
+  ANVIL_PROFILE_OP(opname, &x);
   check_defined(opname, x);
   const TensorImpl& xi = x.impl_ref();
   const int nd = xi.dim();

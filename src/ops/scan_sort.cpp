@@ -5,6 +5,7 @@
 #include "autograd/graph.h"
 #include "ops/dispatch.h"
 #include "ops/op_common.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -21,6 +22,7 @@ Tensor cumsum_along(const Tensor& x, int dim, bool reverse) {
   Tensor out;
   {
     NoGradGuard no_grad;
+    ANVIL_PROFILE_OP("cumsum", &x);
     const Tensor in = rows_of(x, dim);
     Tensor o = make_empty(in.shape(), x.dtype(), x.device());
     const std::int64_t len = x.size(dim);
@@ -68,6 +70,7 @@ ValuesIndices sort(const Tensor& x, int dim, bool descending) {
     // A half widens to f32 exactly and in order, so its rows sort as f32 and
     // the row primitive needs no 16-bit variant.
     const Tensor in = rows_of(is_half(x.dtype()) ? detail::cast(x, DType::F32) : x, dim);
+    ANVIL_PROFILE_OP("sort", &x);
     Tensor idx = detail::make_empty(in.shape(), DType::I64, x.device());
     const std::int64_t len = x.size(dim);
     if (idx.numel() > 0)

@@ -10,6 +10,7 @@
 #include "autograd/graph.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -24,6 +25,7 @@ void check_devices(const char* op, std::initializer_list<const Tensor*> ts) {
 }  // namespace
 
 Tensor embedding(const Tensor& indices, const Tensor& weight) {
+  ANVIL_PROFILE_OP("embedding", &indices, &weight);
   detail::check_defined("embedding", indices, 0);
   detail::check_defined("embedding", weight, 1);
   detail::check_same_device("embedding", {&indices, &weight});
@@ -38,6 +40,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  ANVIL_PROFILE_OP("layer_norm", &x, &weight, &bias);
   detail::check_defined("layer_norm", x);
   if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x, &weight, &bias}))
     return layer_norm((*c)[0], normalized_shape, (*c)[1], (*c)[2], eps);
@@ -114,6 +117,7 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_ma
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     bool is_causal) {
+  ANVIL_PROFILE_OP("scaled_dot_product_attention", &q, &k, &v);
   detail::check_defined("scaled_dot_product_attention", v, 2);
   detail::check_same_device("scaled_dot_product_attention", {&q, &v});
   ANVIL_CHECK(
@@ -124,6 +128,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
+  ANVIL_PROFILE_OP("dropout", &x);
   detail::check_defined("dropout", x);
   ANVIL_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: p is a probability; expected [0, 1], got ", p);
   if (!training || p == 0.0) return x;

@@ -7,6 +7,7 @@
 #include "core/ledger_counters.h"
 #include "ops/host_dispatch.h"
 #include "ops/op_common.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -51,6 +52,7 @@ void transfer_into(const Tensor& out, const Tensor& src) {
   const Device from = si.device();
   const std::size_t bytes = out.nbytes();
   if (bytes == 0) return;
+  profiler::detail::CopySpan copy_span(from, dst, bytes);
   const std::size_t src_off = static_cast<std::size_t>(si.offset()) * element_size(si.dtype());
   const std::size_t dst_off = static_cast<std::size_t>(oi.offset()) * element_size(oi.dtype());
   void* dst_data = oi.storage()->data();
@@ -61,13 +63,19 @@ void transfer_into(const Tensor& out, const Tensor& src) {
     dst_backend.copy_from_host(dst.index(), dst_data, dst_off, static_cast<const char*>(si.storage()->data()) + src_off,
                                bytes);
   } else if (dst.is_cpu()) {
-    src_backend.copy_to_host(from.index(), static_cast<char*>(dst_data) + dst_off, si.storage()->data(), src_off,
-                             bytes);
+    {
+      const profiler::detail::SyncSpan wait(from);
+      src_backend.copy_to_host(from.index(), static_cast<char*>(dst_data) + dst_off, si.storage()->data(), src_off,
+                               bytes);
+    }
     record_sync(from);
   } else {  // across backends or contexts: through the host
     Tensor staging = make_empty(si.shape(), si.dtype(), cpu());
     void* host = staging.impl_ref().storage()->data();
-    src_backend.copy_to_host(from.index(), host, si.storage()->data(), src_off, bytes);
+    {
+      const profiler::detail::SyncSpan wait(from);
+      src_backend.copy_to_host(from.index(), host, si.storage()->data(), src_off, bytes);
+    }
     record_sync(from);
     dst_backend.copy_from_host(dst.index(), dst_data, dst_off, host, bytes);
   }
@@ -82,8 +90,9 @@ Tensor host_contiguous(const Tensor& t) {
 
 }  // namespace detail
 
-Tensor Tensor::to(Device d) const {
+Tensor Tensor::to(Device d, std::source_location loc) const {
   if (impl_ref().device() == d) return *this;
+  const profiler::detail::SiteScope site("to", loc, true);
   Tensor r = detail::transfer(*this, d);
   detail::record_to_device(r, *this);
   return r;
@@ -97,15 +106,17 @@ Tensor Tensor::to(Device d, DType t) const {
   return to(d).to(t);
 }
 
-Tensor Tensor::copy_to(Device d) const {
+Tensor Tensor::copy_to(Device d, std::source_location loc) const {
   impl_ref();
+  const profiler::detail::SiteScope site("copy_to", loc, true);
   Tensor r = detail::transfer(*this, d);
   detail::record_to_device(r, *this);
   return r;
 }
 
 template <HasDType T>
-T Tensor::item() const {
+T Tensor::item(std::source_location loc) const {
+  const profiler::detail::SiteScope site("item", loc, false);
   ANVIL_CHECK(numel() == 1, ShapeError,
               "item: only one-element tensors can be read as a scalar; expected 1 element, got ", numel(), " (shape ",
               shape(), ")");
@@ -118,7 +129,8 @@ T Tensor::item() const {
 }
 
 template <HasDType T>
-std::vector<T> Tensor::to_vector() const {
+std::vector<T> Tensor::to_vector(std::source_location loc) const {
+  const profiler::detail::SiteScope site("to_vector", loc, false);
   // Converted where the data is, unless the device cannot hold T's dtype
   // (to_vector<double>() of a GPU without fp64): then on the host.
   const Device d = impl_ref().device();
@@ -153,9 +165,9 @@ void* Tensor::raw_data_ptr() const {
 
 // Host reads for every fundamental type with a dtype (dtype_of): each C++
 // name of a width once, whichever of them the fixed-width aliases are.
-#define ANVIL_INSTANTIATE_HOST_READ(T) \
-  template T Tensor::item<T>() const;  \
-  template std::vector<T> Tensor::to_vector<T>() const;
+#define ANVIL_INSTANTIATE_HOST_READ(T)                    \
+  template T Tensor::item<T>(std::source_location) const; \
+  template std::vector<T> Tensor::to_vector<T>(std::source_location) const;
 ANVIL_INSTANTIATE_HOST_READ(bool)
 ANVIL_INSTANTIATE_HOST_READ(unsigned char)
 ANVIL_INSTANTIATE_HOST_READ(int)

@@ -5,6 +5,7 @@
 #include "autograd/graph.h"
 #include "core/ledger_counters.h"
 #include "ops/op_common.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -427,6 +428,7 @@ Tensor index_select(const Tensor& x, int dim, const Tensor& index) {
   const Tensor idx = detail::cast(index.reshape({-1}), DType::I64);
   Shape s = xx.shape();
   s[dim] = idx.numel();
+  ANVIL_PROFILE_OP("index_select", &x, &index);
   Tensor out = detail::make_empty(s, x.dtype(), d);
   if (out.numel() > 0 || idx.numel() > 0) {
     ANVIL_CHECK(xx.shape()[dim] > 0 || idx.numel() == 0, IndexError, "index_select: cannot select from an empty dim; ",
@@ -450,6 +452,7 @@ Tensor gather(const Tensor& x, int dim, const Tensor& index) {
                 "gather: index is larger than the input in dim ", i, "; expected index.size(", i, ") <= ", x.shape()[i],
                 ", got ", index.shape());
   const Tensor idx = detail::cast(index, DType::I64);
+  ANVIL_PROFILE_OP("gather", &x, &index);
   Tensor out = detail::make_empty(index.shape(), x.dtype(), d);
   if (out.numel() > 0) detail::dispatch::index("gather", d, index_args(detail::IndexOp::Gather, out, x, idx, dim));
   detail::record_gather(out, x, dim, idx);
@@ -476,6 +479,7 @@ Tensor check_index_add(const char* op, const Tensor& x, int& dim, const Tensor& 
 
 // out[c with c[dim] = index[k]] += src[c, k], in place, on `out`'s device.
 void accumulate(detail::IndexOp op, const Tensor& out, const Tensor& src, const Tensor& idx, int dim) {
+  ANVIL_PROFILE_OP(detail::name(op), &out, &src);
   if (out.numel() == 0 || src.numel() == 0) return;
   detail::dispatch::index(detail::name(op), out.device(), index_args(op, out, src, idx, dim));
 }

@@ -5,6 +5,7 @@
 
 #include "anvil/autograd.h"
 #include "anvil/ops.h"
+#include "anvil/profiler.h"
 #include "ops/optimizer_step.h"
 
 namespace anvil::optim {
@@ -70,6 +71,7 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
 }
 
 void SGD::step() {
+  const profiler::Range range("SGD.step", "optimizer");
   NoGradGuard no_grad;
   const SGDOptions& o = options_;
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -121,6 +123,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options)
 }
 
 void Adam::step() {
+  const profiler::Range range("Adam.step", "optimizer");
   NoGradGuard no_grad;
   const AdamOptions& o = options_;
   ++t_;

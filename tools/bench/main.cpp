@@ -8,9 +8,11 @@
 // Each scenario prints its tables and a one-line conclusion. Errors are one
 // line on stderr and exit status 1.
 #include <anvil/anvil.h>
+#include <anvil/profiler.h>
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -45,7 +47,7 @@ int main(int argc, char** argv) {
   using namespace anvil::bench;
   CLI::App app{"anvil-bench: the GPUs chapter's exercises, measured on your devices"};
   std::vector<std::string> names;
-  std::string device_list, plot_path;
+  std::string device_list, plot_path, profile_path;
   bool quick = false, csv = false, json = false, list = false;
   std::string choices;
   for (const Scenario& s : scenarios()) choices += std::string(choices.empty() ? "" : ", ") + s.name;
@@ -58,6 +60,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON document instead of tables")->excludes(csv_flag);
   app.add_option("--plot", plot_path, "also plot to a .png or .svg file through gnuplot");
   app.add_flag("--list", list, "list the scenarios and exit");
+  app.add_option("--profile", profile_path,
+                 "profile the scenarios (anvil/profiler.h): a Chrome trace to this file, and the top ops printed at "
+                 "the end (to stderr with --csv or --json); its markers slow small ops, so read timings without it");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -101,6 +106,8 @@ int main(int argc, char** argv) {
       if (anvil::gpu_count() == 0) std::cout << "no accelerator: " << anvil::try_gpu_reason(0) << "\n";
       std::cout << "\n";
     }
+    std::unique_ptr<anvil::profiler::Profile> profile;
+    if (!profile_path.empty()) profile = std::make_unique<anvil::profiler::Profile>();
     std::vector<ScenarioResult> results;
     for (const Scenario* s : chosen) {
       results.push_back(s->run(options));
@@ -118,6 +125,15 @@ int main(int argc, char** argv) {
         doc["devices"].push_back({{"device", d.str()}, {"name", anvil::properties(d).name}, {"clock", clock_of(d)}});
       for (const auto& r : results) doc["scenarios"].push_back(to_json(r));
       std::cout << doc.dump(2) << "\n";
+    }
+    if (profile) {
+      profile->stop();
+      profile->write_trace(profile_path);
+      std::ostream& out = json || csv ? std::cerr : std::cout;
+      out << "\nprofile: the top 15 ops by host time (anvil::profiler)\n"
+          << profile->table({.sort_by = anvil::profiler::SortBy::HostTotal, .row_limit = 15});
+      if (!profile->sync_sites().empty()) out << "\nhost syncs by call site\n" << profile->sync_table(15);
+      out << "profile: trace written to " << profile_path << " (open it in https://ui.perfetto.dev)\n";
     }
     if (!plot_path.empty()) {
       for (const std::string& f : plot(results, plot_path))

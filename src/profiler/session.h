@@ -1,0 +1,99 @@
+// What a profile records while it runs (recorder.cpp), and what the reports
+// read once it has stopped (report.cpp). Internal to src/profiler.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "anvil/profiler.h"
+#include "profiler/hooks.h"
+
+namespace anvil::profiler::detail {
+
+std::int64_t now_ns() noexcept;
+
+struct DeviceLess {
+  bool operator()(Device a, Device b) const noexcept {
+    if (a.type() != b.type()) return a.type() < b.type();
+    return a.index() < b.index();
+  }
+};
+
+// One span (or instant) on one host thread.
+struct Record {
+  Kind kind = Kind::Op;
+  std::string name;
+  std::string shapes;
+  Device device;
+  int depth = 0;
+  std::int64_t start_ns = 0, end_ns = 0;
+  std::int64_t child_ns = 0;  // the spans directly inside it
+  std::int64_t memory = 0;    // allocated - freed inside it, children included
+  std::uint64_t bytes = 0;
+  void* mark_start = nullptr;  // device-clock markers (Note [Device clocks])
+  void* mark_end = nullptr;
+  int site = -1;  // syncs: index into Session::sites
+  bool closed = false;
+  // Filled when the profile stops:
+  bool has_device_span = false;
+  std::int64_t device_start_ns = 0, device_end_ns = 0;
+};
+
+// One host thread's records. Its mutex is uncontended while recording (only
+// its own thread writes); stop() takes it to close what is still open.
+struct ThreadLog {
+  std::mutex mutex;
+  int thread = 0;
+  std::vector<Record> records;
+  std::vector<int> open;  // indices of the open spans, innermost last
+};
+
+// A device's clock, tied to the host's: a marker recorded on an idle queue
+// right after a wait completes at (about) the host time read then, so a
+// marker's device time minus the reference's, plus that host time, places it
+// on the host's timeline.
+struct DeviceClock {
+  bool tried = false;
+  void* reference = nullptr;  // null: no clock (spans stay host-only)
+  std::int64_t reference_host_ns = 0;
+};
+
+struct MemorySample {
+  std::int64_t ns;
+  Device device;
+  std::int64_t live;
+};
+
+struct Session {
+  Options options;
+  std::uint32_t generation = 0;
+  std::int64_t start_ns = 0, stop_ns = 0;
+  bool stopped = false;
+  bool until_exit = false;
+
+  std::mutex mutex;  // everything below
+  std::vector<std::unique_ptr<ThreadLog>> threads;
+  std::map<Device, DeviceClock, DeviceLess> clocks;
+  std::vector<SyncSite> sites;
+  std::map<Device, MemoryTotals, DeviceLess> memory;
+  std::map<Device, std::int64_t, DeviceLess> live;
+  std::vector<MemorySample> samples;
+
+  // Built by stop():
+  std::vector<TraceEvent> events;
+};
+
+// Stops `s` (see Profile::stop) and builds s.events.
+void stop_session(Session& s);
+
+}  // namespace anvil::profiler::detail
+
+namespace anvil::profiler {
+struct Profile::State {
+  std::unique_ptr<detail::Session> session;
+};
+}  // namespace anvil::profiler
