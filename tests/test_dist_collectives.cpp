@@ -223,7 +223,7 @@ TEST_P(ProcessGroupTest, ManyInFlightCompleteInOrder) {
 }
 
 // A thread waiting for a collective that nobody has started runs it itself
-// (Note [The waiter runs its collective] in src/distributed/mpi_group.cpp): waits in
+// (Note [The waiter runs its collective] in src/distributed/process_group.cpp): waits in
 // any order, from several threads at once, must still issue the collectives
 // in the order they were made, the same on every rank.
 TEST_P(ProcessGroupTest, WaitsInAnyOrderFromManyThreadsKeepIssueOrder) {
@@ -254,7 +254,7 @@ TEST_P(ProcessGroupTest, WaitsInAnyOrderFromManyThreadsKeepIssueOrder) {
 
 // Where the ranks fill the cores, a CPU collective is only queued until it
 // is waited for (Note [When the worker starts a collective] in
-// src/distributed/mpi_group.cpp): polling is_completed() alone must still see it
+// src/distributed/process_group.cpp): polling is_completed() alone must still see it
 // through, as must a Work that is dropped and a wait behind it.
 TEST_P(ProcessGroupTest, PollingWithoutWaitingCompletes) {
   auto& w = world();
@@ -342,7 +342,7 @@ INSTANTIATE_TEST_SUITE_P(World, ProcessGroupTest,
 
 // ---- NCCL: which engine runs CUDA tensors --------------------------------------------
 
-// See Note [Waiting for a late rank] (src/distributed/mpi_group.cpp): while a peer
+// See Note [Waiting for a late rank] (src/distributed/mpi_engine.cpp): while a peer
 // has not reached the collective, the waiting rank's MPI worker naps instead
 // of spinning, so it leaves the core to others (on two busy cores, to the
 // late rank itself).

@@ -95,7 +95,7 @@ class Work {
 // (Where every rank is on one machine and their threads already fill its
 // cores, a CPU tensor's collective waits in the queue until wait(),
 // is_completed() or the Work's destructor asks for it: a background thread
-// would only take a core from the ranks. src/distributed/mpi_group.cpp, Note [When
+// would only take a core from the ranks. src/distributed/process_group.cpp, Note [When
 // the worker starts a collective].)
 class ProcessGroup {
  public:

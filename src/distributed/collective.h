@@ -1,7 +1,7 @@
-// What every engine of anvil::dist shares: the Work state, argument checks,
+// What every group of anvil::dist shares: the Work state, argument checks,
 // the description of a collective that errors quote, and host-side reduction
-// helpers. Engines (mpi_group.cpp, single_group.cpp, local_group.cpp, nccl.cpp)
-// see only arguments these have vetted.
+// helpers. The groups (process_group.cpp over the engines of engine.h,
+// single_group.cpp, local_group.cpp) see only arguments these have vetted.
 #pragma once
 
 #include <condition_variable>
@@ -25,11 +25,11 @@ struct WorkState {
   std::exception_ptr error;
   // Set (before the Work is handed out, never changed after) by an engine
   // that lets the waiting thread run the collective itself when nobody has
-  // started it yet (Note [The waiter runs its collective], mpi_group.cpp).
+  // started it yet (Note [The waiter runs its collective], process_group.cpp).
   // wait() calls it first; it does nothing when the collective has started.
   std::function<void()> run_here;
   // Set likewise by an engine that may leave a collective queued until it is
-  // waited for (Note [When the worker starts a collective], mpi_group.cpp):
+  // waited for (Note [When the worker starts a collective], process_group.cpp):
   // wakes the engine's worker. wait() calls it when run_here could not run
   // the collective, and is_completed() when it is not done.
   std::function<void()> wake_engine;

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "distributed/collective.h"
-#include "distributed/mpi_group.h"
+#include "distributed/process_group.h"
 #include "distributed/single_group.h"
 
 namespace anvil::dist {
@@ -44,7 +44,7 @@ int env_int(const char* name, int fallback) {
   return static_cast<int>(n);
 }
 
-void leave_mpi() { detail::shutdown_mpi_group(*the_world().group); }
+void leave_mpi() { detail::shutdown_process_group(*the_world().group); }
 
 // dist::device() for a process of local rank `local`.
 Device device_of(int local) {
@@ -65,7 +65,7 @@ ProcessGroup& init() {
       // Launched by mpirun (or a launcher that MPI understands and that sets
       // RANK/WORLD_SIZE): MPI forms the world and must agree on its size.
       const int local = w.local_rank;
-      auto g = detail::make_mpi_group(ompi_size > 0 ? ompi_size : world_size, [local] { return device_of(local); });
+      auto g = detail::make_process_group(ompi_size > 0 ? ompi_size : world_size, [local] { return device_of(local); });
       w.group = g.release();
       w.is_mpi = true;
       std::atexit(leave_mpi);
