@@ -153,7 +153,7 @@ class AnvilGruTrainer final : public tb::Trainer {
     double loss = 0;
     for (int step = 0; step < tb::kStepsPerRound; ++step) {
       opt_.zero_grad();
-      const Tensor l = nn::cross_entropy(net_.forward(x_, Tensor()).output, y_);
+      const Tensor l = nn::cross_entropy(net_.forward(x_, {}).logits, y_);
       l.backward();
       d2l::grad_clipping(net_.parameters(), tb::kGruClipNorm);
       opt_.step();
@@ -167,7 +167,7 @@ class AnvilGruTrainer final : public tb::Trainer {
     NoGradGuard no_grad;
     net_.eval();
     const double correct =
-        static_cast<double>(sum(argmax(net_.forward(x_, Tensor()).output, 1) == y_).item<std::int64_t>());
+        static_cast<double>(sum(argmax(net_.forward(x_, {}).logits, 1) == y_).item<std::int64_t>());
     net_.train();
     return correct / static_cast<double>(y_.numel());
   }
