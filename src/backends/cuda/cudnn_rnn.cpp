@@ -431,4 +431,7 @@ void Runtime::rnn_dnn_backward(Slot& s, const detail::RnnArgs& a) {
   copy_weights(s, p, a.dweights, grads.bytes(), false);
 }
 
+// The shared backend sends the recurrent layers here only if this holds.
+static_assert(kernels::DnnRnnRuntime<Runtime>, "cuda::Runtime must supply the recurrent layers' hooks");
+
 }  // namespace anvil::cuda
