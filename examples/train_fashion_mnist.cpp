@@ -20,9 +20,8 @@
 // rather than one sample of constant-rate SGD's epoch-to-epoch swings of a
 // few points (what lets the ctests compare modes to within 1 point).
 //
-// LeNet here is the modern variant (ReLU and max-pooling): with D2L's
-// sigmoid/avg-pool original, lr 0.1 barely moves in a few epochs (D2L itself
-// uses lr 0.9 for it).
+// The models are d2l_models.h's; LeNet there is the modern variant (ReLU and
+// max-pooling).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +37,7 @@
 #include "anvil/nn.h"
 #include "anvil/optim.h"
 #include "d2l_flags.h"
+#include "d2l_models.h"
 #include "d2l_train.h"
 
 using namespace anvil;
@@ -106,33 +106,11 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-nn::Sequential make_mlp() {
-  nn::Sequential net{nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10)};
-  for (Tensor w : {net[1].weight(), net[3].weight()}) nn::init::normal_(w, 0.0, 0.01);  // D2L's init
-  return net;
-}
-
-nn::Sequential make_lenet() {
-  return nn::Sequential{nn::Conv2d(1, 6, 5, 1, 2),
-                        nn::ReLU(),
-                        nn::MaxPool2d(2),
-                        nn::Conv2d(6, 16, 5),
-                        nn::ReLU(),
-                        nn::MaxPool2d(2),
-                        nn::Flatten(),
-                        nn::Linear(400, 120),
-                        nn::ReLU(),
-                        nn::Linear(120, 84),
-                        nn::ReLU(),
-                        nn::Linear(84, 10)};
-}
-
-// The first n samples (all for 0).
 // Trains one model in one --amp mode; returns the final test accuracy.
 double train(const std::string& model, const std::string& mode, const Args& args, Device device,
              const FashionMNIST& train_set, const FashionMNIST& test_set) {
   manual_seed(args.seed);
-  nn::Sequential net = model == "mlp" ? make_mlp() : make_lenet();
+  nn::Sequential net = model == "mlp" ? d2l::mlp() : d2l::lenet();
   net.to(device);
   std::cout << "\n== " << model << " on " << device << ", " << mode << " ==\n" << net << "\n";
   optim::SGD opt(net.parameters(), {.lr = args.lr, .momentum = args.momentum});

@@ -1,13 +1,14 @@
 // benchmarks/train/train_anvil.cpp — trains with anvil for bench_train
 // (protocol in train_worker.h), in anvil's defaults: no set_num_threads, no
 // environment variables; `--threads N` calls anvil::set_num_threads(N) first
-// (the equal-thread rows). The models are the examples': the MLP and LeNet of
-// examples/train_fashion_mnist.cpp, ResNet-18 (d2l_resnet.h), the ViT
-// (d2l_vit.h) and the GRU language model (d2l_rnn.h).
+// (the equal-thread rows). The models are the examples': the MLP and LeNet
+// (d2l_models.h), ResNet-18 (d2l_resnet.h), the ViT (d2l_vit.h) and the GRU
+// language model (d2l_rnn.h).
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "../../examples/d2l_models.h"
 #include "../../examples/d2l_resnet.h"
 #include "../../examples/d2l_rnn.h"
 #include "../../examples/d2l_vit.h"
@@ -22,28 +23,6 @@ namespace {
 using namespace anvil;
 namespace tb = anvil_train_bench;
 
-nn::Sequential make_mlp() {
-  nn::Sequential net{nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10)};
-  for (Tensor w : {net[1].weight(), net[3].weight()}) nn::init::normal_(w, 0.0, 0.01);  // D2L's init
-  return net;
-}
-
-// The modern LeNet (ReLU, max-pooling) of the example; PyTorch's default init.
-nn::Sequential make_lenet() {
-  return nn::Sequential{nn::Conv2d(1, 6, 5, 1, 2),
-                        nn::ReLU(),
-                        nn::MaxPool2d(2),
-                        nn::Conv2d(6, 16, 5),
-                        nn::ReLU(),
-                        nn::MaxPool2d(2),
-                        nn::Flatten(),
-                        nn::Linear(400, 120),
-                        nn::ReLU(),
-                        nn::Linear(120, 84),
-                        nn::ReLU(),
-                        nn::Linear(84, 10)};
-}
-
 Tensor load(const std::string& dir, const std::string& name, DType t) {
   const std::vector<std::int64_t> dims = tb::read_shape(dir, name);
   const Shape shape(dims);
@@ -54,7 +33,7 @@ Tensor load(const std::string& dir, const std::string& name, DType t) {
 class AnvilTrainer final : public tb::Trainer {
  public:
   AnvilTrainer(const std::string& model, std::uint64_t seed, const std::string& dir)
-      : net_((manual_seed(seed), model == "mlp" ? make_mlp() : make_lenet())),
+      : net_((manual_seed(seed), model == "mlp" ? d2l::mlp() : d2l::lenet())),
         opt_(net_.parameters(), {.lr = tb::kLearningRate}),
         train_(load(dir, "train-images", f32), load(dir, "train-labels", i64),
                {.batch_size = tb::kBatchSize, .shuffle = true, .seed = seed}),
@@ -166,8 +145,7 @@ class AnvilGruTrainer final : public tb::Trainer {
   double test_accuracy() override {
     NoGradGuard no_grad;
     net_.eval();
-    const double correct =
-        static_cast<double>(sum(argmax(net_.forward(x_, {}).logits, 1) == y_).item<std::int64_t>());
+    const double correct = static_cast<double>(sum(argmax(net_.forward(x_, {}).logits, 1) == y_).item<std::int64_t>());
     net_.train();
     return correct / static_cast<double>(y_.numel());
   }
