@@ -19,12 +19,13 @@ import csv
 import glob
 import json
 import os
+import queue
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -117,7 +118,7 @@ def configs(quick, device, corpus, has_lstm):
             fashion("lenet", n, 512 if q else 2000), n)
         s = 256 if q else 2048
         add("vit", "ViT 28×28 (`vit --subset %d`)" % s, "vit", vit(s, 0), s)
-        s, t = (64, 64) if q else (1024, 256)
+        s, t = (32, 32) if q else (1024, 256)
         add("resnet", "ResNet-18 28×28 (`resnet --resize 0 --train-subset %d`)" % s, "resnet", resnet(0, s, t), s)
         m = 5000 if q else 40000
         add("gru", "GRU language model (`rnn_language_model --max-tokens %d`)" % m, "rnn_language_model",
@@ -241,32 +242,105 @@ def run_anvil(ctx, cfg, device, variant, extra_env, extra_args, cap):
 # --- PyTorch's side ---------------------------------------------------------------------
 
 
-def run_torch(ctx, cfg, device, variants, cap, extra=()):
-    name = "%s-%s-torch" % (device, cfg.key)
-    cmd = [ctx.python, os.path.join(HERE, "torch_bench.py"), "--device", device, "--epochs",
-           str(ctx.epochs[device]), "--variants", ",".join(variants), "--data-dir", ctx.data_dir] + cfg.torch_args
-    cmd += list(extra)
+class TorchJob:
+    """One model on PyTorch's side, in its variants; the driver runs a
+    section's jobs in one torch_bench.py process (one import of torch, one
+    CUDA context: each process costs 7-10 s before its first epoch)."""
+
+    def __init__(self, key, device, torch_args, variants, cap, epochs):
+        self.key, self.device, self.variants, self.cap = key, device, variants, cap
+        self.argv = ["--device", device, "--epochs", str(epochs), "--variants", ",".join(variants)] + torch_args
+
+
+def run_torch_jobs(ctx, section, jobs):
+    """Runs the jobs one after the other in torch_bench.py --jobs, reading its
+    JSON lines as they come. A job that runs past its cap (the first also
+    pays for importing torch) or takes the process down is failed, and the
+    jobs after it start again in a new process. Returns {key: {variant:
+    result}}; ctx.torch_info[device] gets the process's description."""
+    results = {j.key: {} for j in jobs}
     if not ctx.python:
-        return {v: {"error": "no python3 with torch found"} for v in variants}, {}
-    env = dict(os.environ)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    rc, stdout, why, secs = run_child(cmd, env, os.path.join(ctx.runs, name), cap, ctx.budget)
-    results, info = {}, {}
-    for line in stdout.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if "info" in obj:
-            info = obj["info"]
-        elif "variant" in obj:
-            results[obj["variant"]] = obj
-    for v in variants:
-        if v not in results:
-            results[v] = {"error": why or "no result (see %s.err)" % name}
-        results[v]["command"] = " ".join(cmd)
-        results[v]["process_wall_s"] = secs
-    return results, info
+        for j in jobs:
+            results[j.key] = {v: {"error": "no python3 with torch and numpy found"} for v in j.variants}
+        return results
+    pending = list(jobs)
+    launch = 0
+    while pending:
+        launch += 1
+        name = "%s-torch-%d" % (section, launch)
+        jobs_file = os.path.join(ctx.runs, name + ".jobs.json")
+        with open(jobs_file, "w") as f:
+            json.dump([{"id": j.key, "argv": j.argv} for j in pending], f, indent=1)
+        cmd = [ctx.python, os.path.join(HERE, "torch_bench.py"), "--data-dir", ctx.data_dir, "--corpus", ctx.corpus,
+               "--jobs", jobs_file]
+        if ctx.budget.left() < 3:
+            for j in pending:
+                results[j.key] = {v: {"error": "skipped: the run's %.0f s budget is spent" % ctx.budget.seconds}
+                                  for v in j.variants}
+            break
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        out = open(os.path.join(ctx.runs, name + ".out"), "w")
+        err = open(os.path.join(ctx.runs, name + ".err"), "w")
+        out.write("$ %s\n" % " ".join(cmd))
+        out.flush()
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, cwd=REPO, start_new_session=True,
+                             text=True, errors="replace")
+        lines = queue.Queue()
+        reader = threading.Thread(target=lambda: [lines.put(l) for l in p.stdout] + [lines.put(None)], daemon=True)
+        reader.start()
+        current, started, first = None, time.monotonic(), True
+        deadline = started + 60 + pending[0].cap  # the first job also imports torch
+        why = None
+        while True:
+            wait = min(deadline, time.monotonic() + max(ctx.budget.left(), 0)) - time.monotonic()
+            try:
+                line = lines.get(timeout=max(wait, 0.01))
+            except queue.Empty:
+                why = ("timeout after %.0f s" % (time.monotonic() - started)
+                       if ctx.budget.left() > 0 else "skipped: the run's %.0f s budget is spent" % ctx.budget.seconds)
+                os.killpg(p.pid, signal.SIGKILL)
+                break
+            if line is None:
+                break
+            out.write(line)
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if "info" in obj:
+                ctx.torch_info.setdefault(pending[0].device, obj["info"])
+            elif obj.get("start"):
+                current = next(j for j in pending if j.key == obj["job"])
+                started = time.monotonic()
+                # The launch's first job keeps the deadline that covers
+                # importing torch too.
+                deadline = max(deadline, started + current.cap) if first else started + current.cap
+                first = False
+            elif obj.get("done"):
+                pending.remove(current)
+                log(ctx, "[%6.1f s] %s %s, PyTorch: %s  (%.0f s)" %
+                    (ctx.budget.elapsed(), section, current.key, "; ".join(
+                        "%s %s" % (v, fmt_fig(r, current.key in ("gru", "lstm")))
+                        for v, r in results[current.key].items()), time.monotonic() - started))
+                current = None
+            elif "variant" in obj:
+                obj["command"] = " ".join(cmd) + "  # job " + obj.get("job", "")
+                results[obj.get("job", "")][obj["variant"]] = obj
+        p.wait()
+        reader.join(timeout=5)
+        out.close()
+        err.close()
+        if not pending:
+            break
+        # The process stopped inside `current` (or before its first job):
+        # that job is failed, the rest go on in a new process.
+        failed = current or pending[0]
+        why = why or "exit %s: %s" % (p.returncode, last_line(os.path.join(ctx.runs, name + ".err")))
+        for v in failed.variants:
+            results[failed.key].setdefault(v, {"error": why})
+        pending.remove(failed)
+        log(ctx, "[%6.1f s] %s %s, PyTorch: failed: %s" % (ctx.budget.elapsed(), section, failed.key, why))
+    return results
 
 
 # --- figures ----------------------------------------------------------------------------
@@ -347,82 +421,97 @@ def detect_anvil(ctx):
     return found
 
 
+# anvil's TF32 switches (include/anvil/backends.h), PyTorch's meaning and
+# defaults: TF32 allowed in cuDNN's convolutions and RNNs, not in matmul.
+# "TF32 off" turns the first off and pins the second to its default.
+TF32_OFF = {"ANVIL_CUDNN_ALLOW_TF32": "0", "ANVIL_FLOAT32_MATMUL_PRECISION": "highest"}
+
+
 def anvil_tf32_off(ctx, helps):
-    """How to run anvil with TF32 off: --anvil-tf32-off VAR=VALUE when given;
-    otherwise a --tf32 flag the examples may have. None: anvil has no switch
-    (the column says n/a)."""
+    """How to run anvil with TF32 off: --anvil-tf32-off VAR=VALUE[,VAR=VALUE]
+    when given; else TF32_OFF when this build's libanvil reads those
+    variables. None: the build has no switch (the column says n/a)."""
     if ctx.anvil_tf32_off:
-        var, _, value = ctx.anvil_tf32_off.partition("=")
-        return {"env": {var: value}, "args": [], "how": ctx.anvil_tf32_off}
-    if helps and all("--tf32" in h for h in helps.values() if h):
-        return {"env": {}, "args": ["--tf32", "off"], "how": "--tf32 off"}
+        env = dict(kv.partition("=")[::2] for kv in ctx.anvil_tf32_off.split(","))
+        return {"env": env, "args": [], "how": ctx.anvil_tf32_off}
+    for lib in {os.path.realpath(p) for p in glob.glob(os.path.join(ctx.bin, "libanvil.so*"))}:
+        try:
+            with open(lib, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if all(var.encode() in data for var in TF32_OFF):
+            return {"env": TF32_OFF, "args": [], "how": " ".join("%s=%s" % kv for kv in TF32_OFF.items())}
     return None
 
 
 def gpu_section(ctx, found, results):
     rows = configs(ctx.quick, "cuda", ctx.corpus, found["lstm"])
     tf32 = found["tf32_off"]
-    cap = 120 if ctx.quick else 90
+    # A fresh machine compiles anvil's kernels with NVRTC in each model's
+    # first epoch (cached on disk after): the caps leave room for that.
+    cap = 150
+    anvil = {}
     for cfg in rows:
         t0 = time.monotonic()
-        anvil = {"default": run_anvil(ctx, cfg, "cuda", "default", {}, [], cap)}
-        variants = ["default", "notf32"] + (["bf16"] if cfg.bf16 else [])
-        torch, info = run_torch(ctx, cfg, "cuda", variants, 2 * cap)
-        if info:
-            ctx.torch_info.setdefault("cuda", info)
+        anvil[cfg.key] = {"default": run_anvil(ctx, cfg, "cuda", "default", {}, [], cap)}
         if tf32:
-            anvil["notf32"] = run_anvil(ctx, cfg, "cuda", "notf32", tf32["env"], tf32["args"], cap)
+            anvil[cfg.key]["notf32"] = run_anvil(ctx, cfg, "cuda", "notf32", tf32["env"], tf32["args"], cap)
         if cfg.bf16 and found["amp"].get(cfg.example):
-            anvil["bf16"] = run_anvil(ctx, cfg, "cuda", "bf16", {}, ["--amp", "bf16"], cap)
-        row = {"section": "cuda", "key": cfg.key, "label": cfg.label, "lm": cfg.lm, "anvil": anvil, "torch": torch,
-               "wall_s": time.monotonic() - t0}
-        results.append(row)
-        progress(ctx, row)
+            anvil[cfg.key]["bf16"] = run_anvil(ctx, cfg, "cuda", "bf16", {}, ["--amp", "bf16"], cap)
+        progress(ctx, "cuda", cfg, anvil[cfg.key], time.monotonic() - t0)
+    jobs = [TorchJob(c.key, "cuda", c.torch_args, ["default", "notf32"] + (["bf16"] if c.bf16 else []), 120,
+                     ctx.epochs["cuda"]) for c in rows]
+    torch = run_torch_jobs(ctx, "cuda", jobs)
+    for cfg in rows:
+        results.append({"section": "cuda", "key": cfg.key, "label": cfg.label, "lm": cfg.lm, "anvil": anvil[cfg.key],
+                        "torch": torch[cfg.key], "wall_s": wall(anvil[cfg.key]) + wall(torch[cfg.key])})
+
+
+def wall(variants):
+    """A row's wall time: its anvil processes, or its PyTorch variants (model,
+    epochs and evaluations; not the process's start)."""
+    return sum(r.get("wall_s", r.get("variant_wall_s", 0.0)) for r in variants.values())
 
 
 def cpu_section(ctx, found, results):
+    """The CPU rows and LeNet's scaling curve (OMP_NUM_THREADS for anvil,
+    torch.set_num_threads for PyTorch, 1/2/4/8/16 threads, those up to this
+    machine's cores); PyTorch's side of both in one process."""
     rows = configs(ctx.quick, "cpu", ctx.corpus, found["lstm"])
     cap = 150 if ctx.quick else 60
+    anvil = {}
     for cfg in rows:
         t0 = time.monotonic()
-        anvil = {"default": run_anvil(ctx, cfg, "cpu", "default", {}, [], cap)}
-        torch, info = run_torch(ctx, cfg, "cpu", ["default"], cap)
-        if info:
-            ctx.torch_info.setdefault("cpu", info)
-        row = {"section": "cpu", "key": cfg.key, "label": cfg.label, "lm": cfg.lm, "anvil": anvil, "torch": torch,
-               "wall_s": time.monotonic() - t0}
-        results.append(row)
-        progress(ctx, row)
-
-
-def scaling_section(ctx):
-    """LeNet at 1/2/4/8/16 threads (those up to this machine's cores):
-    OMP_NUM_THREADS for anvil, torch.set_num_threads for PyTorch."""
+        anvil[cfg.key] = {"default": run_anvil(ctx, cfg, "cpu", "default", {}, [], cap)}
+        progress(ctx, "cpu", cfg, anvil[cfg.key], time.monotonic() - t0)
     n, test = (1024, 256) if ctx.quick else (10000, 1000)
     threads = [t for t in (1, 2, 4, 8, 16) if t <= (os.cpu_count() or 1)]
-    cfg = Config("lenet-scaling", "LeNet, %d images" % n, "train_fashion_mnist", *fashion("lenet", n, test),
-                 samples=n)
+    scfg = Config("lenet-scaling", "LeNet, %d images" % n, "train_fashion_mnist", *fashion("lenet", n, test),
+                  samples=n)
     t0 = time.monotonic()
-    anvil = {}
+    scaling_anvil = {}
     for t in threads:
-        anvil[t] = run_anvil(ctx, cfg, "cpu", "threads%d" % t, {"OMP_NUM_THREADS": str(t)}, [], 60)
-    torch, _ = run_torch(ctx, cfg, "cpu", ["threads=%d" % t for t in threads], 150)
-    section = {"label": cfg.label, "threads": threads, "anvil": {str(t): anvil[t] for t in threads},
-               "torch": {str(t): torch["threads=%d" % t] for t in threads}, "wall_s": time.monotonic() - t0}
-    log(ctx, "[%6.1f s] cpu scaling (%s): anvil %s | PyTorch %s  (%.0f s)" %
-        (ctx.budget.elapsed(), cfg.label, " ".join(fmt_fig(anvil[t], False) for t in threads), " ".join(
-            fmt_fig(torch["threads=%d" % t], False) for t in threads), section["wall_s"]))
-    return section
+        scaling_anvil[str(t)] = run_anvil(ctx, scfg, "cpu", "threads%d" % t, {"OMP_NUM_THREADS": str(t)}, [], 60)
+    log(ctx, "[%6.1f s] cpu scaling (%s), anvil at %s threads: %s  (%.0f s)" %
+        (ctx.budget.elapsed(), scfg.label, "/".join(map(str, threads)), " ".join(
+            fmt_fig(scaling_anvil[str(t)], False) for t in threads), time.monotonic() - t0))
+    jobs = [TorchJob(c.key, "cpu", c.torch_args, ["default"], cap, ctx.epochs["cpu"]) for c in rows]
+    jobs.append(TorchJob(scfg.key, "cpu", scfg.torch_args, ["threads=%d" % t for t in threads], 150,
+                         ctx.epochs["cpu"]))
+    torch = run_torch_jobs(ctx, "cpu", jobs)
+    for cfg in rows:
+        results.append({"section": "cpu", "key": cfg.key, "label": cfg.label, "lm": cfg.lm, "anvil": anvil[cfg.key],
+                        "torch": torch[cfg.key], "wall_s": wall(anvil[cfg.key]) + wall(torch[cfg.key])})
+    return {"label": scfg.label, "threads": threads, "anvil": scaling_anvil,
+            "torch": {str(t): torch[scfg.key].get("threads=%d" % t, {"error": "no result"}) for t in threads}}
 
 
 def profile_section(ctx, found, results):
-    """The top ops of the slowest model on cuda:0 (lowest anvil's speed), from
-    anvil's profiler (issue 32).
-
-    HOOK: issue 32's profiler has not landed in this tree yet; when the
-    examples take --profile FILE (or honour ANVIL_PROFILE=trace.json), run
-    that model's example once more for 2 epochs with it and put its per-op
-    table here. Until then the section says why it is empty."""
+    """The top ops of the slowest model on cuda:0 (the lowest anvil's speed at
+    the defaults), from anvil's profiler (issue 32): that example runs once
+    more, 2 epochs, with --profile FILE, and the Chrome trace it writes is
+    summed per op name (top_ops)."""
     gpu = [r for r in results if r["section"] == "cuda"]
     worst, worst_speed = None, None
     for r in gpu:
@@ -433,19 +522,70 @@ def profile_section(ctx, found, results):
         return {"error": "no CUDA row finished, nothing to profile"}
     out = {"model": worst["key"], "label": worst["label"], "speed": worst_speed}
     if not found["profile_flag"]:
-        out["error"] = ("not available: the examples have no --profile flag (issue 32's profiler has not "
-                        "landed in this build)")
+        out["error"] = "not available: this build's examples have no --profile flag (issue 32's profiler)"
+        return out
+    cfg = next(c for c in configs(ctx.quick, "cuda", ctx.corpus, found["lstm"]) if c.key == worst["key"])
+    name = "cuda-%s-anvil-profile" % cfg.key
+    out_dir = os.path.join(ctx.runs, name)
+    os.makedirs(out_dir, exist_ok=True)
+    trace = os.path.join(out_dir, "trace.json")
+    cmd = [os.path.join(ctx.bin, "examples", cfg.example), "--device", "cuda:0", "--epochs", "2", "--out-dir",
+           out_dir, "--profile", trace] + cfg.anvil_args
+    t0 = time.monotonic()
+    _, _, why, _ = run_child(cmd, dict(os.environ), os.path.join(ctx.runs, name), 90, ctx.budget)
+    out["command"] = " ".join(cmd)
+    out["wall_s"] = time.monotonic() - t0
+    if why:
+        out["error"] = "failed: " + why
+        return out
+    try:
+        out["ops"], out["table"] = top_ops(trace, 12)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        out["error"] = "failed: cannot read %s: %s" % (trace, e)
+    log(ctx, "[%6.1f s] profile of %s written (%.0f s): %s" %
+        (ctx.budget.elapsed(), cfg.key, out["wall_s"], trace))
     return out
 
 
-def progress(ctx, row):
-    lm = row["lm"]
-    parts = []
-    for side in ("anvil", "torch"):
-        for v, r in row[side].items():
-            parts.append("%s %s %s" % (side if side == "anvil" else "PyTorch", v, fmt_fig(r, lm)))
-    log(ctx, "[%6.1f s] %s %s: %s  (%.0f s)" % (ctx.budget.elapsed(), row["section"], row["key"], "; ".join(parts),
-                                               row["wall_s"]))
+def top_ops(trace_path, limit):
+    """Sums a Chrome trace (Trace Event Format) per op name: the host spans
+    (complete events whose args name a device; their self time, nested
+    spans left out) and the device spans (those whose args name the host
+    thread that queued them). Returns the rows by
+    device time (host time where no device clock) and a text table."""
+    with open(trace_path) as f:
+        data = json.load(f)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    ops = {}
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        args = e.get("args") or {}
+        row = ops.setdefault(e["name"], {"name": e["name"], "category": e.get("cat", ""), "calls": 0, "host_us": 0.0,
+                                         "device_us": 0.0})
+        if "host_thread" in args:
+            row["device_us"] += float(e.get("dur", 0))
+        else:
+            row["calls"] += 1
+            row["host_us"] += float(args.get("self_us", e.get("dur", 0)))
+    rows = [r for r in ops.values() if r["category"] not in ("user", "sync")]
+    device_total = sum(r["device_us"] for r in rows)
+    host_total = sum(r["host_us"] for r in rows if r["category"] != "optimizer")
+    key = "device_us" if device_total > 0 else "host_us"
+    rows.sort(key=lambda r: -r[key])
+    lines = ["%-32s %-10s %8s %12s %12s %7s" % ("op", "kind", "calls", "host self ms", "device ms", "device%")]
+    for r in rows[:limit]:
+        lines.append("%-32s %-10s %8d %12.1f %12.1f %6.1f%%" %
+                     (r["name"][:32], r["category"][:10], r["calls"], r["host_us"] / 1000, r["device_us"] / 1000,
+                      100 * r["device_us"] / device_total if device_total else 0))
+    lines.append("(all ops: %.1f ms of device time, %.1f ms of host time in ops; 2 epochs, the first included)" %
+                 (device_total / 1000, host_total / 1000))
+    return rows[:limit], "\n".join(lines)
+
+
+def progress(ctx, section, cfg, variants, secs):
+    log(ctx, "[%6.1f s] %s %s, anvil: %s  (%.0f s)" % (ctx.budget.elapsed(), section, cfg.key, "; ".join(
+        "%s %s" % (v, fmt_fig(r, cfg.lm)) for v, r in variants.items()), secs))
 
 
 def log(ctx, line):
@@ -468,7 +608,7 @@ def table(ctx, found, results, scaling, profile):
     w("")
     w("Machine: %s; %d CPUs (%s); anvil from `%s`; PyTorch %s (`%s`)%s." %
       (info.get("cuda", {}).get("gpu", "no CUDA GPU"), os.cpu_count() or 0, cpu_model(),
-       os.path.relpath(ctx.bin, REPO), (info.get("cuda") or info.get("cpu") or {}).get("torch", "?"), ctx.python,
+       os.path.relpath(ctx.bin, REPO) if ctx.bin.startswith(REPO + os.sep) else ctx.bin, (info.get("cuda") or info.get("cpu") or {}).get("torch", "?"), ctx.python,
        (", CUDA %s, cuDNN %s" % (info["cuda"].get("cuda"), info["cuda"].get("cudnn"))) if "cuda" in info else ""))
     w("")
     tf32 = found.get("tf32_off")
@@ -604,8 +744,9 @@ def main():
     p.add_argument("--out", default="", help="where the table and the JSON go (default build/device-bench)")
     p.add_argument("--budget", type=float, default=0, help="seconds for the whole run (default 330; --quick 900)")
     p.add_argument("--python", default="", help="the python3 with PyTorch (default: python3, /usr/bin/python3)")
-    p.add_argument("--anvil-tf32-off", default="", metavar="VAR=VALUE",
-                   help="the environment that turns anvil's TF32 off (default: what the build offers)")
+    p.add_argument("--anvil-tf32-off", default="", metavar="VAR=VALUE[,...]",
+                   help="the environment that turns anvil's TF32 off (default: ANVIL_CUDNN_ALLOW_TF32=0 "
+                   "and ANVIL_FLOAT32_MATMUL_PRECISION=highest where the build reads them)")
     args = p.parse_args()
     if args.gpu_only and args.cpu_only:
         p.error("--gpu-only and --cpu-only exclude each other")
@@ -643,8 +784,7 @@ def main():
             gpu_section(ctx, found, results)
             profile = profile_section(ctx, found, results)
     if not args.gpu_only:
-        cpu_section(ctx, found, results)
-        scaling = scaling_section(ctx)
+        scaling = cpu_section(ctx, found, results)
 
     md = table(ctx, found, results, scaling, profile)
     with open(os.path.join(ctx.out, "device-bench.md"), "w") as f:

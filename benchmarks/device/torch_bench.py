@@ -14,11 +14,14 @@ warm-up the driver leaves out.
 
   python3 torch_bench.py --model lenet --device cuda --variants default,notf32 --epochs 3 \
       --data-dir /usr/share/datasets/fashion-mnist
+  python3 torch_bench.py --jobs jobs.json    # several models in one process (device_bench.py)
 """
 
 import argparse
+import gc
 import json
 import sys
+import time
 import traceback
 
 import torch
@@ -26,9 +29,10 @@ import torch
 import d2l_torch as d2l
 
 
-def parse():
+def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, choices=["mlp", "lenet", "resnet", "vit", "gru", "lstm"])
+    p.add_argument("--jobs", default="", help="a JSON file of jobs to run one after the other (see main)")
+    p.add_argument("--model", choices=["mlp", "lenet", "resnet", "vit", "gru", "lstm"])
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--variants", default="default")
     p.add_argument("--epochs", type=int, default=3)
@@ -39,7 +43,7 @@ def parse():
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--corpus", default="examples/data/timemachine.txt")
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args()
+    return p.parse_args(argv)
 
 
 def emit(obj):
@@ -114,37 +118,88 @@ def run_variant(args, variant, device, data):
     return {"variant": variant, "epochs": epochs, "tf32": flags, "threads": torch.get_num_threads()}
 
 
-def main():
-    args = parse()
-    variants = [v for v in args.variants.split(",") if v]
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "threads": torch.get_num_threads()}
-    if args.device == "cuda":
-        if not torch.cuda.is_available():
-            why = ("this PyTorch is built without CUDA" if torch.version.cuda is None else
-                   "torch.cuda.is_available() is False (no GPU or driver)")
-            emit({"info": info})
-            for v in variants:
-                emit({"variant": v, "error": "PyTorch %s: %s" % (torch.__version__, why)})
-            return 0
-        info["gpu"] = torch.cuda.get_device_name(0)
-        info["cudnn"] = torch.backends.cudnn.version()
-    emit({"info": info})
-    device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
+_DATA = {}
+
+
+def load_data(args):
+    """The job's dataset, read once per process."""
     if args.model in ("gru", "lstm"):
-        data = d2l.load_corpus(args.corpus, args.max_tokens)
-    else:
-        xs, ys = d2l.fashion_mnist(args.data_dir, "train")
-        tx, ty = d2l.fashion_mnist(args.data_dir, "test")
-        data = ((d2l.first(xs, args.train_subset), d2l.first(ys, args.train_subset)),
-                (d2l.first(tx, args.test_subset), d2l.first(ty, args.test_subset)))
+        key = ("corpus", args.corpus, args.max_tokens)
+        if key not in _DATA:
+            _DATA[key] = d2l.load_corpus(args.corpus, args.max_tokens)
+        return _DATA[key]
+    key = ("fashion", args.data_dir)
+    if key not in _DATA:
+        _DATA[key] = (d2l.fashion_mnist(args.data_dir, "train"), d2l.fashion_mnist(args.data_dir, "test"))
+    (xs, ys), (tx, ty) = _DATA[key]
+    return ((d2l.first(xs, args.train_subset), d2l.first(ys, args.train_subset)),
+            (d2l.first(tx, args.test_subset), d2l.first(ty, args.test_subset)))
+
+
+def run_job(args, job=None):
+    """Every variant of one model; returns 1 when one failed."""
+    tag = {} if job is None else {"job": job}
+    variants = [v for v in args.variants.split(",") if v]
+    if args.device == "cuda" and not torch.cuda.is_available():
+        why = ("this PyTorch is built without CUDA" if torch.version.cuda is None else
+               "torch.cuda.is_available() is False (no GPU or driver)")
+        for v in variants:
+            emit(dict(tag, variant=v, error="PyTorch %s: %s" % (torch.__version__, why)))
+        return 1
+    device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
     status = 0
+    try:
+        data = load_data(args)
+    except Exception as e:
+        traceback.print_exc(file=sys.stderr)
+        for v in variants:
+            emit(dict(tag, variant=v, error="%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")))
+        return 1
     for v in variants:
+        torch.set_num_threads(_DEFAULT_THREADS)
         try:
-            emit(run_variant(args, v, device, data))
+            t0 = time.monotonic()
+            result = run_variant(args, v, device, data)
+            emit(dict(tag, variant_wall_s=time.monotonic() - t0, **result))
         except Exception as e:  # one variant's failure leaves the others to run
             traceback.print_exc(file=sys.stderr)
-            emit({"variant": v, "error": "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")})
+            emit(dict(tag, variant=v, error="%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")))
             status = 1
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return status
+
+
+def info():
+    out = {"torch": torch.__version__, "cuda": torch.version.cuda, "threads": _DEFAULT_THREADS}
+    if torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name(0)
+        out["cudnn"] = torch.backends.cudnn.version()
+    return out
+
+
+_DEFAULT_THREADS = torch.get_num_threads()
+
+
+def main():
+    args = parse()
+    emit({"info": info()})
+    if not args.jobs:
+        if not args.model:
+            raise SystemExit("torch_bench.py: --model or --jobs is required")
+        return run_job(args)
+    # --jobs FILE: [{"id": "mlp", "argv": ["--model", "mlp", ...]}, ...], one
+    # after the other in this process (one import of torch and one CUDA
+    # context for all); each job's lines carry its id, framed by
+    # {"job": id, "start": true} and {"job": id, "done": true}.
+    with open(args.jobs) as f:
+        jobs = json.load(f)
+    status = 0
+    for job in jobs:
+        emit({"job": job["id"], "start": True})
+        status |= run_job(parse(job["argv"]), job["id"])
+        emit({"job": job["id"], "done": True})
     return status
 
 
