@@ -305,6 +305,23 @@ TEST(CudnnConv, PlansAreCachedPerGeometry) {
   EXPECT_LE(relative_error(timed, again), 2e-3);  // TF32 may differ between algorithms
 }
 
+// The switch decides at dispatch: a convolution cuDNN ran forward takes its
+// gradient from cuDNN too, even after set_enabled(false).
+TEST(CudnnConv, SwitchingOffBetweenForwardAndBackward) {
+  ANVIL_REQUIRE_CUDNN();
+  SwitchesGuard guard;
+  backends::cudnn::set_enabled(true);
+  const Device d("cuda:0");
+  Tensor x = randn({2, 4, 8, 8}, d).requires_grad_(), w = randn({6, 4, 3, 3}, d).requires_grad_();
+  Tensor out = conv2d(x, w, {}, {1, 1}, {1, 1});
+  backends::cudnn::set_enabled(false);
+  out.sum().backward();
+  Tensor x2 = x.detach().requires_grad_(), w2 = w.detach().requires_grad_();
+  conv2d(x2, w2, {}, {1, 1}, {1, 1}).sum().backward();  // im2col now
+  EXPECT_LE(relative_error(x.grad(), x2.grad()), 2e-3);
+  EXPECT_LE(relative_error(w.grad(), w2.grad()), 2e-3);
+}
+
 // TF32 (on by default for convolutions, as in PyTorch): within TF32's
 // tolerance of strict f32 (10-bit mantissa inputs: ~2^-11 relative per
 // product, f32 accumulation); off, strict f32 to f32's rounding.

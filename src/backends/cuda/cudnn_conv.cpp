@@ -406,7 +406,10 @@ bool Runtime::conv2d_dnn_takes(const DeviceEntry& e, const detail::Conv2dArgs& a
 }
 
 void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArgs& args) {
-  const CudnnApi* api = cudnn_if_enabled();
+  // Not cudnn_if_enabled(): the switch decides at dispatch, and a gradient
+  // of a convolution cuDNN ran forward still comes here after
+  // set_enabled(false).
+  const CudnnApi* api = load_cudnn(nullptr);
   ANVIL_ASSERT(api != nullptr, "conv2d_dnn without cuDNN");
   Queue& q = s.queue;
   cudnnHandle_t h = q.dnn(*api, s.allocator);
