@@ -34,6 +34,9 @@ if [[ -n "${ANVIL_CHECK_TEST_MINUTES:-}" ]]; then
   stop_time=(--stop-time "$(date -d "+${ANVIL_CHECK_TEST_MINUTES} min" +%H:%M:%S)")
 fi
 left_out=()
+# shellcheck source=scripts/gpu-pack-env.sh
+source scripts/gpu-pack-env.sh
+anvil_find_cudnn  # PyTorch's cuDNN where the loader finds none (test_cudnn needs one)
 if [[ -n "${ANVIL_GPU_PACK:-}" ]]; then
   # Unpacks into build/portable and sets bin, pack, LD_LIBRARY_PATH and
   # ANVIL_FASHION_MNIST_DIR (the CTest files name the packing checkout's

@@ -10,7 +10,8 @@
 # to this one when they differ (the CTest files and the examples name it),
 # and sets:
 #   bin=build/portable, pack=DIR's absolute path;
-#   LD_LIBRARY_PATH: the pack's runtime-libs, then the CUDA toolkit's;
+#   LD_LIBRARY_PATH: the pack's runtime-libs, then the CUDA toolkit's, then
+#     PyTorch's cuDNN where the loader finds none (anvil_find_cudnn);
 #   ANVIL_FASHION_MNIST_DIR=DIR/fashion-mnist.
 # Run from the repository root.
 anvil_use_gpu_pack() {
@@ -34,4 +35,19 @@ anvil_use_gpu_pack() {
   fi
   export LD_LIBRARY_PATH="$PWD/$bin/runtime-libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export ANVIL_FASHION_MNIST_DIR="$pack/fashion-mnist"
+  anvil_find_cudnn
+}
+
+# cuDNN for the CUDA backend (docs/cuda.md, Note [Finding cuDNN]): where the
+# dynamic loader finds no libcudnn.so.9 (the GPU machines' toolkit has none),
+# the one in PyTorch's wheel (<site-packages>/nvidia/cudnn/lib) goes on
+# LD_LIBRARY_PATH, after everything else.
+anvil_find_cudnn() {
+  local dir
+  if [[ -z "${ANVIL_CUDNN_LIBRARY:-}" ]] && ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9 ' &&
+     dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null) &&
+     [[ -e "$dir/libcudnn.so.9" ]]; then
+    export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
+  fi
+  return 0
 }
