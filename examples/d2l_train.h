@@ -8,11 +8,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "anvil/amp.h"
@@ -46,6 +48,12 @@ inline anvil::Device device_from_flag(const std::string& flag) {
 // The first n samples of a dataset tensor (all of it for 0 or n past the end).
 inline anvil::Tensor first(const anvil::Tensor& t, std::int64_t n) {
   return n > 0 && n < t.size(0) ? t.narrow(0, 0, n) : t;
+}
+
+// A loader over the first n samples of a Fashion-MNIST split (all of it
+// for 0), with `options` (batch size, shuffling, where batches go).
+inline anvil::DataLoader loader(const anvil::FashionMNIST& split, std::int64_t n, anvil::DataLoaderOptions options) {
+  return anvil::DataLoader(first(split.images(), n), first(split.labels(), n), std::move(options));
 }
 
 // Mixed precision (docs/mixed-precision.md): the forward pass under

@@ -75,12 +75,10 @@ int main(int argc, char** argv) {
               << (args.resize > 0 ? args.resize : 28) << " inputs ==\n";
     optim::SGD opt(net->parameters(), {.lr = args.lr});
     // Batches are gathered on the host, resized there, then moved to the device.
-    DataLoader train_loader(d2l::first(train_set.images(), args.train_subset),
-                            d2l::first(train_set.labels(), args.train_subset),
-                            {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = cpu()});
-    DataLoader test_loader(d2l::first(test_set.images(), args.test_subset),
-                           d2l::first(test_set.labels(), args.test_subset),
-                           {.batch_size = args.batch_size, .device = cpu()});
+    DataLoader train_loader =
+        d2l::loader(train_set, args.train_subset,
+                    {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = cpu()});
+    DataLoader test_loader = d2l::loader(test_set, args.test_subset, {.batch_size = args.batch_size, .device = cpu()});
     const std::int64_t resize = args.resize;
     const d2l::Prepare prepare = [resize, device](const Tensor& x) {
       return (resize > 0 && resize != x.size(-1) ? d2l::resize_bilinear(x, resize) : x).to(device);

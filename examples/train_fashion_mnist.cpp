@@ -114,11 +114,10 @@ double train(const std::string& model, const std::string& mode, const Args& args
   net.to(device);
   std::cout << "\n== " << model << " on " << device << ", " << mode << " ==\n" << net << "\n";
   optim::SGD opt(net.parameters(), {.lr = args.lr, .momentum = args.momentum});
-  DataLoader train_loader(d2l::first(train_set.images(), args.train_samples),
-                          d2l::first(train_set.labels(), args.train_samples),
-                          {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = device});
-  DataLoader test_loader(d2l::first(test_set.images(), args.test_samples),
-                         d2l::first(test_set.labels(), args.test_samples), {.batch_size = 1024, .device = device});
+  DataLoader train_loader =
+      d2l::loader(train_set, args.train_samples,
+                  {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = device});
+  DataLoader test_loader = d2l::loader(test_set, args.test_samples, {.batch_size = 1024, .device = device});
   d2l::BeforeStep schedule;
   if (args.linear_lr)
     schedule = [&](std::int64_t step, std::int64_t total) {
