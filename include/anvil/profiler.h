@@ -200,7 +200,8 @@ class Profile {
 // A user-named span (torch's record_function): nested inside whatever is
 // open on this thread, with the ops it runs nested inside it. Costs nothing
 // beyond a branch when no profile records. `category` is "user" unless the
-// library marks its own (the optimisers use "optimizer").
+// library marks its own (the optimisers use "optimizer", the process groups'
+// collectives "collective").
 class Range {
  public:
   explicit Range(std::string_view name, const char* category = "user");

@@ -103,6 +103,7 @@
 #include <mutex>
 #include <thread>
 
+#include "anvil/profiler.h"
 #include "anvil/runtime.h"
 #include "core/env_flag.h"
 #include "core/ledger_counters.h"
@@ -568,6 +569,7 @@ void EngineGroup::check_fingerprints(Watchdog& watch) {
 
 void EngineGroup::run(Task& task) {
   const CollectiveInfo& info = task.info;
+  const anvil::profiler::Range span(name(info.kind), "collective");  // the profiler's collective span
   Watchdog watch(*world_, info, timeout_s_);
   if (debug_) check_fingerprints(watch);
   if (info.kind == CollectiveKind::Barrier) {  // no tensor: the world's engine (Note [Choosing the engine])

@@ -342,6 +342,19 @@ void memory_event(Device d, std::int64_t bytes) noexcept {
 
 void collective_event(Device d, std::uint64_t bytes) noexcept {
   if (!recording()) return;
+  // Inside an engine's collective span (a Range of category "collective"):
+  // its bytes. Otherwise (the in-process groups) a span of its own.
+  if (Session* s = session(); s != nullptr && t_generation == s->generation && t_log != nullptr) {
+    std::lock_guard lock(t_log->mutex);
+    if (!t_log->open.empty()) {
+      Record& top = t_log->records[t_log->open.back()];
+      if (top.kind == Kind::Collective) {
+        top.bytes += bytes;
+        top.device = d;
+        return;
+      }
+    }
+  }
   const Slot slot = begin_named(Kind::Collective, "collective", d);
   if (slot.index >= 0) end_span(slot, bytes);
 }
@@ -548,6 +561,7 @@ Range::Range(std::string_view name, const char* category) {
   if (!detail::recording()) return;
   detail::Kind kind = detail::Kind::User;
   if (std::strcmp(category, "optimizer") == 0) kind = detail::Kind::Optimizer;
+  if (std::strcmp(category, "collective") == 0) kind = detail::Kind::Collective;
   const detail::Slot slot = detail::begin_named(kind, name, cpu());
   slot_ = slot.index;
   generation_ = slot.generation;

@@ -204,11 +204,14 @@ std::string Profile::sync_table(int row_limit) {
   std::size_t n = 0;
   for (const SyncSite& s : sites) {
     if (row_limit > 0 && n++ >= static_cast<std::size_t>(row_limit)) break;
-    std::string where = s.file.empty() ? std::string("(inside anvil)") : s.file + ":" + std::to_string(s.line);
+    std::string file = s.file;
+    while (file.rfind("../", 0) == 0) file.erase(0, 3);  // relative to a build folder
+    std::string where = file.empty() ? std::string("(inside anvil)") : file + ":" + std::to_string(s.line);
     if (where.size() > 48) where = "..." + where.substr(where.size() - 45);
+    const std::string function = s.function.size() > 72 ? s.function.substr(0, 69) + "..." : s.function;
     std::snprintf(line, sizeof line, "%-48s  %-12s  %-8s  %8llu  %12s  %s\n", where.c_str(),
                   s.api.empty() ? "-" : s.api.c_str(), s.implicit ? "implicit" : "explicit",
-                  static_cast<unsigned long long>(s.count), format_time(s.wait_us).c_str(), s.function.c_str());
+                  static_cast<unsigned long long>(s.count), format_time(s.wait_us).c_str(), function.c_str());
     os << line;
   }
   return os.str();
