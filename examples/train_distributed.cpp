@@ -19,35 +19,28 @@
 #include "anvil/anvil.h"
 #include "anvil/dist.h"
 #include "anvil/nn/parallel.h"
-#include "d2l_flags.h"
+#include "d2l_ddp.h"
 #include "d2l_train.h"
 
 using namespace anvil;
 
 namespace {
 
-struct Args {
-  int epochs = 2;
-  std::string model = "lenet";
-  std::int64_t batch_size = 256;
+struct Args : d2l::DdpArgs {
   double lr = 0.1;
-  std::int64_t train_subset = 0;
   std::int64_t test_subset = 0;
   std::string checkpoint;
 };
 
 Args parse(int argc, char** argv) {
   Args a;
-  d2l::Flags("train_distributed")
-      .add("--epochs", a.epochs)
-      .add("--model", a.model, "mlp|lenet")
-      .add("--batch-size", a.batch_size)
+  d2l::Flags flags("train_distributed");
+  d2l::add_ddp_flags(flags, a)
       .add("--lr", a.lr)
-      .add("--train-subset", a.train_subset, "N")
       .add("--test-subset", a.test_subset, "N")
       .add("--checkpoint", a.checkpoint, "PATH")
       .parse(argc, argv);
-  if (a.model != "mlp" && a.model != "lenet") throw ValueError("--model must be mlp or lenet; got '" + a.model + "'");
+  d2l::check_ddp_args(a);
   return a;
 }
 

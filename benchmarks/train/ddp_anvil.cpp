@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "../../examples/d2l_ddp.h"
 #include "anvil/anvil.h"
 #include "anvil/dist.h"
 #include "anvil/nn/parallel.h"
@@ -51,30 +52,20 @@ std::shared_ptr<nn::Module> make_model(const std::string& name) {
 
 int main(int argc, char** argv) {
   try {
-    std::string model = "mlp";
-    int epochs = 3, threads = 1, overlap_steps = 30, local_only = 0;
-    std::int64_t subset = 0, batch = 256, bucket_kb = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-      const std::string k = argv[i], v = argv[i + 1];
-      if (k == "--model")
-        model = v;
-      else if (k == "--epochs")
-        epochs = std::stoi(v);
-      else if (k == "--threads")
-        threads = std::stoi(v);
-      else if (k == "--train-subset")
-        subset = std::stoll(v);
-      else if (k == "--batch-size")
-        batch = std::stoll(v);
-      else if (k == "--overlap-steps")
-        overlap_steps = std::stoi(v);
-      else if (k == "--bucket-kb")
-        bucket_kb = std::stoll(v);  // 0: DDP's defaults (25 MiB, first 1 MiB)
-      else if (k == "--local-only")
-        local_only = std::stoi(v);  // context: epochs without communication
-      else
-        throw ValueError("ddp_anvil: unknown flag " + k);
-    }
+    d2l::DdpArgs args{.model = "mlp", .epochs = 3};
+    int threads = 1, overlap_steps = 30, local_only = 0;
+    std::int64_t bucket_kb = 0;
+    d2l::Flags flags("ddp_anvil");
+    d2l::add_ddp_flags(flags, args)
+        .add("--threads", threads)
+        .add("--overlap-steps", overlap_steps)
+        .add("--bucket-kb", bucket_kb, "KB")     // 0: DDP's defaults (25 MiB, first 1 MiB)
+        .add("--local-only", local_only, "0|1")  // context: epochs without communication
+        .parse(argc, argv);
+    d2l::check_ddp_args(args);
+    const std::string& model = args.model;
+    const int epochs = args.epochs;
+    const std::int64_t subset = args.train_subset, batch = args.batch_size;
     set_num_threads(threads);
     auto& world = dist::init();
     const Device device = dist::device();
