@@ -11,6 +11,7 @@
 #include "core/env_flag.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
+#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -201,6 +202,7 @@ RnnGrads rnn_backward(const Tensor& grad, const RnnArgs& shape, const Tensor& x,
                       const std::vector<Tensor>& weights, const Tensor& packed, const Tensor& reserve, bool want_h0,
                       bool want_c0, bool want_weights) {
   RnnArgs a = shape;
+  ANVIL_PROFILE_OP("rnn_backward", &grad);
   const bool lstm = a.mode == RnnMode::Lstm;
   const Parts at = parts_of(a);
   const Tensor g = aligned(grad.to(a.dtype));
@@ -246,6 +248,7 @@ RnnResult rnn(RnnMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
   const detail::RnnMode bmode = backend_mode(mode);
   const char* op = detail::name(bmode);
   const bool lstm = mode == RnnMode::LSTM;
+  ANVIL_PROFILE_OP(op, &x, &h0, &c0);
   detail::check_defined(op, x);
   ANVIL_CHECK(x.dim() == 3, ShapeError, op, ": input must be ",
               batch_first ? "[N, T, input_size]" : "[T, N, input_size]", "; expected 3 dims, got ", x.shape());
