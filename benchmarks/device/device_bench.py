@@ -10,8 +10,13 @@ anvil is faster). Each child process runs under a timeout and the whole run
 under --budget seconds, so that a hang cannot eat a GPU machine's loan; a row
 that fails says "failed: <why>" and the rest still runs.
 
+Then, for cuda:0 and for the CPU, the top ops of the slowest model (the
+lowest anvil's speed): its example once more with --profile (issue 32's
+profiler), the trace summed per op.
+
 Writes <out>/device-bench.md (the table), <out>/device-bench.json (every
-figure, command and epoch) and <out>/runs/ (each child's output).
+figure, command and epoch) and <out>/runs/ (each child's output, the
+profiles' traces).
 """
 
 import argparse
@@ -485,7 +490,7 @@ def cpu_section(ctx, found, results):
         t0 = time.monotonic()
         anvil[cfg.key] = {"default": run_anvil(ctx, cfg, "cpu", "default", {}, [], cap)}
         progress(ctx, "cpu", cfg, anvil[cfg.key], time.monotonic() - t0)
-    n, test = (1024, 256) if ctx.quick else (10000, 1000)
+    n, test = (1024, 256) if ctx.quick else (20000, 2000)
     threads = [t for t in (1, 2, 4, 8, 16) if t <= (os.cpu_count() or 1)]
     scfg = Config("lenet-scaling", "LeNet, %d images" % n, "train_fashion_mnist", *fashion("lenet", n, test),
                   samples=n)
@@ -507,43 +512,43 @@ def cpu_section(ctx, found, results):
             "torch": {str(t): torch[scfg.key].get("threads=%d" % t, {"error": "no result"}) for t in threads}}
 
 
-def profile_section(ctx, found, results):
-    """The top ops of the slowest model on cuda:0 (the lowest anvil's speed at
-    the defaults), from anvil's profiler (issue 32): that example runs once
+def profile_section(ctx, found, results, section):
+    """The top ops of the slowest model of a section (the lowest anvil's speed
+    at the defaults), from anvil's profiler (issue 32): that example runs once
     more, 2 epochs, with --profile FILE, and the Chrome trace it writes is
     summed per op name (top_ops)."""
-    gpu = [r for r in results if r["section"] == "cuda"]
+    rows = [r for r in results if r["section"] == section]
     worst, worst_speed = None, None
-    for r in gpu:
+    for r in rows:
         s = speed(r["anvil"].get("default"), r["torch"].get("default"), r["lm"])
         if s is not None and (worst_speed is None or s < worst_speed):
             worst, worst_speed = r, s
     if worst is None:
-        return {"error": "no CUDA row finished, nothing to profile"}
+        return {"error": "no row finished on both sides, nothing to profile"}
     out = {"model": worst["key"], "label": worst["label"], "speed": worst_speed}
     if not found["profile_flag"]:
         out["error"] = "not available: this build's examples have no --profile flag (issue 32's profiler)"
         return out
-    cfg = next(c for c in configs(ctx.quick, "cuda", ctx.corpus, found["lstm"]) if c.key == worst["key"])
-    name = "cuda-%s-anvil-profile" % cfg.key
+    cfg = next(c for c in configs(ctx.quick, section, ctx.corpus, found["lstm"]) if c.key == worst["key"])
+    name = "%s-%s-anvil-profile" % (section, cfg.key)
     out_dir = os.path.join(ctx.runs, name)
     os.makedirs(out_dir, exist_ok=True)
     trace = os.path.join(out_dir, "trace.json")
-    cmd = [os.path.join(ctx.bin, "examples", cfg.example), "--device", "cuda:0", "--epochs", "2", "--out-dir",
-           out_dir, "--profile", trace] + cfg.anvil_args
+    cmd = [os.path.join(ctx.bin, "examples", cfg.example), "--device", "cuda:0" if section == "cuda" else "cpu",
+           "--epochs", "2", "--out-dir", out_dir, "--profile", trace] + cfg.anvil_args
     t0 = time.monotonic()
     _, _, why, _ = run_child(cmd, dict(os.environ), os.path.join(ctx.runs, name), 90, ctx.budget)
     out["command"] = " ".join(cmd)
     out["wall_s"] = time.monotonic() - t0
     if why:
         out["error"] = "failed: " + why
-        return out
-    try:
-        out["ops"], out["table"] = top_ops(trace, 12)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        out["error"] = "failed: cannot read %s: %s" % (trace, e)
-    log(ctx, "[%6.1f s] profile of %s written (%.0f s): %s" %
-        (ctx.budget.elapsed(), cfg.key, out["wall_s"], trace))
+    else:
+        try:
+            out["ops"], out["table"] = top_ops(trace, 12)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            out["error"] = "failed: cannot read %s: %s" % (trace, e)
+    log(ctx, "[%6.1f s] %s profile of %s: %s  (%.0f s)" %
+        (ctx.budget.elapsed(), section, cfg.key, out.get("error", trace), out["wall_s"]))
     return out
 
 
@@ -570,16 +575,20 @@ def top_ops(trace_path, limit):
             row["host_us"] += float(args.get("self_us", e.get("dur", 0)))
     rows = [r for r in ops.values() if r["category"] not in ("user", "sync")]
     device_total = sum(r["device_us"] for r in rows)
-    host_total = sum(r["host_us"] for r in rows if r["category"] != "optimizer")
+    host_total = sum(r["host_us"] for r in rows)
     key = "device_us" if device_total > 0 else "host_us"
     rows.sort(key=lambda r: -r[key])
-    lines = ["%-32s %-10s %8s %12s %12s %7s" % ("op", "kind", "calls", "host self ms", "device ms", "device%")]
+    on_device = device_total > 0
+    head = "%-30s %-10s %8s %13s %6s" % ("op", "kind", "calls", "host self ms", "%")
+    lines = [head + (" %10s %6s" % ("device ms", "%") if on_device else "")]
     for r in rows[:limit]:
-        lines.append("%-32s %-10s %8d %12.1f %12.1f %6.1f%%" %
-                     (r["name"][:32], r["category"][:10], r["calls"], r["host_us"] / 1000, r["device_us"] / 1000,
-                      100 * r["device_us"] / device_total if device_total else 0))
-    lines.append("(all ops: %.1f ms of device time, %.1f ms of host time in ops; 2 epochs, the first included)" %
-                 (device_total / 1000, host_total / 1000))
+        line = "%-30s %-10s %8d %13.1f %5.1f%%" % (r["name"][:30], r["category"][:10], r["calls"], r["host_us"] / 1000,
+                                                  100 * r["host_us"] / host_total if host_total else 0)
+        if on_device:
+            line += " %10.1f %5.1f%%" % (r["device_us"] / 1000, 100 * r["device_us"] / device_total)
+        lines.append(line)
+    lines.append("(all ops: %.1f ms of host self time%s; 2 epochs, the first included)" %
+                 (host_total / 1000, ", %.1f ms of device time" % (device_total / 1000) if on_device else ""))
     return rows[:limit], "\n".join(lines)
 
 
@@ -595,7 +604,7 @@ def log(ctx, line):
 # --- the table --------------------------------------------------------------------------
 
 
-def table(ctx, found, results, scaling, profile):
+def table(ctx, found, results, scaling, profiles):
     md = []
     w = md.append
     info = ctx.torch_info
@@ -609,7 +618,8 @@ def table(ctx, found, results, scaling, profile):
     w("Machine: %s; %d CPUs (%s); anvil from `%s`; PyTorch %s (`%s`)%s." %
       (info.get("cuda", {}).get("gpu", "no CUDA GPU"), os.cpu_count() or 0, cpu_model(),
        os.path.relpath(ctx.bin, REPO) if ctx.bin.startswith(REPO + os.sep) else ctx.bin, (info.get("cuda") or info.get("cpu") or {}).get("torch", "?"), ctx.python,
-       (", CUDA %s, cuDNN %s" % (info["cuda"].get("cuda"), info["cuda"].get("cudnn"))) if "cuda" in info else ""))
+       (", CUDA %s, cuDNN %s" % (info["cuda"].get("cuda"), info["cuda"].get("cudnn")))
+       if "gpu" in info.get("cuda", {}) else ""))
     w("")
     tf32 = found.get("tf32_off")
     na_tf32 = None if tf32 else "n/a"
@@ -672,11 +682,15 @@ def table(ctx, found, results, scaling, profile):
             w("| %s | %s | %s |" % (name, " | ".join(fmt_fig(f, False) for f in figs),
                                     "%.2f×" % (one / last) if one and last else "—"))
         w("")
-    if profile:
-        w("## Top ops of the slowest model on cuda:0")
+    for section, where in (("cuda", "cuda:0"), ("cpu", "the CPU")):
+        profile = profiles.get(section)
+        if not profile:
+            continue
+        w("## Top ops of the slowest model on %s" % where)
         w("")
         if "model" in profile:
-            w("%s (anvil's speed %.2f×)." % (profile["label"], profile["speed"]))
+            w("%s, anvil's speed %.2f×: `%s` (`--profile`, 2 epochs), summed per op from its trace." %
+              (profile["label"], profile["speed"], profile.get("command", "").replace(REPO + os.sep, "")))
             w("")
         if "table" in profile:
             w("```")
@@ -716,22 +730,22 @@ def find_python(given):
 
 
 def cuda_devices(ctx):
-    """(count, reason) from anvil-smi --list."""
+    """(count, reason) from anvil-smi --list and, when it lists none, the
+    reason anvil-smi gives (or its own failure)."""
     smi = os.path.join(ctx.bin, "tools", "anvil-smi")
     if not os.path.exists(smi):
-        return 0, "%s is not built" % os.path.relpath(smi, REPO)
+        return 0, "%s is not built" % smi
     try:
-        out = subprocess.run([smi, "--list"], capture_output=True, text=True, timeout=60).stdout
+        listed = subprocess.run([smi, "--list"], capture_output=True, text=True, timeout=60)
+        full = subprocess.run([smi], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as e:
-        return 0, "anvil-smi --list failed: %s" % e
-    n = sum(1 for l in out.splitlines() if l.startswith("cuda:"))
+        return 0, "anvil-smi failed: %s" % e
+    if listed.returncode != 0:
+        return 0, "anvil-smi --list: exit %d: %s" % (listed.returncode, (listed.stderr.strip().splitlines() or [""])[-1])
+    n = sum(1 for l in listed.stdout.splitlines() if l.startswith("cuda:"))
     if n:
         return n, None
-    try:
-        full = subprocess.run([smi], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        full = ""
-    why = [l.strip() for l in full.splitlines() if "cuda" in l.lower()]
+    why = [l.strip() for l in full.stdout.splitlines() if l.startswith("cuda:")]
     return 0, "anvil sees no CUDA device" + (" (%s)" % why[0] if why else "")
 
 
@@ -774,7 +788,7 @@ def main():
         (found["tf32_off"]["how"] if found["tf32_off"] else "none",
          ", ".join(e for e, a in found["amp"].items() if a) or "none", "yes" if found["lstm"] else "no",
          "yes" if found["profile_flag"] else "no"))
-    results, scaling, profile = [], None, None
+    results, scaling, profiles = [], None, {}
     if not args.cpu_only:
         n, why = cuda_devices(ctx)
         if n == 0:
@@ -782,17 +796,18 @@ def main():
             log(ctx, "cuda:0 rows skipped: %s" % why)
         else:
             gpu_section(ctx, found, results)
-            profile = profile_section(ctx, found, results)
+            profiles["cuda"] = profile_section(ctx, found, results, "cuda")
     if not args.gpu_only:
         scaling = cpu_section(ctx, found, results)
+        profiles["cpu"] = profile_section(ctx, found, results, "cpu")
 
-    md = table(ctx, found, results, scaling, profile)
+    md = table(ctx, found, results, scaling, profiles)
     with open(os.path.join(ctx.out, "device-bench.md"), "w") as f:
         f.write(md)
     with open(os.path.join(ctx.out, "device-bench.json"), "w") as f:
         json.dump({"quick": ctx.quick, "bin": ctx.bin, "python": ctx.python, "torch": ctx.torch_info,
                    "cpus": os.cpu_count(), "cpu_model": cpu_model(), "epochs": ctx.epochs, "anvil": found,
-                   "gpu_skipped": ctx.gpu_skipped, "rows": results, "scaling": scaling, "profile": profile,
+                   "gpu_skipped": ctx.gpu_skipped, "rows": results, "scaling": scaling, "profiles": profiles,
                    "elapsed_s": ctx.budget.elapsed()}, f, indent=1)
     print()
     print(md)
