@@ -617,7 +617,8 @@ def table(ctx, found, results, scaling, profiles):
     w("")
     w("Machine: %s; %d CPUs (%s); anvil from `%s`; PyTorch %s (`%s`)%s." %
       (info.get("cuda", {}).get("gpu", "no CUDA GPU"), os.cpu_count() or 0, cpu_model(),
-       os.path.relpath(ctx.bin, REPO) if ctx.bin.startswith(REPO + os.sep) else ctx.bin, (info.get("cuda") or info.get("cpu") or {}).get("torch", "?"), ctx.python,
+       os.path.relpath(ctx.bin, REPO) if ctx.bin.startswith(REPO + os.sep) else ctx.bin,
+       (info.get("cuda") or info.get("cpu") or {}).get("torch", "?"), ctx.python,
        (", CUDA %s, cuDNN %s" % (info["cuda"].get("cuda"), info["cuda"].get("cudnn")))
        if "gpu" in info.get("cuda", {}) else ""))
     w("")
@@ -652,6 +653,9 @@ def table(ctx, found, results, scaling, profiles):
                fmt_speed(speed(a.get("bf16"), t.get("bf16"), False)), fmt_quality(a.get("bf16"), t.get("bf16"),
                                                                                   False)))
         w("")
+        if ctx.cudnn:
+            w("anvil-smi: %s" % ctx.cudnn)
+            w("")
         w("TF32 off: PyTorch with `torch.backends.cudnn.allow_tf32 = False` and "
           "`torch.backends.cuda.matmul.allow_tf32 = False`; anvil %s. bf16 rows: the forward pass under autocast "
           "(PyTorch: `torch.autocast(\"cuda\", dtype=torch.bfloat16)`)." %
@@ -741,7 +745,9 @@ def cuda_devices(ctx):
     except (OSError, subprocess.SubprocessError) as e:
         return 0, "anvil-smi failed: %s" % e
     if listed.returncode != 0:
-        return 0, "anvil-smi --list: exit %d: %s" % (listed.returncode, (listed.stderr.strip().splitlines() or [""])[-1])
+        last = (listed.stderr.strip().splitlines() or [""])[-1]
+        return 0, "anvil-smi --list: exit %d: %s" % (listed.returncode, last)
+    ctx.cudnn = next((l.strip() for l in full.stdout.splitlines() if l.startswith("cuDNN")), "")
     n = sum(1 for l in listed.stdout.splitlines() if l.startswith("cuda:"))
     if n:
         return n, None
@@ -779,6 +785,7 @@ def main():
     ctx.anvil_tf32_off = args.anvil_tf32_off
     ctx.torch_info = {}
     ctx.gpu_skipped = None
+    ctx.cudnn = ""
     ctx.python = find_python(args.python)
     log(ctx, "device-bench: anvil from %s, PyTorch from %s, budget %.0f s, output in %s" %
         (ctx.bin, ctx.python or "(none: no python3 with torch and numpy)", ctx.budget.seconds, ctx.out))
@@ -807,8 +814,8 @@ def main():
     with open(os.path.join(ctx.out, "device-bench.json"), "w") as f:
         json.dump({"quick": ctx.quick, "bin": ctx.bin, "python": ctx.python, "torch": ctx.torch_info,
                    "cpus": os.cpu_count(), "cpu_model": cpu_model(), "epochs": ctx.epochs, "anvil": found,
-                   "gpu_skipped": ctx.gpu_skipped, "rows": results, "scaling": scaling, "profiles": profiles,
-                   "elapsed_s": ctx.budget.elapsed()}, f, indent=1)
+                   "gpu_skipped": ctx.gpu_skipped, "anvil_cudnn": ctx.cudnn, "rows": results, "scaling": scaling,
+                   "profiles": profiles, "elapsed_s": ctx.budget.elapsed()}, f, indent=1)
     print()
     print(md)
     print("written: %s, %s" % (os.path.join(ctx.out, "device-bench.md"), os.path.join(ctx.out, "device-bench.json")))
