@@ -32,10 +32,12 @@ while (($#)); do
       ;;
   esac
 done
+# shellcheck source=scripts/gpu-pack-env.sh
+source scripts/gpu-pack-env.sh
 if [[ -n "${ANVIL_GPU_PACK:-}" ]]; then
-  # shellcheck source=scripts/gpu-pack-env.sh
-  source scripts/gpu-pack-env.sh
   anvil_use_gpu_pack || exit 1
+else
+  anvil_find_cudnn  # PyTorch's cuDNN where the loader finds none (docs/cuda.md)
 fi
 # The GPU is the accelerator here; PoCL's CPU devices are not what is measured.
 unset ANVIL_OPENCL_CPU
