@@ -17,7 +17,7 @@ packages=(
   clang-format                         # scripts/check-format.sh, run by ./run tests
   libopenmpi-dev openmpi-bin           # anvil::dist's engine between processes
   dataset-fashion-mnist gnuplot-nox
-  python3 python3-numpy python3-venv python3-pip
+  python3 python3-dev python3-numpy python3-venv python3-pip   # python3-dev: the Python package (python/)
   python3-torch                        # test-side PyTorch references (tests/python/torch_layers_reference.py)
 )
 # bench: LibTorch, the benchmarks' peer.

@@ -11,9 +11,20 @@ Storage::Storage(Device device, std::size_t nbytes)
   profiler::detail::on_memory(device_, static_cast<std::int64_t>(nbytes_));
 }
 
+Storage::Storage(Device device, std::size_t nbytes, void* data, std::function<void()> release)
+    : device_(device),
+      nbytes_(nbytes),
+      data_(data),
+      backend_(&backend_checked(device, "adopt memory")),
+      release_(std::move(release)) {}
+
 Storage::~Storage() {
-  if (data_ != nullptr) backend_->deallocate(device_.index(), data_, nbytes_);
-  profiler::detail::on_memory(device_, -static_cast<std::int64_t>(nbytes_));
+  if (release_) {
+    release_();
+  } else {
+    if (data_ != nullptr) backend_->deallocate(device_.index(), data_, nbytes_);
+    profiler::detail::on_memory(device_, -static_cast<std::int64_t>(nbytes_));
+  }
 }
 
 bool is_contiguous(const Shape& shape, const Strides& strides) noexcept {

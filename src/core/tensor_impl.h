@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "anvil/device.h"
@@ -22,6 +23,11 @@ class Storage {
  public:
   // Allocates `nbytes` on `device` through its backend (OutOfMemory on failure).
   Storage(Device device, std::size_t nbytes);
+  // Adopts `nbytes` at `data` (the backend's handle), memory that someone
+  // else owns: a NumPy array or a DLPack producer's buffer. `release` runs
+  // when the last view dies, instead of the backend's deallocate. What the
+  // Python package's zero-copy import (anvil.from_dlpack) builds on.
+  Storage(Device device, std::size_t nbytes, void* data, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -36,6 +42,7 @@ class Storage {
   std::size_t nbytes_;
   void* data_ = nullptr;
   Backend* backend_;
+  std::function<void()> release_;  // set for adopted memory
 };
 
 struct AutogradMeta;  // defined by src/autograd; null for tensors that need no grad

@@ -1,0 +1,75 @@
+"""anvil.nn: the C++ layers and losses, and Module for models written in
+Python (Note [Python modules are C++ modules] in python/src/nn.cpp)."""
+
+from ._anvil import Tensor as _Tensor
+from ._anvil import nn as _nn
+from ._anvil.nn import (  # noqa: F401  (re-exported)
+    Sequential, Linear, ReLU, Sigmoid, Tanh, Softmax, Flatten, Dropout, Conv2d, Conv1d, MaxPool2d, AvgPool2d,
+    AdaptiveAvgPool2d, AdaptiveMaxPool2d, BatchNorm1d, BatchNorm2d, Embedding, LayerNorm, RNN, GRU, LSTM,
+    MultiheadAttention, TransformerEncoderLayer, DistributedDataParallel, mse_loss, cross_entropy,
+    functional, init,
+)
+
+
+def Parameter(data, requires_grad=True):  # noqa: N802  (torch.nn.Parameter)
+    """A leaf sharing `data`'s storage that requires grad: assigned to a
+    Module attribute, it registers as a parameter."""
+    return data.detach().requires_grad_(requires_grad)
+
+
+class Module(_nn.Module):
+    """Base class of a model written in Python, the PyTorch way:
+
+        class Net(anvil.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = anvil.nn.Linear(4, 2)          # registers a child
+                self.scale = anvil.nn.Parameter(anvil.ones(2))  # a parameter
+            def forward(self, x):
+                return self.fc(x) * self.scale
+
+    To the C++ side it is an ordinary nn::Module: it can sit in a
+    Sequential, and parameters(), to(device), state_dict() and train()/eval()
+    are the C++ ones. A tensor attribute registers as a parameter when it
+    requires grad (anvil.nn.Parameter); other tensors are plain attributes
+    unless given to register_buffer."""
+
+    def __setattr__(self, name, value):
+        if isinstance(value, _nn.Module):
+            self._add_module(name, value)
+            self.__dict__[name] = value
+        elif isinstance(value, _Tensor) and value.requires_grad and value.is_leaf:
+            self._add_parameter(name, value)
+            self.__dict__[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(type(self).__name__ + " has no forward()")
+
+    def name(self):
+        # The C++ printer adds the children: "Net(\n  (fc): Linear(...)\n)".
+        return type(self).__name__ + ("" if self.named_children() else "()")
+
+    def register_buffer(self, name, tensor):
+        self._add_buffer(name, tensor)
+        self.__dict__[name] = tensor
+
+    def register_parameter(self, name, tensor):
+        self._add_parameter(name, tensor)
+        self.__dict__[name] = tensor
+
+    def add_module(self, name, module):
+        self._add_module(name, module)
+        self.__dict__[name] = module
+
+    def modules(self):
+        yield self
+        for _, child in self.named_children():
+            if isinstance(child, Module):
+                yield from child.modules()
+            else:
+                yield child

@@ -1,0 +1,325 @@
+// python/src/interop.cpp — tensors in and out of Python without copies where
+// the memory allows: .numpy() and __dlpack__ view anvil's storage (CPU, and
+// CUDA through DLPack), anvil.from_dlpack and anvil.tensor(numpy array) read
+// the producer's; nested lists and numbers become tensors through one host
+// buffer.
+#include <nanobind/ndarray.h>
+
+#include <cstring>
+#include <string>
+
+#include "common.h"
+#include "core/tensor_impl.h"
+
+namespace anvil::python {
+namespace {
+
+nb::dlpack::dtype dlpack_dtype(DType t) {
+  using nb::dlpack::dtype_code;
+  auto make = [](dtype_code c, int bits) {
+    return nb::dlpack::dtype{static_cast<std::uint8_t>(c), static_cast<std::uint8_t>(bits), 1};
+  };
+  switch (t) {
+    case DType::Bool:
+      return make(dtype_code::Bool, 8);
+    case DType::U8:
+      return make(dtype_code::UInt, 8);
+    case DType::I32:
+      return make(dtype_code::Int, 32);
+    case DType::I64:
+      return make(dtype_code::Int, 64);
+    case DType::F32:
+      return make(dtype_code::Float, 32);
+    case DType::F64:
+      return make(dtype_code::Float, 64);
+    case DType::F16:
+      return make(dtype_code::Float, 16);
+    case DType::BF16:
+      return make(dtype_code::Bfloat, 16);
+  }
+  return make(dtype_code::Float, 32);
+}
+
+std::optional<DType> anvil_dtype(nb::dlpack::dtype d) {
+  using nb::dlpack::dtype_code;
+  if (d.lanes != 1) return std::nullopt;
+  switch (static_cast<dtype_code>(d.code)) {
+    case dtype_code::Bool:
+      if (d.bits == 8) return DType::Bool;
+      break;
+    case dtype_code::UInt:
+      if (d.bits == 8) return DType::U8;
+      break;
+    case dtype_code::Int:
+      if (d.bits == 32) return DType::I32;
+      if (d.bits == 64) return DType::I64;
+      break;
+    case dtype_code::Float:
+      if (d.bits == 16) return DType::F16;
+      if (d.bits == 32) return DType::F32;
+      if (d.bits == 64) return DType::F64;
+      break;
+    case dtype_code::Bfloat:
+      if (d.bits == 16) return DType::BF16;
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+// DLPack's device types.
+constexpr int kDLCPU = 1, kDLCUDA = 2;
+
+// The tensor's memory as an nb::ndarray of framework F; the array holds a
+// handle to the tensor, so the storage outlives every view of it.
+template <typename... F>
+nb::ndarray<F...> export_array(const Tensor& t, const char* op) {
+  const Device d = t.device();
+  int device_type = 0;
+  if (d.type() == DeviceType::CPU) {
+    device_type = kDLCPU;
+  } else if (d.type() == DeviceType::CUDA) {
+    device_type = kDLCUDA;
+    // The consumer reads on its own stream: let every queued op finish first.
+    nb::gil_scoped_release release;
+    synchronize(d);
+  } else {
+    throw NotSupported(detail::cat(op, ": ", d, " memory cannot be shared through DLPack (CPU and CUDA only); ",
+                                   "copy it with .cpu() first"));
+  }
+  const detail::TensorImpl& impl = t.impl_ref();
+  char* base = static_cast<char*>(impl.storage()->data());
+  void* data = base + static_cast<std::size_t>(t.offset()) * element_size(t.dtype());
+  std::vector<std::size_t> shape(static_cast<std::size_t>(t.dim()));
+  std::vector<std::int64_t> strides(static_cast<std::size_t>(t.dim()));
+  for (int i = 0; i < t.dim(); ++i) {
+    shape[static_cast<std::size_t>(i)] = static_cast<std::size_t>(t.size(i));
+    strides[static_cast<std::size_t>(i)] = t.stride(i);
+  }
+  nb::object owner = nb::cast(t);  // a Python handle to the same storage
+  return nb::ndarray<F...>(data, shape.size(), shape.data(), owner, strides.data(), dlpack_dtype(t.dtype()),
+                           device_type, d.index());
+}
+
+}  // namespace
+
+nb::object to_numpy(const Tensor& t) {
+  if (!t.device().is_cpu())
+    throw nb::type_error(
+        ("numpy: the tensor is on " + t.device().str() + "; NumPy reads host memory only, so copy it with .cpu() first")
+            .c_str());
+  if (t.dtype() == DType::BF16)
+    throw nb::type_error("numpy: NumPy has no bfloat16; convert with .to(anvil.float32) first");
+  return nb::cast(export_array<nb::numpy>(t, "numpy"));
+}
+
+nb::object dlpack_capsule(const Tensor& t, nb::handle stream) {
+  (void)stream;  // export_array synchronises the device, so any stream may read
+  // nanobind hands an ndarray of no framework to Python as a DLPack capsule.
+  return nb::cast(export_array<>(t, "__dlpack__"));
+}
+
+nb::tuple dlpack_device(const Tensor& t) {
+  const Device d = t.device();
+  if (d.type() == DeviceType::CPU) return nb::make_tuple(kDLCPU, 0);
+  if (d.type() == DeviceType::CUDA) return nb::make_tuple(kDLCUDA, d.index());
+  throw NotSupported(detail::cat("__dlpack_device__: ", d, " has no DLPack device type (CPU and CUDA only)"));
+}
+
+Tensor from_dlpack(nb::handle obj) {
+  if (nb::isinstance<Tensor>(obj)) return nb::cast<Tensor>(obj);
+  nb::ndarray<> array;
+  try {
+    array = nb::cast<nb::ndarray<>>(obj);
+  } catch (const nb::cast_error&) {
+    throw nb::type_error(("from_dlpack: a " + std::string(nb::type_name(obj.type()).c_str()) +
+                          " has neither __dlpack__ nor the buffer protocol")
+                             .c_str());
+  }
+  const std::optional<DType> dtype = anvil_dtype(array.dtype());
+  if (!dtype) throw DTypeError("from_dlpack: the array's element type has no anvil dtype");
+  Device device;
+  if (array.device_type() == kDLCPU) {
+    device = cpu();
+  } else if (array.device_type() == kDLCUDA) {
+    device = Device(DeviceType::CUDA, array.device_id());
+  } else {
+    throw NotSupported(detail::cat("from_dlpack: DLPack device type ", array.device_type(),
+                                   " is not one anvil shares memory with (CPU and CUDA only)"));
+  }
+  std::vector<std::int64_t> shape(array.ndim()), strides(array.ndim());
+  // The byte range the view reaches, to size the adopted storage.
+  std::int64_t lo = 0, hi = 0;
+  std::int64_t numel = 1;
+  for (std::size_t i = 0; i < array.ndim(); ++i) {
+    shape[i] = static_cast<std::int64_t>(array.shape(i));
+    strides[i] = array.stride(i);
+    numel *= shape[i];
+    if (shape[i] > 0) (strides[i] < 0 ? lo : hi) += strides[i] * (shape[i] - 1);
+  }
+  if (lo < 0) throw NotSupported("from_dlpack: negative strides (a reversed NumPy view); pass a copy");
+  const std::size_t elem = element_size(*dtype);
+  const std::size_t nbytes = numel == 0 ? 0 : static_cast<std::size_t>(hi + 1) * elem;
+  // The storage holds a reference to the producer's array; dropping it may
+  // run Python code (NumPy's deallocator), so it takes the GIL, from
+  // whichever thread the last view dies on.
+  auto* keep = new nb::ndarray<>(array);
+  auto release = [keep] {
+    if (!Py_IsInitialized()) return;  // at exit, the producer is gone already
+    nb::gil_scoped_acquire gil;
+    delete keep;
+  };
+  auto storage = std::make_shared<detail::Storage>(device, nbytes, const_cast<void*>(array.data()), release);
+  auto impl = std::make_shared<detail::TensorImpl>(std::move(storage), Shape(shape), Strides(strides), 0, *dtype);
+  return Tensor(std::move(impl));
+}
+
+namespace {
+
+// Nested lists and numbers: the shape from the nesting, the values into one
+// host buffer, the dtype as torch.tensor infers it (any float: f32; else any
+// int: i64; else bool).
+struct Flattened {
+  std::vector<std::int64_t> shape;
+  std::vector<double> floats;
+  std::vector<std::int64_t> ints;
+  bool any_float = false, any_int = false;
+  std::size_t count = 0;
+};
+
+void flatten_into(nb::handle h, int depth, Flattened& out) {
+  PyObject* o = h.ptr();
+  if (PyList_Check(o) || PyTuple_Check(o)) {
+    const auto n = static_cast<std::int64_t>(PySequence_Fast_GET_SIZE(o));
+    if (static_cast<int>(out.shape.size()) == depth) {
+      if (out.count > 0 && depth == 0) throw ShapeError("tensor: inconsistent nesting");
+      out.shape.push_back(n);
+    } else if (static_cast<int>(out.shape.size()) < depth || out.shape[static_cast<std::size_t>(depth)] != n) {
+      throw ShapeError(detail::cat("tensor: a list of ", n, " elements at depth ", depth,
+                                   " where its siblings have another length; nested lists must be rectangular"));
+    }
+    for (std::int64_t i = 0; i < n; ++i) flatten_into(PySequence_Fast_GET_ITEM(o, i), depth + 1, out);
+    return;
+  }
+  if (static_cast<int>(out.shape.size()) != depth)
+    throw ShapeError("tensor: a number where a list was expected; nested lists must be rectangular");
+  if (nb::isinstance<Tensor>(h)) {
+    const Tensor t = nb::cast<Tensor>(h);
+    if (t.numel() != 1) throw ShapeError("tensor: only one-element tensors can be list elements");
+    const nb::object v = item(t);
+    flatten_into(v, depth, out);
+    return;
+  }
+  Scalar s;
+  if (!nb::try_cast<Scalar>(h, s))
+    throw nb::type_error(
+        ("tensor: cannot make a tensor element from a " + std::string(nb::type_name(h.type()).c_str())).c_str());
+  if (s.is_floating()) out.any_float = true;
+  if (s.kind() == Scalar::Kind::Int) out.any_int = true;
+  out.floats.push_back(s.to_double());
+  out.ints.push_back(s.to_int());
+  ++out.count;
+}
+
+}  // namespace
+
+Tensor tensor_from_data(nb::handle data, std::optional<DType> dtype, std::optional<Device> device) {
+  const Device d = device_or_default(device);
+  // torch.tensor copies its input: a view (or the tensor), then one copy
+  // that converts and moves it.
+  auto fresh = [&](const Tensor& view) {
+    nb::gil_scoped_release release;
+    const Tensor converted = dtype ? view.to(*dtype) : view;
+    if (!converted.is_same(view)) return converted.to(d);
+    return converted.device() == d ? converted.clone() : converted.copy_to(d);
+  };
+  if (nb::isinstance<Tensor>(data)) return fresh(nb::cast<Tensor>(data).detach());
+  PyObject* o = data.ptr();
+  const bool listlike = PyList_Check(o) || PyTuple_Check(o);
+  if (!listlike && !PyBool_Check(o) && !PyLong_Check(o) && !PyFloat_Check(o) &&
+      (nb::hasattr(data, "__dlpack__") || PyObject_CheckBuffer(o) || nb::hasattr(data, "__array__"))) {
+    nb::object source = nb::borrow(data);
+    if (!nb::hasattr(data, "__dlpack__") && !PyObject_CheckBuffer(o))
+      source = nb::module_::import_("numpy").attr("asarray")(data);
+    return fresh(from_dlpack(source));
+  }
+  Flattened f;
+  flatten_into(data, 0, f);
+  Tensor host;
+  const Shape shape(f.shape);
+  if (f.any_float) {
+    host = from_host(f.floats.data(), shape, f64, cpu()).to(dtype.value_or(f32));
+  } else if (f.any_int) {
+    host = from_host(f.ints.data(), shape, i64, cpu());
+    if (dtype) host = host.to(*dtype);
+  } else {
+    std::vector<std::uint8_t> bytes(f.ints.begin(), f.ints.end());
+    host = from_host(bytes.data(), shape, boolean, cpu());
+    if (dtype) host = host.to(*dtype);
+  }
+  return host.to(d);
+}
+
+nb::object item(const Tensor& t) {
+  if (is_floating(t.dtype())) {
+    double v;
+    {
+      nb::gil_scoped_release release;
+      v = t.item<double>();
+    }
+    return nb::float_(v);
+  }
+  if (t.dtype() == DType::Bool) {
+    bool v;
+    {
+      nb::gil_scoped_release release;
+      v = t.item<bool>();
+    }
+    return nb::bool_(v);
+  }
+  std::int64_t v;
+  {
+    nb::gil_scoped_release release;
+    v = t.item<std::int64_t>();
+  }
+  return nb::int_(v);
+}
+
+namespace {
+template <typename T, typename Make>
+nb::object nest(const std::vector<T>& values, const Shape& shape, int dim, std::size_t& at, Make make) {
+  if (dim == shape.size()) return make(values[at++]);
+  nb::list out;
+  for (std::int64_t i = 0; i < shape[dim]; ++i) out.append(nest(values, shape, dim + 1, at, make));
+  return out;
+}
+}  // namespace
+
+nb::object tolist(const Tensor& t) {
+  std::size_t at = 0;
+  if (is_floating(t.dtype())) {
+    std::vector<double> v;
+    {
+      nb::gil_scoped_release release;
+      v = t.to_vector<double>();
+    }
+    return nest(v, t.shape(), 0, at, [](double x) { return nb::object(nb::float_(x)); });
+  }
+  if (t.dtype() == DType::Bool) {
+    std::vector<unsigned char> v;
+    {
+      nb::gil_scoped_release release;
+      v = t.to_vector<unsigned char>();
+    }
+    return nest(v, t.shape(), 0, at, [](unsigned char x) { return nb::object(nb::bool_(x != 0)); });
+  }
+  std::vector<std::int64_t> v;
+  {
+    nb::gil_scoped_release release;
+    v = t.to_vector<std::int64_t>();
+  }
+  return nest(v, t.shape(), 0, at, [](std::int64_t x) { return nb::object(nb::int_(x)); });
+}
+
+}  // namespace anvil::python

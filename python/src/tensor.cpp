@@ -1,0 +1,876 @@
+// python/src/tensor.cpp — anvil.Tensor: its methods and operators, the
+// factories and the free ops (anvil/tensor.h, anvil/ops.h), each one call to
+// the C++ function of the same name, without the GIL.
+#include <nanobind/operators.h>
+
+#include <sstream>
+
+#include "common.h"
+
+namespace anvil::python {
+
+Shape shape_from_args(const nb::args& args, const char* op) {
+  if (args.size() == 1 && (nb::isinstance<nb::tuple>(args[0]) || nb::isinstance<nb::list>(args[0])))
+    return nb::cast<Shape>(args[0]);
+  std::vector<std::int64_t> dims;
+  for (nb::handle h : args) {
+    if (!PyIndex_Check(h.ptr()) || PyBool_Check(h.ptr()))
+      throw nb::type_error(
+          (std::string(op) + ": the size is ints or one tuple of ints, got a " + nb::type_name(h.type()).c_str())
+              .c_str());
+    dims.push_back(nb::cast<std::int64_t>(h));
+  }
+  return Shape(dims);
+}
+
+namespace {
+
+Tensor finish(Tensor t, bool requires_grad) {
+  if (requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+// --- indexing: x[...] with PyTorch's meaning --------------------------------------
+// Basic items (int, slice, None, ...) become views (select, slice,
+// unsqueeze); one advanced item (an integer tensor or list, a bool mask)
+// becomes index_select over the flattened index, as torch does for a single
+// advanced index.
+struct Advanced {
+  int dim = -1;
+  Tensor index;  // i64, 1-D
+  Shape index_shape;
+  int mask_dims = 0;  // a bool mask covers this many dims (flattened into one)
+};
+
+struct Indexed {
+  Tensor view;
+  std::optional<Advanced> advanced;
+};
+
+Tensor as_index_tensor(nb::handle item, Device device) {
+  if (nb::isinstance<Tensor>(item)) return nb::cast<Tensor>(item);
+  return tensor_from_data(item, std::nullopt, device);
+}
+
+// Positions where a bool mask is true, as i64 on the mask's device (the
+// mask is read once on the host, as torch does for x[mask]).
+Tensor mask_positions(const Tensor& mask) {
+  const std::vector<unsigned char> bits = mask.to_vector<unsigned char>();
+  std::vector<std::int64_t> positions;
+  for (std::size_t i = 0; i < bits.size(); ++i)
+    if (bits[i] != 0) positions.push_back(static_cast<std::int64_t>(i));
+  return from_host(positions.data(), Shape{static_cast<std::int64_t>(positions.size())}, i64, mask.device());
+}
+
+bool is_advanced(nb::handle item) {
+  return nb::isinstance<Tensor>(item) || nb::isinstance<nb::list>(item) || nb::hasattr(item, "__array__");
+}
+
+Indexed index(const Tensor& x, nb::handle key) {
+  std::vector<nb::handle> items;
+  nb::tuple keep;
+  if (nb::isinstance<nb::tuple>(key)) {
+    keep = nb::borrow<nb::tuple>(key);
+    for (nb::handle h : keep) items.push_back(h);
+  } else {
+    items.push_back(key);
+  }
+  // The dims the items consume, to place an ellipsis.
+  int consumed = 0;
+  bool ellipsis = false;
+  std::vector<Tensor> advanced_tensors(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    nb::handle h = items[i];
+    if (h.is_none()) continue;
+    if (h.ptr() == Py_Ellipsis) {
+      if (ellipsis) throw IndexError("index: an index can only have a single ellipsis ('...')");
+      ellipsis = true;
+      continue;
+    }
+    if (is_advanced(h) && !PyLong_Check(h.ptr())) {
+      advanced_tensors[i] = as_index_tensor(h, x.device());
+      const Tensor& t = advanced_tensors[i];
+      if (t.dtype() == DType::Bool) {
+        consumed += std::max(t.dim(), 1);
+      } else if (t.dim() == 0 && is_integral(t.dtype())) {
+        consumed += 1;
+      } else {
+        consumed += 1;
+      }
+      continue;
+    }
+    consumed += 1;
+  }
+  if (consumed > x.dim())
+    throw IndexError(
+        detail::cat("index: too many indices for a tensor of dimension ", x.dim(), " (", consumed, " given)"));
+  Indexed out{x, std::nullopt};
+  int dim = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    nb::handle h = items[i];
+    if (h.is_none()) {
+      out.view = out.view.unsqueeze(dim);
+      ++dim;
+    } else if (h.ptr() == Py_Ellipsis) {
+      dim += x.dim() - consumed;
+    } else if (PySlice_Check(h.ptr())) {
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(h.ptr(), &start, &stop, &step) < 0) throw nb::python_error();
+      if (step <= 0) throw ValueError("index: slice step must be greater than zero (negative steps are not supported)");
+      const std::int64_t size = out.view.size(dim);
+      PySlice_AdjustIndices(static_cast<Py_ssize_t>(size), &start, &stop, step);
+      if (!(start == 0 && stop == size && step == 1))
+        out.view = out.view.slice(dim, start, std::max(start, stop), step);
+      ++dim;
+    } else if (advanced_tensors[i].defined()) {
+      Tensor t = advanced_tensors[i];
+      if (out.advanced) throw NotSupported("index: more than one tensor (or list) index in one subscript");
+      if (t.dim() == 0 && is_integral(t.dtype())) {  // a 0-d integer tensor is an int
+        out.view = out.view.select(dim, t.item<std::int64_t>());
+        continue;
+      }
+      Advanced a;
+      a.dim = dim;
+      if (t.dtype() == DType::Bool) {
+        const int k = std::max(t.dim(), 1);
+        for (int j = 0; j < k && t.dim() > 0; ++j) {
+          if (out.view.size(dim + j) != t.size(j))
+            throw IndexError(detail::cat("index: the mask's shape ", t.shape(), " does not match the indexed dims ",
+                                         "at dim ", dim + j, "; expected ", out.view.size(dim + j), ", got ",
+                                         t.size(j)));
+        }
+        a.mask_dims = k;
+        a.index = mask_positions(t);
+        a.index_shape = Shape{a.index.numel()};
+        dim += k;
+      } else {
+        if (!is_integral(t.dtype()))
+          throw IndexError(detail::cat("index: tensors used as indices must be integer or bool, got ", t.dtype()));
+        a.index_shape = t.shape();
+        a.index = t.flatten();
+        ++dim;
+      }
+      out.advanced = a;
+    } else {
+      if (!PyIndex_Check(h.ptr()))
+        throw IndexError((std::string("index: only ints, slices, None, ..., bool masks and integer tensors are ") +
+                          "valid indices, got a " + nb::type_name(h.type()).c_str())
+                             .c_str());
+      out.view = out.view.select(dim, nb::cast<std::int64_t>(h));
+    }
+  }
+  return out;
+}
+
+// The view the advanced index runs over: a mask's dims flattened into one.
+Tensor flattened_for(const Indexed& ix) {
+  const Advanced& a = *ix.advanced;
+  return a.mask_dims > 1 ? ix.view.flatten(a.dim, a.dim + a.mask_dims - 1) : ix.view;
+}
+
+Tensor getitem(const Tensor& x, nb::handle key) {
+  Indexed ix = index(x, key);
+  if (!ix.advanced) return ix.view;
+  const Advanced& a = *ix.advanced;
+  const Tensor base = flattened_for(ix);
+  nb::gil_scoped_release release;
+  Tensor picked = base.index_select(a.dim, a.index);
+  if (a.index_shape.size() == 1) return picked;
+  std::vector<std::int64_t> shape;
+  for (int i = 0; i < a.dim; ++i) shape.push_back(base.size(i));
+  for (std::int64_t s : a.index_shape) shape.push_back(s);
+  for (int i = a.dim + 1; i < base.dim(); ++i) shape.push_back(base.size(i));
+  return picked.reshape(Shape(shape));
+}
+
+void setitem(Tensor& x, nb::handle key, nb::handle value) {
+  Indexed ix = index(x, key);
+  Scalar s;
+  const bool scalar = !nb::isinstance<Tensor>(value) && nb::try_cast<Scalar>(value, s);
+  Tensor v;
+  if (!scalar)
+    v = nb::isinstance<Tensor>(value) ? nb::cast<Tensor>(value) : tensor_from_data(value, x.dtype(), x.device());
+  nb::gil_scoped_release release;
+  if (!ix.advanced) {
+    if (scalar) {
+      ix.view.fill_(s);
+    } else {
+      ix.view.copy_(v);
+    }
+    return;
+  }
+  const Advanced& a = *ix.advanced;
+  Tensor base = flattened_for(ix);
+  // x[index] = v as index_add_ of (v - x[index]): the selected rows become v.
+  const Tensor current = base.index_select(a.dim, a.index);
+  Tensor source = scalar ? full_like(current, s) : v.to(current.dtype()).expand(current.shape()).contiguous();
+  base.index_add_(a.dim, a.index, source - current);
+}
+
+Tensor reshape_args(const Tensor& x, const nb::args& args) { return x.reshape(shape_from_args(args, "reshape")); }
+
+std::string repr(const Tensor& t) {
+  nb::gil_scoped_release release;
+  return to_string(t);
+}
+
+nb::object grad_or_none(const Tensor& t) {
+  Tensor g = t.grad();
+  if (!g.defined()) return nb::none();
+  return nb::cast(g);
+}
+
+// x.to(device), x.to(dtype), x.to(device, dtype), x.to(other tensor), with
+// device= and dtype= keywords.
+Tensor to(const Tensor& x, nb::args args, std::optional<Device> device, std::optional<DType> dtype, bool copy) {
+  for (nb::handle a : args) {
+    if (nb::isinstance<DType>(a)) {
+      dtype = nb::cast<DType>(a);
+    } else if (nb::isinstance<Tensor>(a)) {
+      const Tensor o = nb::cast<Tensor>(a);
+      device = o.device();
+      dtype = o.dtype();
+    } else {
+      device = nb::cast<Device>(a);
+    }
+  }
+  nb::gil_scoped_release release;
+  Tensor out = x;
+  if (dtype) out = out.to(*dtype);
+  if (device) out = copy && out.is_same(x) ? out.copy_to(*device) : out.to(*device);
+  if (copy && out.is_same(x)) out = out.clone();
+  return out;
+}
+
+}  // namespace
+
+void bind_tensor(nb::module_& m) {
+  nb::class_<ValuesIndices>(m, "ValuesIndices", "values and indices (torch.return_types)")
+      .def_ro("values", &ValuesIndices::values)
+      .def_ro("indices", &ValuesIndices::indices)
+      .def("__iter__", [](const ValuesIndices& r) { return nb::iter(nb::make_tuple(r.values, r.indices)); })
+      .def("__getitem__",
+           [](const ValuesIndices& r, int i) {
+             if (i == 0 || i == -2) return r.values;
+             if (i == 1 || i == -1) return r.indices;
+             throw nb::index_error("ValuesIndices: index 0 (values) or 1 (indices)");
+           })
+      .def("__len__", [](const ValuesIndices&) { return 2; });
+
+  nb::class_<Tensor> t(m, "Tensor", "A tensor: a view over storage on one device (anvil/tensor.h)");
+  // What it is.
+  t.def_prop_ro("shape", &Tensor::shape)
+      .def("size", [](const Tensor& x) { return x.shape(); })
+      .def("size", &Tensor::size, "dim"_a)
+      .def("stride", [](const Tensor& x) { return x.strides(); })
+      .def("stride", &Tensor::stride, "dim"_a)
+      .def_prop_ro("ndim", &Tensor::dim)
+      .def("dim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def_prop_ro("dtype", &Tensor::dtype)
+      .def_prop_ro("device", &Tensor::device)
+      .def("storage_offset", &Tensor::offset)
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def_prop_ro("nbytes", &Tensor::nbytes)
+      .def("element_size", [](const Tensor& x) { return element_size(x.dtype()); })
+      .def_prop_ro("is_cuda", [](const Tensor& x) { return x.device().type() == DeviceType::CUDA; })
+      .def("is_floating_point", [](const Tensor& x) { return is_floating(x.dtype()); })
+      .def("shares_storage", &Tensor::shares_storage)
+      .def("is_same", &Tensor::is_same)
+      .def("data_ptr", [](const Tensor& x) { return reinterpret_cast<std::uintptr_t>(x.raw_data_ptr()); })
+      .def("__repr__", &repr)
+      .def("__len__",
+           [](const Tensor& x) {
+             if (x.dim() == 0) throw nb::type_error("len() of a 0-d tensor");
+             return x.size(0);
+           })
+      // Moving between devices and dtypes.
+      .def("to", &to, "args"_a, nb::kw_only(), "device"_a = nb::none(), "dtype"_a = nb::none(), "copy"_a = false)
+      .def(
+          "copy_to", [](const Tensor& x, Device d) { return x.copy_to(d); }, "device"_a, ANVIL_NOGIL)
+      .def(
+          "cpu", [](const Tensor& x) { return x.cpu(); }, ANVIL_NOGIL)
+      .def(
+          "cuda", [](const Tensor& x, int i) { return x.to(Device(DeviceType::CUDA, i)); }, "index"_a = 0, ANVIL_NOGIL)
+      .def(
+          "float", [](const Tensor& x) { return x.to(f32); }, ANVIL_NOGIL)
+      .def(
+          "double", [](const Tensor& x) { return x.to(f64); }, ANVIL_NOGIL)
+      .def(
+          "half", [](const Tensor& x) { return x.to(f16); }, ANVIL_NOGIL)
+      .def(
+          "bfloat16", [](const Tensor& x) { return x.to(bf16); }, ANVIL_NOGIL)
+      .def(
+          "long", [](const Tensor& x) { return x.to(i64); }, ANVIL_NOGIL)
+      .def(
+          "int", [](const Tensor& x) { return x.to(i32); }, ANVIL_NOGIL)
+      .def(
+          "bool", [](const Tensor& x) { return x.to(boolean); }, ANVIL_NOGIL)
+      // Host access.
+      .def("item", &item)
+      .def("tolist", &tolist)
+      .def("numpy", &to_numpy)
+      .def(
+          "__array__",
+          [](const Tensor& x, nb::handle dtype, nb::handle copy) {
+            (void)copy;
+            nb::object a = to_numpy(x.device().is_cpu() ? x : x.cpu());
+            return dtype.is_none() ? a : a.attr("astype")(dtype);
+          },
+          "dtype"_a = nb::none(), "copy"_a = nb::none())
+      .def("__dlpack__", &dlpack_capsule, nb::kw_only(), "stream"_a = nb::none())
+      .def("__dlpack_device__", &dlpack_device)
+      .def(
+          "__float__", [](const Tensor& x) { return x.item<double>(); }, ANVIL_NOGIL)
+      .def(
+          "__int__", [](const Tensor& x) { return x.item<std::int64_t>(); }, ANVIL_NOGIL)
+      .def(
+          "__bool__",
+          [](const Tensor& x) {
+            if (x.numel() != 1)
+              throw ValueError(detail::cat("bool: the truth value of a tensor with ", x.numel(),
+                                           " elements is ambiguous; use .any() or .all()"));
+            return x.item<bool>();
+          },
+          ANVIL_NOGIL)
+      .def(
+          "__index__",
+          [](const Tensor& x) {
+            if (!is_integral(x.dtype()) || x.numel() != 1)
+              throw nb::type_error("only one-element integer tensors can be converted to an index");
+            return x.item<std::int64_t>();
+          },
+          ANVIL_NOGIL)
+      // Indexing.
+      .def("__getitem__", &getitem)
+      .def("__setitem__", &setitem)
+      // Views.
+      .def("reshape", &reshape_args, ANVIL_NOGIL)
+      .def("view", [](const Tensor& x, const nb::args& a) { return x.view(shape_from_args(a, "view")); })
+      .def("transpose", &Tensor::transpose, "dim0"_a, "dim1"_a, ANVIL_NOGIL)
+      .def("permute", [](const Tensor& x, const nb::args& a) { return x.permute(Dims(shape_from_args(a, "permute"))); })
+      .def("t", &Tensor::t, ANVIL_NOGIL)
+      .def_prop_ro("T", [](const Tensor& x) { return x.dim() <= 2 ? x.t() : x; })
+      .def_prop_ro("mT", [](const Tensor& x) { return x.transpose(-2, -1); })
+      .def("slice", &Tensor::slice, "dim"_a, "start"_a, "end"_a, "step"_a = 1, ANVIL_NOGIL)
+      .def("narrow", &Tensor::narrow, "dim"_a, "start"_a, "length"_a, ANVIL_NOGIL)
+      .def("select", &Tensor::select, "dim"_a, "index"_a, ANVIL_NOGIL)
+      .def("expand", [](const Tensor& x, const nb::args& a) { return x.expand(shape_from_args(a, "expand")); })
+      .def(
+          "expand_as", [](const Tensor& x, const Tensor& o) { return x.expand(o.shape()); }, ANVIL_NOGIL)
+      .def("repeat", [](const Tensor& x, const nb::args& a) { return x.repeat(shape_from_args(a, "repeat")); })
+      .def("squeeze", nb::overload_cast<>(&Tensor::squeeze, nb::const_), ANVIL_NOGIL)
+      .def("squeeze", nb::overload_cast<const Dims&>(&Tensor::squeeze, nb::const_), "dim"_a, ANVIL_NOGIL)
+      .def("unsqueeze", &Tensor::unsqueeze, "dim"_a, ANVIL_NOGIL)
+      .def("flatten", &Tensor::flatten, "start_dim"_a = 0, "end_dim"_a = -1, ANVIL_NOGIL)
+      .def("contiguous", &Tensor::contiguous, ANVIL_NOGIL)
+      .def("clone", &Tensor::clone, ANVIL_NOGIL)
+      .def("index_select", &Tensor::index_select, "dim"_a, "index"_a, ANVIL_NOGIL)
+      .def("gather", &Tensor::gather, "dim"_a, "index"_a, ANVIL_NOGIL)
+      .def("index_add", &Tensor::index_add, "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1, ANVIL_NOGIL)
+      .def("scatter_add", &Tensor::scatter_add, "dim"_a, "index"_a, "src"_a, ANVIL_NOGIL)
+      .def("index_add_", &Tensor::index_add_, "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1,
+           nb::rv_policy::reference_internal, ANVIL_NOGIL)
+      .def("scatter_add_", &Tensor::scatter_add_, "dim"_a, "index"_a, "src"_a, nb::rv_policy::reference_internal,
+           ANVIL_NOGIL)
+      .def("split", &Tensor::split, "split_size"_a, "dim"_a = 0, ANVIL_NOGIL)
+      .def("chunk", &Tensor::chunk, "chunks"_a, "dim"_a = 0, ANVIL_NOGIL)
+      .def(
+          "as_strided",
+          [](const Tensor& x, const Shape& size, const Shape& stride, std::int64_t offset) {
+            return x.as_strided(size, stride, offset);
+          },
+          "size"_a, "stride"_a, "storage_offset"_a = 0, ANVIL_NOGIL);
+
+  // Elementwise, one argument.
+#define ANVIL_UNARY(name) t.def(#name, &Tensor::name, ANVIL_NOGIL);
+  ANVIL_UNARY(exp)
+  ANVIL_UNARY(log)
+  ANVIL_UNARY(sqrt)
+  ANVIL_UNARY(rsqrt)
+  ANVIL_UNARY(abs)
+  ANVIL_UNARY(neg)
+  ANVIL_UNARY(sin)
+  ANVIL_UNARY(cos)
+  ANVIL_UNARY(tanh)
+  ANVIL_UNARY(sigmoid)
+  ANVIL_UNARY(relu)
+  ANVIL_UNARY(sign)
+  ANVIL_UNARY(square)
+  ANVIL_UNARY(reciprocal)
+  ANVIL_UNARY(logical_not)
+  ANVIL_UNARY(log1p)
+  ANVIL_UNARY(expm1)
+  ANVIL_UNARY(erf)
+  ANVIL_UNARY(floor)
+  ANVIL_UNARY(ceil)
+  ANVIL_UNARY(round)
+  ANVIL_UNARY(detach)
+#undef ANVIL_UNARY
+  t.def("max", nb::overload_cast<>(&Tensor::max, nb::const_), ANVIL_NOGIL)
+      .def("min", nb::overload_cast<>(&Tensor::min, nb::const_), ANVIL_NOGIL)
+      .def(
+          "gelu", [](const Tensor& x) { return gelu(x); }, ANVIL_NOGIL)
+      .def(
+          "softplus", [](const Tensor& x) { return softplus(x); }, ANVIL_NOGIL)
+      .def("masked_fill", &Tensor::masked_fill, "mask"_a, "value"_a, ANVIL_NOGIL)
+      .def("tril", &Tensor::tril, "diagonal"_a = 0, ANVIL_NOGIL)
+      .def("triu", &Tensor::triu, "diagonal"_a = 0, ANVIL_NOGIL)
+      .def("pow", nb::overload_cast<const Tensor&>(&Tensor::pow, nb::const_), "exponent"_a, ANVIL_NOGIL)
+      .def("pow", nb::overload_cast<const Scalar&>(&Tensor::pow, nb::const_), "exponent"_a, ANVIL_NOGIL)
+      .def("clamp", &Tensor::clamp, "min"_a = nb::none(), "max"_a = nb::none(), ANVIL_NOGIL)
+      .def("clip", &Tensor::clamp, "min"_a = nb::none(), "max"_a = nb::none(), ANVIL_NOGIL)
+      .def("where", nb::overload_cast<const Tensor&, const Tensor&>(&Tensor::where, nb::const_), "condition"_a,
+           "other"_a, ANVIL_NOGIL)
+      .def("where", nb::overload_cast<const Tensor&, const Scalar&>(&Tensor::where, nb::const_), "condition"_a,
+           "other"_a, ANVIL_NOGIL)
+      .def("add", nb::overload_cast<const Tensor&, const Scalar&>(&Tensor::add, nb::const_), "other"_a, nb::kw_only(),
+           "alpha"_a, ANVIL_NOGIL);
+
+  // Elementwise, two arguments: a tensor or a Python number.
+#define ANVIL_BINARY(name)                                                                          \
+  t.def(#name, nb::overload_cast<const Tensor&>(&Tensor::name, nb::const_), "other"_a, ANVIL_NOGIL) \
+      .def(#name, nb::overload_cast<const Scalar&>(&Tensor::name, nb::const_), "other"_a, ANVIL_NOGIL);
+  ANVIL_BINARY(add)
+  ANVIL_BINARY(sub)
+  ANVIL_BINARY(mul)
+  ANVIL_BINARY(div)
+  ANVIL_BINARY(maximum)
+  ANVIL_BINARY(minimum)
+  ANVIL_BINARY(eq)
+  ANVIL_BINARY(ne)
+  ANVIL_BINARY(lt)
+  ANVIL_BINARY(le)
+  ANVIL_BINARY(gt)
+  ANVIL_BINARY(ge)
+#undef ANVIL_BINARY
+
+  // In place: the same Python object back (x.add_(1) is x).
+#define ANVIL_INPLACE(name)                      \
+  t.def(                                         \
+       #name,                                    \
+       [](nb::handle self, const Tensor& o) {    \
+         nb::cast<Tensor&>(self).name(o);        \
+         return nb::borrow(self);                \
+       },                                        \
+       "other"_a)                                \
+      .def(                                      \
+          #name,                                 \
+          [](nb::handle self, const Scalar& o) { \
+            nb::cast<Tensor&>(self).name(o);     \
+            return nb::borrow(self);             \
+          },                                     \
+          "other"_a);
+  ANVIL_INPLACE(add_)
+  ANVIL_INPLACE(sub_)
+  ANVIL_INPLACE(mul_)
+  ANVIL_INPLACE(div_)
+#undef ANVIL_INPLACE
+  auto self_back = [](nb::handle self) { return nb::borrow(self); };
+  t.def("pow_",
+        [self_back](nb::handle self, const Scalar& e) {
+          nb::cast<Tensor&>(self).pow_(e);
+          return self_back(self);
+        })
+      .def(
+          "clamp_",
+          [self_back](nb::handle self, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+            nb::cast<Tensor&>(self).clamp_(lo, hi);
+            return self_back(self);
+          },
+          "min"_a = nb::none(), "max"_a = nb::none())
+      .def("relu_",
+           [self_back](nb::handle self) {
+             nb::cast<Tensor&>(self).relu_();
+             return self_back(self);
+           })
+      .def("exp_",
+           [self_back](nb::handle self) {
+             nb::cast<Tensor&>(self).exp_();
+             return self_back(self);
+           })
+      .def("neg_",
+           [self_back](nb::handle self) {
+             nb::cast<Tensor&>(self).neg_();
+             return self_back(self);
+           })
+      .def("zero_",
+           [self_back](nb::handle self) {
+             nb::cast<Tensor&>(self).zero_();
+             return self_back(self);
+           })
+      .def("fill_",
+           [self_back](nb::handle self, const Scalar& v) {
+             nb::cast<Tensor&>(self).fill_(v);
+             return self_back(self);
+           })
+      .def(
+          "copy_",
+          [self_back](nb::handle self, const Tensor& src) {
+            nb::cast<Tensor&>(self).copy_(src);
+            return self_back(self);
+          },
+          "src"_a);
+
+  // Operators, reflected and in place, with tensors and Python numbers.
+  t.def(
+       "__add__", [](const Tensor& a, const Tensor& b) { return a + b; }, ANVIL_NOGIL)
+      .def(
+          "__add__", [](const Tensor& a, const Scalar& b) { return a + b; }, ANVIL_NOGIL)
+      .def(
+          "__radd__", [](const Tensor& a, const Scalar& b) { return b + a; }, ANVIL_NOGIL)
+      .def(
+          "__sub__", [](const Tensor& a, const Tensor& b) { return a - b; }, ANVIL_NOGIL)
+      .def(
+          "__sub__", [](const Tensor& a, const Scalar& b) { return a - b; }, ANVIL_NOGIL)
+      .def(
+          "__rsub__", [](const Tensor& a, const Scalar& b) { return b - a; }, ANVIL_NOGIL)
+      .def(
+          "__mul__", [](const Tensor& a, const Tensor& b) { return a * b; }, ANVIL_NOGIL)
+      .def(
+          "__mul__", [](const Tensor& a, const Scalar& b) { return a * b; }, ANVIL_NOGIL)
+      .def(
+          "__rmul__", [](const Tensor& a, const Scalar& b) { return b * a; }, ANVIL_NOGIL)
+      .def(
+          "__truediv__", [](const Tensor& a, const Tensor& b) { return a / b; }, ANVIL_NOGIL)
+      .def(
+          "__truediv__", [](const Tensor& a, const Scalar& b) { return a / b; }, ANVIL_NOGIL)
+      .def(
+          "__rtruediv__", [](const Tensor& a, const Scalar& b) { return b / a; }, ANVIL_NOGIL)
+      .def(
+          "__pow__", [](const Tensor& a, const Tensor& b) { return pow(a, b); }, ANVIL_NOGIL)
+      .def(
+          "__pow__", [](const Tensor& a, const Scalar& b) { return pow(a, b); }, ANVIL_NOGIL)
+      .def(
+          "__rpow__", [](const Tensor& a, const Scalar& b) { return pow(b, a); }, ANVIL_NOGIL)
+      .def(
+          "__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, ANVIL_NOGIL)
+      .def(
+          "__neg__", [](const Tensor& a) { return -a; }, ANVIL_NOGIL)
+      .def("__pos__", [](const Tensor& a) { return a; })
+      .def(
+          "__abs__", [](const Tensor& a) { return abs(a); }, ANVIL_NOGIL)
+      .def(
+          "__invert__", [](const Tensor& a) { return logical_not(a); }, ANVIL_NOGIL)
+      .def(
+          "__eq__", [](const Tensor& a, const Tensor& b) { return a == b; }, ANVIL_NOGIL)
+      .def(
+          "__eq__", [](const Tensor& a, const Scalar& b) { return a == b; }, ANVIL_NOGIL)
+      .def(
+          "__ne__", [](const Tensor& a, const Tensor& b) { return a != b; }, ANVIL_NOGIL)
+      .def(
+          "__ne__", [](const Tensor& a, const Scalar& b) { return a != b; }, ANVIL_NOGIL)
+      .def(
+          "__lt__", [](const Tensor& a, const Tensor& b) { return a < b; }, ANVIL_NOGIL)
+      .def(
+          "__lt__", [](const Tensor& a, const Scalar& b) { return a < b; }, ANVIL_NOGIL)
+      .def(
+          "__le__", [](const Tensor& a, const Tensor& b) { return a <= b; }, ANVIL_NOGIL)
+      .def(
+          "__le__", [](const Tensor& a, const Scalar& b) { return a <= b; }, ANVIL_NOGIL)
+      .def(
+          "__gt__", [](const Tensor& a, const Tensor& b) { return a > b; }, ANVIL_NOGIL)
+      .def(
+          "__gt__", [](const Tensor& a, const Scalar& b) { return a > b; }, ANVIL_NOGIL)
+      .def(
+          "__ge__", [](const Tensor& a, const Tensor& b) { return a >= b; }, ANVIL_NOGIL)
+      .def(
+          "__ge__", [](const Tensor& a, const Scalar& b) { return a >= b; }, ANVIL_NOGIL);
+  // __eq__ is elementwise (as in torch); a tensor hashes by identity, so it can key a dict.
+  t.def("__hash__", [](const Tensor& x) { return reinterpret_cast<std::uintptr_t>(x.impl().get()); });
+#define ANVIL_IOP(pyname, op)                            \
+  t.def(pyname, [](nb::handle self, const Tensor& o) {   \
+     {                                                   \
+       nb::gil_scoped_release release;                   \
+       nb::cast<Tensor&>(self) op o;                     \
+     }                                                   \
+     return nb::borrow(self);                            \
+   }).def(pyname, [](nb::handle self, const Scalar& o) { \
+    {                                                    \
+      nb::gil_scoped_release release;                    \
+      nb::cast<Tensor&>(self) op o;                      \
+    }                                                    \
+    return nb::borrow(self);                             \
+  });
+  ANVIL_IOP("__iadd__", +=)
+  ANVIL_IOP("__isub__", -=)
+  ANVIL_IOP("__imul__", *=)
+  ANVIL_IOP("__itruediv__", /=)
+#undef ANVIL_IOP
+
+  // Reductions.
+  t.def("sum", &Tensor::sum, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
+      .def("mean", &Tensor::mean, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
+      .def("prod", &Tensor::prod, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
+      .def("amax", &Tensor::amax, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
+      .def("amin", &Tensor::amin, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
+      .def("max", nb::overload_cast<int, bool>(&Tensor::max, nb::const_), "dim"_a, "keepdim"_a = false, ANVIL_NOGIL)
+      .def("min", nb::overload_cast<int, bool>(&Tensor::min, nb::const_), "dim"_a, "keepdim"_a = false, ANVIL_NOGIL)
+      .def("cumsum", &Tensor::cumsum, "dim"_a, ANVIL_NOGIL)
+      .def("sort", &Tensor::sort, "dim"_a = -1, "descending"_a = false, ANVIL_NOGIL)
+      .def("topk", &Tensor::topk, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true, ANVIL_NOGIL)
+      .def(
+          "argmax", [](const Tensor& x, std::optional<int> dim, bool keepdim) { return argmax(x, dim, keepdim); },
+          "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
+      .def(
+          "argmin", [](const Tensor& x, std::optional<int> dim, bool keepdim) { return argmin(x, dim, keepdim); },
+          "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
+      .def("var", &Tensor::var, "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "correction"_a = 1,
+           ANVIL_NOGIL)
+      .def("std", &Tensor::std, "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "correction"_a = 1,
+           ANVIL_NOGIL)
+      .def("norm", &Tensor::norm, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
+      .def("logsumexp", &Tensor::logsumexp, "dim"_a, "keepdim"_a = false, ANVIL_NOGIL)
+      .def("softmax", &Tensor::softmax, "dim"_a, ANVIL_NOGIL)
+      .def("log_softmax", &Tensor::log_softmax, "dim"_a, ANVIL_NOGIL)
+      // Linear algebra.
+      .def("matmul", &Tensor::matmul, ANVIL_NOGIL)
+      .def("mm", &Tensor::mm, ANVIL_NOGIL)
+      .def("bmm", &Tensor::bmm, ANVIL_NOGIL)
+      .def("dot", &Tensor::dot, ANVIL_NOGIL)
+      .def("outer", &Tensor::outer, ANVIL_NOGIL)
+      .def("addmm", &Tensor::addmm, "mat1"_a, "mat2"_a, nb::kw_only(), "beta"_a = 1, "alpha"_a = 1, ANVIL_NOGIL)
+      .def("baddbmm", &Tensor::baddbmm, "batch1"_a, "batch2"_a, nb::kw_only(), "beta"_a = 1, "alpha"_a = 1, ANVIL_NOGIL)
+      .def("allclose", &Tensor::allclose, "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, ANVIL_NOGIL)
+      .def("equal", &Tensor::equal, ANVIL_NOGIL)
+      // Autograd.
+      .def_prop_rw("requires_grad", &Tensor::requires_grad, [](Tensor& x, bool on) { x.requires_grad_(on); })
+      .def(
+          "requires_grad_",
+          [](nb::handle self, bool on) {
+            nb::cast<Tensor&>(self).requires_grad_(on);
+            return nb::borrow(self);
+          },
+          "requires_grad"_a = true)
+      .def_prop_rw(
+          "grad", &grad_or_none, [](const Tensor& x, std::optional<Tensor> g) { x.set_grad(g ? *g : Tensor()); },
+          nb::for_setter(nb::arg("grad").none()))
+      .def_prop_rw(
+          "data", [](const Tensor& x) { return x.detach(); },
+          [](const Tensor& x, const Tensor& src) { x.set_data(src); })
+      .def_prop_ro("is_leaf", &Tensor::is_leaf)
+      .def_prop_ro("grad_fn",
+                   [](const Tensor& x) -> nb::object {
+                     std::string name = x.grad_fn_name();
+                     if (name.empty()) return nb::none();
+                     return nb::str(name.c_str());
+                   })
+      .def("zero_grad", &Tensor::zero_grad)
+      .def(
+          "backward",
+          [](const Tensor& x, std::optional<Tensor> gradient, bool retain_graph) {
+            x.backward(gradient ? *gradient : Tensor(), retain_graph);
+          },
+          "gradient"_a = nb::none(), "retain_graph"_a = false, ANVIL_NOGIL)
+      .def("set_data", &Tensor::set_data);
+
+  // --- factories: size as ints or a tuple; dtype=, device=, requires_grad= ----------
+#define ANVIL_FACTORY(name, fn)                                                                         \
+  m.def(                                                                                                \
+      name,                                                                                             \
+      [](nb::args size, std::optional<DType> dtype, std::optional<Device> device, bool requires_grad) { \
+        const Shape shape = shape_from_args(size, name);                                                \
+        Tensor out;                                                                                     \
+        {                                                                                               \
+          nb::gil_scoped_release release;                                                               \
+          out = fn(shape, device_or_default(device), dtype.value_or(f32));                              \
+        }                                                                                               \
+        return finish(out, requires_grad);                                                              \
+      },                                                                                                \
+      "size"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(), "requires_grad"_a = false);
+  ANVIL_FACTORY("empty", empty)
+  ANVIL_FACTORY("zeros", zeros)
+  ANVIL_FACTORY("ones", ones)
+  ANVIL_FACTORY("rand", rand)
+  ANVIL_FACTORY("randn", randn)
+#undef ANVIL_FACTORY
+  m.def(
+      "full",
+      [](const Shape& size, const Scalar& value, std::optional<DType> dtype, std::optional<Device> device,
+         bool requires_grad) { return finish(full(size, value, device_or_default(device), dtype), requires_grad); },
+      "size"_a, "fill_value"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
+      "requires_grad"_a = false);
+  m.def(
+      "arange",
+      [](const Scalar& a, std::optional<Scalar> b, const Scalar& step, std::optional<DType> dtype,
+         std::optional<Device> device, bool requires_grad) {
+        Tensor out = b ? arange(a, *b, step, device_or_default(device), dtype)
+                       : arange(Scalar(0), a, step, device_or_default(device), dtype);
+        return finish(out, requires_grad);
+      },
+      "start"_a, "end"_a = nb::none(), "step"_a = 1, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
+      "requires_grad"_a = false);
+  m.def(
+      "linspace",
+      [](double start, double end, std::int64_t steps, std::optional<DType> dtype, std::optional<Device> device,
+         bool requires_grad) {
+        return finish(linspace(start, end, steps, device_or_default(device), dtype.value_or(f32)), requires_grad);
+      },
+      "start"_a, "end"_a, "steps"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
+      "requires_grad"_a = false);
+  m.def(
+      "eye",
+      [](std::int64_t n, std::optional<std::int64_t> mcols, std::optional<DType> dtype, std::optional<Device> device,
+         bool requires_grad) {
+        return finish(eye(n, mcols, device_or_default(device), dtype.value_or(f32)), requires_grad);
+      },
+      "n"_a, "m"_a = nb::none(), nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
+      "requires_grad"_a = false);
+  m.def(
+      "randint",
+      [](std::int64_t low, std::int64_t high, const Shape& size, std::optional<DType> dtype,
+         std::optional<Device> device) {
+        return randint(low, high, size, device_or_default(device), dtype.value_or(i64));
+      },
+      "low"_a, "high"_a, "size"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(), ANVIL_NOGIL);
+  m.def("manual_seed", &manual_seed, "seed"_a);
+  m.def(
+      "tensor",
+      [](nb::handle data, std::optional<DType> dtype, std::optional<Device> device, bool requires_grad) {
+        return finish(tensor_from_data(data, dtype, device), requires_grad);
+      },
+      "data"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(), "requires_grad"_a = false);
+  m.def("from_dlpack", &from_dlpack, "x"_a, "A tensor sharing the memory of x (anything with __dlpack__)");
+  m.def("from_numpy", &from_dlpack, "array"_a, "A CPU tensor sharing the NumPy array's memory");
+  m.def("empty_like", &empty_like, ANVIL_NOGIL);
+  m.def("zeros_like", &zeros_like, ANVIL_NOGIL);
+  m.def("ones_like", &ones_like, ANVIL_NOGIL);
+  m.def("full_like", &full_like, ANVIL_NOGIL);
+  m.def("rand_like", &rand_like, ANVIL_NOGIL);
+  m.def("randn_like", &randn_like, ANVIL_NOGIL);
+  m.def("randint_like", &randint_like, "input"_a, "low"_a, "high"_a, ANVIL_NOGIL);
+  m.def(
+      "scalar_tensor",
+      [](const Scalar& v, std::optional<DType> dtype, std::optional<Device> device) {
+        return scalar_tensor(v, device_or_default(device), dtype);
+      },
+      "value"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none());
+
+  // --- free ops (anvil/ops.h) ---------------------------------------------------------
+#define ANVIL_FREE_UNARY(name) \
+  m.def(                       \
+      #name, [](const Tensor& x) { return anvil::name(x); }, "input"_a, ANVIL_NOGIL);
+  ANVIL_FREE_UNARY(neg)
+  ANVIL_FREE_UNARY(abs)
+  ANVIL_FREE_UNARY(exp)
+  ANVIL_FREE_UNARY(log)
+  ANVIL_FREE_UNARY(sqrt)
+  ANVIL_FREE_UNARY(rsqrt)
+  ANVIL_FREE_UNARY(sin)
+  ANVIL_FREE_UNARY(cos)
+  ANVIL_FREE_UNARY(tanh)
+  ANVIL_FREE_UNARY(sigmoid)
+  ANVIL_FREE_UNARY(relu)
+  ANVIL_FREE_UNARY(sign)
+  ANVIL_FREE_UNARY(square)
+  ANVIL_FREE_UNARY(reciprocal)
+  ANVIL_FREE_UNARY(logical_not)
+  ANVIL_FREE_UNARY(log1p)
+  ANVIL_FREE_UNARY(expm1)
+  ANVIL_FREE_UNARY(erf)
+  ANVIL_FREE_UNARY(gelu)
+  ANVIL_FREE_UNARY(softplus)
+  ANVIL_FREE_UNARY(floor)
+  ANVIL_FREE_UNARY(ceil)
+  ANVIL_FREE_UNARY(round)
+  ANVIL_FREE_UNARY(t)
+  ANVIL_FREE_UNARY(contiguous)
+  ANVIL_FREE_UNARY(clone)
+#undef ANVIL_FREE_UNARY
+#define ANVIL_FREE_BINARY(name)                                                                                      \
+  m.def(                                                                                                             \
+       #name, [](const Tensor& a, const Tensor& b) { return anvil::name(a, b); }, "input"_a, "other"_a, ANVIL_NOGIL) \
+      .def(                                                                                                          \
+          #name, [](const Tensor& a, const Scalar& b) { return anvil::name(a, b); }, "input"_a, "other"_a,           \
+          ANVIL_NOGIL);
+  ANVIL_FREE_BINARY(add)
+  ANVIL_FREE_BINARY(sub)
+  ANVIL_FREE_BINARY(mul)
+  ANVIL_FREE_BINARY(div)
+  ANVIL_FREE_BINARY(pow)
+  ANVIL_FREE_BINARY(maximum)
+  ANVIL_FREE_BINARY(minimum)
+  ANVIL_FREE_BINARY(eq)
+  ANVIL_FREE_BINARY(ne)
+  ANVIL_FREE_BINARY(lt)
+  ANVIL_FREE_BINARY(le)
+  ANVIL_FREE_BINARY(gt)
+  ANVIL_FREE_BINARY(ge)
+#undef ANVIL_FREE_BINARY
+  m.def("matmul", &matmul, ANVIL_NOGIL);
+  m.def("mm", &mm, ANVIL_NOGIL);
+  m.def("bmm", &bmm, ANVIL_NOGIL);
+  m.def("dot", &dot, ANVIL_NOGIL);
+  m.def("outer", &outer, ANVIL_NOGIL);
+  m.def("addmm", &addmm, "input"_a, "mat1"_a, "mat2"_a, nb::kw_only(), "beta"_a = 1, "alpha"_a = 1, ANVIL_NOGIL);
+  m.def("baddbmm", &baddbmm, "input"_a, "batch1"_a, "batch2"_a, nb::kw_only(), "beta"_a = 1, "alpha"_a = 1,
+        ANVIL_NOGIL);
+  m.def("clamp", nb::overload_cast<const Tensor&, std::optional<Scalar>, std::optional<Scalar>>(&clamp), "input"_a,
+        "min"_a = nb::none(), "max"_a = nb::none(), ANVIL_NOGIL);
+  m.def("where", nb::overload_cast<const Tensor&, const Tensor&, const Tensor&>(&where), "condition"_a, "input"_a,
+        "other"_a, ANVIL_NOGIL);
+  m.def("where", nb::overload_cast<const Tensor&, const Scalar&, const Tensor&>(&where), "condition"_a, "input"_a,
+        "other"_a, ANVIL_NOGIL);
+  m.def("where", nb::overload_cast<const Tensor&, const Tensor&, const Scalar&>(&where), "condition"_a, "input"_a,
+        "other"_a, ANVIL_NOGIL);
+  m.def("masked_fill", &masked_fill, "input"_a, "mask"_a, "value"_a, ANVIL_NOGIL);
+  m.def("tril", &tril, "input"_a, "diagonal"_a = 0, ANVIL_NOGIL);
+  m.def("triu", &triu, "input"_a, "diagonal"_a = 0, ANVIL_NOGIL);
+  m.def("sum", &sum, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
+  m.def("mean", &mean, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
+  m.def("prod", &prod, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
+  m.def("amax", &amax, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
+  m.def("amin", &amin, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
+  m.def("max", nb::overload_cast<const Tensor&>(&max), "input"_a, ANVIL_NOGIL);
+  m.def("max", nb::overload_cast<const Tensor&, int, bool>(&max), "input"_a, "dim"_a, "keepdim"_a = false, ANVIL_NOGIL);
+  m.def("min", nb::overload_cast<const Tensor&>(&min), "input"_a, ANVIL_NOGIL);
+  m.def("min", nb::overload_cast<const Tensor&, int, bool>(&min), "input"_a, "dim"_a, "keepdim"_a = false, ANVIL_NOGIL);
+  m.def("argmax", &argmax, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
+  m.def("argmin", &argmin, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
+  m.def("cumsum", &cumsum, "input"_a, "dim"_a, ANVIL_NOGIL);
+  m.def("sort", &sort, "input"_a, "dim"_a = -1, "descending"_a = false, ANVIL_NOGIL);
+  m.def("topk", &topk, "input"_a, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true, ANVIL_NOGIL);
+  m.def("var", &var, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "correction"_a = 1,
+        ANVIL_NOGIL);
+  m.def("std", &anvil::std, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "correction"_a = 1,
+        ANVIL_NOGIL);
+  m.def("norm", &norm, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
+  m.def("logsumexp", &logsumexp, "input"_a, "dim"_a, "keepdim"_a = false, ANVIL_NOGIL);
+  m.def("softmax", &softmax, "input"_a, "dim"_a, ANVIL_NOGIL);
+  m.def("log_softmax", &log_softmax, "input"_a, "dim"_a, ANVIL_NOGIL);
+  m.def("reshape", &reshape, "input"_a, "shape"_a, ANVIL_NOGIL);
+  m.def("transpose", &transpose, "input"_a, "dim0"_a, "dim1"_a, ANVIL_NOGIL);
+  m.def("permute", &permute, "input"_a, "dims"_a, ANVIL_NOGIL);
+  m.def("narrow", &narrow, "input"_a, "dim"_a, "start"_a, "length"_a, ANVIL_NOGIL);
+  m.def("select", &select, "input"_a, "dim"_a, "index"_a, ANVIL_NOGIL);
+  m.def("squeeze", nb::overload_cast<const Tensor&>(&squeeze), "input"_a, ANVIL_NOGIL);
+  m.def("squeeze", nb::overload_cast<const Tensor&, const Dims&>(&squeeze), "input"_a, "dim"_a, ANVIL_NOGIL);
+  m.def("unsqueeze", &unsqueeze, "input"_a, "dim"_a, ANVIL_NOGIL);
+  m.def("flatten", &flatten, "input"_a, "start_dim"_a = 0, "end_dim"_a = -1, ANVIL_NOGIL);
+  m.def("index_select", &index_select, "input"_a, "dim"_a, "index"_a, ANVIL_NOGIL);
+  m.def("gather", &gather, "input"_a, "dim"_a, "index"_a, ANVIL_NOGIL);
+  m.def("index_add", &index_add, "input"_a, "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1, ANVIL_NOGIL);
+  m.def("scatter_add", &scatter_add, "input"_a, "dim"_a, "index"_a, "src"_a, ANVIL_NOGIL);
+  m.def("cat", &cat, "tensors"_a, "dim"_a = 0, ANVIL_NOGIL);
+  m.def("stack", &stack, "tensors"_a, "dim"_a = 0, ANVIL_NOGIL);
+  m.def("split", &split, "input"_a, "split_size"_a, "dim"_a = 0, ANVIL_NOGIL);
+  m.def("chunk", &chunk, "input"_a, "chunks"_a, "dim"_a = 0, ANVIL_NOGIL);
+  m.def("broadcast_shapes", [](const Shape& a, const Shape& b) { return broadcast_shapes(a, b); });
+  m.def("as_strided", &as_strided, "input"_a, "size"_a, "stride"_a, "storage_offset"_a = 0, ANVIL_NOGIL);
+  m.def("allclose", &allclose, "input"_a, "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, ANVIL_NOGIL);
+  m.def("equal", &equal, "input"_a, "other"_a, ANVIL_NOGIL);
+  m.def(
+      "set_printoptions",
+      [](std::optional<int> precision, std::optional<std::int64_t> threshold, std::optional<int> edgeitems,
+         std::optional<int> linewidth) {
+        PrintOptions o = printoptions();
+        if (precision) o.precision = *precision;
+        if (threshold) o.threshold = *threshold;
+        if (edgeitems) o.edgeitems = *edgeitems;
+        if (linewidth) o.linewidth = *linewidth;
+        set_printoptions(o);
+      },
+      "precision"_a = nb::none(), "threshold"_a = nb::none(), "edgeitems"_a = nb::none(), "linewidth"_a = nb::none());
+}
+
+}  // namespace anvil::python

@@ -1,0 +1,121 @@
+"""No copies between libraries: NumPy views of CPU tensors, tensors over
+NumPy arrays, DLPack with PyTorch, and the lifetimes that makes safe."""
+
+import gc
+import sys
+
+import numpy as np
+import pytest
+
+import anvil
+
+torch = pytest.importorskip("torch")
+
+
+def test_numpy_view_shares_memory():
+    x = anvil.zeros(2, 3)
+    a = x.numpy()
+    assert a.dtype == np.float32 and a.shape == (2, 3)
+    a[0, 1] = 5  # a write through NumPy is read through anvil
+    assert x[0, 1].item() == 5
+    x[1, 2] = 7  # and back
+    assert a[1, 2] == 7
+    # a strided view keeps its strides
+    v = x.t().numpy()
+    assert v.shape == (3, 2) and v[1, 0] == 5 and not v.flags["C_CONTIGUOUS"]
+
+
+def test_numpy_keeps_the_tensor_alive():
+    a = anvil.arange(10).numpy()
+    gc.collect()
+    assert a.tolist() == list(range(10))
+
+
+def test_from_numpy_shares_and_keeps_the_buffer_alive():
+    a = np.arange(12, dtype=np.float64).reshape(3, 4)
+    refs = sys.getrefcount(a)
+    t = anvil.from_numpy(a)
+    assert t.dtype == anvil.float64 and t.shape == (3, 4)
+    assert sys.getrefcount(a) > refs  # the tensor holds the array
+    a[2, 3] = -1
+    assert t[2, 3].item() == -1
+    t[0, 0] = 42
+    assert a[0, 0] == 42
+    del a
+    gc.collect()
+    assert t[0, 0].item() == 42 and t.sum().item() == 42 + sum(range(1, 11)) - 1
+    u = t * 2  # ops on a borrowed buffer work as on any CPU tensor
+    assert u[0, 0].item() == 84
+
+
+def test_from_numpy_releases_the_array_when_the_tensor_dies():
+    a = np.ones(100, dtype=np.float32)
+    refs = sys.getrefcount(a)
+    t = anvil.from_numpy(a)
+    v = t[10:20]  # a view keeps the storage, and so the array
+    del t
+    gc.collect()
+    assert sys.getrefcount(a) > refs
+    del v
+    gc.collect()
+    assert sys.getrefcount(a) == refs
+
+
+def test_array_protocol():
+    x = anvil.arange(6).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(x), np.arange(6).reshape(2, 3))
+    assert np.asarray(x, dtype=np.float64).dtype == np.float64
+
+
+def test_dlpack_with_torch_both_ways():
+    x = anvil.arange(6, dtype=anvil.float32).reshape(2, 3)
+    assert x.__dlpack_device__() == (1, 0)
+    t = torch.from_dlpack(x)
+    assert t.shape == (2, 3) and t.dtype == torch.float32
+    t[0, 0] = 9
+    assert x[0, 0].item() == 9
+    back = anvil.from_dlpack(torch.arange(4, dtype=torch.int64))
+    assert back.dtype == anvil.int64 and back.tolist() == [0, 1, 2, 3]
+    src = torch.zeros(3)
+    y = anvil.from_dlpack(src)
+    src[1] = 2
+    assert y[1].item() == 2
+    assert torch.from_dlpack(anvil.ones(2, dtype=anvil.bfloat16)).dtype == torch.bfloat16
+
+
+def test_numpy_from_dlpack():
+    if not hasattr(np, "from_dlpack"):
+        pytest.skip("this NumPy has no from_dlpack")
+    x = anvil.ones(4)
+    a = np.from_dlpack(x)  # read-only in NumPy, but the same memory
+    x[0] = 3
+    assert a[0] == 3
+
+
+def test_device_tensors_are_not_shared_with_numpy():
+    gpus = [d for d in anvil.try_all_gpus() if d.type == "opencl"]
+    if not gpus:
+        pytest.skip("no OpenCL device")
+    x = anvil.ones(2, device=gpus[0])
+    with pytest.raises(TypeError, match="cpu"):
+        x.numpy()
+    with pytest.raises(anvil.NotSupportedError):
+        x.__dlpack__()
+    np.testing.assert_array_equal(np.asarray(x), np.ones(2, dtype=np.float32))  # __array__ copies to the host
+
+
+def test_no_leak_over_many_ops():
+    x = anvil.ones(16)
+    gc.collect()
+    before = anvil.memory_stats(anvil.cpu()).allocated
+    for _ in range(20000):
+        y = x + 1
+        del y
+    gc.collect()
+    assert anvil.memory_stats(anvil.cpu()).allocated == before
+    a = np.ones(8, dtype=np.float32)
+    refs = sys.getrefcount(a)
+    for _ in range(2000):
+        (anvil.from_numpy(a) * 2).sum()
+    gc.collect()
+    assert sys.getrefcount(a) == refs

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Makes (or completes) the virtual environment the Python package is built and
+# tested in: build/python-venv, with Debian's numpy and torch visible
+# (--system-site-packages; the tests compare against them) and the pinned
+# build dependencies from PyPI. Debian's python refuses pip outside a venv.
+#   scripts/python-venv.sh [DIR]     prints nothing when the venv is complete
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${1:-build/python-venv}"
+# The pins, in one place (pyproject.toml's [build-system] repeats them).
+pins=(nanobind==2.9.2 scikit-build-core==0.11.6 pytest==8.3.5)
+stamp="$venv/.anvil-pins"
+if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "${pins[*]}" ]]; then exit 0; fi
+/usr/bin/python3 -m venv --system-site-packages "$venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"
+"$venv/bin/python" -c "import numpy, nanobind, pytest" # numpy comes from Debian (python3-numpy)
+echo "${pins[*]}" >"$stamp"
