@@ -22,6 +22,7 @@
 #include "anvil/nn/sequence.h"
 #include "anvil/ops.h"
 #include "anvil/optim.h"
+#include "anvil/profiler.h"
 #include "anvil/runtime.h"
 #include "anvil/shape.h"
 #include "anvil/tensor.h"
