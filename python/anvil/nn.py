@@ -34,7 +34,14 @@ class Module(_nn.Module):
     requires grad (anvil.nn.Parameter); other tensors are plain attributes
     unless given to register_buffer."""
 
+    def __init__(self):
+        super().__init__()
+        self.__dict__["_anvil_module_ready"] = True
+
     def __setattr__(self, name, value):
+        if isinstance(value, (_nn.Module, _Tensor)) and not self.__dict__.get("_anvil_module_ready"):
+            raise AttributeError(f"cannot assign {name} before Module.__init__() call: "
+                                 f"call super().__init__() first in {type(self).__name__}.__init__")
         if isinstance(value, _nn.Module):
             self._add_module(name, value)
             self.__dict__[name] = value

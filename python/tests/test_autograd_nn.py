@@ -201,3 +201,12 @@ def test_fashion_mnist_if_installed():
         pytest.skip("Fashion-MNIST is not installed")
     test = anvil.data.FashionMNIST(train=False)
     assert len(test) == 10000 and test.images.shape[1:] == (1, 28, 28)
+
+
+def test_assigning_before_init_is_an_attribute_error():
+    class NoInit(nn.Module):
+        def __init__(self):
+            self.fc = nn.Linear(2, 2)
+
+    with pytest.raises(AttributeError, match="before Module.__init__"):
+        NoInit()
