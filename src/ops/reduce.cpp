@@ -200,6 +200,7 @@ Tensor argmin(const Tensor& x, std::optional<int> dim, bool keepdim) {
 }
 
 Tensor var(const Tensor& x, const Dims& dims, bool keepdim, std::int64_t correction) {
+  ANVIL_PROFILE_OP("var", &x);
   detail::check_defined("var", x);
   detail::check_floating("var", x.dtype());
   const std::int64_t n = reduced_count(x, dims, "var");
@@ -210,10 +211,12 @@ Tensor var(const Tensor& x, const Dims& dims, bool keepdim, std::int64_t correct
 }
 
 Tensor std(const Tensor& x, const Dims& dims, bool keepdim, std::int64_t correction) {
+  ANVIL_PROFILE_OP("std", &x);
   return sqrt(var(x, dims, keepdim, correction));
 }
 
 Tensor norm(const Tensor& x, const Dims& dims, bool keepdim) {
+  ANVIL_PROFILE_OP("norm", &x);
   detail::check_defined("norm", x);
   if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return norm((*c)[0], dims, keepdim);
   detail::check_floating("norm", x.dtype());
@@ -230,6 +233,7 @@ Tensor norm(const Tensor& x, const Dims& dims, bool keepdim) {
 }
 
 Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
+  ANVIL_PROFILE_OP("logsumexp", &x);
   detail::check_defined("logsumexp", x);
   if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return logsumexp((*c)[0], dims, keepdim);
   // Integers compute in the default float dtype; f16 and bf16 in f32 too,
