@@ -22,7 +22,7 @@ def pytest_collection_modifyitems(config, items):
     required = os.environ.get("ANVIL_REQUIRE_DEVICES", "")
     if DEVICE.type in required.split(","):
         raise pytest.UsageError(f"ANVIL_REQUIRE_DEVICES={required} but {DEVICE} is missing: "
-                                f"{anvil.device_unavailable_reason(anvil.device(DEVICE.type).type)}")
+                                f"{anvil.device_unavailable_reason(getattr(anvil.DeviceType, DEVICE.type))}")
     skip = pytest.mark.skip(reason=f"{DEVICE} is not available")
     for item in items:
         item.add_marker(skip)

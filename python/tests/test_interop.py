@@ -9,6 +9,8 @@ import pytest
 
 import anvil
 
+from conftest import DEVICE
+
 torch = pytest.importorskip("torch")
 
 
@@ -119,3 +121,24 @@ def test_no_leak_over_many_ops():
         (anvil.from_numpy(a) * 2).sum()
     gc.collect()
     assert sys.getrefcount(a) == refs
+
+
+def test_dlpack_on_cuda_with_torch():
+    if DEVICE.type != "cuda":
+        pytest.skip("runs in the cuda entry (python_cuda0)")
+    if not torch.cuda.is_available():
+        pytest.skip("this PyTorch has no CUDA")
+    x = anvil.arange(6, dtype=anvil.float32, device=DEVICE)
+    assert x.__dlpack_device__() == (2, DEVICE.index)
+    t = torch.from_dlpack(x)  # anvil synchronises its device before handing the memory over
+    assert t.is_cuda and t.device.index == DEVICE.index
+    t[0] = 9
+    torch.cuda.synchronize()
+    assert x[0].item() == 9  # one memory
+    src = torch.ones(3, device=f"cuda:{DEVICE.index}")
+    torch.cuda.synchronize()
+    y = anvil.from_dlpack(src)
+    assert y.device == DEVICE and y.sum().item() == 3
+    src[1] = 5
+    torch.cuda.synchronize()
+    assert y[1].item() == 5
