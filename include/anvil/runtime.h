@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <string>
+#include <vector>
 
 #include "anvil/device.h"
 
@@ -22,6 +24,21 @@ int num_threads() noexcept;
 // [Passive OpenMP waiting]) — false when OMP_WAIT_POLICY or GOMP_SPINCOUNT
 // was set by the user, whose choice then stands.
 bool openmp_wait_policy_defaulted() noexcept;
+
+// Which build of anvil's own CPU kernels runs (elementwise ops and
+// conversions, reductions, pooling, batch norm, optimiser steps): "default"
+// (the library's compile flags: -march=native under ANVIL_NATIVE), "avx2"
+// (x86-64-v3) or "avx512" (x86-64-v4), the highest of those compiled in that
+// this CPU runs, chosen once at start. ANVIL_CPU_ISA=default|avx2|avx512
+// asks for one; a request that cannot be honoured runs the highest instead
+// and says why in `reason` (and once on stderr). anvil-smi shows it in the
+// CPU's runtime column.
+struct CpuKernelIsa {
+  std::string name;
+  std::vector<std::string> compiled;  // the builds in this library, lowest first
+  std::string reason;                 // empty when ANVIL_CPU_ISA is unset or was honoured
+};
+CpuKernelIsa cpu_kernel_isa();
 
 struct MemoryStats {
   std::uint64_t allocated = 0;       // bytes held by live tensors

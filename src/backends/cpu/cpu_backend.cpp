@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "backends/cpu/dispatch.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::detail {
@@ -68,7 +69,7 @@ DeviceProperties CpuBackend::properties(int) {
   p.memory_free = available_memory();
   p.compute_units = static_cast<int>(std::thread::hardware_concurrency());
   p.driver_version = "openblas+openmp";
-  p.runtime_version = "anvil cpu";
+  p.runtime_version = std::string("anvil cpu, ") + kernels().name + " kernels";
   p.fp64 = true;
   p.fp16 = false;
   return p;

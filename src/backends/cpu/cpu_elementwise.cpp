@@ -9,13 +9,14 @@
 #include <limits>
 #include <type_traits>
 
-#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dispatch.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/scalar_ops.h"
 #include "core/half_simd.h"
 
 namespace anvil::cpu_backend {
+inline namespace ANVIL_CPU_ISA {
 
 using detail::BinaryOp;
 using detail::ElementwiseArgs;
@@ -422,18 +423,16 @@ void unary_typed(UnaryOp op, const detail::UnaryParams& prm, const ElementwiseAr
 
 }  // namespace
 
-void CpuBackend::copy(int, const ElementwiseArgs& a) {
+void copy(const ElementwiseArgs& a) {
   ANVIL_DISPATCH(a.out.dtype, O,
                  ANVIL_DISPATCH(a.in[0].dtype, I, for_each_unary_row<O, I>(a, copy_row<O, I>, kParallelGrain)));
 }
 
-void CpuBackend::unary(int, UnaryOp op, const detail::UnaryParams& params, const ElementwiseArgs& a) {
+void unary(UnaryOp op, const detail::UnaryParams& params, const ElementwiseArgs& a) {
   ANVIL_DISPATCH(a.out.dtype, T, unary_typed<T>(op, params, a));
 }
 
-void CpuBackend::binary(int, BinaryOp op, const ElementwiseArgs& a) {
-  ANVIL_DISPATCH(a.in[0].dtype, T, binary_typed<T>(op, a));
-}
+void binary(BinaryOp op, const ElementwiseArgs& a) { ANVIL_DISPATCH(a.in[0].dtype, T, binary_typed<T>(op, a)); }
 
 namespace {
 // out[i] = cond[i] ? x[i] : y[i], with x or y a scalar where its step is 0.
@@ -454,7 +453,7 @@ void select_row(T* out, const bool* cond, const T* x, const T* y, std::int64_t n
 }
 }  // namespace
 
-void CpuBackend::where(int, const ElementwiseArgs& a) {
+void where(const ElementwiseArgs& a) {
   ANVIL_DISPATCH(a.out.dtype, T, {
     bool slot_c{};
     T slot_a{}, slot_b{};
@@ -523,10 +522,11 @@ void unary_binary_typed(BinaryOp op, const detail::BinaryPrologue& prologue, con
 }
 }  // namespace
 
-void CpuBackend::unary_binary(int, BinaryOp op, const detail::BinaryPrologue& prologue, const ElementwiseArgs& a) {
+void unary_binary(BinaryOp op, const detail::BinaryPrologue& prologue, const ElementwiseArgs& a) {
   ANVIL_DISPATCH_FLOAT(a.out.dtype, T, unary_binary_typed<T>(op, prologue, a));
 }
 
+}  // namespace ANVIL_CPU_ISA
 }  // namespace anvil::cpu_backend
 
 #undef ANVIL_CPU_INLINE

@@ -8,11 +8,12 @@
 #include <cmath>
 
 #include "anvil/error.h"
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::cpu_backend {
+inline namespace ANVIL_CPU_ISA {
 
 using detail::BatchNormArgs;
 
@@ -212,11 +213,10 @@ bool is_f64(const BatchNormArgs& a) {
 
 }  // namespace
 
-void CpuBackend::batch_norm(int, const BatchNormArgs& a) {
-  is_f64(a) ? batch_norm_typed<double>(a) : batch_norm_typed<float>(a);
-}
-void CpuBackend::batch_norm_backward(int, const BatchNormArgs& a) {
+void batch_norm(const BatchNormArgs& a) { is_f64(a) ? batch_norm_typed<double>(a) : batch_norm_typed<float>(a); }
+void batch_norm_backward(const BatchNormArgs& a) {
   is_f64(a) ? batch_norm_backward_typed<double>(a) : batch_norm_backward_typed<float>(a);
 }
 
+}  // namespace ANVIL_CPU_ISA
 }  // namespace anvil::cpu_backend

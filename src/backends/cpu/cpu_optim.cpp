@@ -4,11 +4,12 @@
 // loaded once and stored once, in chunks on the shared pool.
 #include <cmath>
 
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::cpu_backend {
+inline namespace ANVIL_CPU_ISA {
 
 using detail::OptimizerKind;
 using detail::OptimizerStepArgs;
@@ -94,11 +95,7 @@ void adam_step(const OptimizerStepArgs& a) {
 
 }  // namespace
 
-bool CpuBackend::supports_optimizer_step(OptimizerKind, DType t, int) noexcept {
-  return t == DType::F32 || t == DType::F64;
-}
-
-void CpuBackend::optimizer_step(int, const OptimizerStepArgs& a) {
+void optimizer_step(const OptimizerStepArgs& a) {
   // f32 and f64 only (supports_optimizer_step): halves take the composite.
   const bool f64 = a.dtype == DType::F64;
   if (a.kind == OptimizerKind::Sgd)
@@ -107,4 +104,5 @@ void CpuBackend::optimizer_step(int, const OptimizerStepArgs& a) {
     f64 ? adam_step<double>(a) : adam_step<float>(a);
 }
 
+}  // namespace ANVIL_CPU_ISA
 }  // namespace anvil::cpu_backend

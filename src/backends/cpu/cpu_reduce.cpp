@@ -9,12 +9,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dispatch.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::cpu_backend {
+inline namespace ANVIL_CPU_ISA {
 
 using detail::ReduceArgs;
 using detail::ReduceOp;
@@ -236,7 +237,7 @@ void arg_reduce(const ReduceArgs& a) {
 
 }  // namespace
 
-void CpuBackend::reduce(int, ReduceOp op, const ReduceArgs& a) {
+void reduce(ReduceOp op, const ReduceArgs& a) {
   ANVIL_DISPATCH(a.in.dtype, T, {
     switch (op) {
       case ReduceOp::Sum:
@@ -266,4 +267,5 @@ void CpuBackend::reduce(int, ReduceOp op, const ReduceArgs& a) {
   });
 }
 
+}  // namespace ANVIL_CPU_ISA
 }  // namespace anvil::cpu_backend

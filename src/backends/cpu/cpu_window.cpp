@@ -10,11 +10,12 @@
 #include <limits>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dispatch.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::cpu_backend {
+inline namespace ANVIL_CPU_ISA {
 
 using detail::Im2colArgs;
 using detail::Pool2dArgs;
@@ -332,22 +333,12 @@ void max_pool2d_backward_typed(const Pool2dArgs& a) {
 
 }  // namespace
 
-bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
-  if (detail::is_window_kernel(op) || op == detail::FusedOp::UnaryBinary) return is_floating(t);
-  if (op == detail::FusedOp::BatchNorm || op == detail::FusedOp::BatchNormBackward)
-    return t == DType::F32 || t == DType::F64;
-  // The Conv2d family (cpu_conv.cpp; bf16 only on CPUs with bf16
-  // instructions, which supports_fused_conv2d checks).
-  return t == DType::F32 || t == DType::BF16;
-}
-
-void CpuBackend::im2col(int, const Im2colArgs& args) { ANVIL_DISPATCH_FLOAT(args.dtype, T, im2col_typed<T>(args)); }
-void CpuBackend::col2im(int, const Im2colArgs& args) { ANVIL_DISPATCH_FLOAT(args.dtype, T, col2im_typed<T>(args)); }
-void CpuBackend::max_pool2d(int, const Pool2dArgs& args) {
-  ANVIL_DISPATCH_FLOAT(args.dtype, T, max_pool2d_typed<T>(args));
-}
-void CpuBackend::max_pool2d_backward(int, const Pool2dArgs& args) {
+void im2col(const Im2colArgs& args) { ANVIL_DISPATCH_FLOAT(args.dtype, T, im2col_typed<T>(args)); }
+void col2im(const Im2colArgs& args) { ANVIL_DISPATCH_FLOAT(args.dtype, T, col2im_typed<T>(args)); }
+void max_pool2d(const Pool2dArgs& args) { ANVIL_DISPATCH_FLOAT(args.dtype, T, max_pool2d_typed<T>(args)); }
+void max_pool2d_backward(const Pool2dArgs& args) {
   ANVIL_DISPATCH_FLOAT(args.dtype, T, max_pool2d_backward_typed<T>(args));
 }
 
+}  // namespace ANVIL_CPU_ISA
 }  // namespace anvil::cpu_backend

@@ -7,9 +7,11 @@
 
 #include "anvil/dtype.h"
 #include "anvil/error.h"
+#include "backends/cpu/isa.h"
 #include "core/half.h"
 
 namespace anvil::cpu_backend {
+inline namespace ANVIL_CPU_ISA {
 
 template <DType D>
 struct cpp_type;
@@ -68,6 +70,7 @@ T scalar_to(const Scalar& s) noexcept {
     return s.to<T>();
 }
 
+}  // namespace ANVIL_CPU_ISA
 }  // namespace anvil::cpu_backend
 
 #define ANVIL_DISPATCH_CASE(D, T, ...)                          \

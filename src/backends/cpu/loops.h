@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/parallel.h"
 #include "core/backend.h"
 #include "core/half.h"
 
 namespace anvil::cpu_backend {
+inline namespace ANVIL_CPU_ISA {
 
 // Pointer to element 0 of an operand; a scalar operand points at `slot`
 // (already converted to T) and gets stride 0 everywhere.
@@ -99,4 +101,5 @@ void for_each_row(const detail::ElementwiseArgs& a, char* const (&base)[N], cons
   });
 }
 
+}  // namespace ANVIL_CPU_ISA
 }  // namespace anvil::cpu_backend

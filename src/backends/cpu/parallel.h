@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/threads.h"
 
 namespace anvil::cpu_backend {
+inline namespace ANVIL_CPU_ISA {
 
 // The least work worth a thread of its own, in elements, by an element's
 // cost (Note [Threads from the work's size]): a loop of n elements runs on
@@ -55,4 +57,5 @@ void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
   }
 }
 
+}  // namespace ANVIL_CPU_ISA
 }  // namespace anvil::cpu_backend

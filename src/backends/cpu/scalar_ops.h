@@ -13,10 +13,18 @@
 #include <cstring>
 #include <limits>
 
-namespace anvil::cpu_backend::scalar {
+#include "backends/cpu/isa.h"
+
+// In this build's namespace (Note [One kernel source, a build per
+// instruction set]): isa_avx512::scalar::anvil_exp is not isa_avx2's.
+namespace anvil::cpu_backend {
+inline namespace ANVIL_CPU_ISA {
+namespace scalar {
 #include "kernels/prelude_cpp.h"
 #include "kernels/scalar.h"
-}  // namespace anvil::cpu_backend::scalar
+}  // namespace scalar
+}  // namespace ANVIL_CPU_ISA
+}  // namespace anvil::cpu_backend
 
 // The vocabulary is spent once the functions exist; keep it out of C++ code.
 #undef ANVIL_FN

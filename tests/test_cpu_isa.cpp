@@ -1,0 +1,237 @@
+// The builds of the CPU kernels per instruction set (Note [One kernel
+// source, a build per instruction set] in src/backends/cpu/isa.h): the choice
+// follows the CPU and ANVIL_CPU_ISA, and every build this CPU runs gives the
+// same bits on the same inputs. ctest runs this file, and the conformance
+// suite, once per ANVIL_CPU_ISA value (tests/CMakeLists.txt).
+#include <anvil/anvil.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/isa.h"
+
+namespace {
+
+using namespace anvil;
+using cpu_backend::choose_isa;
+using cpu_backend::IsaCandidate;
+
+std::vector<IsaCandidate> three(bool avx2, bool avx512) {
+  return {{"default", true}, {"avx2", avx2}, {"avx512", avx512}};
+}
+
+TEST(CpuIsa, ChoosesTheHighestBuildTheCpuRuns) {
+  EXPECT_EQ(choose_isa(three(true, true), nullptr).index, 2u);
+  EXPECT_EQ(choose_isa(three(true, false), nullptr).index, 1u);
+  EXPECT_EQ(choose_isa(three(false, false), nullptr).index, 0u);
+  EXPECT_EQ(choose_isa(three(true, false), "").index, 1u);
+  EXPECT_EQ(choose_isa({{"default", true}}, nullptr).index, 0u);
+  EXPECT_TRUE(choose_isa(three(true, true), nullptr).reason.empty());
+}
+
+TEST(CpuIsa, HonoursARequestTheCpuRuns) {
+  for (const char* want : {"default", "avx2", "avx512"}) {
+    const auto c = choose_isa(three(true, true), want);
+    EXPECT_EQ(three(true, true)[c.index].name, want);
+    EXPECT_TRUE(c.reason.empty()) << c.reason;
+  }
+}
+
+TEST(CpuIsa, FallsBackWithAReason) {
+  // AVX-512 asked for on a CPU without it: the highest that runs, and why.
+  auto c = choose_isa(three(true, false), "avx512");
+  EXPECT_EQ(c.index, 1u);
+  EXPECT_NE(c.reason.find("ANVIL_CPU_ISA=avx512: this CPU cannot run the avx512 build"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("running avx2"), std::string::npos) << c.reason;
+  // Not compiled (an ANVIL_NATIVE build has the default one only).
+  c = choose_isa({{"default", true}}, "avx2");
+  EXPECT_EQ(c.index, 0u);
+  EXPECT_NE(c.reason.find("has no avx2 build (it has default"), std::string::npos) << c.reason;
+  // Not a name at all.
+  c = choose_isa(three(true, true), "sse9");
+  EXPECT_EQ(c.index, 2u);
+  EXPECT_NE(c.reason.find("expected one of default, avx2, avx512"), std::string::npos) << c.reason;
+}
+
+bool cpu_has(const std::string& isa) {
+  if (isa == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (isa == "avx512")
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return true;
+}
+
+// What runs is what ANVIL_CPU_ISA asked for where this CPU runs it, else
+// the highest compiled build this CPU has the instructions for, asked here
+// through CPUID independently of the library.
+TEST(CpuIsa, RunsWhatTheCpuSupports) {
+  const CpuKernelIsa running = cpu_kernel_isa();
+  ASSERT_FALSE(running.compiled.empty());
+  EXPECT_EQ(running.compiled.front(), "default");
+  std::string best = "default";
+  for (const std::string& name : running.compiled)
+    if (cpu_has(name)) best = name;
+  const char* requested = std::getenv("ANVIL_CPU_ISA");
+  const std::string want = requested ? requested : "";
+  bool honoured = false;
+  for (const std::string& name : running.compiled) honoured |= name == want && cpu_has(name);
+  if (honoured) {
+    EXPECT_EQ(running.name, want);
+    EXPECT_TRUE(running.reason.empty()) << running.reason;
+  } else {
+    EXPECT_EQ(running.name, best);
+    EXPECT_EQ(running.reason.empty(), want.empty()) << running.reason;
+  }
+  // anvil-smi's CPU row says it.
+  EXPECT_EQ(properties(cpu()).runtime_version, "anvil cpu, " + running.name + " kernels");
+  std::printf("running %s of", running.name.c_str());
+  for (const auto& n : running.compiled) std::printf(" %s", n.c_str());
+  std::printf("\n");
+}
+
+// Inputs that reach every branch of the per-element code: special values,
+// denormals, and ordinary ones; odd lengths so vector tails run too.
+Tensor inputs(DType t, Shape shape, std::uint64_t seed) {
+  manual_seed(seed);
+  Tensor x = randn(shape, cpu(), f64) * 3.0;
+  std::vector<double> v = x.to_vector<double>();
+  const double special[] = {std::numeric_limits<double>::quiet_NaN(),
+                            std::numeric_limits<double>::infinity(),
+                            -std::numeric_limits<double>::infinity(),
+                            0.0,
+                            -0.0,
+                            1e-40,
+                            -1e-310,
+                            1.0,
+                            -1.0,
+                            88.5,
+                            -104.0,
+                            1e30};
+  for (std::size_t i = 0; i < v.size(); i += 7) v[i] = special[(i / 7) % std::size(special)];
+  return tensor(v, shape).to(t);
+}
+
+Tensor finite_inputs(DType t, Shape shape, std::uint64_t seed) {
+  manual_seed(seed);
+  return (randn(shape, cpu(), f32) * 2.0).to(t);
+}
+
+std::vector<unsigned char> bytes_of(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  const auto* p = static_cast<const unsigned char*>(c.raw_data_ptr());
+  return {p, p + c.nbytes()};
+}
+
+// Every family the builds hold, in every dtype it takes: elementwise and
+// conversions, reductions, the window kernels and batch norm (forward and
+// backward), the optimiser steps.
+std::vector<std::vector<unsigned char>> run_everything() {
+  std::vector<std::vector<unsigned char>> out;
+  auto keep = [&](const Tensor& t) { out.push_back(bytes_of(t)); };
+  for (DType t : {f32, f64, f16, bf16}) {
+    const Tensor x = inputs(t, {1037}, 1), y = inputs(t, {1037}, 2);
+    const Tensor big = inputs(t, {3, 70001}, 3);
+#define ANVIL_UNARY(f) [](const Tensor& v) { return anvil::f(v); }
+    for (const auto& f : std::vector<std::function<Tensor(const Tensor&)>>{
+             ANVIL_UNARY(exp),   ANVIL_UNARY(log),  ANVIL_UNARY(sqrt),    ANVIL_UNARY(rsqrt),      ANVIL_UNARY(sin),
+             ANVIL_UNARY(cos),   ANVIL_UNARY(tanh), ANVIL_UNARY(sigmoid), ANVIL_UNARY(relu),       ANVIL_UNARY(abs),
+             ANVIL_UNARY(neg),   ANVIL_UNARY(sign), ANVIL_UNARY(square),  ANVIL_UNARY(reciprocal), ANVIL_UNARY(log1p),
+             ANVIL_UNARY(expm1), ANVIL_UNARY(erf),  ANVIL_UNARY(gelu),    ANVIL_UNARY(softplus),   ANVIL_UNARY(floor),
+             ANVIL_UNARY(ceil),  ANVIL_UNARY(round)}) {
+      keep(f(x));
+      keep(f(big));
+    }
+#undef ANVIL_UNARY
+    keep(x + y);
+    keep(x - y);
+    keep(x * y);
+    keep(x / y);
+    keep(pow(x, y));
+    keep(maximum(x, y));
+    keep(minimum(x, y));
+    keep(x * 0.37 + 1.5);
+    keep(lt(x, y));
+    keep(where(gt(x, y), x, y));
+    keep(clamp(x, -1.0, 2.0));
+    keep(exp(big) * big);  // unary into binary, where fused
+    keep(big + big.slice(1, 0, 1));
+    for (DType to : {f32, f64, f16, bf16, i32, i64, u8, boolean}) keep(big.to(to));
+    const Tensor fin = finite_inputs(t, {37, 41, 33}, 4);
+    for (const Dims& d : {Dims{}, Dims{0}, Dims{1}, Dims{2}, Dims{0, 2}}) {
+      keep(sum(fin, d));
+      keep(mean(fin, d));
+      keep(amax(fin, d));
+      keep(amin(fin, d));
+      keep(norm(fin, d));
+    }
+    keep(prod(fin * 0.01 + 1.0, {2}));
+    keep(argmax(fin, 1));
+    keep(softmax(fin, 2));
+    keep(log_softmax(fin, 1));
+    keep(cumsum(fin, 2));
+    keep(sum(big));
+  }
+  // Window kernels, batch norm and the steps, f32 and f64, with gradients.
+  for (DType t : {f32, f64}) {
+    Tensor x = finite_inputs(t, {8, 3, 17, 19}, 5).requires_grad_();
+    Tensor w = finite_inputs(t, {5, 3, 3, 3}, 6).requires_grad_();
+    Tensor g = finite_inputs(t, {3}, 7).requires_grad_();
+    Tensor b = finite_inputs(t, {3}, 8).requires_grad_();
+    Tensor pooled = max_pool2d(x, {2, 2}, {2, 2}, {1, 1});
+    Tensor normed = batch_norm(x, {}, {}, g, b, true);
+    Tensor conv = conv2d(x, w, {}, {2, 1}, {1, 1});
+    Tensor loss = sum(pooled * pooled) + sum(normed * finite_inputs(t, normed.shape(), 9)) + sum(conv * conv);
+    loss.backward();
+    for (const Tensor& r : {pooled, normed, conv, loss, x.grad(), w.grad(), g.grad(), b.grad()}) keep(r);
+    optim::SGD sgd({w}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-4});
+    sgd.step();
+    sgd.step();
+    keep(w);
+    optim::Adam adam({x}, optim::AdamOptions{.lr = 0.01, .weight_decay = 1e-3});
+    adam.step();
+    adam.step();
+    keep(x);
+  }
+  return out;
+}
+
+// Same bits from every build this CPU runs. Builds compiled with FMA and
+// without it (a default build for plain x86-64) may differ where a*b+c
+// contracts, so each is compared with the first build of its kind.
+TEST(CpuIsa, EveryBuildGivesTheSameBits) {
+  const CpuKernelIsa running = cpu_kernel_isa();
+  std::vector<std::string> runnable;
+  for (const auto& c : cpu_backend::compiled_isas())
+    if (c.runs_here) runnable.push_back(c.name);
+  if (runnable.size() < 2) GTEST_SKIP() << "one build of the CPU kernels runs here (" << running.name << ")";
+  std::vector<std::vector<unsigned char>> first;
+  std::string first_name;
+  for (const std::string& name : runnable) {
+    ASSERT_TRUE(cpu_backend::use_kernels_for_testing(name));
+    ASSERT_EQ(cpu_backend::kernels().name, name);
+    if (!cpu_backend::kernels().fma) continue;
+    const auto got = run_everything();
+    if (first.empty()) {
+      first = got;
+      first_name = name;
+      continue;
+    }
+    ASSERT_EQ(got.size(), first.size());
+    int differing = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (got[i] != first[i]) {
+        ADD_FAILURE() << "result " << i << " differs between the " << first_name << " and " << name << " builds";
+        if (++differing == 10) break;
+      }
+  }
+  ASSERT_TRUE(cpu_backend::use_kernels_for_testing(running.name));
+  if (first_name.empty()) GTEST_SKIP() << "no build here was compiled with FMA";
+}
+
+}  // namespace
