@@ -629,9 +629,16 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    const std::vector<std::string> header{"model",     "threads",      "anvil s/epoch", "LibTorch s/epoch",
-                                          "ratio",     "target",       "anvil loss",    "LibTorch loss",
-                                          "anvil acc", "LibTorch acc", "acc target"};
+    // Scaling (issue 31): with a `1` setting, each row's speed-up over the
+    // same library's 1-thread row, so `--threads 1,2,4,8,16` gives each
+    // model's curve beside LibTorch's.
+    const auto one_thread =
+        std::find_if(settings.begin(), settings.end(), [](const Setting& st) { return st.name == "1 thread"; });
+    const bool scaling = one_thread != settings.end();
+    std::vector<std::string> header{"model",     "threads",      "anvil s/epoch", "LibTorch s/epoch",
+                                    "ratio",     "target",       "anvil loss",    "LibTorch loss",
+                                    "anvil acc", "LibTorch acc", "acc target"};
+    if (scaling) header.insert(header.begin() + 6, {"anvil speed-up", "LibTorch speed-up"});
     auto seconds = [](const Result& r) { return r.ok ? fixed(r.per_epoch(), 3) : std::string("n/a"); };
     auto loss = [](const Result& r) { return r.ok ? fixed(r.loss, 4) : std::string("n/a"); };
     auto accuracy = [](const Result& r) { return r.ok ? fixed(r.accuracy, 4) : std::string("n/a"); };
@@ -652,6 +659,13 @@ int main(int argc, char** argv) {
           row.push_back("n/a");
         }
         row.push_back(targeted ? "<= 0.80" : "");
+        if (scaling) {
+          for (std::size_t lib : {st.anvil, st.torch}) {
+            const Result& r = results[m][lib];
+            const Result& one = results[m][lib == st.anvil ? one_thread->anvil : one_thread->torch];
+            row.push_back(r.ok && one.ok ? fixed(one.per_epoch() / r.per_epoch(), 2) + "x" : "n/a");
+          }
+        }
         row.push_back(loss(a));
         row.push_back(loss(t));
         row.push_back(accuracy(a));
@@ -667,9 +681,19 @@ int main(int argc, char** argv) {
       const Result& peer = results[m][env_peer];
       for (std::size_t l = first_env; l < libs.size(); ++l) {  // context: anvil under --anvil-env
         const Result& c = results[m][l];
-        rows.push_back({"  " + libs[l].key, env_setting.name, seconds(c), "",
-                        c.ok && peer.ok ? fixed(c.per_epoch() / peer.per_epoch(), 2) : "n/a", "(context)", loss(c), "",
-                        accuracy(c), "", ""});
+        std::vector<std::string> row{"  " + libs[l].key,
+                                     env_setting.name,
+                                     seconds(c),
+                                     "",
+                                     c.ok && peer.ok ? fixed(c.per_epoch() / peer.per_epoch(), 2) : "n/a",
+                                     "(context)",
+                                     loss(c),
+                                     "",
+                                     accuracy(c),
+                                     "",
+                                     ""};
+        if (scaling) row.insert(row.begin() + 6, {"", ""});
+        rows.push_back(row);
       }
     }
     print_table(header, rows, opt.markdown);
@@ -680,6 +704,7 @@ int main(int argc, char** argv) {
                  "ratio = anvil / LibTorch (lower is better)\n"
               << "  threads: `defaults` is each library in its defaults; `N threads` is anvil::set_num_threads(N)"
                  " against at::set_num_threads(N) with LibTorch's OpenBLAS at N\n"
+              << (scaling ? "  speed-up: the library's 1-thread time over this row's (higher is better)\n" : "")
               << "  loss: the last epoch's mean training loss (s/step rows: the last step's)\n"
               << "  load average at end: " << loadavg() << "; measured in " << fixed(elapsed, 0) << " s\n";
     return 0;
