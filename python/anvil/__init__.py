@@ -47,21 +47,6 @@ float = float32  # noqa: A001  (torch.float)
 double = float64
 half = float16
 
-dtype.__repr__ = lambda self: "anvil." + self.name
-dtype.__str__ = dtype.__repr__
-dtype.is_floating_point = property(lambda self: _anvil.is_floating_point_dtype(self))
-dtype.itemsize = property(lambda self: _anvil.element_size(self))
-
-
-def _iter(self):
-    if self.ndim == 0:
-        raise TypeError("iteration over a 0-d tensor")
-    return (self.select(0, i) for i in range(self.shape[0]))
-
-
-Tensor.__iter__ = _iter
-
-
 class no_grad(_contextlib.ContextDecorator):
     """Disables gradient recording in its scope: `with anvil.no_grad():` or
     `@anvil.no_grad()` on a function (torch.no_grad)."""

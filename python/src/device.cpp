@@ -76,7 +76,11 @@ void bind_device(nb::module_& m) {
       .value("float32", DType::F32)
       .value("float64", DType::F64)
       .value("float16", DType::F16)
-      .value("bfloat16", DType::BF16);
+      .value("bfloat16", DType::BF16)
+      .def("__repr__", [](DType t) { return "anvil." + std::string(nb::cast<std::string>(nb::cast(t).attr("name"))); })
+      .def("__str__", [](DType t) { return "anvil." + std::string(nb::cast<std::string>(nb::cast(t).attr("name"))); })
+      .def_prop_ro("is_floating_point", [](DType t) { return is_floating(t); })
+      .def_prop_ro("itemsize", [](DType t) { return element_size(t); });
   m.def("promote_types", [](DType a, DType b) { return promote(a, b); });
   m.def("is_floating_point_dtype", [](DType t) { return is_floating(t); });
   m.def("element_size", [](DType t) { return element_size(t); });

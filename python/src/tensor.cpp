@@ -255,6 +255,13 @@ void bind_tensor(nb::module_& m) {
              if (i == 1 || i == -1) return r.indices;
              throw nb::index_error("ValuesIndices: index 0 (values) or 1 (indices)");
            })
+      .def("__iter__",
+           [](const Tensor& x) {
+             if (x.dim() == 0) throw nb::type_error("iteration over a 0-d tensor");
+             nb::list rows;
+             for (std::int64_t i = 0; i < x.size(0); ++i) rows.append(x.select(0, i));
+             return nb::iter(rows);
+           })
       .def("__len__", [](const ValuesIndices&) { return 2; });
 
   nb::class_<Tensor> t(m, "Tensor", "A tensor: a view over storage on one device (anvil/tensor.h)");
