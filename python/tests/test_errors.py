@@ -67,3 +67,20 @@ def test_inplace_on_a_leaf_that_requires_grad():
     with anvil.no_grad():
         w.add_(1)
     assert w.tolist() == [2.0, 2.0]
+
+
+def test_ctrl_c_stops_a_loop_of_ops_with_keyboard_interrupt():
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import anvil, sys\nx = anvil.ones(64, 64)\nprint('ready', flush=True)\n"
+            "try:\n    while True:\n        x = (x @ x).tanh()\n"
+            "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n    sys.exit(3)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 3 and "interrupted" in out
