@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 out=${1:-.gpu-pack}
 build=build/portable
 scripts/install-deps.sh
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DANVIL_NATIVE=OFF \
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DANVIL_NATIVE=OFF -DANVIL_BUILD_PYTHON=OFF \
   -DCMAKE_C_FLAGS=-march=x86-64-v3 -DCMAKE_CXX_FLAGS=-march=x86-64-v3 >/dev/null
 cmake --build "$build" -j "$(nproc)"
 pwd >"$build/source-dir"
