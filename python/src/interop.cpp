@@ -240,8 +240,11 @@ Tensor tensor_from_data(nb::handle data, std::optional<DType> dtype, std::option
   if (!listlike && !PyBool_Check(o) && !PyLong_Check(o) && !PyFloat_Check(o) &&
       (nb::hasattr(data, "__dlpack__") || PyObject_CheckBuffer(o) || nb::hasattr(data, "__array__"))) {
     nb::object source = nb::borrow(data);
-    if (!nb::hasattr(data, "__dlpack__") && !PyObject_CheckBuffer(o))
-      source = nb::module_::import_("numpy").attr("asarray")(data);
+    // NumPy arrays (reversed views included), NumPy scalars and buffers
+    // become C-contiguous arrays first: this copies anyway. Other producers
+    // (PyTorch, on any device) are read through DLPack.
+    const bool numpy_like = nb::hasattr(data, "__array_interface__") || !nb::hasattr(data, "__dlpack__");
+    if (numpy_like) source = nb::module_::import_("numpy").attr("asarray")(data, "order"_a = "C");
     return fresh(from_dlpack(source));
   }
   Flattened f;

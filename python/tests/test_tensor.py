@@ -257,3 +257,11 @@ def test_ops_from_several_python_threads(dev):
     for t in threads:
         t.join()
     assert len(results) == 4 and all(abs(r - results[0]) <= 1e-3 * max(1.0, abs(results[0])) for r in results)
+
+
+def test_tensor_from_numpy_scalars_and_reversed_views(dev):
+    assert anvil.tensor(np.float32(2.5), device=dev).shape == ()
+    assert anvil.tensor(np.array(3.0), device=dev).item() == 3.0
+    assert anvil.tensor(np.arange(3.0)[::-1], device=dev).tolist() == [2.0, 1.0, 0.0]
+    with pytest.raises(anvil.NotSupportedError, match="negative strides"):
+        anvil.from_numpy(np.arange(3.0)[::-1])  # a view cannot have negative strides here
