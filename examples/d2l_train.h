@@ -61,6 +61,27 @@ inline anvil::DataLoader loader(const anvil::FashionMNIST& split, std::int64_t n
 // (bf16 has f32's exponent range and needs no scaler).
 using Amp = std::optional<anvil::DType>;
 
+// The examples' --amp flag: bf16 or f16 runs the forward pass and the loss
+// under autocast in that dtype (f16 with a GradScaler, as d2l::fit does), off
+// (the default) runs in f32 throughout.
+//
+//   flags.add("--amp", "bf16|f16|off", d2l::set_amp(a.amp));
+inline Amp amp_from_flag(const std::string& v) {
+  if (v == "bf16") return anvil::bf16;
+  if (v == "f16") return anvil::f16;
+  if (v == "off") return std::nullopt;
+  throw anvil::ValueError("--amp takes bf16, f16 or off; got '" + v + "'");
+}
+
+inline std::function<void(const std::string&)> set_amp(Amp& target) {
+  return [&target](const std::string& v) { target = amp_from_flag(v); };
+}
+
+// How an --amp mode reads in a heading: "f32", "bf16 autocast", "f16 autocast".
+inline std::string amp_name(const Amp& amp) {
+  return !amp ? "f32" : *amp == anvil::bf16 ? "bf16 autocast" : "f16 autocast";
+}
+
 inline double evaluate(anvil::nn::Module& net, anvil::DataLoader& loader, anvil::Device device,
                        const Prepare& prepare = {}, Amp amp = {}) {
   using namespace anvil;

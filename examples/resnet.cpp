@@ -7,6 +7,8 @@
 //   resnet                                              # 10 epochs at 96x96
 //   resnet --resize 0 --train-subset 2048 --epochs 2 --device cpu
 //
+// --amp bf16 runs the forward pass and the loss under autocast (f16 adds a
+// GradScaler; d2l::fit), as torch.autocast does; off (the default) is f32.
 // --expect-loss-below L exits non-zero when the last epoch's training loss
 // is not below L (what the ctest runs).
 #include <cstdlib>
@@ -37,6 +39,7 @@ struct Args {
   std::uint64_t seed = 0;
   std::string out_dir = ".";
   double expect_loss_below = 0;  // 0: no check
+  d2l::Amp amp;                  // --amp: off (f32)
 };
 
 Args parse(int argc, char** argv) {
@@ -52,6 +55,7 @@ Args parse(int argc, char** argv) {
       .add("--seed", a.seed)
       .add("--out-dir", a.out_dir)
       .add("--expect-loss-below", a.expect_loss_below, "L")
+      .add("--amp", "bf16|f16|off", d2l::set_amp(a.amp))
       .parse(argc, argv);
   if (a.resize < 0 || a.train_subset < 0 || a.test_subset < 0 || a.batch_size <= 0 || a.epochs <= 0)
     throw ValueError("--resize and the subsets must be >= 0, --batch-size and --epochs > 0");
@@ -72,7 +76,7 @@ int main(int argc, char** argv) {
     auto net = d2l::resnet18(FashionMNIST::kNumClasses);
     net->to(device);
     std::cout << "== resnet18 on " << device << ", " << (args.resize > 0 ? args.resize : 28) << "x"
-              << (args.resize > 0 ? args.resize : 28) << " inputs ==\n";
+              << (args.resize > 0 ? args.resize : 28) << " inputs, " << d2l::amp_name(args.amp) << " ==\n";
     optim::SGD opt(net->parameters(), {.lr = args.lr});
     // Batches are gathered on the host, resized there, then moved to the device.
     DataLoader train_loader =
@@ -83,7 +87,7 @@ int main(int argc, char** argv) {
     const d2l::Prepare prepare = [resize, device](const Tensor& x) {
       return (resize > 0 && resize != x.size(-1) ? d2l::resize_bilinear(x, resize) : x).to(device);
     };
-    const auto rows = d2l::fit(*net, opt, train_loader, test_loader, device, args.epochs, prepare);
+    const auto rows = d2l::fit(*net, opt, train_loader, test_loader, device, args.epochs, prepare, args.amp);
     const d2l::EpochRow& last = rows.back();
     std::printf("loss %.3f, train acc %.3f, test acc %.3f\n%.1f examples/sec on %s\n", last.loss, last.train_acc,
                 last.test_acc, last.samples_per_s, device.str().c_str());

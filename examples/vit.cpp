@@ -8,13 +8,20 @@
 //   vit --subset 4096 --epochs 3 --device cpu
 //   vit --resize 96 --subset 4096 --epochs 3     # the book's 96x96 images, 16x16 patches
 //   vit --subset 1024 --epochs 4 --lr 0.2 --expect-accuracy 0.45   # a quick check (ctest)
+//   vit --subset 4096 --epochs 3 --amp bf16      # forward pass and loss under bf16 autocast
+//
+// --amp bf16|f16 runs the forward pass and the loss under autocast, as
+// torch.autocast does (f16 adds a GradScaler, as d2l::fit); off (the
+// default) is f32.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "anvil/amp.h"
 #include "anvil/anvil.h"
 #include "d2l_curves.h"
 #include "d2l_flags.h"
@@ -37,6 +44,7 @@ struct Args {
   std::uint64_t seed = 0;
   double expect_accuracy = 0;  // > 0: exit 1 unless the last test accuracy reaches it
   std::string out_dir = ".";
+  d2l::Amp amp;  // --amp: off (f32)
 };
 
 Args parse(int argc, char** argv) {
@@ -57,6 +65,7 @@ Args parse(int argc, char** argv) {
       .add("--seed", a.seed)
       .add("--expect-accuracy", a.expect_accuracy, "A")
       .add("--out-dir", a.out_dir)
+      .add("--amp", "bf16|f16|off", d2l::set_amp(a.amp))
       .parse(argc, argv);
   ANVIL_CHECK(a.resize >= 0 && a.patch_size >= 0, ValueError,
               "--resize and --patch-size must not be negative; expected >= 0, got ", a.resize, " and ", a.patch_size);
@@ -73,7 +82,7 @@ int main(int argc, char** argv) {
     const Device device = d2l::device_from_flag(args.device);
     std::cout << "device: " << device << "\n"
               << "images: " << args.model.img_size << "x" << args.model.img_size << " in " << args.model.patch_size
-              << "x" << args.model.patch_size << " patches\n";
+              << "x" << args.model.patch_size << " patches, " << d2l::amp_name(args.amp) << "\n";
     const FashionMNIST train_set(FashionMNIST::Split::Train), test_set(FashionMNIST::Split::Test);
     auto first = [&](const Tensor& t) {
       return args.subset > 0 ? t.narrow(0, 0, std::min(args.subset, t.size(0))) : t;
@@ -95,6 +104,7 @@ int main(int argc, char** argv) {
     const d2l::Prepare prepare = [resize, device](const Tensor& x) {
       return (resize > 0 ? d2l::resize_bilinear(x, resize) : x).to(device);
     };
+    amp::GradScaler scaler({.enabled = args.amp == f16});
     std::vector<std::vector<double>> rows;
     double test_acc = 0;
     for (int epoch = 1; epoch <= args.epochs; ++epoch) {
@@ -103,16 +113,23 @@ int main(int argc, char** argv) {
       std::int64_t seen = 0;
       for (const Batch& b : train_loader) {
         opt.zero_grad();
-        const Tensor l = cross_entropy(net(prepare(b.inputs)), b.targets.to(device));
-        l.backward();
-        opt.step();
+        const Tensor x = prepare(b.inputs), y = b.targets.to(device);
+        Tensor l;
+        {
+          std::optional<amp::AutocastGuard> autocast;  // the forward pass and loss only, as with torch.autocast
+          if (args.amp) autocast.emplace(device, *args.amp);
+          l = cross_entropy(net(x), y);
+        }
+        scaler.scale(l).backward();
+        scaler.step(opt);  // opt.step() unless a gradient overflowed (always when disabled)
+        scaler.update();
         NoGradGuard no_grad;
         loss_sum += l.detach() * static_cast<double>(b.targets.size(0));
         seen += b.targets.size(0);
       }
       const double loss = loss_sum.item<double>() / static_cast<double>(seen);  // waits for the device
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      test_acc = d2l::evaluate(net, test_loader, device, prepare);
+      test_acc = d2l::evaluate(net, test_loader, device, prepare, args.amp);
       std::printf("epoch %d: train loss %.4f, test acc %.4f, %.1f s (%.0f examples/s on %s)\n", epoch, loss, test_acc,
                   secs, static_cast<double>(seen) / secs, device.str().c_str());
       std::fflush(stdout);
