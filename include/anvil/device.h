@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
-#include <source_location>
+#include <anvil/source_location.h>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,7 +92,7 @@ DeviceProperties properties(Device d);
 // Waits until every op queued on `d` has finished; reports a device error
 // raised by any of them. Counted by the ledger as a host sync; `loc` is the
 // caller's line for the profiler's sync report (anvil/profiler.h).
-void synchronize(Device d, std::source_location loc = std::source_location::current());
+void synchronize(Device d, SourceLocation loc = SourceLocation::current());
 
 // The device factories use when none is given: the CPU, or what the innermost
 // live DeviceScope on this thread set.

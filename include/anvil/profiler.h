@@ -26,7 +26,7 @@
 //
 // The sync sentinel: every host sync (item, to_vector, printing, .to(cpu),
 // synchronize) records the line of user code that asked for it, through a
-// defaulted std::source_location parameter of those functions, and
+// defaulted SourceLocation parameter of those functions, and
 // `SyncGuard` turns an implicit one into a warning or an error:
 //
 //   anvil::SyncGuard guard(anvil::SyncDebugMode::Error);

@@ -14,11 +14,12 @@
 // tensor written from two threads at once is a data race.
 #pragma once
 
+#include <anvil/source_location.h>
+
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
 #include <optional>
-#include <source_location>
 #include <span>
 #include <string>
 #include <vector>
@@ -62,21 +63,21 @@ class Tensor {
   // `loc` (here and in the host reads below) is the caller's line, for the
   // profiler's sync report and SyncGuard (anvil/profiler.h); leave it out.
   // This tensor itself when already on `d`; else a copy on `d`.
-  Tensor to(Device d, std::source_location loc = std::source_location::current()) const;
+  Tensor to(Device d, SourceLocation loc = SourceLocation::current()) const;
   // This tensor itself when already `t`; else a converted copy.
   Tensor to(DType t) const;
   Tensor to(Device d, DType t) const;
   // Always new storage, even on the same device.
-  Tensor copy_to(Device d, std::source_location loc = std::source_location::current()) const;
-  Tensor cpu(std::source_location loc = std::source_location::current()) const { return to(anvil::cpu(), loc); }
+  Tensor copy_to(Device d, SourceLocation loc = SourceLocation::current()) const;
+  Tensor cpu(SourceLocation loc = SourceLocation::current()) const { return to(anvil::cpu(), loc); }
 
   // --- host access (copies to the host and waits; counted by the ledger) -------
   // T: bool, float, double or an integer type of a dtype's width (int,
   // long, long long, std::int64_t, unsigned char, ...; see dtype_of).
   template <HasDType T>
-  T item(std::source_location loc = std::source_location::current()) const;
+  T item(SourceLocation loc = SourceLocation::current()) const;
   template <HasDType T>
-  std::vector<T> to_vector(std::source_location loc = std::source_location::current()) const;
+  std::vector<T> to_vector(SourceLocation loc = SourceLocation::current()) const;
   // Pointer to the first element; CPU tensors only (NotSupported otherwise).
   template <typename T>
   T* data_ptr() const;
@@ -270,16 +271,15 @@ struct ValuesIndices {
 // converts t to this implicitly, and the conversion's default argument is
 // the caller's location (an operator cannot take a defaulted parameter).
 struct PrintedTensor {
-  PrintedTensor(const Tensor& t, std::source_location loc = std::source_location::current()) noexcept
-      : tensor(t), location(loc) {}
+  PrintedTensor(const Tensor& t, SourceLocation loc = SourceLocation::current()) noexcept : tensor(t), location(loc) {}
   const Tensor& tensor;
-  std::source_location location;
+  SourceLocation location;
 };
 
 // PyTorch's format: tensor([[1., 1.],\n        [1., 1.]], device='opencl:0').
 // Printing a device tensor is exactly one device→host copy.
 std::ostream& operator<<(std::ostream& os, const PrintedTensor& t);
-std::string to_string(const Tensor& t, std::source_location loc = std::source_location::current());
+std::string to_string(const Tensor& t, SourceLocation loc = SourceLocation::current());
 
 // Print options, like torch.set_printoptions.
 struct PrintOptions {

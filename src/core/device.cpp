@@ -161,7 +161,7 @@ std::vector<Device> all_devices() noexcept {
 
 DeviceProperties properties(Device d) { return detail::backend_checked(d, "properties").properties(d.index()); }
 
-void synchronize(Device d, std::source_location loc) {
+void synchronize(Device d, SourceLocation loc) {
   const profiler::detail::SiteScope site("synchronize", loc, true);
   detail::Backend& b = detail::backend_checked(d, "synchronize");
   {

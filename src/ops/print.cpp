@@ -238,7 +238,7 @@ std::ostream& operator<<(std::ostream& os, const PrintedTensor& printed) {
   return os << ')';
 }
 
-std::string to_string(const Tensor& t, std::source_location loc) {
+std::string to_string(const Tensor& t, SourceLocation loc) {
   std::ostringstream os;
   os << PrintedTensor(t, loc);
   return os.str();

@@ -90,7 +90,7 @@ Tensor host_contiguous(const Tensor& t) {
 
 }  // namespace detail
 
-Tensor Tensor::to(Device d, std::source_location loc) const {
+Tensor Tensor::to(Device d, SourceLocation loc) const {
   if (impl_ref().device() == d) return *this;
   const profiler::detail::SiteScope site("to", loc, true);
   Tensor r = detail::transfer(*this, d);
@@ -106,7 +106,7 @@ Tensor Tensor::to(Device d, DType t) const {
   return to(d).to(t);
 }
 
-Tensor Tensor::copy_to(Device d, std::source_location loc) const {
+Tensor Tensor::copy_to(Device d, SourceLocation loc) const {
   impl_ref();
   const profiler::detail::SiteScope site("copy_to", loc, true);
   Tensor r = detail::transfer(*this, d);
@@ -115,7 +115,7 @@ Tensor Tensor::copy_to(Device d, std::source_location loc) const {
 }
 
 template <HasDType T>
-T Tensor::item(std::source_location loc) const {
+T Tensor::item(SourceLocation loc) const {
   const profiler::detail::SiteScope site("item", loc, false);
   ANVIL_CHECK(numel() == 1, ShapeError,
               "item: only one-element tensors can be read as a scalar; expected 1 element, got ", numel(), " (shape ",
@@ -129,7 +129,7 @@ T Tensor::item(std::source_location loc) const {
 }
 
 template <HasDType T>
-std::vector<T> Tensor::to_vector(std::source_location loc) const {
+std::vector<T> Tensor::to_vector(SourceLocation loc) const {
   const profiler::detail::SiteScope site("to_vector", loc, false);
   // Converted where the data is, unless the device cannot hold T's dtype
   // (to_vector<double>() of a GPU without fp64): then on the host.
@@ -166,8 +166,8 @@ void* Tensor::raw_data_ptr() const {
 // Host reads for every fundamental type with a dtype (dtype_of): each C++
 // name of a width once, whichever of them the fixed-width aliases are.
 #define ANVIL_INSTANTIATE_HOST_READ(T)                    \
-  template T Tensor::item<T>(std::source_location) const; \
-  template std::vector<T> Tensor::to_vector<T>(std::source_location) const;
+  template T Tensor::item<T>(SourceLocation) const; \
+  template std::vector<T> Tensor::to_vector<T>(SourceLocation) const;
 ANVIL_INSTANTIATE_HOST_READ(bool)
 ANVIL_INSTANTIATE_HOST_READ(unsigned char)
 ANVIL_INSTANTIATE_HOST_READ(int)

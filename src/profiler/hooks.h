@@ -17,10 +17,11 @@
 // of the flag, a test and a branch.
 #pragma once
 
+#include <anvil/source_location.h>
+
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
-#include <source_location>
 #include <string_view>
 
 #include "anvil/device.h"
@@ -109,14 +110,14 @@ class CopySpan {
 // outermost one on a thread wins (to_vector's own copy is still to_vector's).
 struct CallSite {
   const char* api;
-  std::source_location location;
+  SourceLocation location;
   bool is_explicit;  // synchronize, to, cpu, copy_to: asked for by name (see SyncGuard)
 };
 const CallSite* current_call_site() noexcept;
 
 class SiteScope {
  public:
-  SiteScope(const char* api, const std::source_location& location, bool is_explicit) noexcept;
+  SiteScope(const char* api, const SourceLocation& location, bool is_explicit) noexcept;
   ~SiteScope();
   SiteScope(const SiteScope&) = delete;
   SiteScope& operator=(const SiteScope&) = delete;

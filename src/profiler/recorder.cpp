@@ -264,7 +264,7 @@ void check_guard(Device d) {
 
 const CallSite* current_call_site() noexcept { return t_site; }
 
-SiteScope::SiteScope(const char* api, const std::source_location& location, bool is_explicit) noexcept
+SiteScope::SiteScope(const char* api, const SourceLocation& location, bool is_explicit) noexcept
     : site_{api, location, is_explicit}, owner_(t_site == nullptr) {
   if (owner_) t_site = &site_;
 }
