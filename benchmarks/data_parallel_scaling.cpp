@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "../examples/d2l_models.h"
 #include "anvil/anvil.h"
 #include "anvil/nn.h"
 #include "anvil/nn/parallel.h"
@@ -105,13 +106,7 @@ Args parse(int argc, char** argv) {
 
 // benchmarks/train's two models.
 std::shared_ptr<nn::Module> make(const std::string& model) {
-  if (model == "mlp") {
-    auto net = std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10));
-    return net;
-  }
-  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 6, 5, 1, 2), nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(6, 16, 5),
-                                          nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(400, 120), nn::ReLU(),
-                                          nn::Linear(120, 84), nn::ReLU(), nn::Linear(84, 10));
+  return std::make_shared<nn::Sequential>(model == "mlp" ? d2l::mlp() : d2l::lenet());
 }
 
 std::string load_average() {

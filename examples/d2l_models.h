@@ -1,6 +1,7 @@
 // The book's two Fashion-MNIST classifiers in anvil, defined once for the
-// programs that train them (examples/train_fashion_mnist.cpp,
-// benchmarks/train/train_anvil.cpp), as d2l_resnet.h is for ResNet-18.
+// programs that train them (examples/train_fashion_mnist.cpp and
+// train_distributed.cpp, benchmarks/train/train_anvil.cpp and ddp_anvil.cpp,
+// benchmarks/data_parallel_scaling.cpp), as d2l_resnet.h is for ResNet-18.
 //
 //   manual_seed(0);
 //   anvil::nn::Sequential net = d2l::mlp();     // [N, 1, 28, 28] -> [N, 10]

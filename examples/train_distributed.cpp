@@ -20,6 +20,7 @@
 #include "anvil/dist.h"
 #include "anvil/nn/parallel.h"
 #include "d2l_ddp.h"
+#include "d2l_models.h"
 #include "d2l_train.h"
 
 using namespace anvil;
@@ -44,12 +45,9 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// The book's MLP and LeNet (d2l_models.h), as train_fashion_mnist trains them.
 std::shared_ptr<nn::Module> make_model(const std::string& name) {
-  if (name == "mlp")
-    return std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10));
-  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 6, 5, 1, 2), nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(6, 16, 5),
-                                          nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(400, 120), nn::ReLU(),
-                                          nn::Linear(120, 84), nn::ReLU(), nn::Linear(84, 10));
+  return std::make_shared<nn::Sequential>(name == "mlp" ? d2l::mlp() : d2l::lenet());
 }
 
 }  // namespace

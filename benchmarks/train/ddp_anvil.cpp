@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "../../examples/d2l_ddp.h"
+#include "../../examples/d2l_models.h"
 #include "anvil/anvil.h"
 #include "anvil/dist.h"
 #include "anvil/nn/parallel.h"
@@ -38,14 +39,7 @@ using anvil::bench::median;
 using anvil::bench::process_cpu_seconds;
 
 std::shared_ptr<nn::Module> make_model(const std::string& name) {
-  if (name == "mlp") {
-    auto net = std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10));
-    for (Tensor w : {(*net)[1].weight(), (*net)[3].weight()}) nn::init::normal_(w, 0.0, 0.01);
-    return net;
-  }
-  return std::make_shared<nn::Sequential>(nn::Conv2d(1, 6, 5, 1, 2), nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(6, 16, 5),
-                                          nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(400, 120), nn::ReLU(),
-                                          nn::Linear(120, 84), nn::ReLU(), nn::Linear(84, 10));
+  return std::make_shared<nn::Sequential>(name == "mlp" ? d2l::mlp() : d2l::lenet());
 }
 
 }  // namespace
