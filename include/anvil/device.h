@@ -11,10 +11,11 @@
 // a reason (`device_unavailable_reason`).
 #pragma once
 
+#include <anvil/source_location.h>
+
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
-#include <anvil/source_location.h>
 #include <string>
 #include <string_view>
 #include <vector>

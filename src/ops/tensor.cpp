@@ -165,7 +165,7 @@ void* Tensor::raw_data_ptr() const {
 
 // Host reads for every fundamental type with a dtype (dtype_of): each C++
 // name of a width once, whichever of them the fixed-width aliases are.
-#define ANVIL_INSTANTIATE_HOST_READ(T)                    \
+#define ANVIL_INSTANTIATE_HOST_READ(T)              \
   template T Tensor::item<T>(SourceLocation) const; \
   template std::vector<T> Tensor::to_vector<T>(SourceLocation) const;
 ANVIL_INSTANTIATE_HOST_READ(bool)
