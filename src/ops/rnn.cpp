@@ -145,6 +145,21 @@ Parts parts_of(const RnnArgs& a) {
   p.total = (a.mode == RnnMode::Lstm ? p.cy : p.hy) + state_numel(a);
   return p;
 }
+// Points `a` at the layer's inputs, weights and its packed outputs (y, hy and
+// for an LSTM cy in one buffer), as the forward writes them and the backward
+// reads them back.
+void bind_operands(RnnArgs& a, const Tensor& x, const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,
+                   const Tensor& packed) {
+  const Parts at = parts_of(a);
+  a.x = operand(x);
+  if (h0.defined()) a.h0 = operand(h0);
+  if (c0.defined()) a.c0 = operand(c0);
+  for (const Tensor& w : weights) a.weights.push_back(operand(w));
+  a.y = part(packed, at.y);
+  a.hy = part(packed, at.hy);
+  if (a.mode == RnnMode::Lstm) a.cy = part(packed, at.cy);
+}
+
 }  // namespace
 
 // Note [One tensor for the fused RNN's outputs]
@@ -164,13 +179,7 @@ std::vector<Tensor> rnn_fused(const RnnArgs& shape, const Tensor& x, const Tenso
   const std::int64_t ny = output_numel(a), ns = state_numel(a);
   const Parts at = parts_of(a);
   Tensor packed = make_empty({at.total}, a.dtype, x.device());
-  a.x = operand(xd);
-  if (h0d.defined()) a.h0 = operand(h0d);
-  if (c0d.defined()) a.c0 = operand(c0d);
-  for (const Tensor& w : wd) a.weights.push_back(operand(w));
-  a.y = part(packed, at.y);
-  a.hy = part(packed, at.hy);
-  if (lstm) a.cy = part(packed, at.cy);
+  bind_operands(a, xd, h0d, c0d, wd, packed);
 
   bool record = false;
   if (grad_mode_enabled()) {
@@ -207,13 +216,7 @@ RnnGrads rnn_backward(const Tensor& grad, const RnnArgs& shape, const Tensor& x,
   const Parts at = parts_of(a);
   const Tensor g = aligned(grad.to(a.dtype));
   a.training = true;
-  a.x = operand(x);
-  if (h0.defined()) a.h0 = operand(h0);
-  if (c0.defined()) a.c0 = operand(c0);
-  for (const Tensor& w : weights) a.weights.push_back(operand(w));
-  a.y = part(packed, at.y);
-  a.hy = part(packed, at.hy);
-  if (lstm) a.cy = part(packed, at.cy);
+  bind_operands(a, x, h0, c0, weights, packed);
   a.reserve = operand(reserve);
   a.reserve_bytes = static_cast<std::size_t>(reserve.numel());
   a.dy = part(g, at.y);
