@@ -172,6 +172,10 @@ nb::object to_numpy(const Tensor& t);
 nb::object dlpack_capsule(const Tensor& t, nb::handle stream);
 nb::tuple dlpack_device(const Tensor& t);
 
+// x[key] and x[key] = value (python/src/indexing.cpp).
+Tensor getitem(const Tensor& x, nb::handle key);
+void setitem(Tensor& x, nb::handle key, nb::handle value);
+
 void bind_errors(nb::module_& m);
 void bind_device(nb::module_& m);
 void bind_tensor(nb::module_& m);
