@@ -85,3 +85,4 @@ from . import data as data  # noqa: E402,F811
 from . import amp as amp  # noqa: E402,F811
 from . import autograd as autograd  # noqa: E402,F811
 from . import dist as dist  # noqa: E402,F811
+from . import array_api as array_api  # noqa: E402,F811  (x.__array_namespace__(): the array API standard)
