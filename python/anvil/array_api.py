@@ -764,7 +764,7 @@ def _bitwise(fn, logical):
         x1, x2 = _pair(x1, x2, fn)
         if x1.dtype == bool and x2.dtype == bool:
             return logical(x1, x2)
-        _not_supported(fn, f"anvil has bitwise ops only on bool arrays (as logical ops); got {x1.dtype} and "
+        _not_supported(fn, f"anvil has bitwise and/or/xor only on bool arrays (as logical ops); got {x1.dtype} and "
                        f"{x2.dtype}")
     f.__name__ = fn
     return f
@@ -778,7 +778,11 @@ bitwise_xor = _bitwise("bitwise_xor", logical_xor)
 def bitwise_invert(x, /):
     if x.dtype == bool:
         return _a.logical_not(x)
-    _not_supported("bitwise_invert", f"anvil has bitwise ops only on bool arrays; got {x.dtype}")
+    if x.dtype == uint8:
+        return 255 - x
+    if x.dtype in _SIGNED:
+        return -x - 1  # two's complement; integer arithmetic wraps (~INT_MIN is INT_MAX)
+    raise _a.DTypeError(f"bitwise_invert: expected a bool or integer array, got {x.dtype}")
 
 
 def bitwise_left_shift(x1, x2, /):
@@ -1193,3 +1197,25 @@ def all(x, /, *, axis=None, keepdims=False):  # noqa: A001
 def any(x, /, *, axis=None, keepdims=False):  # noqa: A001
     trues = _as_bool(x).to(int64)
     return _a.gt(_reduce("any", _a.sum, trues, axis, keepdims), 0)
+
+
+# --- operators of the array object that anvil.Tensor lacks ----------------------------------------
+# The standard's operators beyond PyTorch's bound ones, as the functions above. A
+# C++ binding of the same name wins: these fill gaps only. ~x on an integer
+# tensor is bitwise (as in the standard and PyTorch), not logical_not.
+def _operator(fn, reflected=False):
+    if reflected:
+        return lambda self, other: fn(other, self)
+    return lambda self, other: fn(self, other)
+
+
+for _name, _fn in [("and", bitwise_and), ("or", bitwise_or), ("xor", bitwise_xor), ("floordiv", floor_divide),
+                   ("mod", remainder), ("lshift", bitwise_left_shift), ("rshift", bitwise_right_shift)]:
+    for _dunder, _reflected in [(f"__{_name}__", False), (f"__r{_name}__", True)]:
+        if not _builtins.any(_dunder in vars(k) for k in _Tensor.__mro__[:-1]):  # not object's, nor type's
+            setattr(_Tensor, _dunder, _operator(_fn, _reflected))
+_Tensor.__invert__ = bitwise_invert
+# x.T reverses the dims, as NumPy's and PyTorch's (the bound property returned x
+# unchanged above 2 dims); 2023.12 asks for 2 dims, matrix_transpose for more.
+_Tensor.T = property(lambda x: _a.permute(x, tuple(range(x.ndim - 1, -1, -1))), doc="x with its dims reversed")
+del _name, _fn, _dunder, _reflected

@@ -9,6 +9,8 @@ PyPI; docs/python.md says why this file stands in for it."""
 
 import math
 import operator
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -108,12 +110,20 @@ def test_namespace_version_and_array_attributes(dev):
         x.__array_namespace__(api_version="2030.12")
     assert x.dtype == xp.float32 and x.device == dev and x.ndim == 2 and x.shape == (2, 3)
     assert x.mT.shape == (3, 2) and x.T.shape == (3, 2)
+    a3, s3 = on(np.arange(24, dtype=np.int32).reshape(2, 3, 4))
+    same(a3.T, xs.permute_dims(s3, (2, 1, 0)))
+    same(a3.mT, s3.mT)
     assert x.to_device(dev).is_same(x)
     c = x.to_device("cpu")
     assert c.device == anvil.cpu() and c.tolist() == x.tolist()
     with pytest.raises(anvil.NotSupportedError, match="stream"):
         x.to_device(dev, stream=1)
     assert (xp.e, xp.pi, xp.inf, xp.newaxis) == (math.e, math.pi, math.inf, None) and math.isnan(xp.nan)
+
+
+def test_import_anvil_alone_gives_the_namespace():
+    code = "import anvil, sys; x = anvil.ones(2); assert x.__array_namespace__() is sys.modules['anvil.array_api']"
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_inspection(dev):
@@ -146,7 +156,7 @@ def test_missing_dtypes_and_ops_raise_typed_errors(dev):
         with pytest.raises(anvil.NotSupportedError):
             fn(i, i)
     with pytest.raises(anvil.NotSupportedError):
-        xp.bitwise_invert(i)
+        i & i
 
 
 # --- data types ------------------------------------------------------------------------------
@@ -363,6 +373,29 @@ def test_python_scalars_take_the_array_dtype(dev):
     for name in ["logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"]:
         same(*both(name, np.array([True, False, True, False]), np.array([True, True, False, False])))
     same(*both("bitwise_invert", np.array([True, False])))
+
+
+def test_operators_of_the_array_object(dev):
+    i, si = on(np.array([[7, -7, 0], [5, 9, -3]], np.int32))
+    j, sj = on(np.array([2, -3, 4], np.int32))
+    for op in [operator.floordiv, operator.mod, operator.add, operator.sub, operator.mul, operator.lt, operator.ne]:
+        same(op(i, j), op(si, sj))
+        same(op(i, 3), op(si, 3))
+        same(op(7, j), op(7, sj))
+    f, sf = on(np.array([1.0, -1.0, 7.5, -7.5], np.float32))
+    same(f // 0.1, sf // 0.1)
+    same(f % 2.0, sf % 2.0)
+    m, sm = on(np.array([True, False, True, False]))
+    n, sn = on(np.array([False, False, True, True]))
+    for op in [operator.and_, operator.or_, operator.xor]:
+        same(op(m, n), op(sm, sn))
+    same(~m, ~sm)
+    same(~i, ~si)
+    u, su = on(np.array([0, 3, 255], np.uint8))
+    same(~u, ~su)
+    same(xp.bitwise_invert(i), xs.bitwise_invert(si))
+    e, se = on(np.array([-(2**63), 2**63 - 1, 0], np.int64))
+    same(~e, ~se)
 
 
 def test_clip(dev):
