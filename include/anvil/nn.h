@@ -294,6 +294,19 @@ class AdaptiveMaxPool2d : public Module {
   std::array<std::int64_t, 2> size_;
 };
 
+// torch.nn.Upsample: interpolate (anvil/ops.h) as a layer without parameters.
+//   nn::Upsample up({.scale_factor = {2, 2}});                  // nearest, [N, C, H, W] -> [N, C, 2H, 2W]
+//   nn::Upsample resize({.size = {96, 96}, .mode = "bilinear"});
+class Upsample : public Module {
+ public:
+  explicit Upsample(InterpolateOptions options);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override;
+
+ private:
+  InterpolateOptions options_;
+};
+
 // Batch normalisation over the channel dim 1 (BatchNorm1d: [N, C] or
 // [N, C, L]; BatchNorm2d: [N, C, H, W]). Training uses the batch statistics
 // and updates running_mean / running_var (momentum 0.1, unbiased variance);

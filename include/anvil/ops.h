@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -396,6 +397,26 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_s
 // divide evenly, otherwise a max over rows then columns of each bin (the
 // gradient then shares a tie evenly, as amax does).
 Tensor adaptive_max_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_size);
+// torch.nn.functional.interpolate's arguments, its names and defaults. Give
+// exactly one of size and scale_factor ({0, 0} is "not given"):
+//   anvil::interpolate(x, {.size = {96, 96}, .mode = "bilinear"});
+//   anvil::interpolate(x, {.scale_factor = {2, 2}});   // nearest
+struct InterpolateOptions {
+  std::array<std::int64_t, 2> size = {0, 0};    // the output's [OH, OW]
+  std::array<double, 2> scale_factor = {0, 0};  // OH = floor(H * scale_factor[0]), OW likewise
+  std::string mode = "nearest";                 // "nearest" or "bilinear"
+  std::optional<bool> align_corners;            // bilinear only (unset: false)
+  // With scale_factor: map pixels by the sizes' ratio H / OH rather than by
+  // 1 / scale_factor (PyTorch's recompute_scale_factor=True).
+  bool recompute_scale_factor = false;
+};
+// Resamples x [N, C, H, W] (f16, bf16, f32, f64) to [N, C, OH, OW] as
+// torch.nn.functional.interpolate does: "nearest" takes pixel
+// floor(o * H / OH) (PyTorch's legacy nearest), "bilinear" weighs the four
+// pixels around the source point, half-pixel centres unless align_corners.
+// On every device (one kernel per direction where the backend has it, Note
+// [Interpolation]); differentiable, its gradient the adjoint, deterministic.
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 
 // --- sequence models (composites; differentiable) -----------------------------------------
 // Rows of weight [num_embeddings, embedding_dim] picked by integer indices

@@ -163,6 +163,14 @@ Tensor col2im(const Tensor& cols, const Window2d& win);
 // [N, C, OH, OW] output gradient → [N, C, H, W] input gradient.
 Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Window2d& win);
 
+// interpolate's kernel path (Note [Interpolation] in core/backend.h; taken
+// when the backend's supports_fused() says so; src/ops/interpolate.cpp),
+// `shape` as interpolate validated it, operands unset. Its gradient is
+// interpolate_backward, the adjoint [N, C, OH, OW] -> [N, C, H, W] (not
+// itself recorded: backward runs without grad).
+void record_interpolate(const Tensor& out, const Tensor& x, const InterpolateArgs& shape);
+Tensor interpolate_backward(const Tensor& grad, const InterpolateArgs& shape);
+
 // batch_norm's rule. xc = x - mean (computed in `compute`, the dtype the op
 // computed in) and invstd = 1 / sqrt(var + eps) shaped [1, C, 1, ...];
 // `training`: mean and var were the batch's own, so they depend on x too.

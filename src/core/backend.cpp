@@ -73,7 +73,9 @@ const char* name(FusedOp op) noexcept {
                                 "batch_norm",
                                 "batch_norm_backward",
                                 "rnn",
-                                "rnn_backward"};
+                                "rnn_backward",
+                                "interpolate",
+                                "interpolate_backward"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(FusedOp::Count), "one name per FusedOp");
   return names[static_cast<int>(op)];
 }

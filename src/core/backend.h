@@ -217,6 +217,8 @@ enum class FusedOp : std::uint8_t {
   BatchNormBackward,     // its gradient
   Rnn,                   // a whole recurrent layer stack, forward (RnnArgs)
   RnnBackward,           // its data and weight gradients
+  Interpolate,           // nearest or bilinear resampling (InterpolateArgs)
+  InterpolateBackward,   // its adjoint
   Count
 };
 const char* name(FusedOp op) noexcept;  // "im2col", …
@@ -368,6 +370,40 @@ struct RnnArgs {
   KernelOperand dy, dhy, dcy;           // the backward's incoming gradients (like y, hy, cy)
   KernelOperand dx, dh0, dc0;           // its results (like x, h0, c0)
   std::vector<KernelOperand> dweights;  // like weights; empty: not wanted
+};
+
+// Note [Interpolation]
+// torch.nn.functional.interpolate over an [N, C, H, W] image, PyTorch's
+// meaning (its CPU kernels, 1.13 and 2.x): along each of H and W, output
+// index o reads source taps i0 <= i1 <= i0 + 1 with weights 1 - l and l:
+//   out size == in size   i0 = i1 = o, l = 0 (a copy, whatever the scale)
+//   Nearest               i0 = i1 = min(floor(o * scale), in - 1), in f32
+//                         (o >> 1 when out == 2 * in)
+//   Bilinear              src = align_corners ? scale * o
+//                                             : max(scale * (o + 0.5) - 0.5, 0),
+//                         i0 = (i64)src, i1 = min(i0 + 1, in - 1), l = src - i0
+// computed in f64 for f64 and in f32 otherwise (the taps of
+// src/kernels/interpolate.h, which the CPU compiles too); out =
+// (1 - lh) ((1 - lw) x[i0h][i0w] + lw x[i0h][i1w]) + lh (...i1h...).
+// scale_h and scale_w are the source step per output pixel as the kernels
+// use it: the frontend has already rounded them to f32 where the kernels
+// compute in f32 (PyTorch's float(in) / out, float(1 / scale_factor), …).
+//   Interpolate          out (contiguous [N, C, OH, OW]) from image (strided).
+//   InterpolateBackward  image (contiguous [N, C, H, W], overwritten) = the
+//                        adjoint of the output gradient held in `out`
+//                        (contiguous): every input pixel gets the weighted
+//                        sum over the output pixels that read it, in
+//                        output order. Devices gather per input pixel, so
+//                        nothing is added concurrently: no atomics, the
+//                        same bits every run.
+enum class InterpMode : std::uint8_t { Nearest, Bilinear };
+struct InterpolateArgs {
+  DType dtype = DType::F32;  // f32, f64, f16 or bf16; image and out share it
+  InterpMode mode = InterpMode::Nearest;
+  bool align_corners = false;
+  std::int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
+  double scale_h = 0, scale_w = 0;
+  KernelOperand image, out;
 };
 
 // ---- optional fused optimiser steps ------------------------------------------------
@@ -534,6 +570,9 @@ class Backend {
   virtual std::size_t rnn_reserve_bytes(int, const RnnArgs&) { not_fused(FusedOp::Rnn); }
   virtual void rnn_forward(int, const RnnArgs&) { not_fused(FusedOp::Rnn); }
   virtual void rnn_backward(int, const RnnArgs&) { not_fused(FusedOp::RnnBackward); }
+  // optional: Note [Interpolation]; asked as supports_fused(FusedOp::Interpolate, dtype).
+  virtual void interpolate(int, const InterpolateArgs&) { not_fused(FusedOp::Interpolate); }
+  virtual void interpolate_backward(int, const InterpolateArgs&) { not_fused(FusedOp::InterpolateBackward); }
   // optional: fused optimiser steps (see OptimizerStepArgs).
   virtual bool supports_optimizer_step(OptimizerKind, DType, int) noexcept { return false; }
   virtual void optimizer_step(int, const OptimizerStepArgs& args);  // default: throws NotSupported

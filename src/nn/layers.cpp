@@ -1,6 +1,7 @@
 // The layers of anvil/nn.h and the initialisers.
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 #include "anvil/autograd.h"
 #include "anvil/nn.h"
@@ -195,6 +196,24 @@ AdaptiveMaxPool2d::AdaptiveMaxPool2d(std::array<std::int64_t, 2> output_size) : 
 Tensor AdaptiveMaxPool2d::forward(const Tensor& x) { return adaptive_max_pool2d(x, size_); }
 std::string AdaptiveMaxPool2d::name() const {
   return str("AdaptiveMaxPool2d(output_size=(", size_[0], ", ", size_[1], "))");
+}
+
+Upsample::Upsample(InterpolateOptions options) : options_(std::move(options)) {}
+Tensor Upsample::forward(const Tensor& x) { return interpolate(x, options_); }
+std::string Upsample::name() const {
+  // PyTorch's repr: what was given, one number when both dims agree, floats as Python prints them.
+  const auto real = [](double v) {
+    std::string s = str(v);
+    return s.find_first_of(".einf") == std::string::npos ? s + ".0" : s;
+  };
+  const auto [h, w] = options_.size;
+  const auto [sh, sw] = options_.scale_factor;
+  std::string info;
+  if (sh != 0 || sw != 0)
+    info = sh == sw ? "scale_factor=" + real(sh) : str("scale_factor=(", real(sh), ", ", real(sw), ")");
+  else
+    info = h == w ? str("size=", h) : str("size=(", h, ", ", w, ")");
+  return str("Upsample(", info, ", mode=", options_.mode, ")");
 }
 
 // --- BatchNorm ----------------------------------------------------------------------------

@@ -478,8 +478,8 @@ class DeviceBackend final : public detail::Backend {
     run(index, "sort", [&](Slot& s) { kernels::argsort(s, a); });
   }
 
-  // The fused window kernels and unary-into-binary, for the floating dtypes
-  // the device has; batch norm for f32 and f64 only (norm.kern computes in
+  // The fused window kernels, interpolate and unary-into-binary, for the
+  // floating dtypes the device has; batch norm for f32 and f64 only (norm.kern computes in
   // its dtype, and the frontend's composite runs the 16-bit ones in f32).
   bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override {
     using detail::FusedOp;
@@ -491,7 +491,9 @@ class DeviceBackend final : public detail::Backend {
     }
     const bool takes = op == FusedOp::BatchNorm || op == FusedOp::BatchNormBackward
                            ? t == DType::F32 || t == DType::F64
-                           : (detail::is_window_kernel(op) || op == FusedOp::UnaryBinary) && is_floating(t);
+                           : (detail::is_window_kernel(op) || op == FusedOp::UnaryBinary ||
+                              op == FusedOp::Interpolate || op == FusedOp::InterpolateBackward) &&
+                                 is_floating(t);
     return takes && supports(index, detail::Primitive::Fused, t).ok;
   }
   // The Conv2d family where the runtime has a vendor library that takes the
@@ -524,6 +526,12 @@ class DeviceBackend final : public detail::Backend {
   }
   void max_pool2d_backward(int index, const detail::Pool2dArgs& a) override {
     run(index, "max_pool2d_backward", [&](Slot& s) { kernels::max_pool2d_backward(s, a); });
+  }
+  void interpolate(int index, const detail::InterpolateArgs& a) override {
+    run(index, "interpolate", [&](Slot& s) { kernels::interpolate(s, a, false); });
+  }
+  void interpolate_backward(int index, const detail::InterpolateArgs& a) override {
+    run(index, "interpolate_backward", [&](Slot& s) { kernels::interpolate(s, a, true); });
   }
   void batch_norm(int index, const detail::BatchNormArgs& a) override {
     run(index, "batch_norm", [&](Slot& s) {

@@ -499,4 +499,47 @@ void max_pool2d_backward(Q& q, const detail::Pool2dArgs& a) {
       .run(total, "max_pool2d_backward");
 }
 
+// ---- interpolate (optional in core/backend.h, Note [Interpolation]) ------------------
+
+inline InterpLayout interp_layout(const detail::InterpolateArgs& a, const detail::KernelOperand& image) {
+  return {a.n,
+          a.c,
+          a.h,
+          a.w,
+          a.oh,
+          a.ow,
+          image.offset,
+          image.strides[0],
+          image.strides[1],
+          image.strides[2],
+          image.strides[3],
+          a.out.offset,
+          a.mode == detail::InterpMode::Bilinear,
+          a.align_corners};
+}
+
+// The forward over every output element (image strided), the backward over
+// every input element (image contiguous, overwritten).
+template <class Q>
+void interpolate(Q& q, const detail::InterpolateArgs& a, bool backward) {
+  const std::int64_t total = a.n * a.c * (backward ? a.h * a.w : a.oh * a.ow);
+  if (total <= 0) return;
+  detail::KernelOperand image = a.image;
+  if (backward) {
+    image.strides[3] = 1;
+    image.strides[2] = a.w;
+    image.strides[1] = a.h * a.w;
+    image.strides[0] = a.c * a.h * a.w;
+  }
+  const InterpKernel request{backward, a.dtype};
+  q.launch(q.kernel(request))
+      .buffer(backward ? image.data : a.out.data)
+      .buffer(backward ? a.out.data : image.data)
+      .arg(total)
+      .scalar(scalar_arg(a.scale_h, request.compute_type()))
+      .scalar(scalar_arg(a.scale_w, request.compute_type()))
+      .arg(interp_layout(a, image))
+      .run(total, backward ? "interpolate_backward" : "interpolate");
+}
+
 }  // namespace anvil::kernels

@@ -282,6 +282,13 @@ KernelSpec NormKernel::spec() const {
           prefix + (backward ? "_backward" : "_forward")};
 }
 
+KernelSpec InterpKernel::spec() const {
+  const std::string prefix = std::string("interp_") + dtype_name(t);
+  return {"interpolate.kern",
+          {def("KPREFIX", prefix), type_def("T", t), type_def("TA", compute_type())},
+          prefix + (backward ? "_backward" : "_forward")};
+}
+
 KernelSpec RowKernel::spec() const {
   const std::string prefix = std::string("rows_") + dtype_name(t);
   return {
@@ -333,6 +340,8 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
       for (int op = 0; op < static_cast<int>(FusedOp::Count); ++op)
         if (detail::is_window_kernel(static_cast<FusedOp>(op)))
           out.push_back(WindowKernel{static_cast<FusedOp>(op), t}.spec());
+    if (is_floating(t))
+      for (bool backward : {false, true}) out.push_back(InterpKernel{backward, t}.spec());
     if (t == DType::F32 || t == DType::F64)
       for (int k = 0; k < static_cast<int>(detail::OptimizerKind::Count); ++k)
         out.push_back(OptimKernel{static_cast<detail::OptimizerKind>(k), t}.spec());

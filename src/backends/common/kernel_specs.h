@@ -42,7 +42,8 @@ enum class Family : std::uint8_t {
   Window,
   Rows,
   Optim,
-  Norm
+  Norm,
+  Interp
 };
 constexpr std::uint64_t kernel_key(Family f, int op, int variant, int d0 = 15, int d1 = 15, int d2 = 15,
                                    int d3 = 15) noexcept {
@@ -201,6 +202,16 @@ struct NormKernel {
   std::uint64_t key() const noexcept {
     return kernel_key(Family::Norm, backward, 0, static_cast<int>(t), static_cast<int>(accumulator()));
   }
+  KernelSpec spec() const;
+};
+
+// interpolate and its adjoint (interpolate.kern).
+struct InterpKernel {
+  bool backward;  // <prefix>_backward, otherwise _forward
+  DType t;        // f32, f64, f16 or bf16
+  // The taps' and the sums' type.
+  DType compute_type() const noexcept { return widen_half(t); }
+  std::uint64_t key() const noexcept { return kernel_key(Family::Interp, backward, 0, static_cast<int>(t)); }
   KernelSpec spec() const;
 };
 

@@ -65,4 +65,13 @@ struct WindowLayout {
 };
 static_assert(sizeof(WindowLayout) == 8 * 21);
 
+// interpolate.kern's anvil_interp_layout.
+struct InterpLayout {
+  std::int64_t n, c, h, w, oh, ow;
+  std::int64_t img_offset, img_sn, img_sc, img_sh, img_sw;
+  std::int64_t out_offset;
+  std::int64_t bilinear, align_corners;
+};
+static_assert(sizeof(InterpLayout) == 8 * 14);
+
 }  // namespace anvil::kernels

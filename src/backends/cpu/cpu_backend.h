@@ -66,6 +66,10 @@ class CpuBackend final : public detail::Backend {
   void unary_binary(int index, detail::BinaryOp op, const detail::BinaryPrologue& prologue,
                     const detail::ElementwiseArgs& args) override;
 
+  // interpolate and its adjoint (cpu_interpolate.cpp), every floating dtype.
+  void interpolate(int index, const detail::InterpolateArgs& args) override;
+  void interpolate_backward(int index, const detail::InterpolateArgs& args) override;
+
   // Fused batch norm (cpu_norm.cpp), f32 and f64.
   void batch_norm(int index, const detail::BatchNormArgs& args) override;
   void batch_norm_backward(int index, const detail::BatchNormArgs& args) override;

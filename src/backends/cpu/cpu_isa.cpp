@@ -154,7 +154,9 @@ void CpuBackend::batch_norm_backward(int, const detail::BatchNormArgs& a) { kern
 void CpuBackend::optimizer_step(int, const detail::OptimizerStepArgs& a) { kernels().optimizer_step(a); }
 
 bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
-  if (detail::is_window_kernel(op) || op == detail::FusedOp::UnaryBinary) return is_floating(t);
+  if (detail::is_window_kernel(op) || op == detail::FusedOp::UnaryBinary || op == detail::FusedOp::Interpolate ||
+      op == detail::FusedOp::InterpolateBackward)
+    return is_floating(t);
   if (op == detail::FusedOp::BatchNorm || op == detail::FusedOp::BatchNormBackward)
     return t == DType::F32 || t == DType::F64;
   // The Conv2d family (cpu_conv.cpp; bf16 only on CPUs with bf16
