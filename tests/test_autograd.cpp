@@ -129,6 +129,23 @@ std::vector<Case> cases() {
        [](V x) {
          return x[0].index_add(1, tensor({3, 3}, x[0].device()), x[1] * x[1]);
        }},
+      // index_copy: source rows written last get the gradient (row 2 is
+      // written three times), x's overwritten rows get none; flip.
+      {"index_copy",
+       {{4, 3}, {5, 3}},
+       [](V x) {
+         return index_copy(x[0], 0, tensor({2, 0, 2, 3, 2}, x[0].device()), x[1]) * x[1].sum();
+       }},
+      {"index_copy_dim1",
+       {{3, 4}, {3, 2}},
+       [](V x) {
+         return x[0].index_copy(1, tensor({3, 3}, x[0].device()), x[1] * x[1]);
+       }},
+      {"flip",
+       {{3, 4}},
+       [](V x) {
+         return flip(x[0].t(), Dims({0, 1})) * x[0].sum();
+       }},
       {"scatter_add",
        {{3, 4}, {2, 3}},
        [](V x) {

@@ -1,7 +1,9 @@
-// Indexing and joining on every device: index_select, gather, cat, stack,
-// split, chunk; out-of-range indices are IndexErrors.
+// Indexing and joining on every device: index_select, gather, index_add,
+// index_copy, flip, cat, stack, split, chunk; out-of-range indices are IndexErrors.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -370,6 +372,129 @@ TEST_P(Indexing, SplitAndChunk) {
   EXPECT_TRUE(ref::exact(tr[1], ref::slice(ref::transpose(x.r, 0, 1), 0, 4, 6)));
   // cat undoes split.
   EXPECT_TRUE(ref::exact(cat(split(x.t, 2, 1), 1), x.r));
+}
+
+// torch.index_copy with NumPy's x[idx] = v for repeated indices: the last
+// write wins. Reference: the rows written in index order.
+ref::Array index_copy_ref(const ref::Array& a, int dim, const std::vector<std::int64_t>& index, const ref::Array& src) {
+  const auto d = static_cast<std::size_t>(dim);
+  ref::Array out = a;
+  const ref::Dims st = ref::row_major_strides(a.shape);
+  std::vector<std::int64_t> last_writer(static_cast<std::size_t>(a.shape[d]), -1);
+  for (std::size_t k = 0; k < index.size(); ++k)
+    last_writer[static_cast<std::size_t>(index[k])] = static_cast<std::int64_t>(k);
+  std::size_t k = 0;
+  ref::for_each_index(src.shape, [&](const ref::Dims& idx) {
+    ref::Dims dst = idx;
+    dst[d] = index[static_cast<std::size_t>(idx[d])];
+    if (last_writer[static_cast<std::size_t>(dst[d])] == idx[d])
+      out.v[static_cast<std::size_t>(ref::linear(dst, st))] = src.v[k];
+    ++k;
+  });
+  return out;
+}
+
+TEST_P(Indexing, IndexCopy) {
+  const Device d = device();
+  std::uint64_t seed = 300;
+  // 2 three times: the last of them (source row 5) wins.
+  const std::vector<std::int64_t> idx_values = {2, 0, 2, 4, 1, 2};
+  for (DType dt : {f32, f64, i32, i64, f16})
+    for (Layout layout : kLayouts)
+      for (int dim : {0, 1, -1}) {
+        SCOPED_TRACE(std::string(to_string(dt)) + " " + ref::name(layout) + " dim=" + std::to_string(dim));
+        ref::guarded([&] {
+          const int wd = dim < 0 ? dim + 3 : dim;
+          ref::Dims xs{5, 6, 7}, ss = xs;
+          ss[static_cast<std::size_t>(wd)] = 6;
+          const auto x = ref::make_input(xs, layout, dt, d, Domain{-9, 9, true}, seed++);
+          const auto src = ref::make_input(ss, layout, dt, d, Domain{-9, 9, true}, seed++);
+          const ref::Array want = index_copy_ref(x.r, wd, idx_values, src.r);
+          for (DType it : {i64, i32}) {
+            const Tensor idx = ref::to_tensor(ref::Array({6}, {2, 0, 2, 4, 1, 2}), it, d);
+            const Tensor out = index_copy(x.t, dim, idx, src.t);
+            EXPECT_EQ(out.dtype(), dt);
+            EXPECT_EQ(out.device(), d);
+            EXPECT_FALSE(out.shares_storage(x.t));
+            EXPECT_TRUE(ref::exact(out, want));
+          }
+          // In place, into a non-contiguous view of a copy; x is untouched.
+          Tensor y = x.t.clone();
+          Tensor yt = y.transpose(0, 2);
+          yt.index_copy_(2 - wd, ref::to_tensor(ref::Array({6}, {2, 0, 2, 4, 1, 2}), i64, d), src.t.transpose(0, 2));
+          EXPECT_TRUE(ref::exact(y, want));
+          EXPECT_TRUE(ref::exact(x.t, x.r));
+          ref::Dims es = xs;
+          es[static_cast<std::size_t>(wd)] = 0;
+          EXPECT_TRUE(ref::exact(index_copy(x.t, dim, zeros({0}, d, i64), zeros(Shape(es), d, dt)), x.r));
+        });
+      }
+}
+
+TEST_P(Indexing, IndexCopyLastWriteWins) {
+  // Values that differ at every repeat: the last one, on every device and
+  // every run; NaN and infinities land as they are (a copy, not x + (v - x)).
+  const Device d = device();
+  const std::int64_t n = 3000;
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) idx[static_cast<std::size_t>(i)] = (i * 7) % 3;
+  manual_seed(6);
+  const Tensor src = randn({n, 4}, d);
+  const Tensor got = index_copy(full({3, 4}, 1e30, d), 0, tensor(idx, d), src);
+  // The last writers of rows 0, 1, 2: the last i with i * 7 % 3 == row.
+  const Tensor want = index_select(src, 0, tensor(std::vector<std::int64_t>{2997, 2998, 2999}, d));
+  EXPECT_TRUE(equal(got.cpu(), want.cpu()));
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor special = tensor(std::vector<float>{inf, 5.0f, -0.0f}, d);
+  const std::vector<float> y =
+      index_copy(full({2}, 1e30, d), 0, tensor(std::vector<std::int64_t>{1, 0, 0}, d), special).to_vector<float>();
+  EXPECT_TRUE(y[0] == 0.0f && std::signbit(y[0])) << y[0];
+  EXPECT_EQ(y[1], inf);
+}
+
+TEST_P(Indexing, IndexCopyErrors) {
+  const Device d = device();
+  const Tensor x = ones({4, 3}, d);
+  const Tensor i2 = tensor(std::vector<std::int64_t>{0, 3}, d);
+  EXPECT_THROW(index_copy(x, 0, tensor(std::vector<std::int64_t>{0, 4}, d), ones({2, 3}, d)).to_vector<float>(),
+               IndexError);
+  EXPECT_THROW(index_copy(x, 0, ones({2}, d), ones({2, 3}, d)), DTypeError);  // float index
+  EXPECT_THROW(index_copy(x, 0, i2, ones({2, 3}, d, f64)), DTypeError);       // source dtype
+  try {
+    (void)index_copy(x, 0, i2, ones({3, 3}, d));
+    ADD_FAILURE() << "no error";
+  } catch (const ShapeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("index_copy"), std::string::npos) << m;
+    EXPECT_NE(m.find("[2, 3]"), std::string::npos) << m;
+  }
+  try {
+    (void)index_copy(x, 1, tensor(std::vector<std::int64_t>{7}, d), ones({4, 1}, d)).to_vector<float>();
+    ADD_FAILURE() << "no error";
+  } catch (const IndexError& e) {
+    EXPECT_NE(std::string(e.what()).find("index_copy"), std::string::npos) << e.what();
+  }
+  if (d != cpu()) {
+    EXPECT_THROW(index_copy(x, 0, i2, ones({2, 3}, cpu())), DeviceMismatch);
+  }
+}
+
+TEST_P(Indexing, Flip) {
+  const Device d = device();
+  const auto x = ref::make_input({3, 4, 5}, Layout::Transposed, f32, d, Domain{-9, 9, true}, 400);
+  // numpy.flip of the reference, one dim at a time.
+  const auto flip_ref = [](const ref::Array& a, int dim) {
+    std::vector<std::int64_t> rev;
+    for (std::int64_t i = a.shape[static_cast<std::size_t>(dim)] - 1; i >= 0; --i) rev.push_back(i);
+    return ref::index_select(a, dim, rev);
+  };
+  EXPECT_TRUE(ref::exact(flip(x.t, Dims(1)), flip_ref(x.r, 1)));
+  EXPECT_TRUE(ref::exact(x.t.flip(Dims({0, -1})), flip_ref(flip_ref(x.r, 0), 2)));
+  EXPECT_TRUE(ref::exact(flip(x.t, Dims()), flip_ref(flip_ref(flip_ref(x.r, 0), 1), 2)));
+  EXPECT_FALSE(flip(x.t, Dims(1)).shares_storage(x.t));
+  EXPECT_EQ(flip(zeros({0, 2}, d), Dims(0)).shape(), (Shape{0, 2}));
+  EXPECT_THROW(flip(x.t, Dims({1, 1})), ValueError);
+  EXPECT_THROW(flip(x.t, Dims(3)), Error);
 }
 
 ANVIL_INSTANTIATE_DEVICE_TEST(Indexing);

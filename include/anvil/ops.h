@@ -327,6 +327,10 @@ Tensor expand(const Tensor& x, const Shape& shape);
 // torch.repeat: a copy of x tiled sizes[i] times along dim i; sizes may have
 // more entries than x has dims (x gains leading dims of size 1).
 Tensor repeat(const Tensor& x, const Shape& sizes);
+// torch.flip / numpy.flip: a copy of x with the order of `dims` reversed
+// (every dim when dims is empty). What x[::-1] is in Python (a copy, not a
+// view, as anvil's strides are never negative). Differentiable.
+Tensor flip(const Tensor& x, const Dims& dims);
 // Without dims, every size-1 dim goes; with dims, those of them that are
 // size 1 (the others stay, as in PyTorch).
 Tensor squeeze(const Tensor& x);
@@ -349,6 +353,12 @@ Tensor index_add(const Tensor& x, int dim, const Tensor& index, const Tensor& so
 // number of dims, index.size(d) <= src.size(d) and, for d != dim,
 // <= x.size(d); only src's leading index.shape block is used.
 Tensor scatter_add(const Tensor& x, int dim, const Tensor& index, const Tensor& src);
+// x with row index[i] of `dim` replaced by source[.., i, ..]
+// (torch.index_copy): index and source as in index_add. Repeated indices:
+// the last write wins, deterministically on every device (NumPy's
+// x[idx] = v; torch leaves it undefined on CUDA). The gradient reaches only
+// the rows that were written last.
+Tensor index_copy(const Tensor& x, int dim, const Tensor& index, const Tensor& source);
 Tensor cat(const std::vector<Tensor>& tensors, int dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int dim = 0);
 std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, int dim = 0);

@@ -105,6 +105,8 @@ class Tensor {
   Tensor gather(int dim, const Tensor& index) const;
   Tensor index_add(int dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1) const;
   Tensor scatter_add(int dim, const Tensor& index, const Tensor& src) const;
+  Tensor index_copy(int dim, const Tensor& index, const Tensor& source) const;
+  Tensor flip(const Dims& dims) const;
   std::vector<Tensor> split(std::int64_t split_size, int dim = 0) const;
   std::vector<Tensor> chunk(std::int64_t chunks, int dim = 0) const;
   Tensor as_strided(const Shape& shape, const Strides& strides, std::int64_t offset) const;
@@ -185,8 +187,10 @@ class Tensor {
   Tensor& zero_();
   // Copies `src` (broadcast, converted) into this tensor; same device.
   Tensor& copy_(const Tensor& src);
-  // index_add and scatter_add (ops.h) accumulating into this tensor.
+  // index_add and scatter_add (ops.h) accumulating into this tensor, and
+  // index_copy (the last of repeated indices wins) writing into it.
   Tensor& index_add_(int dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1);
+  Tensor& index_copy_(int dim, const Tensor& index, const Tensor& source);
   Tensor& scatter_add_(int dim, const Tensor& index, const Tensor& src);
 
   // --- reductions (ops.h): dims are one dim or a list, x.sum(1), x.sum({0, 1}) ---

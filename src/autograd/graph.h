@@ -137,6 +137,9 @@ void record_index_select(const Tensor& out, const Tensor& x, int dim, const Tens
 void record_gather(const Tensor& out, const Tensor& x, int dim, const Tensor& index);
 void record_index_add(const Tensor& out, const Tensor& x, const Tensor& source, int dim, const Tensor& index,
                       double alpha);
+// index_copy: the gradient reaches x where no row was written and source's
+// rows that were written last.
+void record_index_copy(const Tensor& out, const Tensor& x, const Tensor& source, int dim, const Tensor& index);
 void record_scatter_add(const Tensor& out, const Tensor& x, const Tensor& src, int dim, const Tensor& index);
 
 // cumsum along `dim` of an f32/f64/i64 tensor (from the row's end when

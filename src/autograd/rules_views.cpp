@@ -136,6 +136,29 @@ void record_index_add(const Tensor& out, const Tensor& x, const Tensor& source, 
   });
 }
 
+void record_index_copy(const Tensor& out, const Tensor& x, const Tensor& source, int dim, const Tensor& index) {
+  if (!is_floating(out.dtype()) || !should_record({&x, &source})) return;
+  const Tensor si = saved(index);
+  const Shape ss = source.shape();
+  const std::int64_t n = x.shape()[dim];
+  record("IndexCopyBackward", out, {&x, &source}, [dim, si, ss, n](const Tensor& g, const std::vector<bool>& need) {
+    Tensor gx, gs;
+    if (need[0]) gx = index_copy(g, dim, si, zeros(ss, g.device(), g.dtype()));
+    if (need[1]) {
+      // Row i of source was the last write to its target when the target's
+      // last writer (index_copy of the positions) is i.
+      const std::int64_t m = si.numel();
+      const Tensor pos = arange(Scalar(0), Scalar(m), Scalar(1), g.device(), DType::I64);
+      const Tensor last = index_copy(zeros({n}, g.device(), DType::I64), 0, si, pos);
+      Shape along(std::vector<std::int64_t>(static_cast<std::size_t>(ss.size()), 1));
+      along[dim] = m;
+      const Tensor kept = eq(index_select(last, 0, si), pos).reshape(along);
+      gs = where(kept, index_select(g, dim, si), Scalar(0.0));
+    }
+    return Grads{gx, gs};
+  });
+}
+
 void record_scatter_add(const Tensor& out, const Tensor& x, const Tensor& src, int dim, const Tensor& index) {
   if (!is_floating(out.dtype()) || !should_record({&x, &src})) return;
   const Tensor si = saved(index);

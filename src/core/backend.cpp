@@ -92,7 +92,8 @@ const char* name(OptimizerKind kind) noexcept {
 }
 
 const char* name(IndexOp op) noexcept {
-  static const char* names[] = {"index_select", "gather", "index_add", "scatter_add"};
+  static const char* names[] = {"index_select", "gather", "index_add", "scatter_add", "index_copy"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(IndexOp::Count), "one name per op");
   return names[static_cast<int>(op)];
 }
 

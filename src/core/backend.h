@@ -151,12 +151,17 @@ struct GemmArgs {
 // along `dim`, where they have src_dim_size entries):
 //   IndexAdd:    out[.., index[i], ..] += src[.., i, ..] (index is 1-D)
 //   ScatterAdd:  out[index[i][j][k]][j][k] += src[i][j][k] (dim 0)
-// The adds run in index order for each output element on every backend, so
-// duplicate indices give the same bits every run and on every device.
+// or copied into out (in place, the same layout as IndexAdd):
+//   IndexCopy:   out[.., index[i], ..] = src[.., i, ..]  (index is 1-D)
+// The adds and copies run in index order for each output element on every
+// backend, so duplicate indices give the same bits every run and on every
+// device (for IndexCopy, the last of them wins, as NumPy's x[idx] = v).
 // All tensors are given as shape + strides over `ndim` dims (out's shape).
-enum class IndexOp : std::uint8_t { IndexSelect, Gather, IndexAdd, ScatterAdd };
-inline bool is_accumulating(IndexOp op) noexcept { return op == IndexOp::IndexAdd || op == IndexOp::ScatterAdd; }
-const char* name(IndexOp op) noexcept;  // "index_select", "gather", "index_add", "scatter_add"
+enum class IndexOp : std::uint8_t { IndexSelect, Gather, IndexAdd, ScatterAdd, IndexCopy, Count };
+// Writes into out along the index (IndexAdd, ScatterAdd, IndexCopy) rather
+// than reading src along it.
+inline bool is_scatter(IndexOp op) noexcept { return op >= IndexOp::IndexAdd && op != IndexOp::Count; }
+const char* name(IndexOp op) noexcept;  // "index_select", "gather", "index_add", "scatter_add", "index_copy"
 struct IndexArgs {
   IndexOp op = IndexOp::IndexSelect;
   int ndim = 0, dim = 0;

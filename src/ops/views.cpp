@@ -249,6 +249,25 @@ Tensor repeat(const Tensor& x, const Shape& sizes) {
   return clone(x.reshape(pairs).expand(tiled)).view(result);
 }
 
+Tensor flip(const Tensor& x, const Dims& dims) {
+  check_defined("flip", x);
+  std::vector<bool> flipped(static_cast<std::size_t>(x.dim()), dims.size() == 0);
+  for (int i = 0; i < dims.size(); ++i) {
+    const int d = wrap_dim(static_cast<int>(dims[i]), x.dim(), "flip");
+    ANVIL_CHECK(!flipped[static_cast<std::size_t>(d)], ValueError, "flip: dim ", d,
+                " appears more than once; expected distinct dims, got ", dims);
+    flipped[static_cast<std::size_t>(d)] = true;
+  }
+  // One index_select per dim: a kernel every backend has, and its gradient.
+  Tensor out = x;
+  for (int d = 0; d < x.dim(); ++d) {
+    const std::int64_t n = x.shape()[d];
+    if (!flipped[static_cast<std::size_t>(d)] || n <= 1) continue;
+    out = index_select(out, d, arange(Scalar(n - 1), Scalar(-1), Scalar(-1), x.device(), DType::I64));
+  }
+  return out.is_same(x) ? clone(x) : out;
+}
+
 Tensor squeeze(const Tensor& x) {
   check_defined("squeeze", x);
   Shape s;
@@ -477,7 +496,8 @@ Tensor check_index_add(const char* op, const Tensor& x, int& dim, const Tensor& 
   return detail::cast(index.reshape({-1}), DType::I64);
 }
 
-// out[c with c[dim] = index[k]] += src[c, k], in place, on `out`'s device.
+// out[c with c[dim] = index[k]] += src[c, k] (= for IndexCopy), in place, on
+// `out`'s device.
 void accumulate(detail::IndexOp op, const Tensor& out, const Tensor& src, const Tensor& idx, int dim) {
   ANVIL_PROFILE_OP(detail::name(op), &out, &src);
   if (out.numel() == 0 || src.numel() == 0) return;
@@ -532,6 +552,18 @@ Tensor index_add(const Tensor& x, int dim, const Tensor& index, const Tensor& so
   return x.dim() == 0 ? out.reshape({}) : out;
 }
 
+Tensor index_copy(const Tensor& x, int dim, const Tensor& index, const Tensor& source) {
+  const Device d = detail::check_same_device("index_copy", {&x, &index, &source});
+  const Tensor xx = x.dim() == 0 ? x.reshape({1}) : x;
+  const Tensor ss = source.dim() == 0 ? source.reshape({1}) : source;
+  const Tensor idx = check_index_add("index_copy", xx, dim, index, ss);
+  Tensor out = detail::make_empty(xx.shape(), x.dtype(), d);
+  detail::copy_into(out, xx);
+  accumulate(detail::IndexOp::IndexCopy, out, ss, idx, dim);
+  detail::record_index_copy(out, xx, ss, dim, idx);
+  return x.dim() == 0 ? out.reshape({}) : out;
+}
+
 Tensor scatter_add(const Tensor& x, int dim, const Tensor& index, const Tensor& src) {
   detail::check_same_device("scatter_add", {&x, &index, &src});
   const Tensor idx = check_scatter_add("scatter_add", x, dim, index, src);
@@ -550,6 +582,16 @@ Tensor& Tensor::index_add_(int dim, const Tensor& index, const Tensor& source, c
   const Tensor ss = source.dim() == 0 ? source.reshape({1}) : source;
   const Tensor idx = check_index_add("index_add_", xx, dim, index, ss);
   accumulate(detail::IndexOp::IndexAdd, xx, scaled(ss, alpha), idx, dim);
+  return *this;
+}
+
+Tensor& Tensor::index_copy_(int dim, const Tensor& index, const Tensor& source) {
+  detail::check_same_device("index_copy_", {this, &index, &source});
+  detail::check_inplace("index_copy_", *this, &source);
+  const Tensor xx = this->dim() == 0 ? reshape({1}) : *this;
+  const Tensor ss = source.dim() == 0 ? source.reshape({1}) : source;
+  const Tensor idx = check_index_add("index_copy_", xx, dim, index, ss);
+  accumulate(detail::IndexOp::IndexCopy, xx, ss, idx, dim);
   return *this;
 }
 
@@ -587,6 +629,10 @@ Tensor Tensor::index_add(int dim, const Tensor& index, const Tensor& source, con
 Tensor Tensor::scatter_add(int dim, const Tensor& index, const Tensor& src) const {
   return anvil::scatter_add(*this, dim, index, src);
 }
+Tensor Tensor::index_copy(int dim, const Tensor& index, const Tensor& source) const {
+  return anvil::index_copy(*this, dim, index, source);
+}
+Tensor Tensor::flip(const Dims& dims) const { return anvil::flip(*this, dims); }
 std::vector<Tensor> Tensor::split(std::int64_t split_size, int dim) const {
   return anvil::split(*this, split_size, dim);
 }

@@ -78,7 +78,7 @@ IndexLayout index_layout(const detail::IndexArgs& a) {
   IndexLayout L{};
   L.ndim = a.ndim;
   L.dim = a.dim;
-  L.numel = detail::is_accumulating(a.op) ? a.numel / a.shape[a.dim] : a.numel;
+  L.numel = detail::is_scatter(a.op) ? a.numel / a.shape[a.dim] : a.numel;
   L.src_dim_size = a.src_dim_size;
   L.out_offset = a.out.offset;
   L.src_offset = a.src.offset;
@@ -87,8 +87,8 @@ IndexLayout index_layout(const detail::IndexArgs& a) {
     L.shape[d] = a.shape[d];
     L.out_stride[d] = a.out.strides[d];
     L.src_stride[d] = a.src.strides[d];
-    // index_select's and index_add's index is 1-D: its one stride applies along `dim`.
-    if (a.op == detail::IndexOp::IndexSelect || a.op == detail::IndexOp::IndexAdd)
+    // index_select's, index_add's and index_copy's index is 1-D: its one stride applies along `dim`.
+    if (a.op == detail::IndexOp::IndexSelect || a.op == detail::IndexOp::IndexAdd || a.op == detail::IndexOp::IndexCopy)
       L.idx_stride[d] = d == a.dim ? a.index.strides[0] : 0;
     else
       L.idx_stride[d] = a.index.strides[d];

@@ -280,12 +280,14 @@ template <class Q>
 void index(Q& q, const detail::IndexArgs& a) {
   if (a.numel <= 0) return;
   const char* opname = detail::name(a.op);
-  const bool add = detail::is_accumulating(a.op);
-  // An accumulation's index addresses out's dim; a gather's, src's.
-  void* err = q.index_error_buffer_locked(opname, add ? a.shape[a.dim] : a.src_dim_size);
-  const std::int64_t items = add ? a.numel / a.shape[a.dim] : a.numel;  // one work-item per column
+  const bool scatter = detail::is_scatter(a.op);
+  // A scatter's index addresses out's dim; a gather's, src's.
+  void* err = q.index_error_buffer_locked(opname, scatter ? a.shape[a.dim] : a.src_dim_size);
+  const std::int64_t items = scatter ? a.numel / a.shape[a.dim] : a.numel;  // one work-item per column
   if (items <= 0) return;
-  q.launch(q.kernel(IndexKernel{a.src.dtype, a.index.dtype, add}))
+  IndexVariant variant = IndexVariant::Gather;
+  if (scatter) variant = a.op == detail::IndexOp::IndexCopy ? IndexVariant::Copy : IndexVariant::Add;
+  q.launch(q.kernel(IndexKernel{a.src.dtype, a.index.dtype, variant}))
       .buffer(a.out.data)
       .buffer(a.src.data)
       .buffer(a.index.data)

@@ -244,7 +244,7 @@ KernelSpec IndexKernel::spec() const {
   const std::string prefix = std::string("index_") + dtype_name(t) + "_" + dtype_name(tindex);
   return {"index.kern",
           {def("KPREFIX", prefix), type_def("T", t), type_def("TIDX", tindex)},
-          prefix + (add ? "_add" : "_gather")};
+          prefix + kSuffix[static_cast<int>(variant)]};
 }
 
 KernelSpec GemmKernel::spec() const {
@@ -252,6 +252,7 @@ KernelSpec GemmKernel::spec() const {
   return {
       "gemm.kern",
       {def("KPREFIX", prefix), type_def("T", t), type_def("TA", accumulator()), flag_def("T_BOOL", t == DType::Bool)},
+  static constexpr const char* kSuffix[] = {"_gather", "_add", "_copy"};
       prefix + "_tiled"};
 }
 
@@ -331,7 +332,7 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
         for (int v = 0; v < 3; ++v)
           out.push_back(ReduceKernel{r, t, to, fp64, wide, static_cast<ReduceVariant>(v)}.spec());
     }
-    for (bool add : {false, true}) out.push_back(IndexKernel{t, DType::I64, add}.spec());
+    for (int v = 0; v < 3; ++v) out.push_back(IndexKernel{t, DType::I64, static_cast<IndexVariant>(v)}.spec());
     out.push_back(GemmKernel{t}.spec());
     for (int k = 0; k < 3; ++k) out.push_back(RandomKernel{static_cast<RandomKind>(k), t, fp64}.spec());
     if (!is_half(t)) out.push_back(RowKernel{true, t, fp64}.spec());  // halves sort as f32 (ops/scan_sort.cpp)

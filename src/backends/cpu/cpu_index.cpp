@@ -1,4 +1,5 @@
-// index_select and gather: out[pos] = src[pos with dim replaced by index].
+// index_select and gather: out[pos] = src[pos with dim replaced by index];
+// index_add, scatter_add and index_copy: the other way round, into out.
 #include <algorithm>
 #include <cstring>
 
@@ -10,14 +11,17 @@
 namespace anvil::cpu_backend {
 
 namespace {
-// index_add and scatter_add: one column (every coordinate but `dim`) per
-// iteration, its adds in index order -- the order of the device kernel
-// (src/kernels/index.kern), so every backend gives the same bits.
-void accumulate(const detail::IndexArgs& a) {
+// index_add, scatter_add and index_copy: one column (every coordinate but
+// `dim`) per iteration, its adds (or copies) in index order -- the order of
+// the device kernel (src/kernels/index.kern), so every backend gives the same
+// bits and the last of repeated copies wins.
+void scatter(const detail::IndexArgs& a) {
+  const bool one_d = a.op == detail::IndexOp::IndexAdd || a.op == detail::IndexOp::IndexCopy;
+  const bool copy = a.op == detail::IndexOp::IndexCopy;
   const std::int64_t* idx = static_cast<const std::int64_t*>(a.index.data) + a.index.offset;
   const std::int64_t n = a.shape[a.dim], count = a.src_dim_size, columns = a.numel / n;
   const auto idx_stride = [&](int d) {
-    if (a.op == detail::IndexOp::IndexAdd) return d == a.dim ? a.index.strides[0] : std::int64_t{0};
+    if (one_d) return d == a.dim ? a.index.strides[0] : std::int64_t{0};
     return a.index.strides[d];
   };
   const auto column = [&](std::int64_t i, std::int64_t& o_out, std::int64_t& o_src, std::int64_t& o_idx) {
@@ -32,7 +36,7 @@ void accumulate(const detail::IndexArgs& a) {
     }
   };
   // Validate first, so a bad index leaves `out` untouched.
-  const std::int64_t idx_columns = a.op == detail::IndexOp::IndexAdd ? 1 : columns;
+  const std::int64_t idx_columns = one_d ? 1 : columns;
   for (std::int64_t i = 0; i < idx_columns; ++i) {
     std::int64_t o_out, o_src, o_idx;
     column(i, o_out, o_src, o_idx);
@@ -53,7 +57,8 @@ void accumulate(const detail::IndexArgs& a) {
         for (std::int64_t k = 0; k < count; ++k) {
           const std::int64_t j = idx[o_idx + k * idx_stride(a.dim)];
           T& o = out[o_out + j * a.out.strides[a.dim]];
-          o = static_cast<T>(o + src[o_src + k * a.src.strides[a.dim]]);
+          const T s = src[o_src + k * a.src.strides[a.dim]];
+          o = copy ? s : static_cast<T>(o + s);
         }
       }
     });
@@ -99,7 +104,7 @@ bool select_blocks(const detail::IndexArgs& a, const std::int64_t* idx) {
 }  // namespace
 
 void CpuBackend::index(int, const detail::IndexArgs& a) {
-  if (detail::is_accumulating(a.op)) return accumulate(a);
+  if (detail::is_scatter(a.op)) return scatter(a);
   const std::int64_t* idx = static_cast<const std::int64_t*>(a.index.data) + a.index.offset;
   // Validate every index first, so a bad one leaves `out` untouched and the
   // error names the first offender.
