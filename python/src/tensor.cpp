@@ -172,8 +172,8 @@ void bind_tensor(nb::module_& m) {
           },
           ANVIL_NOGIL)
       // Indexing.
-      .def("__getitem__", &getitem)
-      .def("__setitem__", &setitem)
+      .def("__getitem__", &getitem, "key"_a.none())
+      .def("__setitem__", &setitem, "key"_a.none(), "value"_a.none())
       // Views.
       .def("reshape", &reshape_args, ANVIL_NOGIL)
       .def("view", [](const Tensor& x, const nb::args& a) { return x.view(shape_from_args(a, "view")); })
