@@ -12,7 +12,8 @@ import contextlib as _contextlib
 from . import _anvil
 from ._anvil import (  # noqa: F401  (re-exported)
     Error, ShapeError, DTypeError, DeviceMismatchError, DeviceError, IndexError, ValueError,
-    NotSupportedError, NotCompiledError, OutOfMemoryError, BackendError, IOError, CompileError,
+    NotSupportedError, NotCompiledError, OutOfMemoryError, BackendError, IOError, CompileError, ImplicitSyncError,
+    SyncGuard, SyncDebugMode, sync_debug_mode,
     DeviceType, device, DeviceProperties, device_scope, dtype, Tensor, ValuesIndices, MemoryStats,
     cpu, gpu, try_gpu, try_gpu_reason, try_all_gpus, gpu_count, device_count, device_unavailable_reason,
     all_devices, default_device, synchronize, promote_types, set_num_threads, get_num_threads,
@@ -85,4 +86,5 @@ from . import data as data  # noqa: E402,F811
 from . import amp as amp  # noqa: E402,F811
 from . import autograd as autograd  # noqa: E402,F811
 from . import dist as dist  # noqa: E402,F811
+from . import profiler as profiler  # noqa: E402,F811
 from . import array_api as array_api  # noqa: E402,F811  (x.__array_namespace__(): the array API standard)

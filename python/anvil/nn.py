@@ -2,11 +2,14 @@
 Python (Note [Python modules are C++ modules] in python/src/nn.cpp)."""
 
 from ._anvil import Tensor as _Tensor
+from ._anvil import device as _device
+from ._anvil import gpu as _gpu
+from ._anvil import try_all_gpus as _try_all_gpus
 from ._anvil import nn as _nn
 from ._anvil.nn import (  # noqa: F401  (re-exported)
     Sequential, Linear, ReLU, Sigmoid, Tanh, Softmax, Flatten, Dropout, Conv2d, Conv1d, MaxPool2d, AvgPool2d,
     AdaptiveAvgPool2d, AdaptiveMaxPool2d, BatchNorm1d, BatchNorm2d, Embedding, LayerNorm, RNN, GRU, LSTM,
-    MultiheadAttention, TransformerEncoderLayer, DistributedDataParallel, mse_loss, cross_entropy,
+    MultiheadAttention, TransformerEncoderLayer, DistributedDataParallel, DataParallelStep, mse_loss, cross_entropy,
     functional, init,
 )
 
@@ -80,3 +83,48 @@ class Module(_nn.Module):
                 yield from child.modules()
             else:
                 yield child
+
+
+class DataParallel(_nn._DataParallel):
+    """One model on several devices of one process (anvil::nn::DataParallel):
+    one replica per device, one host thread each, the batch split along dim 0
+    and the gradients summed onto the first device's replica (the master,
+    `.module`), whose parameters() an optimiser steps.
+
+        dp = anvil.nn.DataParallel(Net(), device_ids=["opencl:0", "opencl:1"], replicate=Net)
+        opt = anvil.optim.SGD(dp.parameters(), lr=0.1)
+        opt.zero_grad()
+        loss, output = dp.train_step(x, y, anvil.nn.cross_entropy)
+        opt.step()
+
+    `module` is the master, moved to the first device, and `replicate()`
+    builds each other replica (C++ cannot copy a module; they take the
+    master's parameters before every step); or `module` is that function
+    itself. device_ids: devices or their strings (an int i is anvil.gpu(i));
+    None means anvil.try_all_gpus(). Training goes through train_step(x, y,
+    loss) (forward, loss and backward on every device at once); dp(x) is the
+    gathered output without recording gradients, for evaluation."""
+
+    def __init__(self, module, device_ids=None, *, replicate=None):
+        if device_ids is None:
+            devices = _try_all_gpus()
+        else:
+            devices = [_gpu(d) if isinstance(d, int) else d if isinstance(d, _device) else _device(d) for d in device_ids]
+        if isinstance(module, _nn.Module):
+            made = []
+
+            def factory():
+                if not made:
+                    made.append(module)
+                    return module
+                if replicate is None:
+                    raise ValueError("DataParallel: a replica for each device beyond the first is needed; pass "
+                                     "replicate=<a function that builds the same model>, e.g. "
+                                     "DataParallel(Net(), device_ids, replicate=Net)")
+                return replicate()
+        elif callable(module):
+            factory = module
+        else:
+            raise TypeError(f"DataParallel: expected an anvil.nn.Module or a function that builds one, "
+                            f"got {type(module).__name__}")
+        super().__init__(factory, devices)

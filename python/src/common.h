@@ -187,5 +187,10 @@ void bind_io(nb::module_& m);
 void bind_amp(nb::module_& m);
 void bind_ledger(nb::module_& m);
 void bind_dist(nb::module_& m);
+void bind_profiler(nb::module_& m);
+
+// The Python line calling into anvil, for the sync sentinel's call sites
+// (Note [Python call sites] in profiler.cpp).
+SourceLocation python_call_site();
 
 }  // namespace anvil::python

@@ -27,8 +27,11 @@ void bind_device(nb::module_& m) {
       .def("__eq__", [](Device a, const std::string& b) { return a == Device(b); })
       .def("__hash__", [](Device d) { return std::hash<Device>()(d); })
       .def("properties", &properties, "The device's name, memory and driver (DeviceProperties)")
-      .def(
-          "synchronize", [](Device d) { synchronize(d); }, ANVIL_NOGIL);
+      .def("synchronize", [](Device d) {
+        const SourceLocation site = python_call_site();
+        nb::gil_scoped_release release;
+        synchronize(d, site);
+      });
   nb::implicitly_convertible<std::string, Device>();
 
   nb::class_<DeviceProperties>(m, "DeviceProperties")
@@ -56,7 +59,13 @@ void bind_device(nb::module_& m) {
   m.def("all_devices", &all_devices);
   m.def("default_device", &default_device);
   m.def(
-      "synchronize", [](Device d) { synchronize(d); }, "device"_a, ANVIL_NOGIL);
+      "synchronize",
+      [](Device d) {
+        const SourceLocation site = python_call_site();
+        nb::gil_scoped_release release;
+        synchronize(d, site);
+      },
+      "device"_a);
 
   // with anvil.device_scope(d): factories create on d (torch's `with torch.device(d)`).
   struct Scope {

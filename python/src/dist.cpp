@@ -1,6 +1,6 @@
 // python/src/dist.cpp — anvil.dist: the process group under mpirun, its
-// collectives (in place, without the GIL) and DistributedDataParallel
-// (anvil/dist.h, anvil/nn/parallel.h).
+// collectives (in place, without the GIL), DistributedDataParallel and
+// DataParallel (anvil/dist.h, anvil/nn/parallel.h).
 #include "anvil/dist.h"
 
 #include "common.h"
@@ -32,6 +32,7 @@ void bind_dist(nb::module_& top) {
           "allgather",
           [](dist::ProcessGroup& g, const Tensor& in) {
             std::vector<Tensor> out;
+            for (int r = 0; r < g.size(); ++r) out.push_back(empty_like(in));
             g.allgather(out, in).wait();
             return out;
           },
@@ -59,9 +60,33 @@ void bind_dist(nb::module_& top) {
       "broadcast", [](Tensor t, int src) { dist::world().broadcast(t, src).wait(); }, "tensor"_a, "src"_a = 0,
       ANVIL_NOGIL);
   m.def(
+      "all_gather",
+      [](std::vector<Tensor> tensor_list, const Tensor& t) { dist::world().allgather(tensor_list, t).wait(); },
+      "tensor_list"_a, "tensor"_a, ANVIL_NOGIL);
+  m.def(
       "barrier", [] { dist::world().barrier().wait(); }, ANVIL_NOGIL);
 
   nb::module_ nn = top.attr("nn");
+  // One process, several devices. The replicas come from `factory` (one call
+  // per device; C++ cannot copy a module), which anvil.nn.DataParallel
+  // (python/anvil/nn.py) makes from a module and a function that builds
+  // another. The replicas' forward and the loss may be Python: the device
+  // threads take the GIL to run them, and the rest of the step runs without it.
+  nb::class_<nn::DataParallel::StepResult>(nn, "DataParallelStep", "train_step's result: the batch's loss and output")
+      .def_ro("loss", &nn::DataParallel::StepResult::loss)
+      .def_ro("output", &nn::DataParallel::StepResult::output)
+      .def("__iter__",
+           [](const nn::DataParallel::StepResult& r) { return nb::iter(nb::make_tuple(r.loss, r.output)); });
+  nb::class_<nn::DataParallel, nn::Module>(nn, "_DataParallel")
+      .def(nb::init<nn::ModuleFactory, std::vector<Device>>(), "factory"_a, "devices"_a)
+      .def("train_step", &nn::DataParallel::train_step, "input"_a, "target"_a, "loss"_a, ANVIL_NOGIL)
+      .def_prop_ro("device_ids", &nn::DataParallel::devices_used)
+      .def_prop_ro(
+          "module", [](const nn::DataParallel& d) -> nn::Module& { return d.module(); },
+          nb::rv_policy::reference_internal)
+      .def("replica", &nn::DataParallel::replica, "index"_a, nb::rv_policy::reference_internal)
+      .def("__len__", &nn::DataParallel::num_replicas)
+      .def("sync_replicas", &nn::DataParallel::sync_replicas, ANVIL_NOGIL);
   nb::class_<nn::DistributedDataParallel, nn::Module>(nn, "DistributedDataParallel")
       .def(
           "__init__",

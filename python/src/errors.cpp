@@ -28,6 +28,7 @@ ErrorClass g_errors[] = {
     {"BackendError", nullptr},
     {"IOError", PyExc_OSError},
     {"CompileError", nullptr},
+    {"ImplicitSyncError", nullptr},
 };
 enum : int {
   kShape,
@@ -41,10 +42,25 @@ enum : int {
   kOOM,
   kBackend,
   kIO,
-  kCompile
+  kCompile,
+  kImplicitSync
 };
 
 void raise(int i, const char* what) { PyErr_SetString(g_errors[i].type, what); }
+
+// ImplicitSyncError carries the sync's parts as attributes, as the C++ one
+// does as fields: api, file, line, function (the user's Python line when the
+// sync came from a binding, Note [Python call sites]).
+void raise_implicit_sync(const ImplicitSync& e) {
+  PyObject* type = g_errors[kImplicitSync].type;
+  nb::object error = nb::steal(PyObject_CallOneArg(type, nb::str(e.what()).ptr()));
+  if (!error.is_valid()) return;  // the call set the Python error
+  error.attr("api") = e.api();
+  error.attr("file") = e.file();
+  error.attr("line") = e.line();
+  error.attr("function") = e.function();
+  PyErr_SetObject(type, error.ptr());
+}
 
 }  // namespace
 
@@ -87,6 +103,8 @@ void bind_errors(nb::module_& m) {
       raise(kIO, e.what());
     } catch (const CompileError& e) {
       raise(kCompile, e.what());
+    } catch (const ImplicitSync& e) {
+      raise_implicit_sync(e);
     } catch (const Error& e) {
       PyErr_SetString(g_error, e.what());
     }

@@ -265,11 +265,12 @@ Tensor tensor_from_data(nb::handle data, std::optional<DType> dtype, std::option
 }
 
 nb::object item(const Tensor& t) {
+  const SourceLocation site = python_call_site();  // Note [Python call sites]
   if (is_floating(t.dtype())) {
     double v;
     {
       nb::gil_scoped_release release;
-      v = t.item<double>();
+      v = t.item<double>(site);
     }
     return nb::float_(v);
   }
@@ -277,14 +278,14 @@ nb::object item(const Tensor& t) {
     bool v;
     {
       nb::gil_scoped_release release;
-      v = t.item<bool>();
+      v = t.item<bool>(site);
     }
     return nb::bool_(v);
   }
   std::int64_t v;
   {
     nb::gil_scoped_release release;
-    v = t.item<std::int64_t>();
+    v = t.item<std::int64_t>(site);
   }
   return nb::int_(v);
 }
@@ -300,12 +301,13 @@ nb::object nest(const std::vector<T>& values, const Shape& shape, int dim, std::
 }  // namespace
 
 nb::object tolist(const Tensor& t) {
+  const SourceLocation site = python_call_site();  // Note [Python call sites]
   std::size_t at = 0;
   if (is_floating(t.dtype())) {
     std::vector<double> v;
     {
       nb::gil_scoped_release release;
-      v = t.to_vector<double>();
+      v = t.to_vector<double>(site);
     }
     return nest(v, t.shape(), 0, at, [](double x) { return nb::object(nb::float_(x)); });
   }
@@ -313,14 +315,14 @@ nb::object tolist(const Tensor& t) {
     std::vector<unsigned char> v;
     {
       nb::gil_scoped_release release;
-      v = t.to_vector<unsigned char>();
+      v = t.to_vector<unsigned char>(site);
     }
     return nest(v, t.shape(), 0, at, [](unsigned char x) { return nb::object(nb::bool_(x != 0)); });
   }
   std::vector<std::int64_t> v;
   {
     nb::gil_scoped_release release;
-    v = t.to_vector<std::int64_t>();
+    v = t.to_vector<std::int64_t>(site);
   }
   return nest(v, t.shape(), 0, at, [](std::int64_t x) { return nb::object(nb::int_(x)); });
 }

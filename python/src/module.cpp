@@ -16,4 +16,5 @@ NB_MODULE(_anvil, m) {
   bind_amp(m);
   bind_ledger(m);
   bind_dist(m);
+  bind_profiler(m);
 }

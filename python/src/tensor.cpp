@@ -33,8 +33,18 @@ Tensor finish(Tensor t, bool requires_grad) {
 Tensor reshape_args(const Tensor& x, const nb::args& args) { return x.reshape(shape_from_args(args, "reshape")); }
 
 std::string repr(const Tensor& t) {
+  const SourceLocation site = python_call_site();  // Note [Python call sites]
   nb::gil_scoped_release release;
-  return to_string(t);
+  return to_string(t, site);
+}
+
+// x.item<T>() for __float__, __int__, __bool__, __index__: the call site
+// read with the GIL held, the wait without it.
+template <typename T>
+T item_at_site(const Tensor& x) {
+  const SourceLocation site = python_call_site();
+  nb::gil_scoped_release release;
+  return x.item<T>(site);
 }
 
 nb::object grad_or_none(const Tensor& t) {
@@ -57,10 +67,11 @@ Tensor to(const Tensor& x, nb::args args, std::optional<Device> device, std::opt
       device = nb::cast<Device>(a);
     }
   }
+  const SourceLocation site = python_call_site();
   nb::gil_scoped_release release;
   Tensor out = x;
   if (dtype) out = out.to(*dtype);
-  if (device) out = copy && out.is_same(x) ? out.copy_to(*device) : out.to(*device);
+  if (device) out = copy && out.is_same(x) ? out.copy_to(*device, site) : out.to(*device, site);
   if (copy && out.is_same(x)) out = out.clone();
   return out;
 }
@@ -117,9 +128,19 @@ void bind_tensor(nb::module_& m) {
       // Moving between devices and dtypes.
       .def("to", &to, "args"_a, nb::kw_only(), "device"_a = nb::none(), "dtype"_a = nb::none(), "copy"_a = false)
       .def(
-          "copy_to", [](const Tensor& x, Device d) { return x.copy_to(d); }, "device"_a, ANVIL_NOGIL)
-      .def(
-          "cpu", [](const Tensor& x) { return x.cpu(); }, ANVIL_NOGIL)
+          "copy_to",
+          [](const Tensor& x, Device d) {
+            const SourceLocation site = python_call_site();
+            nb::gil_scoped_release release;
+            return x.copy_to(d, site);
+          },
+          "device"_a)
+      .def("cpu",
+           [](const Tensor& x) {
+             const SourceLocation site = python_call_site();
+             nb::gil_scoped_release release;
+             return x.cpu(site);
+           })
       .def(
           "cuda", [](const Tensor& x, int i) { return x.to(Device(DeviceType::CUDA, i)); }, "index"_a = 0, ANVIL_NOGIL)
       .def(
@@ -150,30 +171,24 @@ void bind_tensor(nb::module_& m) {
           "dtype"_a = nb::none(), "copy"_a = nb::none())
       .def("__dlpack__", &dlpack_capsule, nb::kw_only(), "stream"_a = nb::none())
       .def("__dlpack_device__", &dlpack_device)
-      .def(
-          "__float__", [](const Tensor& x) { return x.item<double>(); }, ANVIL_NOGIL)
-      .def(
-          "__int__", [](const Tensor& x) { return x.item<std::int64_t>(); }, ANVIL_NOGIL)
-      .def(
-          "__bool__",
-          [](const Tensor& x) {
-            if (x.numel() != 1)
-              throw ValueError(detail::cat("bool: the truth value of a tensor with ", x.numel(),
-                                           " elements is ambiguous; use .any() or .all()"));
-            return x.item<bool>();
-          },
-          ANVIL_NOGIL)
-      .def(
-          "__index__",
-          [](const Tensor& x) {
-            if (!is_integral(x.dtype()) || x.numel() != 1)
-              throw nb::type_error("only one-element integer tensors can be converted to an index");
-            return x.item<std::int64_t>();
-          },
-          ANVIL_NOGIL)
+      .def("__float__", &item_at_site<double>)
+      .def("__int__", &item_at_site<std::int64_t>)
+      .def("__bool__",
+           [](const Tensor& x) {
+             if (x.numel() != 1)
+               throw ValueError(detail::cat("bool: the truth value of a tensor with ", x.numel(),
+                                            " elements is ambiguous; use .any() or .all()"));
+             return item_at_site<bool>(x);
+           })
+      .def("__index__",
+           [](const Tensor& x) {
+             if (!is_integral(x.dtype()) || x.numel() != 1)
+               throw nb::type_error("only one-element integer tensors can be converted to an index");
+             return item_at_site<std::int64_t>(x);
+           })
       // Indexing.
-      .def("__getitem__", &getitem, "key"_a.none())
-      .def("__setitem__", &setitem, "key"_a.none(), "value"_a.none())
+      .def("__getitem__", &getitem)
+      .def("__setitem__", &setitem)
       // Views.
       .def("reshape", &reshape_args, ANVIL_NOGIL)
       .def("view", [](const Tensor& x, const nb::args& a) { return x.view(shape_from_args(a, "view")); })
