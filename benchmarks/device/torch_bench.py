@@ -198,7 +198,9 @@ def main():
     status = 0
     for job in jobs:
         emit({"job": job["id"], "start": True})
-        status |= run_job(parse(job["argv"]), job["id"])
+        # The process's --data-dir and --corpus hold for every job.
+        shared = ["--data-dir", args.data_dir, "--corpus", args.corpus]
+        status |= run_job(parse(shared + job["argv"]), job["id"])
         emit({"job": job["id"], "done": True})
     return status
 

@@ -174,7 +174,11 @@ void binary(Q& q, detail::BinaryOp op, const detail::ElementwiseArgs& a, const d
   if (variant != BinaryVariant::Strided) {
     // Dense: plain arguments (PoCL copies a by-value struct per launch).
     l.buffer(a.out.data).arg(a.out.offset).buffer(x.data).arg(x.offset).buffer(y.data).arg(y.offset);
-    l.scalar(operand_scalar(x)).scalar(operand_scalar(y)).arg(a.numel).run(a.numel, opname);
+    const std::int64_t per_thread = dense_elements_per_thread();  // binary.kern's EW_PER_THREAD
+    l.scalar(operand_scalar(x))
+        .scalar(operand_scalar(y))
+        .arg(a.numel)
+        .run((a.numel + per_thread - 1) / per_thread, opname);
     return;
   }
   l.buffer(a.out.data).buffer(x.data).buffer(y.data).scalar(operand_scalar(x)).scalar(operand_scalar(y));

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -188,6 +189,15 @@ KernelSpec UnaryKernel::spec() const {
       prefix + (strided ? "_s" : "_c")};
 }
 
+int dense_elements_per_thread() noexcept {
+  static const int n = [] {
+    const char* v = std::getenv("ANVIL_EW_PER_THREAD");
+    const int asked = v ? std::atoi(v) : 0;
+    return asked >= 1 && asked <= 16 ? asked : 4;
+  }();
+  return n;
+}
+
 KernelSpec BinaryKernel::spec() const {
   const char* opname = detail::name(op);
   const DType tc = widen_half(detail::is_comparison(op) ? promote(ta, tb) : promote(promote(ta, tb), to));
@@ -205,10 +215,11 @@ KernelSpec BinaryKernel::spec() const {
   if (tb != ta || to != (detail::is_comparison(op) ? DType::Bool : ta))
     prefix += std::string("_") + dtype_name(tb) + "_" + dtype_name(to);
   static constexpr const char* kSuffix[] = {"_c", "_cs", "_sc", "_s"};
-  defines.insert(defines.begin(),
-                 {def("KPREFIX", prefix), def("BIN_FN", std::string("anvil_op_") + opname), type_def("TA", ta),
-                  type_def("TB", tb), type_def("TC", tc), flag_def("TC_FLOAT", is_floating(tc)), type_def("TO", to),
-                  flag_def("TO_BOOL", to == DType::Bool)});
+  defines.insert(
+      defines.begin(),
+      {def("KPREFIX", prefix), def("BIN_FN", std::string("anvil_op_") + opname), type_def("TA", ta), type_def("TB", tb),
+       type_def("TC", tc), flag_def("TC_FLOAT", is_floating(tc)), type_def("TO", to),
+       flag_def("TO_BOOL", to == DType::Bool), def("EW_PER_THREAD", std::to_string(dense_elements_per_thread()))});
   return {"binary.kern", std::move(defines), prefix + kSuffix[static_cast<int>(variant)]};
 }
 
