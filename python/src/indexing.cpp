@@ -223,6 +223,11 @@ Indexed apply_basic(const Tensor& x, nb::handle key) {
       }
       case Kind::Array: {
         const Tensor& t = it.array;
+        if (!t.device().is_cpu() && t.device() != x.device())
+          throw DeviceMismatch(
+              detail::cat("index: an index tensor must be on the indexed tensor's device or the "
+                          "CPU; expected ",
+                          x.device(), " or cpu, got ", t.device(), "; move it with .to(", x.device(), ")"));
         if (t.dtype() == DType::Bool) {
           for (int j = 0; j < t.dim(); ++j)
             if (out.view.size(dim + j) != t.size(j))
@@ -374,6 +379,16 @@ Tensor value_for(const Tensor& v, const Tensor& x, const Shape& shape) {
   return t.to(x.dtype());
 }
 
+// key is one bool tensor on x's device covering x's leading dims.
+bool masks_leading_dims(const Tensor& x, nb::handle key) {
+  if (!nb::isinstance<Tensor>(key)) return false;
+  const Tensor& m = nb::cast<const Tensor&>(key);
+  if (m.dtype() != DType::Bool || m.dim() == 0 || m.dim() > x.dim() || m.device() != x.device()) return false;
+  for (int d = 0; d < m.dim(); ++d)
+    if (m.size(d) != x.size(d)) return false;
+  return true;
+}
+
 bool same_view(const Tensor& a, const Tensor& b) {
   return a.shares_storage(b) && a.offset() == b.offset() && a.shape() == b.shape() && a.strides() == b.strides();
 }
@@ -388,9 +403,18 @@ bool flattens_as_view(const Tensor& t, int at, int count) {
 }  // namespace
 
 void setitem(Tensor& x, nb::handle key, nb::handle value) {
-  Indexed ix = apply_basic(x, key);
   Scalar s;
   const bool scalar = !nb::isinstance<Tensor>(value) && nb::try_cast<Scalar>(value, s);
+  if (scalar && masks_leading_dims(x, key)) {
+    // x[mask] = number as masked_fill, as PyTorch does: no host read of the mask.
+    Tensor mask = nb::cast<Tensor>(key);
+    nb::gil_scoped_release release;
+    std::vector<std::int64_t> shape(mask.shape().begin(), mask.shape().end());
+    shape.resize(static_cast<std::size_t>(x.dim()), 1);
+    x.copy_(x.masked_fill(mask.reshape(Shape(shape)), s));
+    return;
+  }
+  Indexed ix = apply_basic(x, key);
   Tensor v;
   if (!scalar) {
     if (nb::isinstance<Tensor>(value)) {
