@@ -30,25 +30,25 @@ def on(dev, key, form):
 
 
 S = slice
-#Each key applied to XN(shape[2, 3, 4, 5]).
+# Each key applied to XN (shape [2, 3, 4, 5]).
 GET_KEYS = [
     0, -1, (1, 2), (S(None), 1, S(1, 3)), (S(None, None, 2),), (Ellipsis, 1), (None, 0), (0, None, S(0, 4, 3)),
     (Ellipsis, None), (), Ellipsis, (S(10, 20),), (S(-3, -1), -2),
-#negative steps
+    # negative steps
     S(None, None, -1), (S(None), S(None, None, -1)), (Ellipsis, S(4, 0, -2)), (1, S(3, None, -2), S(None, None, -3)),
     (S(None), S(None), S(2, 2, -1)), (Ellipsis, S(-1, -6, -1)), (S(None), S(None, None, -5)),
-#one index array
+    # one index array
     I([1, 0, 1]), (S(None), I([2, 0, 2, 1])), (S(None), S(None), I([[0, 3], [1, 1]])), (Ellipsis, I([-1, -5, 0])),
     (S(None), I([], dtype=np.int64)), (0, I([2, 1])),
-#several : broadcast together; adjacent ones stay in place, separated ones go first
+    # several: broadcast together; adjacent ones stay in place, separated ones go first
     (I([0, 1]), I([2, 0])), (I([[0], [1]]), I([0, 2, 1])), (S(None), I([0, 2]), I([3, 1])),
     (I([1, 0]), S(None), I([2, 3])), (I([1, 0]), S(None), S(None), I([[4], [0]])), (0, S(None), I([1, 2])),
     (S(None), 0, I([1, 2])), (I([1, 0]), 1, S(None), 3), (I([1]), None, I([2])), (S(None), I([1, 0]), None, I([0, 3])),
     (I([0, 1, 1]), I([2, 2, 0]), I([1, 3, 0]), I([4, 0, 2])), (I([1]), Ellipsis, I([0, 4])),
-#bool masks
+    # bool masks
     XN > 60, (XN[:, :, 0, 0] > 3), (S(None), XN[0, :, :, 0] % 3 == 0), (XN[:, 0, 0, 0] > 0, 0), True, False,
     (Ellipsis, True), (0, False), (XN[:, 0, 0, 0] > -1, S(None), I([1, 2])), np.zeros((2, 3), dtype=bool),
-#with negative steps
+    # with negative steps
     (I([1, 0]), S(None, None, -1)), (S(None, None, -1), I([0, 2]), S(None), I([1, 4])),
     (S(None, None, -1), XN[0, :, 0, 0] > 10),
 ]
@@ -89,7 +89,8 @@ def test_zero_dim(dev):
     assert x[()].item() == 3.5 and x[...].shape == ()
     assert x[None].shape == (1,) and x[True].shape == (1,) and x[False].shape == (0,)
 
-#(key, value maker) : the value from the region's shape, as NumPy takes it.
+
+# (key, value maker): the value from the region's shape, as NumPy takes it.
 SET_CASES = [
     ((0, 1), lambda s: 3.0),
     ((S(None), 2), lambda s: 7),
@@ -215,8 +216,8 @@ def test_index_errors(dev):
 
 
 def test_device_index_out_of_range_is_reported(dev):
-#Index tensors already on a device are not read back : the kernel finds
-#the bad entry and it is reported at the next sync, as an IndexError.
+    # Index tensors already on a device are not read back: the kernel finds
+    # the bad entry and it is reported at the next sync, as an IndexError.
     x = anvil.zeros(2, 3, device=dev)
     for key in [anvil.tensor([0, 7], device=dev), (anvil.tensor([1, 0], device=dev), anvil.tensor([5, 0], device=dev))]:
         with pytest.raises(IndexError):
@@ -225,8 +226,9 @@ def test_device_index_out_of_range_is_reported(dev):
             x[key] = 1.0
             x.tolist()
 
-#Read forms and their gradient : numpy.add.at scatters the output gradient
-#back, duplicates added, with NumPy's meaning of the key.
+
+# Read forms and their gradient: numpy.add.at scatters the output gradient
+# back, duplicates added, with NumPy's meaning of the key.
 X3 = XN[0] / 10  # [3, 4, 5]
 GRAD_KEYS = [
     S(None, None, -1), (S(None), S(3, 0, -2)), I([2, 0, 2]), (I([0, 2, 2]), I([1, 1, 1])),
@@ -247,7 +249,7 @@ def test_gradient_through_getitem(dev, key):
 
 
 def test_gradient_finite_differences(dev):
-#Float64 central differences of sum(w* x[key]) for two multi - array keys.
+    # Float64 central differences of sum(w * x[key]) for two multi-array keys.
     if dev.type != "cpu":
         pytest.skip("float64 on the CPU only")
     rng = np.random.default_rng(1)
@@ -265,8 +267,8 @@ def test_gradient_finite_differences(dev):
 
 
 def test_mask_fill_and_device_indices_need_no_host_sync(dev):
-#x[mask] = number is masked_fill(as PyTorch), and index tensors already
-#on the device are not read back : neither waits for the device.
+    # x[mask] = number is masked_fill (as PyTorch), and index tensors already
+    # on the device are not read back: neither waits for the device.
     xn = XN.copy()
     x = anvil.tensor(xn, device=dev)
     m = x > 50
