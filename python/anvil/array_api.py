@@ -145,23 +145,15 @@ def _or(a, b):
     return _a.where(a, True, b)
 
 
-# --- the array object ------------------------------------------------------------
-def _array_namespace(self, /, *, api_version=None):
+# --- the array object ---------------------------------------------------------------
+# x.__array_namespace__(), x.to_device(), the operators //, %, &, |, ^, <<, >>,
+# ~ and x.T are bound in python/src/array_api.cpp and call the functions here.
+def _namespace(api_version):
     if api_version is not None and api_version not in _VERSIONS:
         raise ValueError(f"__array_namespace__: api_version {api_version!r} is not supported; expected one of "
                          f"{', '.join(_VERSIONS)} or None")
     import sys
     return sys.modules[__name__]
-
-
-def _to_device(self, device, /, *, stream=None):
-    if stream is not None:
-        _not_supported("to_device", f"stream={stream!r}: anvil orders work by each device's own queue; pass None")
-    return self.to(device)
-
-
-_Tensor.__array_namespace__ = _array_namespace
-_Tensor.to_device = _to_device
 
 
 # --- inspection -------------------------------------------------------------------
@@ -1198,24 +1190,3 @@ def any(x, /, *, axis=None, keepdims=False):  # noqa: A001
     trues = _as_bool(x).to(int64)
     return _a.gt(_reduce("any", _a.sum, trues, axis, keepdims), 0)
 
-
-# --- operators of the array object that anvil.Tensor lacks ----------------------------------------
-# The standard's operators beyond PyTorch's bound ones, as the functions above. A
-# C++ binding of the same name wins: these fill gaps only. ~x on an integer
-# tensor is bitwise (as in the standard and PyTorch), not logical_not.
-def _operator(fn, reflected=False):
-    if reflected:
-        return lambda self, other: fn(other, self)
-    return lambda self, other: fn(self, other)
-
-
-for _name, _fn in [("and", bitwise_and), ("or", bitwise_or), ("xor", bitwise_xor), ("floordiv", floor_divide),
-                   ("mod", remainder), ("lshift", bitwise_left_shift), ("rshift", bitwise_right_shift)]:
-    for _dunder, _reflected in [(f"__{_name}__", False), (f"__r{_name}__", True)]:
-        if not _builtins.any(_dunder in vars(k) for k in _Tensor.__mro__[:-1]):  # not object's, nor type's
-            setattr(_Tensor, _dunder, _operator(_fn, _reflected))
-_Tensor.__invert__ = bitwise_invert
-# x.T reverses the dims, as NumPy's and PyTorch's (the bound property returned x
-# unchanged above 2 dims); 2023.12 asks for 2 dims, matrix_transpose for more.
-_Tensor.T = property(lambda x: _a.permute(x, tuple(range(x.ndim - 1, -1, -1))), doc="x with its dims reversed")
-del _name, _fn, _dunder, _reflected

@@ -8,6 +8,7 @@ NB_MODULE(_anvil, m) {
   bind_errors(m);
   bind_device(m);
   bind_tensor(m);
+  bind_array_api(m);
   bind_autograd(m);
   bind_nn(m);
   bind_optim(m);
