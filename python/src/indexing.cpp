@@ -395,8 +395,13 @@ bool same_view(const Tensor& a, const Tensor& b) {
 
 // Whether dims [at, at + count) of t can be flattened into one without a copy.
 bool flattens_as_view(const Tensor& t, int at, int count) {
-  for (int d = at; d < at + count - 1; ++d)
-    if (t.size(d) != 1 && t.size(d + 1) != 1 && t.stride(d) != t.stride(d + 1) * t.size(d + 1)) return false;
+  int inner = -1;  // the last dim of size > 1 seen, from the innermost
+  for (int d = at + count - 1; d >= at; --d) {
+    if (t.size(d) == 0) return true;
+    if (t.size(d) == 1) continue;
+    if (inner >= 0 && t.stride(d) != t.stride(inner) * t.size(inner)) return false;
+    inner = d;
+  }
   return true;
 }
 
@@ -461,8 +466,13 @@ void setitem(Tensor& x, nb::handle key, nb::handle value) {
   for (int d = g.at + g.count; d < g.view.dim(); ++d) rows.push_back(g.view.size(d));
   source = source.reshape(Shape(rows));
   if (source.shares_storage(x)) source = source.clone();
-  if (flattens_as_view(g.view, g.at, g.count)) {
-    Tensor target = g.count > 1 ? g.view.flatten(g.at, g.at + g.count - 1) : g.view;
+  Tensor target;
+  if (g.count == 1) {
+    target = g.view;
+  } else if (flattens_as_view(g.view, g.at, g.count)) {
+    target = g.view.flatten(g.at, g.at + g.count - 1);
+  }
+  if (target.defined() && (target.numel() == 0 || target.shares_storage(x))) {
     target.index_copy_(g.at, f.index, source);
   } else {  // write through a contiguous copy of the region
     Tensor region = g.view.contiguous();

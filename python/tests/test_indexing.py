@@ -113,6 +113,8 @@ SET_CASES = [
     ((S(None), XN[0, :, :, 0] % 3 == 0), lambda s: np.arange(s[-1], dtype=np.float32)),
     (True, lambda s: 2.0),
     ((Ellipsis, I([-1, -5])), lambda s: np.arange(s[-1], dtype=np.float32)),
+    # separated advanced indices whose dims flatten only around a size-1 dim: written in place
+    ((S(None, None, -1), 1, True, S(None), 2), lambda s: np.arange(np.prod(s), dtype=np.float32).reshape(s)),
 ]
 
 
@@ -299,3 +301,68 @@ def test_index_on_another_device_is_an_error(dev):
     assert f"expected {dev} or cpu, got {other}" in str(info.value)
     x[anvil.tensor([0, 1])] = 1.0  # CPU index tensors are fine
     assert x.tolist() == [1.0, 1.0, 0.0]
+
+
+def random_key(rng, shape):
+    """A subscript mixing every kind of item, valid or not for shape."""
+    items, d = [], 0
+    for _ in range(rng.integers(0, len(shape) + 2)):
+        r = rng.random()
+        n = shape[d] if d < len(shape) else 0
+        if r < 0.1:
+            items.append(None)
+        elif r < 0.15 and not any(k is Ellipsis for k in items):
+            items.append(Ellipsis)
+        elif d >= len(shape):
+            break
+        elif r < 0.35 and n > 0:
+            items.append(int(rng.integers(-n, n)))
+            d += 1
+        elif r < 0.65:
+            start, stop = (int(v) if rng.random() < 0.7 else None for v in rng.integers(-n - 2, n + 3, 2))
+            items.append(S(start, stop, [None, 1, 2, -1, -2, -3][rng.integers(0, 6)]))
+            d += 1
+        elif r < 0.85 and n > 0:
+            items.append(rng.integers(-n, n, [(2,), (3,), (1,), (2, 1), (1, 3), (0,)][rng.integers(0, 6)]))
+            d += 1
+        elif r < 0.9:
+            items.append(bool(rng.random() < 0.5))
+        else:
+            k = int(rng.integers(1, min(2, len(shape) - d) + 1))
+            items.append(rng.random(shape[d:d + k]) < 0.5)
+            d += k
+    return tuple(items)
+
+
+def test_random_keys_vs_numpy(dev):
+    # Seeded random subscripts over small shapes (size-0 and size-1 dims
+    # included); get and set against NumPy. Keys NumPy rejects or only
+    # warns about are skipped, as are sets that write one element twice.
+    import warnings
+    rng = np.random.default_rng(33)
+    checked = 0
+    for _ in range(300):
+        shape = tuple(int(n) for n in rng.integers(0, 4, rng.integers(0, 5)))
+        xn = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+        key = random_key(rng, shape)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                want = xn[key]
+                positions = np.arange(xn.size).reshape(shape)[key]
+            except (IndexError, ValueError, DeprecationWarning):
+                continue
+        x = anvil.tensor(xn, device=dev)
+        # An empty nested list loses its shape ([[]] is not [0, 1]): lists only when not empty.
+        as_list = rng.random() < 0.5 and all(k.size for k in key if isinstance(k, np.ndarray))
+        akey = on(dev, key, "list" if as_list else "tensor")
+        got = x[akey]
+        assert got.shape == want.shape, key
+        np.testing.assert_array_equal(to_np(got), want, err_msg=repr(key))
+        if len(np.unique(positions)) == positions.size:
+            vn = np.arange(want.size, dtype=np.float32).reshape(want.shape) + 100
+            xn[key] = vn
+            x[akey] = anvil.tensor(vn, device=dev)
+            np.testing.assert_array_equal(to_np(x), xn, err_msg=repr(key))
+        checked += 1
+    assert checked > 150
