@@ -56,10 +56,12 @@ std::string py_type_name(nb::handle h) { return nb::type_name(h.type()).c_str();
 }
 
 // A list, tuple or NumPy value as a CPU tensor (no device work, so reading
-// it back is free); an empty list is an empty integer index, as in NumPy.
+// it back is free); an empty list is an empty integer index, as in NumPy
+// (an empty array keeps its dtype).
 Tensor host_array(nb::handle h) {
   Tensor t = tensor_from_data(h, std::nullopt, cpu());
-  if (t.numel() == 0 && t.dtype() != DType::I32) t = t.to(i64);
+  const bool sequence = PyList_Check(h.ptr()) || PyTuple_Check(h.ptr());
+  if (sequence && t.numel() == 0) t = t.to(i64);
   return t;
 }
 
@@ -449,7 +451,9 @@ void setitem(Tensor& x, nb::handle key, nb::handle value) {
     const int lead = ix.view.dim() - t.dim();
     for (int d : ix.flip_dims)
       if (d >= lead && t.size(d - lead) > 1) flips.push_back(d - lead);
-    ix.view.copy_(flip_dims(t, flips));
+    t = flip_dims(t, flips);
+    if (t.shares_storage(x)) t = t.clone();  // x[1:] = x[:-1] reads x before writing it, as NumPy
+    ix.view.copy_(t);
     return;
   }
   const Folded f = fold(ix, x.device());
@@ -476,8 +480,8 @@ void setitem(Tensor& x, nb::handle key, nb::handle value) {
     target.index_copy_(g.at, f.index, source);
   } else {  // write through a contiguous copy of the region
     Tensor region = g.view.contiguous();
-    Tensor target = region.flatten(g.at, g.at + g.count - 1);
-    target.index_copy_(g.at, f.index, source);
+    Tensor flat = region.flatten(g.at, g.at + g.count - 1);
+    flat.index_copy_(g.at, f.index, source);
     Tensor dest = g.view;
     dest.copy_(region);
   }

@@ -174,6 +174,17 @@ def test_setitem_through_non_contiguous(dev):
     np.testing.assert_array_equal(to_np(base), base_n)
 
 
+def test_setitem_overlapping_value(dev):
+    xn = np.arange(6, dtype=np.float32)
+    x = anvil.tensor(xn, device=dev)
+    xn[1:] = xn[:-1].copy()
+    x[1:] = x[:-1]
+    np.testing.assert_array_equal(to_np(x), xn)
+    xn[[4, 5]] = xn[3:5].copy()
+    x[[4, 5]] = x[3:5]
+    np.testing.assert_array_equal(to_np(x), xn)
+
+
 def test_setitem_dtype_conversion(dev):
     xn = np.zeros((2, 3), dtype=np.int64)
     x = anvil.tensor(xn, device=dev)
