@@ -50,13 +50,21 @@ void matmul(benchmark::State& state, std::int64_t n) {
       2.0 * static_cast<double>(n * n * n), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
-// Embedding's backward: `n` rows of `src` added into `rows` rows (index_add).
-void index_add(benchmark::State& state, std::int64_t rows, std::int64_t cols, std::int64_t n) {
+// Embedding's backward: `n` rows of `src` added into `rows` rows (index_add);
+// Python's x[idx] = src, the same rows copied (index_copy).
+template <class Op>
+void scatter_rows(benchmark::State& state, Op op, std::int64_t rows, std::int64_t cols, std::int64_t n) {
   const auto x = anvil::zeros({rows, cols});
   const auto src = anvil::rand({n, cols});
   const auto idx = anvil::randint(0, rows, {n});
-  for (auto _ : state) benchmark::DoNotOptimize(anvil::index_add(x, 0, idx, src));
+  for (auto _ : state) benchmark::DoNotOptimize(op(x, idx, src));
   set_bytes(state, src, 2);
+}
+anvil::Tensor index_add_op(const anvil::Tensor& x, const anvil::Tensor& i, const anvil::Tensor& s) {
+  return anvil::index_add(x, 0, i, s);
+}
+anvil::Tensor index_copy_op(const anvil::Tensor& x, const anvil::Tensor& i, const anvil::Tensor& s) {
+  return anvil::index_copy(x, 0, i, s);
 }
 
 anvil::Tensor add_op(const anvil::Tensor& a, const anvil::Tensor& b) { return anvil::add(a, b); }
@@ -72,7 +80,11 @@ anvil::Tensor tanh_op(const anvil::Tensor& a) { return anvil::tanh(a); }
     benchmark::RegisterBenchmark(id("tanh", rows, cols).c_str(), unary, tanh_op, rows, cols);
     benchmark::RegisterBenchmark(id("sum", rows, cols).c_str(), reduce, rows, cols);
   }
-  benchmark::RegisterBenchmark(id("index_add", 10000, 256).c_str(), index_add, 10000, 256, 32 * 35)
+  benchmark::RegisterBenchmark(id("index_add", 10000, 256).c_str(), scatter_rows<decltype(&index_add_op)>, index_add_op,
+                               10000, 256, 32 * 35)
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark(id("index_copy", 10000, 256).c_str(), scatter_rows<decltype(&index_copy_op)>,
+                               index_copy_op, 10000, 256, 32 * 35)
       ->Unit(benchmark::kMicrosecond);
   for (std::int64_t n : {64, 100, 256, 1024})
     benchmark::RegisterBenchmark(id("matmul", n, n).c_str(), matmul, n)->Unit(benchmark::kMicrosecond);
