@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../benchmarks/background_load.h"
@@ -27,11 +29,17 @@ using ref::Layout;
 
 // Restores the thread count however the test ends. While it lives, team
 // sizes follow set_num_threads and the work's size only: the load bound is
-// off, since under `ctest -j` the other tests are load.
+// off, since under `ctest -j` the other tests are load, and the wake cost is
+// fixed at the reference, whose thresholds are the constants these tests
+// name (Note [Threads from the measured wake cost]).
 struct ThreadsGuard {
   int saved = num_threads();
-  ThreadsGuard() { anvil::cpu_backend::set_load_bound(false); }
+  explicit ThreadsGuard(double wake_us = anvil::cpu_backend::kReferenceWakeUs) {
+    anvil::cpu_backend::set_load_bound(false);
+    anvil::cpu_backend::set_parallel_wake_us(wake_us);
+  }
   ~ThreadsGuard() {
+    anvil::cpu_backend::set_parallel_wake_us(0);
     anvil::cpu_backend::set_load_bound(true);
     set_num_threads(saved);
   }
@@ -58,6 +66,7 @@ TEST(ThreadCount, SetAndGet) {
 namespace cpu_threads = anvil::cpu_backend;
 
 TEST(ThreadChoice, GemmThreadsFromTheProductsSize) {
+  ThreadsGuard guard;
   using cpu_threads::gemm_threads;
   EXPECT_EQ(gemm_threads(64, 64, 64, 2), 1);
   EXPECT_EQ(gemm_threads(100, 100, 100, 2), 1) << "the chapter's exercise";
@@ -159,6 +168,112 @@ TEST(ThreadChoice, CostlyElementsSplitSooner) {
   const auto s = cpu_threads::parallel_stats();
   EXPECT_EQ(s.regions, 1u);
   EXPECT_EQ(s.region_threads, 2u);
+}
+
+// --- the wake cost (Note [Threads from the measured wake cost]) ---
+
+TEST(WakeCost, MeasuredCostIsPositiveAndBounded) {
+  for (const int threads : {2, 3}) {
+    const double us = cpu_threads::measure_parallel_wake_us(threads);
+    EXPECT_GE(us, cpu_threads::kMinWakeUs) << threads << " threads";
+    EXPECT_LE(us, cpu_threads::kMaxWakeUs) << threads << " threads";
+  }
+  EXPECT_EQ(cpu_threads::measure_parallel_wake_us(1), 0.0) << "one thread has no pool to wake";
+}
+
+TEST(WakeCost, MeasuredOnceAtTheBoundAndAgainWhenItChanges) {
+  if (std::getenv("ANVIL_PARALLEL_WAKE_US") != nullptr) GTEST_SKIP() << "ANVIL_PARALLEL_WAKE_US fixes the cost";
+  const int saved = num_threads();
+  set_num_threads(2);
+  (void)(randn({4 << 20}, cpu()) * 2.0);  // a parallel decision
+  ParallelCosts c = parallel_costs();
+  EXPECT_FALSE(c.fixed);
+  EXPECT_EQ(c.threads, 2);
+  EXPECT_GE(c.wake_us, cpu_threads::kMinWakeUs);
+  EXPECT_LE(c.wake_us, cpu_threads::kMaxWakeUs);
+  EXPECT_EQ(parallel_costs().wake_us, c.wake_us) << "measured once, not per decision";
+  set_num_threads(3);
+  c = parallel_costs();
+  EXPECT_EQ(c.threads, 3) << "a new bound is measured again";
+  set_num_threads(saved);
+}
+
+TEST(WakeCost, DerivedThresholdsFollowTheCost) {
+  using cpu_threads::kReferenceWakeUs;
+  {
+    // The reference cost gives the constants (parallel.h, threads.h).
+    ThreadsGuard at_reference;
+    const ParallelCosts c = parallel_costs();
+    EXPECT_TRUE(c.fixed);
+    EXPECT_EQ(c.wake_us, kReferenceWakeUs);
+    EXPECT_EQ(c.grain, 1 << 18);
+    EXPECT_EQ(c.grain_vector_math, 1 << 16);
+    EXPECT_EQ(c.grain_libm, 1 << 13);
+    EXPECT_EQ(c.gemm_macs_per_thread, cpu_threads::kGemmWorkPerThread);
+  }
+  std::int64_t last_grain = 0, last_macs = 0;
+  for (const double us : {kReferenceWakeUs * 2, kReferenceWakeUs, kReferenceWakeUs / 10}) {
+    ThreadsGuard guard(us);
+    const ParallelCosts c = parallel_costs();
+    EXPECT_EQ(c.wake_us, us);
+    EXPECT_EQ(c.grain, std::llround(static_cast<double>(1 << 18) * us / kReferenceWakeUs)) << "grain ∝ wake cost";
+    EXPECT_EQ(c.gemm_macs_per_thread,
+              std::llround(static_cast<double>(cpu_threads::kGemmWorkPerThread) * us / kReferenceWakeUs));
+    if (last_grain != 0) {
+      EXPECT_LT(c.grain, last_grain) << "a cheaper wake, a smaller grain";
+      EXPECT_LT(c.gemm_macs_per_thread, last_macs);
+    }
+    last_grain = c.grain, last_macs = c.gemm_macs_per_thread;
+  }
+  // A 256³ product: 16.7M multiply-adds.
+  const auto threads_at = [](double us) {
+    ThreadsGuard guard(us);
+    return cpu_threads::gemm_threads(256, 256, 256, 16);
+  };
+  EXPECT_EQ(threads_at(kReferenceWakeUs), 4);
+  EXPECT_EQ(threads_at(kReferenceWakeUs * 2), 2) << "a costlier wake, fewer threads";
+  EXPECT_EQ(threads_at(kReferenceWakeUs / 10), 16) << "a cheaper wake, more threads";
+  EXPECT_EQ(threads_at(kReferenceWakeUs * 10), 1);
+}
+
+TEST(WakeCost, TeamSizesFollowTheCost) {
+  // parallel_for's teams, counted: 1M additions take 4 threads at the
+  // reference cost, 2 at twice it and none past 2.5M elements' worth; 300k
+  // additions stay on the calling thread at the reference and take all 4 at
+  // a tenth of it.
+  const Tensor big = randn({1 << 20}, cpu());
+  const Tensor mid = randn({300000}, cpu());
+  using Teams = std::pair<std::uint64_t, std::uint64_t>;  // regions, their threads summed
+  const auto regions_and_threads = [](double us, const Tensor& x) {
+    ThreadsGuard guard(us);
+    set_num_threads(4);
+    cpu_threads::reset_parallel_stats();
+    (void)(x + x);
+    const auto s = cpu_threads::parallel_stats();
+    return Teams{s.regions, s.region_threads};
+  };
+  using cpu_threads::kReferenceWakeUs;
+  EXPECT_EQ(regions_and_threads(kReferenceWakeUs, big), Teams(1, 4));
+  EXPECT_EQ(regions_and_threads(kReferenceWakeUs * 2, big), Teams(1, 2));
+  EXPECT_EQ(regions_and_threads(kReferenceWakeUs * 10, big), Teams(0, 0));
+  EXPECT_EQ(regions_and_threads(kReferenceWakeUs, mid), Teams(0, 0));
+  EXPECT_EQ(regions_and_threads(kReferenceWakeUs / 10, mid), Teams(1, 4));
+}
+
+TEST(WakeCost, FixedByTheEnvironment) {
+  // Run by ctest as test_core_threads_fixed_wake with ANVIL_PARALLEL_WAKE_US=7.5.
+  const char* env = std::getenv("ANVIL_PARALLEL_WAKE_US");
+  if (env == nullptr) GTEST_SKIP() << "ANVIL_PARALLEL_WAKE_US is not set";
+  const int saved = num_threads();
+  set_num_threads(2);
+  const ParallelCosts c = parallel_costs();
+  EXPECT_TRUE(c.fixed);
+  EXPECT_EQ(c.threads, 0);
+  EXPECT_DOUBLE_EQ(c.wake_us, std::strtod(env, nullptr));
+  EXPECT_EQ(c.grain, std::llround(static_cast<double>(1 << 18) * c.wake_us / cpu_threads::kReferenceWakeUs));
+  set_num_threads(3);
+  EXPECT_DOUBLE_EQ(parallel_costs().wake_us, c.wake_us) << "a new bound keeps a fixed cost";
+  set_num_threads(saved);
 }
 
 // --- a busy machine (Note [Fewer threads on a busy machine]) ---

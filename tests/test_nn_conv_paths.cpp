@@ -223,6 +223,9 @@ TEST(ConvPaths, SmallConvolutionsStayOnTheCallingThread) {
   const int saved = num_threads();
   set_num_threads(2);
   cpu_threads::set_load_bound(false);  // under ctest -j, other tests are load
+  // The thresholds at the reference wake cost, whatever this machine's is
+  // (Note [Threads from the measured wake cost]).
+  cpu_threads::set_parallel_wake_us(cpu_threads::kReferenceWakeUs);
   const Tensor small = randn({1, 4, 6, 6}), small_w = randn({4, 4, 3, 3});
   const Tensor large = randn({16, 64, 28, 28}), large_w = randn({64, 64, 3, 3});
   cpu_threads::reset_parallel_stats();
@@ -241,6 +244,7 @@ TEST(ConvPaths, SmallConvolutionsStayOnTheCallingThread) {
   // reorders take both.
   EXPECT_GE(s.reorder_single, 1u) << "the small weight reorder woke the pool";
   EXPECT_GE(s.reorder_threaded, 2u) << "the large activation reorders ran on one thread";
+  cpu_threads::set_parallel_wake_us(0);
   cpu_threads::set_load_bound(true);
   set_num_threads(saved);
 }

@@ -40,6 +40,24 @@ struct CpuKernelIsa {
 };
 CpuKernelIsa cpu_kernel_isa();
 
+// What waking the CPU's thread pool costs on this machine, and the least
+// work anvil gives a thread because of it (Note [Threads from the measured
+// wake cost] in src/backends/cpu/threads.h): the median of a few empty
+// parallel regions at the thread bound, measured once at the first parallel
+// decision (and again after set_num_threads changes the bound), about a
+// millisecond. ANVIL_PARALLEL_WAKE_US=<µs> fixes it instead (45 gives the
+// thresholds anvil used before it measured). anvil-smi shows wake_us.
+struct ParallelCosts {
+  double wake_us = 0;                     // one wake of the pool, µs
+  int threads = 0;                        // the team it was measured at; 0 when fixed
+  bool fixed = false;                     // from ANVIL_PARALLEL_WAKE_US, not measured
+  std::int64_t grain = 0;                 // elements per thread of add, mul, copy (f32)
+  std::int64_t grain_vector_math = 0;     // of exp, sigmoid
+  std::int64_t grain_libm = 0;            // of log, sin, tanh, pow
+  std::int64_t gemm_macs_per_thread = 0;  // multiply-adds per thread of a GEMM or convolution
+};
+ParallelCosts parallel_costs();
+
 struct MemoryStats {
   std::uint64_t allocated = 0;       // bytes held by live tensors
   std::uint64_t reserved = 0;        // allocated + cached for reuse

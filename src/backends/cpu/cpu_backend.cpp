@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
 
+#include "anvil/runtime.h"
 #include "backends/cpu/dispatch.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/parallel.h"
@@ -70,6 +72,15 @@ DeviceProperties CpuBackend::properties(int) {
   p.compute_units = static_cast<int>(std::thread::hardware_concurrency());
   p.driver_version = "openblas+openmp";
   p.runtime_version = std::string("anvil cpu, ") + kernels().name + " kernels";
+  // Note [Threads from the measured wake cost]: what a wake of the pool
+  // costs here, measured (at the thread bound) or fixed.
+  const ParallelCosts costs = parallel_costs();
+  char wake[64];
+  std::snprintf(wake, sizeof wake, ", wake %.1f us%s", costs.wake_us,
+                costs.fixed         ? " (fixed)"
+                : costs.threads > 1 ? ""
+                                    : " (not measured)");
+  p.runtime_version += wake;
   p.fp64 = true;
   p.fp16 = false;
   return p;

@@ -220,12 +220,15 @@ void* pointer_of(const detail::KernelOperand& op, memory::data_type dt) {
 // 0.25 ms a call). So each reorder takes at most one thread per
 // kReorderBytesPerThread of its output, and never more than the convolution.
 // The step then took 0.245-0.274 s against 0.257-0.313 s (four alternating
-// runs each; the VM's noise is as large as the gain, about 2%).
-constexpr std::size_t kReorderBytesPerThread = std::size_t{1} << 20;
+// runs each; the VM's noise is as large as the gain, about 2%). Like every
+// threshold it is scaled to the measured wake cost (Note [Threads from the
+// measured wake cost]).
+constexpr std::int64_t kReorderBytesPerThread = std::int64_t{1} << 20;
 
 void reorder(memory& from, memory& to, dnnl::stream& s) {
   const auto most = static_cast<std::size_t>(omp_get_max_threads());
-  const std::size_t by_size = std::max<std::size_t>(1, to.get_desc().get_size() / kReorderBytesPerThread);
+  const auto per_thread = static_cast<std::size_t>(scaled_work(kReorderBytesPerThread));
+  const std::size_t by_size = std::max<std::size_t>(1, to.get_desc().get_size() / per_thread);
   const DnnlThreads threads(static_cast<int>(std::min(most, by_size)));
   record_reorder_call(threads.threads());
   dnnl::reorder(from, to).execute(s, from, to);

@@ -15,35 +15,40 @@ namespace anvil::cpu_backend {
 inline namespace ANVIL_CPU_ISA {
 
 // The least work worth a thread of its own, in elements, by an element's
-// cost (Note [Threads from the work's size]): a loop of n elements runs on
-// n / grain threads, and below 2 * grain on the calling thread alone. With
-// passive waiting a parallel region cost ~10 µs on issue 12's first 2-core
-// machine (under load); one thread took per f32 element ~0.2 ns for add, mul
-// or copy, ~0.7 ns for exp and sigmoid (vectorised polynomials), and 3-15 ns
-// for log, sin, cos, tanh and pow (libm, one element at a time). On the
-// 2-core Zen 4 VM that followed, waking the pool costs ~45 µs (a 1M-element
-// sum: 43 µs on one thread, 72 µs on two), and doubling the first two
-// grains (from 1 << 17 and 1 << 15) took a ResNet-18 step (batch 32) on two
-// threads from 0.26-0.28 to 0.235-0.239 s and a LeNet step from 6.8-7.1 to
-// 6.3-6.5 ms; doubling them again measured no better.
+// cost (Note [Threads from the work's size]), at kReferenceWakeUs: a loop of
+// n elements runs on n / grain threads, and below 2 * grain on the calling
+// thread alone, with the grain scaled by parallel_for to the wake cost
+// measured on the running machine (Note [Threads from the measured wake
+// cost]). Each grain is about a reference wake (45 µs) of one thread's work
+// at its class's cost per f32 element: ~0.2 ns for add, mul or copy, ~0.7 ns
+// for exp and sigmoid (vectorised polynomials), and 3-15 ns for log, sin,
+// cos, tanh and pow (libm, one element at a time). On the 2-core Zen 4 VM
+// where they were tuned, doubling the first two grains (from 1 << 17 and
+// 1 << 15) took a ResNet-18 step (batch 32) on two threads from 0.26-0.28 to
+// 0.235-0.239 s and a LeNet step from 6.8-7.1 to 6.3-6.5 ms; doubling them
+// again measured no better.
 inline constexpr std::int64_t kParallelGrain = 1 << 18;            // a MiB of f32
 inline constexpr std::int64_t kParallelGrainVectorMath = 1 << 16;  // exp, sigmoid (f32)
 inline constexpr std::int64_t kParallelGrainLibm = 1 << 13;        // log, sin, cos, tanh, pow; f64 exp
 
 // fn(begin, end) over [0, n) in contiguous chunks, one per thread, on at
-// most n / grain threads: below 2 * grain it runs on the calling thread and
-// the pool is never woken.
+// most n / g threads, g = scaled_work(grain): below 2 * g it runs on the
+// calling thread and the pool is never woken.
 // The team is at most usable_threads(): fewer while other processes hold
 // the cores (Note [Fewer threads on a busy machine]).
 template <typename F>
 void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
   if (n <= 0) return;
-  const int max_threads = n < 2 * grain || omp_in_parallel() ? 1 : usable_threads();
+  // Work below two grains at the least scale never splits (no call, no
+  // load); nested regions run on their thread.
+  const bool small = static_cast<double>(n) < 2.0 * kMinWorkScale * static_cast<double>(grain);
+  const std::int64_t g = n < 2 || small || omp_in_parallel() ? n : scaled_work(grain);
+  const int max_threads = n < 2 * g ? 1 : usable_threads();
   if (max_threads == 1) {
     fn(std::int64_t{0}, n);
     return;
   }
-  const int threads = static_cast<int>(std::min<std::int64_t>(max_threads, n / grain));
+  const int threads = static_cast<int>(std::min<std::int64_t>(max_threads, n / g));
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();

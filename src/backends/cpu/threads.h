@@ -8,11 +8,9 @@
 namespace anvil::cpu_backend {
 
 // Note [Threads from the work's size]
-// Waking the pool's passive workers (Note [Passive OpenMP waiting]) costs a
-// futex wake and a context switch per worker, and a barrier at the end:
-// several µs on an idle machine, far more when other processes hold the
-// cores. Work too small to repay that runs on the calling thread without
-// entering a parallel region at all, and large work uses every thread that
+// Work too small to repay waking the pool's threads runs on the calling
+// thread without entering a parallel region at all; larger work takes one
+// thread per share that repays a wake, up to every thread that
 // anvil::set_num_threads allows (the upper bound, omp_get_max_threads()):
 //   - anvil's loops (parallel_for, parallel.h) by their element count and a
 //     grain per element's cost;
@@ -21,12 +19,69 @@ namespace anvil::cpu_backend {
 //     that openblas_set_num_threads sets, so BlasThreads sets it around each
 //     call, changing it only when the wanted count differs from the last.
 //   - oneDNN's convolutions by the m·n·k of the GEMM with their
-//     multiply-adds (Note [oneDNN convolution in the CPU backend]).
+//     multiply-adds (Note [oneDNN convolution in the CPU backend]), and the
+//     reorders around them by their bytes (Note [Reorder threads]).
+// How much work repays a thread follows from what a wake costs on the
+// machine that runs: Note [Threads from the measured wake cost].
 // What was measured, on issue 12's 2-core machine with passive waiting and
-// other builds running: a parallel region cost ~10 µs; the loops' grains are
-// in parallel.h. OpenBLAS on two threads was slower than on one for every
-// square product up to n = 320 (n = 100: 74 against 44 µs; n = 200: 344
-// against 243 µs), even at n = 512, because the second core was busy.
+// other builds running: a parallel region cost ~10 µs; OpenBLAS on two
+// threads was slower than on one for every square product up to n = 320
+// (n = 100: 74 against 44 µs; n = 200: 344 against 243 µs), even at
+// n = 512, because the second core was busy.
+
+// Note [Threads from the measured wake cost]
+// Every size threshold above is a time budget: a thread's share of the work
+// must take at least about one wake of the pool. The thresholds in the code
+// (parallel.h's grains, kGemmWorkPerThread, kReorderBytesPerThread) are
+// those budgets at kReferenceWakeUs, the 45 µs a wake cost on the 2-core
+// Zen 4 VM where they were tuned (a 1M-element sum: 43 µs on one thread, 72
+// µs on two), and each is scaled by wake / kReferenceWakeUs, with `wake`
+// measured once on the running machine: the median of 15 empty parallel
+// regions at the thread bound, each after 50 µs without one (so passive
+// workers are asleep, as between a step's ops), after 3 to warm up, about a
+// millisecond in all, at the first parallel decision and again after
+// set_num_threads changes the bound. Spinning workers (GOMP_SPINCOUNT,
+// OMP_WAIT_POLICY=active) measure cheaper wakes and get smaller grains, as
+// they should. Measured with passive waiting: ~3-5 µs here on the 2-core
+// Xeon (KVM, haltpoll), against 45 on the Zen 4 VM, whose halted vCPUs
+// pay for an interrupt each wake; on the 16-core Xeon host, with the 2-core
+// constants, LeNet's max-pool (1.2M elements) took 4 of 16 threads and its
+// 409k-element layers one, and LeNet's epoch was 1.84x faster on 16
+// threads than on one against PyTorch's 6.53x. The measurement is clamped
+// to [kMinWakeUs, kMaxWakeUs] so one preempted sample under load cannot
+// serialise a process for good. ANVIL_PARALLEL_WAKE_US pins it (45: the
+// old constants), for benchmarks and for tests that count team sizes.
+inline constexpr double kReferenceWakeUs = 45.0;
+inline constexpr double kMinWakeUs = 1.0;
+inline constexpr double kMaxWakeUs = 100.0;
+// The least factor a threshold is scaled by (the least a pin can ask for).
+inline constexpr double kMinWorkScale = kMinWakeUs / kReferenceWakeUs;
+
+// The measured (or pinned) wake cost and the work sizes derived from it.
+struct WakeCost {
+  double wake_us = kReferenceWakeUs;
+  int threads = 0;      // the thread bound it was measured at (0: pinned)
+  bool pinned = false;  // ANVIL_PARALLEL_WAKE_US or set_parallel_wake_us
+};
+// Measures on first use and after the bound changes (never inside a
+// parallel region, nor with a bound of one thread: then the last value).
+WakeCost parallel_wake_cost() noexcept;
+
+// The factor every work threshold is scaled by: wake / kReferenceWakeUs.
+double parallel_work_scale() noexcept;
+
+// `reference` (a threshold at kReferenceWakeUs) scaled to this machine,
+// at least 1.
+std::int64_t scaled_work(std::int64_t reference) noexcept;
+
+// Pins the wake cost (µs, clamped to [kMinWakeUs, 10000]); 0 or less measures
+// again (or returns to ANVIL_PARALLEL_WAKE_US when that is set).
+void set_parallel_wake_us(double us) noexcept;
+
+// The measurement itself: the median wake at `threads` threads in µs,
+// clamped to [kMinWakeUs, kMaxWakeUs]; 0 inside a parallel region or for
+// fewer than two threads.
+double measure_parallel_wake_us(int threads) noexcept;
 
 // Note [Fewer threads on a busy machine]
 // When other processes hold the cores, OpenBLAS on two threads is what
@@ -83,18 +138,22 @@ int usable_threads() noexcept;
 // team sizes turn it off: under `ctest -j` other tests are the load.
 void set_load_bound(bool enabled) noexcept;
 
-// GEMMs below this many multiply-adds per thread gain less from another
-// thread than its wake-up costs: 4M is ~100 µs of one core, so a product
-// gets a second thread from n ≈ 200, where on an idle machine it would save
-// ~120 µs against the region's ~10 µs, and on a busy one lose ~40%. Square
-// products gain from 2 threads earlier (OpenBLAS 0.3.21, passive waiting,
-// idle 2-core EPYC: 1.25x at 128³), but the skinny ones training meets do
-// not: with 1M here, a GRU step (32×256×768 products) took 57 ms on two
-// threads against 47 ms on one, so the bound stays.
+// GEMMs below this many multiply-adds per thread (at kReferenceWakeUs;
+// scaled like the rest, Note [Threads from the measured wake cost]) gain
+// less from another thread than it costs: 4M is ~100 µs of one AVX-512
+// core, two reference wakes, and a product gets a second thread from
+// n ≈ 200, where on an idle machine it would save ~120 µs. OpenBLAS's
+// threaded driver also syncs its threads inside the call, so a GEMM's
+// budget is twice a loop's: on issue 12's machine (~10 µs a region) a GRU
+// step (32×256×768 products) with 1M here took 57 ms on two threads
+// against 47 ms on one.
 inline constexpr std::int64_t kGemmWorkPerThread = std::int64_t{4} << 20;
 
-// Threads for an m×k by k×n product: 1 below 2·kGemmWorkPerThread, then one
-// per kGemmWorkPerThread, at most max_threads.
+// Threads for an m×k by k×n product: 1 below 2·work_per_thread, then one
+// per work_per_thread multiply-adds, at most max_threads.
+int gemm_threads(std::int64_t m, std::int64_t n, std::int64_t k, int max_threads,
+                 std::int64_t work_per_thread) noexcept;
+// The same with kGemmWorkPerThread scaled to this machine.
 int gemm_threads(std::int64_t m, std::int64_t n, std::int64_t k, int max_threads) noexcept;
 
 // Holds OpenBLAS at `threads` threads (at most omp_get_max_threads()) for
