@@ -27,8 +27,7 @@
 namespace d2l {
 
 // What a batch's inputs go through before the model: identity by default;
-// resnet.cpp and vit.cpp resize on the host there (d2l_resize.h), then move
-// the batch to the device.
+// resnet.cpp and vit.cpp resize there, on the device (anvil::interpolate).
 using Prepare = std::function<anvil::Tensor(const anvil::Tensor&)>;
 
 struct EpochRow {

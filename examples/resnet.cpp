@@ -1,6 +1,6 @@
 // The book's ResNet-18 (d2l_resnet.h) trained on Fashion-MNIST, on try_gpu()
 // unless --device says otherwise: SGD lr 0.05, batch 256, images resized to
-// 96x96 on the host (bilinear, like the book's transforms.Resize). Prints the
+// 96x96 on the device (bilinear, like the book's transforms.Resize). Prints the
 // book's metrics (loss, train acc, test acc, examples/sec on the device) and
 // writes the curves to resnet18_curves.csv (and .png with gnuplot).
 //
@@ -21,7 +21,6 @@
 #include "anvil/nn.h"
 #include "anvil/optim.h"
 #include "d2l_flags.h"
-#include "d2l_resize.h"
 #include "d2l_resnet.h"
 #include "d2l_train.h"
 
@@ -78,14 +77,15 @@ int main(int argc, char** argv) {
     std::cout << "== resnet18 on " << device << ", " << (args.resize > 0 ? args.resize : 28) << "x"
               << (args.resize > 0 ? args.resize : 28) << " inputs, " << d2l::amp_name(args.amp) << " ==\n";
     optim::SGD opt(net->parameters(), {.lr = args.lr});
-    // Batches are gathered on the host, resized there, then moved to the device.
+    // The loader puts each 28x28 batch on the device, which resizes it there
+    // (anvil::interpolate, bilinear as the book's transforms.Resize).
     DataLoader train_loader =
         d2l::loader(train_set, args.train_subset,
-                    {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = cpu()});
-    DataLoader test_loader = d2l::loader(test_set, args.test_subset, {.batch_size = args.batch_size, .device = cpu()});
+                    {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = device});
+    DataLoader test_loader = d2l::loader(test_set, args.test_subset, {.batch_size = args.batch_size, .device = device});
     const std::int64_t resize = args.resize;
-    const d2l::Prepare prepare = [resize, device](const Tensor& x) {
-      return (resize > 0 && resize != x.size(-1) ? d2l::resize_bilinear(x, resize) : x).to(device);
+    const d2l::Prepare prepare = [resize](const Tensor& x) {
+      return resize > 0 && resize != x.size(-1) ? interpolate(x, {.size = {resize, resize}, .mode = "bilinear"}) : x;
     };
     const auto rows = d2l::fit(*net, opt, train_loader, test_loader, device, args.epochs, prepare, args.amp);
     const d2l::EpochRow& last = rows.back();

@@ -1,8 +1,9 @@
 // The book's Vision Transformer ("Transformers for Vision", D2L §11.8; the
 // model is d2l::ViT of d2l_vit.h) on Fashion-MNIST, on try_gpu() unless
 // --device says otherwise. By default the 28x28 images are cut into 7x7
-// patches (16 of them); --resize 96 resizes them on the host (bilinear, as
-// the book's transforms.Resize) and cuts 16x16 patches (36), the book's sizes.
+// patches (16 of them); --resize 96 resizes each batch on the device
+// (anvil::interpolate, bilinear as the book's transforms.Resize) and cuts
+// 16x16 patches (36), the book's sizes.
 //
 //   vit                                          # 10 epochs on the whole training set
 //   vit --subset 4096 --epochs 3 --device cpu
@@ -25,7 +26,6 @@
 #include "anvil/anvil.h"
 #include "d2l_curves.h"
 #include "d2l_flags.h"
-#include "d2l_resize.h"
 #include "d2l_train.h"
 #include "d2l_vit.h"
 
@@ -92,17 +92,16 @@ int main(int argc, char** argv) {
     net.to(device);
     std::cout << net << "\n";
     optim::SGD opt(net.parameters(), {.lr = args.lr});
-    // Resized batches are gathered and resized on the host, then moved to the
-    // device; otherwise the loader puts them on the device itself.
-    const Device loader_device = args.resize > 0 ? cpu() : device;
-    DataLoader train_loader(
-        first(train_set.images()), first(train_set.labels()),
-        {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = loader_device});
+    // The loader puts each 28x28 batch on the device, which resizes it there:
+    // (96/28)^2 = 11.7x fewer bytes to move than a resized batch, and no
+    // work on the host.
+    DataLoader train_loader(first(train_set.images()), first(train_set.labels()),
+                            {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = device});
     DataLoader test_loader(first(test_set.images()), first(test_set.labels()),
-                           {.batch_size = args.batch_size, .device = loader_device});
+                           {.batch_size = args.batch_size, .device = device});
     const std::int64_t resize = args.resize;
-    const d2l::Prepare prepare = [resize, device](const Tensor& x) {
-      return (resize > 0 ? d2l::resize_bilinear(x, resize) : x).to(device);
+    const d2l::Prepare prepare = [resize](const Tensor& x) {
+      return resize > 0 ? interpolate(x, {.size = {resize, resize}, .mode = "bilinear"}) : x;
     };
     amp::GradScaler scaler({.enabled = args.amp == f16});
     std::vector<std::vector<double>> rows;

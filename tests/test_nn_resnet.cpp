@@ -2,8 +2,8 @@
 // (gradcheck and a plain-loop reference on every device, its errors),
 // nn::AdaptiveAvgPool2d, Module::apply, Sequential::add, register_module's
 // typed children, the Residual block of docs/modules.md
-// (examples/d2l_resnet.h) against PyTorch's names and counts, and the
-// examples' host resize to the book's 96x96 (examples/d2l_resize.h).
+// (examples/d2l_resnet.h) against PyTorch's names and counts. The
+// examples' resize to the book's 96x96 is anvil::interpolate (test_interpolate).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "../examples/d2l_resize.h"
 #include "../examples/d2l_resnet.h"
 #include "anvil/autograd.h"
 #include "anvil/nn.h"
@@ -349,30 +348,4 @@ TEST(ResidualDocs, PageShowsTheCompiledCode) {
   EXPECT_NE(page.find("```cpp\n" + code + "```"), std::string::npos)
       << "docs/modules.md must show, in one ```cpp block, exactly this code from examples/d2l_resnet.h:\n"
       << code;
-}
-
-// d2l::resize_bilinear against torch.nn.functional.interpolate(x, size,
-// mode="bilinear", align_corners=False) on a 3x4 image, up to 5x5 and down
-// to 2x2 (values printed by PyTorch 1.13), in every plane of a batch.
-TEST(ResizeBilinear, MatchesPyTorchInterpolate) {
-  const std::vector<float> image{0, 1, 4, 9, 2, 3, 5, 7, 8, 6, 1, 0};
-  std::vector<float> batch;
-  for (float scale : {1.0f, -2.0f}) {  // two planes: [2, 1, 3, 4]
-    for (float v : image) batch.push_back(v * scale);
-  }
-  const Tensor x = tensor(batch, Shape{2, 1, 3, 4});
-  const std::vector<double> up{0.0, 0.7, 2.5, 5.5,  9.0, 0.8,  1.5, 3.1, 5.54, 8.2, 2.0, 2.7, 4.0,
-                               5.6, 7.0, 5.6, 5.04, 3.7, 2.66, 2.8, 8.0, 6.6,  3.5, 0.7, 0.0};
-  const std::vector<double> down{1.0, 6.375, 5.875, 1.875};
-  for (const auto& [size, want] : {std::pair{std::int64_t{5}, up}, std::pair{std::int64_t{2}, down}}) {
-    const Tensor y = d2l::resize_bilinear(x, size);
-    ASSERT_EQ(y.shape(), Shape({2, 1, size, size}));
-    const std::vector<double> got = host_f64(y);
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      EXPECT_NEAR(got[i], want[i], 1e-5) << "size " << size << ", element " << i;
-      EXPECT_NEAR(got[want.size() + i], -2 * want[i], 2e-5) << "second plane, size " << size << ", element " << i;
-    }
-  }
-  EXPECT_THROW(d2l::resize_bilinear(x.reshape({2, 3, 4}), 5), ValueError);
-  EXPECT_THROW(d2l::resize_bilinear(x, 0), ValueError);
 }

@@ -97,7 +97,7 @@ def sequential_batches(tokens, batch_size, steps, rng):
 
 
 def resize_bilinear(x, size):
-    """d2l::resize_bilinear on the host: half-pixel centres (align_corners=False)."""
+    """The book's resize, on the host as its transforms.Resize: half-pixel centres (align_corners=False)."""
     return F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
 
 
