@@ -7,6 +7,9 @@
 #     count (OMP_NUM_THREADS), with anvil's passive waiting and with
 #     GOMP_SPINCOUNT=100000 (a bounded spin before sleeping);
 #   - LeNet at the most threads, spinning, with threads bound to cores;
+#   - the pool's wake cost as anvil measures it at each thread count, and
+#     LeNet and the MLP at the most threads with it fixed (45 us: the 2-core
+#     thresholds anvil used before it measured; 2 us);
 #   - LeNet on one thread under each build of the kernels (ANVIL_CPU_ISA);
 #   - the profiler's top ops for LeNet at the most threads and at one.
 #
@@ -43,7 +46,7 @@ fi
 train=$bin/examples/train_fashion_mnist
 [[ -x $train ]] || { echo "cpu-scaling: no $train (build it, or set ANVIL_GPU_PACK)" >&2; exit 1; }
 mkdir -p "$out"
-unset ANVIL_OPENCL_CPU OMP_WAIT_POLICY GOMP_SPINCOUNT ANVIL_CPU_ISA
+unset ANVIL_OPENCL_CPU OMP_WAIT_POLICY GOMP_SPINCOUNT ANVIL_CPU_ISA ANVIL_PARALLEL_WAKE_US
 cores=$(nproc)
 counts=()
 IFS=, read -ra wanted <<<"$threads"
@@ -95,6 +98,28 @@ run() {
   echo "LeNet at $most threads, GOMP_SPINCOUNT=100000, threads bound to cores (OMP_PROC_BIND=close OMP_PLACES=cores):" \
     "$(run lenet-spin-bound OMP_NUM_THREADS="$most" GOMP_SPINCOUNT=100000 OMP_PROC_BIND=close OMP_PLACES=cores -- \
       --model lenet) s"
+  # Note [Threads from the measured wake cost] (src/backends/cpu/threads.h):
+  # the wake cost each process measured, and the 2-core thresholds it
+  # replaced (ANVIL_PARALLEL_WAKE_US=45) on the same host.
+  wakes=""
+  for t in "${counts[@]}"; do
+    ((t > 1)) || continue
+    w=$(OMP_NUM_THREADS=$t "$bin/tools/anvil-smi" | grep -o 'wake [0-9.]* us[^|]*' | head -1 | sed 's/ *$//' || true)
+    ws=$(OMP_NUM_THREADS=$t GOMP_SPINCOUNT=100000 "$bin/tools/anvil-smi" | grep -o 'wake [0-9.]* us' | head -1 || true)
+    wakes+=" $t: ${w:-n/a} (spin: ${ws:-n/a});"
+  done
+  echo
+  echo "Pool wake measured by anvil-smi at each thread count:${wakes:- none (one thread)}"
+  if ((most > 1)); then
+    for model in lenet mlp; do
+      echo
+      echo "$model at $most threads with the wake cost fixed (ANVIL_PARALLEL_WAKE_US; 45 = the 2-core thresholds):" \
+        "45 us $(run "$model-wake45-t$most" OMP_NUM_THREADS="$most" ANVIL_PARALLEL_WAKE_US=45 -- --model "$model") s," \
+        "45 us spin $(run "$model-wake45-spin-t$most" OMP_NUM_THREADS="$most" ANVIL_PARALLEL_WAKE_US=45 \
+          GOMP_SPINCOUNT=100000 -- --model "$model") s," \
+        "2 us $(run "$model-wake2-t$most" OMP_NUM_THREADS="$most" ANVIL_PARALLEL_WAKE_US=2 -- --model "$model") s"
+    done
+  fi
   echo
   echo "LeNet on one thread by build of the CPU kernels (ANVIL_CPU_ISA), 2nd epoch s:"
   echo
