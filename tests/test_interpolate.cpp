@@ -13,6 +13,7 @@
 
 #include "anvil/autograd.h"
 #include "anvil/nn.h"
+#include "core/backend.h"
 #include "device_test.h"
 #include "env_guard.h"
 
@@ -116,6 +117,10 @@ class Interpolate : public anvil::testing::DeviceTest {};
 TEST_P(Interpolate, MatchesPyTorchWithTheKernels) {
   ASSERT_GE(cases().size(), 20u) << "tests/interpolate_reference.inc lost its cases";
   const Device d = device();
+  // Every backend here has the kernels, so this is their test, not the composite's.
+  for (DType t : dtypes(d))
+    for (detail::FusedOp op : {detail::FusedOp::Interpolate, detail::FusedOp::InterpolateBackward})
+      ASSERT_TRUE(detail::backend_for(d.type())->supports_fused(op, t, d.index())) << d << " " << to_string(t);
   for (const Case& c : cases())
     for (DType t : dtypes(d)) check_case(c, d, t, true);
 }
