@@ -199,6 +199,20 @@ TEST_P(Interpolate, GradientIsDeterministic) {
   }
 }
 
+// All on the device: no copy to or from the host and no wait for the device,
+// forward or backward (the point of resizing there, issue 30).
+TEST_P(Interpolate, StaysOnTheDevice) {
+  const Device d = device();
+  Tensor x = rand({4, 3, 28, 28}, d).requires_grad_();
+  const Tensor g = rand({4, 3, 96, 96}, d);
+  synchronize(d);
+  Ledger scope;
+  for (const char* mode : {"bilinear", "nearest"}) sum(interpolate(x, {.size = {96, 96}, .mode = mode}) * g).backward();
+  const LedgerReport r = scope.report();
+  EXPECT_EQ(r.copies(d, cpu()) + r.copies(cpu(), d), 0u) << r;
+  EXPECT_EQ(r.total_syncs(), 0u) << r;
+}
+
 TEST_P(Interpolate, UpsampleModule) {
   const Device d = device();
   nn::Upsample up({.scale_factor = {2, 2}});
