@@ -21,14 +21,29 @@ void method(nb::handle tensor, const char* name, bool replace, F&& f, const Extr
   nb::cpp_function_def(std::forward<F>(f), nb::scope(tensor), nb::name(name), nb::is_method(), extra...);
 }
 
-// self <op> other and other <op> self through the namespace function `fn`.
+void in_place_operator(nb::handle tensor, const char* name, const char* fn) {
+  method(tensor, name, false, [fn](nb::handle self, nb::handle other) {
+    const Tensor result = nb::cast<Tensor>(array_api().attr(fn)(self, other));
+    Tensor& x = nb::cast<Tensor&>(self);
+    {
+      nb::gil_scoped_release release;
+      x.copy_(result);
+    }
+    return nb::borrow(self);
+  });
+}
+
+// self <op> other, other <op> self and self <op>= other (in place: views of
+// self see it) through the namespace function `fn`.
 void binary_operator(nb::handle tensor, const char* op, const char* fn) {
   const std::string name = std::string("__") + op + "__";
   const std::string reflected = std::string("__r") + op + "__";
+  const std::string in_place = std::string("__i") + op + "__";
   method(tensor, name.c_str(), false,
          [fn](nb::handle self, nb::handle other) { return array_api().attr(fn)(self, other); });
   method(tensor, reflected.c_str(), false,
          [fn](nb::handle self, nb::handle other) { return array_api().attr(fn)(other, self); });
+  in_place_operator(tensor, in_place.c_str(), fn);
 }
 
 }  // namespace
@@ -56,6 +71,7 @@ void bind_array_api(nb::module_& m) {
   binary_operator(t, "xor", "bitwise_xor");
   binary_operator(t, "lshift", "bitwise_left_shift");
   binary_operator(t, "rshift", "bitwise_right_shift");
+  in_place_operator(t, "__ipow__", "pow");
   // ~x on an integer tensor is bitwise, as in the standard and PyTorch (it was logical_not).
   method(
       t, "__invert__", true, [](nb::handle self) { return array_api().attr("bitwise_invert")(self); },

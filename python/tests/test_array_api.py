@@ -395,6 +395,23 @@ def test_operators_of_the_array_object(dev):
     same(xp.bitwise_invert(i), xs.bitwise_invert(si))
     e, se = on(np.array([-(2**63), 2**63 - 1, 0], np.int64))
     same(~e, ~se)
+    view = i[0]  # in place: a view sees the update
+    i //= 2
+    si //= 2
+    same(i, si)
+    same(view, si[0, ...])
+    i %= 3
+    si %= 3
+    i **= 2
+    si **= 2
+    same(i, si)
+    m &= n
+    sm &= sn
+    m |= ~n
+    sm |= ~sn
+    m ^= n
+    sm ^= sn
+    same(m, sm)
 
 
 def test_clip(dev):

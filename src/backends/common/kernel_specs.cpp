@@ -252,6 +252,7 @@ KernelSpec ReduceKernel::spec() const {
 }
 
 KernelSpec IndexKernel::spec() const {
+  static constexpr const char* kSuffix[] = {"_gather", "_add", "_copy"};
   const std::string prefix = std::string("index_") + dtype_name(t) + "_" + dtype_name(tindex);
   return {"index.kern",
           {def("KPREFIX", prefix), type_def("T", t), type_def("TIDX", tindex)},
@@ -263,7 +264,6 @@ KernelSpec GemmKernel::spec() const {
   return {
       "gemm.kern",
       {def("KPREFIX", prefix), type_def("T", t), type_def("TA", accumulator()), flag_def("T_BOOL", t == DType::Bool)},
-  static constexpr const char* kSuffix[] = {"_gather", "_add", "_copy"};
       prefix + "_tiled"};
 }
 

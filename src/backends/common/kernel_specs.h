@@ -146,15 +146,15 @@ struct ReduceKernel {
   KernelSpec spec() const;
 };
 
+// _gather reads src along the index (index_select, gather); _add adds into
+// out along it (index_add, scatter_add); _copy copies into out (index_copy).
+enum class IndexVariant : std::uint8_t { Gather, Add, Copy };
 struct IndexKernel {
   DType t, tindex;
   IndexVariant variant = IndexVariant::Gather;
   std::uint64_t key() const noexcept {
     return kernel_key(Family::Index, 0, static_cast<int>(variant), static_cast<int>(t), static_cast<int>(tindex));
   }
-// _gather reads src along the index (index_select, gather); _add adds into
-// out along it (index_add, scatter_add); _copy copies into out (index_copy).
-enum class IndexVariant : std::uint8_t { Gather, Add, Copy };
   KernelSpec spec() const;
 };
 
