@@ -140,19 +140,16 @@ def test_inspection(dev):
     assert set(info.dtypes(device=dev, kind="bool")) == {"bool"}
 
 
-def test_missing_dtypes_and_ops_raise_typed_errors(dev):
+def test_missing_dtypes_and_float_bitwise_raise_typed_errors(dev):
     for name in ["int8", "int16", "uint16", "uint32", "uint64", "complex64", "complex128"]:
         assert not hasattr(xp, name)
         with pytest.raises(AttributeError, match=f"no {name}"):
             getattr(xp, name)
     x = anvil.ones(3, device=dev)
-    i = anvil.ones(3, dtype=anvil.int32, device=dev)
-    assert x.dtype == xp.float32
-    for fn in [xp.bitwise_and, xp.bitwise_or, xp.bitwise_xor, xp.bitwise_left_shift, xp.bitwise_right_shift]:
-        with pytest.raises(anvil.NotSupportedError):
-            fn(i, i)
-    with pytest.raises(anvil.NotSupportedError):
-        i & i
+    with pytest.raises(anvil.DTypeError):
+        xp.bitwise_and(x, x)
+    with pytest.raises(anvil.DTypeError):
+        xp.bitwise_left_shift(x, x)
 
 
 # --- data types ------------------------------------------------------------------------------
@@ -412,6 +409,25 @@ def test_operators_of_the_array_object(dev):
     m ^= n
     sm ^= sn
     same(m, sm)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int32", "int64"])
+def test_integer_bitwise_and_shifts(dev, dtype):
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(3)
+    a = rng.integers(info.min, info.max, 12, dtype=dtype, endpoint=True)
+    b = rng.integers(info.min, info.max, 12, dtype=dtype, endpoint=True)
+    a[:3], b[:3] = [info.min, info.max, 0], [info.max, info.min, 1]
+    for name in ["bitwise_and", "bitwise_or", "bitwise_xor"]:
+        same(*both(name, a, b))
+    shift = (np.arange(12) * info.bits // 12).astype(dtype)
+    same(*both("bitwise_left_shift", a, shift))
+    same(*both("bitwise_right_shift", a, shift))
+    (x, sx), (y, sy) = on(a), on(b)
+    same(x & y, sx & sy)
+    same(x ^ 5, sx ^ 5)
+    same(x << 1, sx << 1)
+    same(x >> 2, sx >> 2)
 
 
 def test_clip(dev):
