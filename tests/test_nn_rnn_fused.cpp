@@ -1,5 +1,6 @@
 // The fused recurrent layers (Note [Fused recurrent layers]: cuDNN's RNN API
-// on CUDA) against the per-step composite every backend runs
+// on CUDA, oneDNN's RNN primitives on the CPU for f32) against the per-step
+// composite every backend runs
 // (ANVIL_FUSED_RNN=0): outputs, final states and every gradient (input,
 // initial states, each parameter) for RNN, GRU and LSTM, two layers, seq- and
 // batch-first, with and without initial state, on every device whose
@@ -155,6 +156,9 @@ TEST_P(FusedRnn, MatchesTheCompositeInValuesAndGradients) {
   StrictF32 strict;
   for (DType t : {f64, f32}) {
     if (t == f64 && !properties(d).fp64) continue;
+    // oneDNN has no f64 RNN: on the CPU f64 runs the composite both ways
+    // (F64FallsBackToTheComposite).
+    if (d.type() == DeviceType::CPU && t == f64) continue;
     const double tol = t == f64 ? 1e-10 : 2e-5;
     for (Kind k : {Kind::Tanh, Kind::Relu, Kind::Gru, Kind::Lstm})
       for (bool batch_first : {false, true})
@@ -301,6 +305,96 @@ TEST_P(FusedRnn, DropoutBetweenLayers) {
   sum(y).backward();
   EXPECT_GT(amax(abs(y - composite)).item<double>(), 1e-4) << "training with dropout 0.5 changed nothing";
   for (const Tensor& p : m.parameters()) EXPECT_TRUE(std::isfinite(sum(p.grad()).item<double>()));
+
+  // Where the mask follows anvil's seed (oneDNN's path draws it from
+  // RnnArgs::dropout_seed; cuDNN's generator is seeded once and moves on),
+  // the input's gradient through the dropped-out layer matches central
+  // differences of the loss along a random direction.
+  const auto loss = [&](const Tensor& in) {
+    manual_seed(23);
+    const Tensor out = m(in);
+    return sum(out * out);
+  };
+  if (!loss(x).equal(loss(x))) return;
+  Tensor xg = x.clone().requires_grad_();
+  loss(xg).backward();
+  const Tensor v = randn(x.shape(), d);
+  const double eps = 1e-2, along = sum(xg.grad() * v).item<double>();
+  const double fd = (loss(x + v * eps).item<double>() - loss(x - v * eps).item<double>()) / (2 * eps);
+  EXPECT_NEAR(along, fd, 1e-2 * (1 + std::abs(fd))) << "the input's gradient through dropout";
+}
+
+// A layer of the language model's kind (wider than a vector register, so
+// oneDNN's blocked weight layouts), and a parameter changed in place between
+// two calls: the fused layer packs the weights on every call, so the second
+// call sees the change.
+TEST_P(FusedRnn, WiderLayerAndParameterChangedInPlace) {
+  const Device d = device();
+  if (!has_fused_or_skip(d)) GTEST_SKIP() << d << " has no fused recurrent layer; the composite is the only path";
+  StrictF32 strict;
+  for (Kind k : {Kind::Gru, Kind::Lstm, Kind::Tanh}) {
+    SCOPED_TRACE(kind_name(k));
+    manual_seed(19);
+    constexpr std::int64_t in = 28, hidden = 40, steps = 9, batch = 7;
+    std::shared_ptr<nn::RecurrentBase> m;
+    if (k == Kind::Gru) m = std::make_shared<nn::GRU>(in, hidden, 2, true, true);
+    if (k == Kind::Lstm) m = std::make_shared<nn::LSTM>(in, hidden, 2, true, true);
+    if (k == Kind::Tanh) m = std::make_shared<nn::RNN>(in, hidden, 2, "tanh", true, true);
+    m->to(d);
+    const Tensor x = randn({batch, steps, in}, d);
+    const std::vector<Tensor> w{randn({batch, steps, hidden}, d), randn({2, batch, hidden}, d),
+                                randn({2, batch, hidden}, d)};
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE(round == 0 ? "first call" : "after an in-place change");
+      Result composite;
+      {
+        anvil::testing::EnvGuard off("ANVIL_FUSED_RNN", "0");
+        composite = run_once(*m, k, x, Tensor(), Tensor(), w);
+      }
+      const Result fused = run_once(*m, k, x, Tensor(), Tensor(), w);
+      for (std::size_t i = 0; i < fused.values.size(); ++i)
+        expect_close(fused.values[i], composite.values[i], 2e-5, "value " + std::to_string(i));
+      ASSERT_EQ(fused.grads.size(), composite.grads.size());
+      for (std::size_t i = 0; i < fused.grads.size(); ++i)
+        expect_close(fused.grads[i], composite.grads[i], 1e-4, "gradient " + std::to_string(i));
+      NoGradGuard no_grad;
+      for (Tensor p : m->parameters()) p.mul_(1.5);
+    }
+  }
+}
+
+// Where the backend fuses f32 but not f64 (oneDNN on the CPU), an f64 layer
+// is not offered to it and runs the composite: the same values and gradients
+// as the fused f32 layer, to f32's precision.
+TEST_P(FusedRnn, F64FallsBackToTheComposite) {
+  const Device d = device();
+  if (!has_fused_or_skip(d)) GTEST_SKIP() << d << " has no fused recurrent layer; the composite is the only path";
+  if (!properties(d).fp64 || fused_here(d, Kind::Lstm, f64, false)) GTEST_SKIP() << d << " fuses f64 too";
+  StrictF32 strict;
+  for (Kind k : {Kind::Gru, Kind::Lstm}) {
+    SCOPED_TRACE(kind_name(k));
+    manual_seed(17);
+    std::shared_ptr<nn::RecurrentBase> m = make_layer(k, true);
+    m->to(d);
+    const Tensor x = randn({kBatch, kSteps, kIn}, d);
+    const std::vector<Tensor> w{randn({kBatch, kSteps, kHidden}, d), randn({kLayers, kBatch, kHidden}, d),
+                                randn({kLayers, kBatch, kHidden}, d)};
+    const Result fused32 = run_once(*m, k, x, Tensor(), Tensor(), w);
+    {
+      NoGradGuard no_grad;
+      for (const Tensor& p : m->parameters()) p.set_data(p.to(f64));
+    }
+    std::vector<Tensor> w64;
+    for (const Tensor& t : w) w64.push_back(t.to(f64));
+    const Result composite64 = run_once(*m, k, x.to(f64), Tensor(), Tensor(), w64);
+    for (std::size_t i = 0; i < fused32.values.size(); ++i) {
+      EXPECT_EQ(composite64.values[i].dtype(), f64);
+      expect_close(fused32.values[i], composite64.values[i], 2e-5, "value " + std::to_string(i));
+    }
+    ASSERT_EQ(fused32.grads.size(), composite64.grads.size());
+    for (std::size_t i = 0; i < fused32.grads.size(); ++i)
+      expect_close(fused32.grads[i], composite64.grads[i], 2e-5, "gradient " + std::to_string(i));
+  }
 }
 
 // anvil::rnn's own checks, on every device.

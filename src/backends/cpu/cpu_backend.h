@@ -1,6 +1,6 @@
 // The CPU backend: host memory through the caching allocator, kernels as
 // vectorisable loops on the shared OpenMP pool, GEMM through OpenBLAS,
-// convolution through oneDNN.
+// convolution and recurrent layers through oneDNN.
 // Everything runs synchronously on the calling thread (and the pool).
 #pragma once
 
@@ -62,6 +62,11 @@ class CpuBackend final : public detail::Backend {
   void conv2d_backward_data(int index, const detail::Conv2dArgs& args) override;
   void conv2d_backward_weight(int index, const detail::Conv2dArgs& args) override;
   void conv2d_backward(int index, const detail::Conv2dArgs& data, const detail::Conv2dArgs& weight) override;
+  // Recurrent layers through oneDNN's RNN primitives (cpu_rnn.cpp), f32.
+  bool supports_fused_rnn(int index, const detail::RnnArgs& shape) noexcept override;
+  std::size_t rnn_reserve_bytes(int index, const detail::RnnArgs& args) override;
+  void rnn_forward(int index, const detail::RnnArgs& args) override;
+  void rnn_backward(int index, const detail::RnnArgs& args) override;
   // Unary into binary (cpu_elementwise.cpp), every floating dtype.
   void unary_binary(int index, detail::BinaryOp op, const detail::BinaryPrologue& prologue,
                     const detail::ElementwiseArgs& args) override;
