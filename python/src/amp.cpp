@@ -39,12 +39,12 @@ void bind_amp(nb::module_& top) {
       });
   m.def(
       "is_autocast_enabled", [](const std::string& t) { return amp::is_autocast_enabled(device_type_of(t)); },
-      "device_type"_a);
+      "device_type"_a, doc("amp::is_autocast_enabled"));
   m.def(
       "get_autocast_dtype", [](const std::string& t) { return amp::autocast_dtype(device_type_of(t)); },
       "device_type"_a);
 
-  nb::class_<amp::GradScaler>(m, "GradScaler")
+  nb::class_<amp::GradScaler>(m, "GradScaler", doc("amp::GradScaler"))
       .def(
           "__init__",
           [](amp::GradScaler* self, double init_scale, double growth_factor, double backoff_factor,
@@ -54,15 +54,17 @@ void bind_amp(nb::module_& top) {
           },
           "init_scale"_a = 65536.0, "growth_factor"_a = 2.0, "backoff_factor"_a = 0.5, "growth_interval"_a = 2000,
           "enabled"_a = true)
-      .def("scale", &amp::GradScaler::scale, "outputs"_a, ANVIL_NOGIL)
-      .def("unscale_", &amp::GradScaler::unscale_, "optimizer"_a, ANVIL_NOGIL)
-      .def("step", &amp::GradScaler::step, "optimizer"_a, ANVIL_NOGIL)
-      .def("update", nb::overload_cast<>(&amp::GradScaler::update), ANVIL_NOGIL)
-      .def("update", nb::overload_cast<double>(&amp::GradScaler::update), "new_scale"_a, ANVIL_NOGIL)
-      .def("get_scale", &amp::GradScaler::get_scale)
-      .def("is_enabled", &amp::GradScaler::is_enabled)
-      .def("state_dict", &amp::GradScaler::state_dict)
-      .def("load_state_dict", &amp::GradScaler::load_state_dict, "state_dict"_a);
+      .def("scale", &amp::GradScaler::scale, "outputs"_a, ANVIL_NOGIL, doc("amp::GradScaler::scale"))
+      .def("unscale_", &amp::GradScaler::unscale_, "optimizer"_a, ANVIL_NOGIL, doc("amp::GradScaler::unscale_"))
+      .def("step", &amp::GradScaler::step, "optimizer"_a, ANVIL_NOGIL, doc("amp::GradScaler::step"))
+      .def("update", nb::overload_cast<>(&amp::GradScaler::update), ANVIL_NOGIL, doc("amp::GradScaler::update"))
+      .def("update", nb::overload_cast<double>(&amp::GradScaler::update), "new_scale"_a, ANVIL_NOGIL,
+           doc("amp::GradScaler::update"))
+      .def("get_scale", &amp::GradScaler::get_scale, doc("amp::GradScaler::get_scale"))
+      .def("is_enabled", &amp::GradScaler::is_enabled, doc("amp::GradScaler::is_enabled"))
+      .def("state_dict", &amp::GradScaler::state_dict, doc("amp::GradScaler::state_dict"))
+      .def("load_state_dict", &amp::GradScaler::load_state_dict, "state_dict"_a,
+           doc("amp::GradScaler::load_state_dict"));
 }
 
 }  // namespace anvil::python

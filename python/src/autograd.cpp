@@ -5,8 +5,8 @@
 namespace anvil::python {
 
 void bind_autograd(nb::module_& m) {
-  m.def("is_grad_enabled", &is_grad_enabled);
-  m.def("set_grad_enabled", &set_grad_enabled, "mode"_a);
+  m.def("is_grad_enabled", &is_grad_enabled, doc("is_grad_enabled"));
+  m.def("set_grad_enabled", &set_grad_enabled, "mode"_a, doc("set_grad_enabled"));
   nb::module_ a = m.def_submodule("autograd", "reverse-mode differentiation (anvil/autograd.h)");
   a.def(
       "backward",

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "anvil/anvil.h"
+#include "docs.h"
 
 namespace nb = nanobind;
 

@@ -28,7 +28,7 @@ DataLoaderOptions loader_options(std::int64_t batch_size, bool shuffle, std::uin
 
 void bind_data(nb::module_& top) {
   nb::module_ m = top.def_submodule("data", "data sets and loaders (anvil/data.h)");
-  nb::class_<FashionMNIST>(m, "FashionMNIST")
+  nb::class_<FashionMNIST>(m, "FashionMNIST", doc("FashionMNIST"))
       .def(
           "__init__",
           [](FashionMNIST* self, bool train, std::optional<std::string> root, bool flatten) {
@@ -38,7 +38,7 @@ void bind_data(nb::module_& top) {
           nb::kw_only(), "train"_a = true, "root"_a = nb::none(), "flatten"_a = false, ANVIL_NOGIL)
       .def_prop_ro("images", &FashionMNIST::images)
       .def_prop_ro("labels", &FashionMNIST::labels)
-      .def("__len__", &FashionMNIST::size)
+      .def("__len__", &FashionMNIST::size, doc("FashionMNIST::size"))
       .def("__getitem__",
            [](const FashionMNIST& d, std::int64_t i) { return nb::make_tuple(d.images()[i], d.labels()[i]); })
       .def_static("default_root", &FashionMNIST::default_root)
@@ -47,7 +47,7 @@ void bind_data(nb::module_& top) {
         for (auto n : FashionMNIST::kClassNames) names.emplace_back(n);
         return names;
       });
-  m.def("read_idx", &read_idx, "path"_a, ANVIL_NOGIL);
+  m.def("read_idx", &read_idx, "path"_a, ANVIL_NOGIL, doc("read_idx"));
 
   nb::class_<EpochIterator>(m, "_EpochIterator")
       .def("__iter__", [](nb::handle self) { return nb::borrow(self); })
@@ -61,7 +61,7 @@ void bind_data(nb::module_& top) {
         return nb::make_tuple(b.inputs, b.targets);
       });
 
-  nb::class_<DataLoader>(m, "DataLoader")
+  nb::class_<DataLoader>(m, "DataLoader", doc("DataLoader"))
       .def(
           "__init__",
           [](DataLoader* self, const Tensor& inputs, const Tensor& targets, std::int64_t batch_size, bool shuffle,
@@ -90,10 +90,10 @@ void bind_data(nb::module_& top) {
              }
              return e;
            })
-      .def("__len__", &DataLoader::size)
+      .def("__len__", &DataLoader::size, doc("DataLoader::size"))
       .def_prop_ro("num_samples", &DataLoader::num_samples)
       .def_prop_ro("epoch", &DataLoader::epoch)
-      .def("set_epoch", &DataLoader::set_epoch, "epoch"_a);
+      .def("set_epoch", &DataLoader::set_epoch, "epoch"_a, doc("DataLoader::set_epoch"));
 }
 
 }  // namespace anvil::python

@@ -17,7 +17,7 @@ void bind_device(nb::module_& m) {
       .def(nb::init<DeviceType, int>(), "type"_a, "index"_a = 0)
       .def_prop_ro("type", [](Device d) { return std::string(to_string(d.type())); })
       .def_prop_ro("index", &Device::index)
-      .def("__str__", &Device::str)
+      .def("__str__", &Device::str, doc("Device::str"))
       .def("__repr__",
            [](Device d) {
              const std::string type = "device(type='" + std::string(to_string(d.type())) + "'";
@@ -34,7 +34,7 @@ void bind_device(nb::module_& m) {
       });
   nb::implicitly_convertible<std::string, Device>();
 
-  nb::class_<DeviceProperties>(m, "DeviceProperties")
+  nb::class_<DeviceProperties>(m, "DeviceProperties", doc("DeviceProperties"))
       .def_ro("name", &DeviceProperties::name)
       .def_ro("vendor", &DeviceProperties::vendor)
       .def_ro("kind", &DeviceProperties::kind)
@@ -48,16 +48,16 @@ void bind_device(nb::module_& m) {
       .def_ro("fp16", &DeviceProperties::fp16)
       .def_ro("compute_capability", &DeviceProperties::compute_capability);
 
-  m.def("cpu", &anvil::cpu);
+  m.def("cpu", &anvil::cpu, doc("cpu"));
   m.def("gpu", &gpu, "i"_a = 0, "The i-th accelerator; DeviceError when there is none");
   m.def("try_gpu", &try_gpu, "i"_a = 0, "The i-th accelerator, or the CPU");
-  m.def("try_gpu_reason", &try_gpu_reason, "i"_a = 0);
-  m.def("try_all_gpus", &try_all_gpus);
-  m.def("gpu_count", &gpu_count);
-  m.def("device_count", &device_count, "type"_a);
-  m.def("device_unavailable_reason", &device_unavailable_reason, "type"_a);
-  m.def("all_devices", &all_devices);
-  m.def("default_device", &default_device);
+  m.def("try_gpu_reason", &try_gpu_reason, "i"_a = 0, doc("try_gpu_reason"));
+  m.def("try_all_gpus", &try_all_gpus, doc("try_all_gpus"));
+  m.def("gpu_count", &gpu_count, doc("gpu_count"));
+  m.def("device_count", &device_count, "type"_a, doc("device_count"));
+  m.def("device_unavailable_reason", &device_unavailable_reason, "type"_a, doc("device_unavailable_reason"));
+  m.def("all_devices", &all_devices, doc("all_devices"));
+  m.def("default_device", &default_device, doc("default_device"));
   m.def(
       "synchronize",
       [](Device d) {
@@ -65,7 +65,7 @@ void bind_device(nb::module_& m) {
         nb::gil_scoped_release release;
         synchronize(d, site);
       },
-      "device"_a);
+      "device"_a, doc("synchronize"));
 
   // with anvil.device_scope(d): factories create on d (torch's `with torch.device(d)`).
   struct Scope {
@@ -92,11 +92,12 @@ void bind_device(nb::module_& m) {
       .def_prop_ro("itemsize", [](DType t) { return element_size(t); });
   m.def("promote_types", [](DType a, DType b) { return promote(a, b); });
   m.def("is_floating_point_dtype", [](DType t) { return is_floating(t); });
-  m.def("element_size", [](DType t) { return element_size(t); });
+  m.def(
+      "element_size", [](DType t) { return element_size(t); }, doc("element_size"));
 
-  m.def("set_num_threads", &set_num_threads);
-  m.def("get_num_threads", &num_threads);
-  nb::class_<MemoryStats>(m, "MemoryStats")
+  m.def("set_num_threads", &set_num_threads, doc("set_num_threads"));
+  m.def("get_num_threads", &num_threads, doc("num_threads"));
+  nb::class_<MemoryStats>(m, "MemoryStats", doc("MemoryStats"))
       .def_ro("allocated", &MemoryStats::allocated)
       .def_ro("reserved", &MemoryStats::reserved)
       .def_ro("peak_allocated", &MemoryStats::peak_allocated)
@@ -109,10 +110,10 @@ void bind_device(nb::module_& m) {
         os << s;
         return os.str();
       });
-  m.def("memory_stats", &memory_stats, "device"_a);
-  m.def("reset_peak_memory_stats", &reset_peak_memory_stats, "device"_a);
-  m.def("empty_cache", &empty_cache, "device"_a);
-  m.def("set_memory_limit", &set_memory_limit, "device"_a, "bytes"_a);
+  m.def("memory_stats", &memory_stats, "device"_a, doc("memory_stats"));
+  m.def("reset_peak_memory_stats", &reset_peak_memory_stats, "device"_a, doc("reset_peak_memory_stats"));
+  m.def("empty_cache", &empty_cache, "device"_a, doc("empty_cache"));
+  m.def("set_memory_limit", &set_memory_limit, "device"_a, "bytes"_a, doc("set_memory_limit"));
 }
 
 }  // namespace anvil::python

@@ -15,19 +15,19 @@ void bind_dist(nb::module_& top) {
       .value("MAX", dist::ReduceOp::Max)
       .value("MIN", dist::ReduceOp::Min)
       .value("PRODUCT", dist::ReduceOp::Prod);
-  nb::class_<dist::Work>(m, "Work")
-      .def("wait", &dist::Work::wait, ANVIL_NOGIL)
-      .def("is_completed", &dist::Work::is_completed);
-  nb::class_<dist::ProcessGroup>(m, "ProcessGroup")
-      .def("rank", &dist::ProcessGroup::rank)
-      .def("size", &dist::ProcessGroup::size)
-      .def("engine", &dist::ProcessGroup::engine)
+  nb::class_<dist::Work>(m, "Work", doc("dist::Work"))
+      .def("wait", &dist::Work::wait, ANVIL_NOGIL, doc("dist::Work::wait"))
+      .def("is_completed", &dist::Work::is_completed, doc("dist::Work::is_completed"));
+  nb::class_<dist::ProcessGroup>(m, "ProcessGroup", doc("dist::ProcessGroup"))
+      .def("rank", &dist::ProcessGroup::rank, doc("dist::ProcessGroup::rank"))
+      .def("size", &dist::ProcessGroup::size, doc("dist::ProcessGroup::size"))
+      .def("engine", &dist::ProcessGroup::engine, doc("dist::ProcessGroup::engine"))
       .def(
           "allreduce", [](dist::ProcessGroup& g, Tensor t, dist::ReduceOp op) { return g.allreduce(t, op); },
-          "tensor"_a, "op"_a = dist::ReduceOp::Sum, ANVIL_NOGIL)
+          "tensor"_a, "op"_a = dist::ReduceOp::Sum, ANVIL_NOGIL, doc("dist::ProcessGroup::allreduce"))
       .def(
           "broadcast", [](dist::ProcessGroup& g, Tensor t, int root) { return g.broadcast(t, root); }, "tensor"_a,
-          "src"_a = 0, ANVIL_NOGIL)
+          "src"_a = 0, ANVIL_NOGIL, doc("dist::ProcessGroup::broadcast"))
       .def(
           "allgather",
           [](dist::ProcessGroup& g, const Tensor& in) {
@@ -36,8 +36,8 @@ void bind_dist(nb::module_& top) {
             g.allgather(out, in).wait();
             return out;
           },
-          "tensor"_a, ANVIL_NOGIL)
-      .def("barrier", &dist::ProcessGroup::barrier, ANVIL_NOGIL);
+          "tensor"_a, ANVIL_NOGIL, doc("dist::ProcessGroup::allgather"))
+      .def("barrier", &dist::ProcessGroup::barrier, ANVIL_NOGIL, doc("dist::ProcessGroup::barrier"));
   m.def(
       "init",
       [] {
@@ -45,13 +45,18 @@ void bind_dist(nb::module_& top) {
         return &dist::init();
       },
       nb::rv_policy::reference, "Joins the processes mpirun started (a group of one without mpirun)");
-  m.def("is_initialized", [] { return dist::is_initialized(); });
   m.def(
-      "world", [] { return &dist::world(); }, nb::rv_policy::reference);
-  m.def("rank", [] { return dist::rank(); });
-  m.def("world_size", [] { return dist::world_size(); });
-  m.def("local_rank", [] { return dist::local_rank(); });
-  m.def("device", [] { return dist::device(); });
+      "is_initialized", [] { return dist::is_initialized(); }, doc("dist::is_initialized"));
+  m.def(
+      "world", [] { return &dist::world(); }, nb::rv_policy::reference, doc("dist::world"));
+  m.def(
+      "rank", [] { return dist::rank(); }, doc("dist::rank"));
+  m.def(
+      "world_size", [] { return dist::world_size(); }, doc("dist::world_size"));
+  m.def(
+      "local_rank", [] { return dist::local_rank(); }, doc("dist::local_rank"));
+  m.def(
+      "device", [] { return dist::device(); }, doc("dist::device"));
   // torch.distributed's free functions, on the world group, waiting.
   m.def(
       "all_reduce", [](Tensor t, dist::ReduceOp op) { dist::world().allreduce(t, op).wait(); }, "tensor"_a,
@@ -77,17 +82,19 @@ void bind_dist(nb::module_& top) {
       .def_ro("output", &nn::DataParallel::StepResult::output)
       .def("__iter__",
            [](const nn::DataParallel::StepResult& r) { return nb::iter(nb::make_tuple(r.loss, r.output)); });
-  nb::class_<nn::DataParallel, nn::Module>(nn, "_DataParallel")
+  nb::class_<nn::DataParallel, nn::Module>(nn, "_DataParallel", doc("nn::DataParallel"))
       .def(nb::init<nn::ModuleFactory, std::vector<Device>>(), "factory"_a, "devices"_a)
-      .def("train_step", &nn::DataParallel::train_step, "input"_a, "target"_a, "loss"_a, ANVIL_NOGIL)
+      .def("train_step", &nn::DataParallel::train_step, "input"_a, "target"_a, "loss"_a, ANVIL_NOGIL,
+           doc("nn::DataParallel::train_step"))
       .def_prop_ro("device_ids", &nn::DataParallel::devices_used)
       .def_prop_ro(
           "module", [](const nn::DataParallel& d) -> nn::Module& { return d.module(); },
           nb::rv_policy::reference_internal)
-      .def("replica", &nn::DataParallel::replica, "index"_a, nb::rv_policy::reference_internal)
-      .def("__len__", &nn::DataParallel::num_replicas)
-      .def("sync_replicas", &nn::DataParallel::sync_replicas, ANVIL_NOGIL);
-  nb::class_<nn::DistributedDataParallel, nn::Module>(nn, "DistributedDataParallel")
+      .def("replica", &nn::DataParallel::replica, "index"_a, nb::rv_policy::reference_internal,
+           doc("nn::DataParallel::replica"))
+      .def("__len__", &nn::DataParallel::num_replicas, doc("nn::DataParallel::num_replicas"))
+      .def("sync_replicas", &nn::DataParallel::sync_replicas, ANVIL_NOGIL, doc("nn::DataParallel::sync_replicas"));
+  nb::class_<nn::DistributedDataParallel, nn::Module>(nn, "DistributedDataParallel", doc("nn::DistributedDataParallel"))
       .def(
           "__init__",
           [](nn::DistributedDataParallel* self, std::shared_ptr<nn::Module> module, dist::ProcessGroup* group) {

@@ -20,11 +20,11 @@ void bind_io(nb::module_& m) {
       },
       "path"_a, "map_location"_a = nb::none(), ANVIL_NOGIL,
       "Reads a safetensors file into a dict of tensors on map_location (the CPU by default)");
-  m.def("save_npy", &save_npy, "path"_a, "tensor"_a, ANVIL_NOGIL);
+  m.def("save_npy", &save_npy, "path"_a, "tensor"_a, ANVIL_NOGIL, doc("save_npy"));
   m.def(
       "load_npy",
       [](const std::string& path, std::optional<Device> device) { return load_npy(path, device.value_or(cpu())); },
-      "path"_a, "device"_a = nb::none(), ANVIL_NOGIL);
+      "path"_a, "device"_a = nb::none(), ANVIL_NOGIL, doc("load_npy"));
 }
 
 }  // namespace anvil::python

@@ -60,17 +60,17 @@ void bind_nn(nb::module_& top) {
   nb::module_ m = top.def_submodule("nn", "modules, layers and losses (anvil/nn.h)");
   nb::class_<nn::Module, PyModule>(m, "Module", "A module (anvil::nn::Module); subclass anvil.nn.Module in Python")
       .def(nb::init<>())
-      .def("forward", &nn::Module::forward, "x"_a, ANVIL_NOGIL)
-      .def("__call__", &nn::Module::forward, "x"_a, ANVIL_NOGIL)
-      .def("name", &nn::Module::name)
+      .def("forward", &nn::Module::forward, "x"_a, ANVIL_NOGIL, doc("nn::Module::forward"))
+      .def("__call__", &nn::Module::forward, "x"_a, ANVIL_NOGIL, doc("nn::Module::forward"))
+      .def("name", &nn::Module::name, doc("nn::Module::name"))
       .def("__repr__", &module_repr)
-      .def("parameters", &nn::Module::parameters, "recurse"_a = true)
-      .def("named_parameters", &nn::Module::named_parameters, "recurse"_a = true)
-      .def("buffers", &nn::Module::buffers, "recurse"_a = true)
-      .def("named_buffers", &nn::Module::named_buffers, "recurse"_a = true)
-      .def("named_children", &nn::Module::named_children)
+      .def("parameters", &nn::Module::parameters, "recurse"_a = true, doc("nn::Module::parameters"))
+      .def("named_parameters", &nn::Module::named_parameters, "recurse"_a = true, doc("nn::Module::named_parameters"))
+      .def("buffers", &nn::Module::buffers, "recurse"_a = true, doc("nn::Module::buffers"))
+      .def("named_buffers", &nn::Module::named_buffers, "recurse"_a = true, doc("nn::Module::named_buffers"))
+      .def("named_children", &nn::Module::named_children, doc("nn::Module::named_children"))
       .def("children", &children)
-      .def("param", &nn::Module::param, "name"_a)
+      .def("param", &nn::Module::param, "name"_a, doc("nn::Module::param"))
       .def_prop_ro("weight", &nn::Module::weight)
       .def_prop_ro("bias", &nn::Module::bias)
       .def(
@@ -83,26 +83,29 @@ void bind_nn(nb::module_& top) {
             }
             return nb::borrow(self);
           },
-          "device"_a)
-      .def("devices", &nn::Module::devices)
-      .def("state_dict", &nn::Module::state_dict)
-      .def("load_state_dict", &nn::Module::load_state_dict, "state_dict"_a, "strict"_a = true, ANVIL_NOGIL)
-      .def("save", &nn::Module::save, "path"_a, ANVIL_NOGIL)
-      .def("load", &nn::Module::load, "path"_a, "device"_a = anvil::cpu(), ANVIL_NOGIL)
+          "device"_a, doc("nn::Module::to"))
+      .def("devices", &nn::Module::devices, doc("nn::Module::devices"))
+      .def("state_dict", &nn::Module::state_dict, doc("nn::Module::state_dict"))
+      .def("load_state_dict", &nn::Module::load_state_dict, "state_dict"_a, "strict"_a = true, ANVIL_NOGIL,
+           doc("nn::Module::load_state_dict"))
+      .def("save", &nn::Module::save, "path"_a, ANVIL_NOGIL, doc("nn::Module::save"))
+      .def("load", &nn::Module::load, "path"_a, "device"_a = anvil::cpu(), ANVIL_NOGIL, doc("nn::Module::load"))
       .def(
           "train",
           [](nb::handle self, bool on) {
             nb::cast<nn::Module&>(self).train(on);
             return nb::borrow(self);
           },
-          "mode"_a = true)
-      .def("eval",
-           [](nb::handle self) {
-             nb::cast<nn::Module&>(self).eval();
-             return nb::borrow(self);
-           })
+          "mode"_a = true, doc("nn::Module::train"))
+      .def(
+          "eval",
+          [](nb::handle self) {
+            nb::cast<nn::Module&>(self).eval();
+            return nb::borrow(self);
+          },
+          doc("nn::Module::eval"))
       .def_prop_ro("training", &nn::Module::is_training)
-      .def("zero_grad", &nn::Module::zero_grad)
+      .def("zero_grad", &nn::Module::zero_grad, doc("nn::Module::zero_grad"))
       .def(
           "apply",
           [](nb::handle self, nb::callable fn) {
@@ -110,7 +113,7 @@ void bind_nn(nb::module_& top) {
                 [&](nn::Module& child) { fn(nb::cast(&child, nb::rv_policy::reference)); });
             return nb::borrow(self);
           },
-          "fn"_a)
+          "fn"_a, doc("nn::Module::apply"))
       .def(
           "_add_module",
           [](nn::Module& self, const std::string& name, std::shared_ptr<nn::Module> child) {
@@ -130,7 +133,7 @@ void bind_nn(nb::module_& top) {
           },
           "name"_a, "tensor"_a);
 
-  nb::class_<nn::Sequential, nn::Module>(m, "Sequential")
+  nb::class_<nn::Sequential, nn::Module>(m, "Sequential", doc("nn::Sequential"))
       .def("__init__",
            [](nn::Sequential* self, nb::args layers) {
              new (self) nn::Sequential();
@@ -146,7 +149,7 @@ void bind_nn(nb::module_& top) {
              nb::cast<nn::Sequential&>(self).add(name, std::move(layer));
              return nb::borrow(self);
            })
-      .def("__len__", &nn::Sequential::size)
+      .def("__len__", &nn::Sequential::size, doc("nn::Sequential::size"))
       .def("__getitem__",
            [](const nn::Sequential& s, std::int64_t i) {
              const auto n = static_cast<std::int64_t>(s.size());
@@ -157,48 +160,49 @@ void bind_nn(nb::module_& top) {
            })
       .def("__iter__", [](const nn::Sequential& s) { return nb::iter(nb::cast(children(s))); });
 
-  nb::class_<nn::Linear, nn::Module>(m, "Linear")
+  nb::class_<nn::Linear, nn::Module>(m, "Linear", doc("nn::Linear"))
       .def(nb::init<std::int64_t, std::int64_t, bool>(), "in_features"_a, "out_features"_a, "bias"_a = true);
-  nb::class_<nn::ReLU, nn::Module>(m, "ReLU").def(nb::init<>());
-  nb::class_<nn::Sigmoid, nn::Module>(m, "Sigmoid").def(nb::init<>());
-  nb::class_<nn::Tanh, nn::Module>(m, "Tanh").def(nb::init<>());
-  nb::class_<nn::Softmax, nn::Module>(m, "Softmax").def(nb::init<int>(), "dim"_a);
-  nb::class_<nn::Flatten, nn::Module>(m, "Flatten").def(nb::init<int, int>(), "start_dim"_a = 1, "end_dim"_a = -1);
-  nb::class_<nn::Dropout, nn::Module>(m, "Dropout").def(nb::init<double>(), "p"_a = 0.5);
-  nb::class_<nn::Conv2d, nn::Module>(m, "Conv2d")
+  nb::class_<nn::ReLU, nn::Module>(m, "ReLU", doc("nn::ReLU")).def(nb::init<>());
+  nb::class_<nn::Sigmoid, nn::Module>(m, "Sigmoid", doc("nn::Sigmoid")).def(nb::init<>());
+  nb::class_<nn::Tanh, nn::Module>(m, "Tanh", doc("nn::Tanh")).def(nb::init<>());
+  nb::class_<nn::Softmax, nn::Module>(m, "Softmax", doc("nn::Softmax")).def(nb::init<int>(), "dim"_a);
+  nb::class_<nn::Flatten, nn::Module>(m, "Flatten", doc("nn::Flatten"))
+      .def(nb::init<int, int>(), "start_dim"_a = 1, "end_dim"_a = -1);
+  nb::class_<nn::Dropout, nn::Module>(m, "Dropout", doc("nn::Dropout")).def(nb::init<double>(), "p"_a = 0.5);
+  nb::class_<nn::Conv2d, nn::Module>(m, "Conv2d", doc("nn::Conv2d"))
       .def(nb::init<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                     bool>(),
            "in_channels"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1,
            "groups"_a = 1, "bias"_a = true);
-  nb::class_<nn::Conv1d, nn::Module>(m, "Conv1d")
+  nb::class_<nn::Conv1d, nn::Module>(m, "Conv1d", doc("nn::Conv1d"))
       .def(nb::init<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                     bool>(),
            "in_channels"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1,
            "groups"_a = 1, "bias"_a = true);
   // stride=None is the kernel size, as in PyTorch (0 in C++).
-  nb::class_<nn::MaxPool2d, nn::Module>(m, "MaxPool2d")
+  nb::class_<nn::MaxPool2d, nn::Module>(m, "MaxPool2d", doc("nn::MaxPool2d"))
       .def(nb::init<std::int64_t, std::int64_t, std::int64_t>(), "kernel_size"_a, "stride"_a = 0, "padding"_a = 0);
-  nb::class_<nn::AvgPool2d, nn::Module>(m, "AvgPool2d")
+  nb::class_<nn::AvgPool2d, nn::Module>(m, "AvgPool2d", doc("nn::AvgPool2d"))
       .def(nb::init<std::int64_t, std::int64_t, std::int64_t>(), "kernel_size"_a, "stride"_a = 0, "padding"_a = 0);
-  nb::class_<nn::AdaptiveAvgPool2d, nn::Module>(m, "AdaptiveAvgPool2d")
+  nb::class_<nn::AdaptiveAvgPool2d, nn::Module>(m, "AdaptiveAvgPool2d", doc("nn::AdaptiveAvgPool2d"))
       .def(nb::init<std::array<std::int64_t, 2>>(), "output_size"_a)
       .def(nb::init<std::int64_t>(), "output_size"_a);
-  nb::class_<nn::AdaptiveMaxPool2d, nn::Module>(m, "AdaptiveMaxPool2d")
+  nb::class_<nn::AdaptiveMaxPool2d, nn::Module>(m, "AdaptiveMaxPool2d", doc("nn::AdaptiveMaxPool2d"))
       .def(nb::init<std::array<std::int64_t, 2>>(), "output_size"_a)
       .def(nb::init<std::int64_t>(), "output_size"_a);
-  nb::class_<nn::BatchNorm, nn::Module>(m, "_BatchNorm");
-  nb::class_<nn::BatchNorm1d, nn::BatchNorm>(m, "BatchNorm1d")
+  nb::class_<nn::BatchNorm, nn::Module>(m, "_BatchNorm", doc("nn::BatchNorm"));
+  nb::class_<nn::BatchNorm1d, nn::BatchNorm>(m, "BatchNorm1d", doc("nn::BatchNorm1d"))
       .def(nb::init<std::int64_t, double, double>(), "num_features"_a, "eps"_a = 1e-5, "momentum"_a = 0.1);
-  nb::class_<nn::BatchNorm2d, nn::BatchNorm>(m, "BatchNorm2d")
+  nb::class_<nn::BatchNorm2d, nn::BatchNorm>(m, "BatchNorm2d", doc("nn::BatchNorm2d"))
       .def(nb::init<std::int64_t, double, double>(), "num_features"_a, "eps"_a = 1e-5, "momentum"_a = 0.1);
-  nb::class_<nn::Embedding, nn::Module>(m, "Embedding")
+  nb::class_<nn::Embedding, nn::Module>(m, "Embedding", doc("nn::Embedding"))
       .def(nb::init<std::int64_t, std::int64_t>(), "num_embeddings"_a, "embedding_dim"_a);
-  nb::class_<nn::LayerNorm, nn::Module>(m, "LayerNorm")
+  nb::class_<nn::LayerNorm, nn::Module>(m, "LayerNorm", doc("nn::LayerNorm"))
       .def(nb::init<std::int64_t, double, bool>(), "normalized_shape"_a, "eps"_a = 1e-5, "elementwise_affine"_a = true)
       .def(nb::init<Shape, double, bool>(), "normalized_shape"_a, "eps"_a = 1e-5, "elementwise_affine"_a = true);
 
   // Recurrent layers return (output, h_n) or (output, (h_n, c_n)), as PyTorch.
-  nb::class_<nn::RecurrentBase, nn::Module>(m, "_RecurrentBase")
+  nb::class_<nn::RecurrentBase, nn::Module>(m, "_RecurrentBase", doc("nn::RecurrentBase"))
       .def_prop_ro("input_size", &nn::RecurrentBase::input_size)
       .def_prop_ro("hidden_size", &nn::RecurrentBase::hidden_size)
       .def_prop_ro("num_layers", &nn::RecurrentBase::num_layers)
@@ -211,22 +215,22 @@ void bind_nn(nb::module_& top) {
     }
     return nb::make_tuple(r.output, r.h_n);
   };
-  nb::class_<nn::RNN, nn::RecurrentBase>(m, "RNN")
+  nb::class_<nn::RNN, nn::RecurrentBase>(m, "RNN", doc("nn::RNN"))
       .def(nb::init<std::int64_t, std::int64_t, std::int64_t, const std::string&, bool, bool, double>(), "input_size"_a,
            "hidden_size"_a, "num_layers"_a = 1, "nonlinearity"_a = "tanh", "bias"_a = true, "batch_first"_a = false,
            "dropout"_a = 0.0)
       .def(
           "forward", [rnn_call](nn::RNN& l, const Tensor& x, std::optional<Tensor> h0) { return rnn_call(l, x, h0); },
-          "input"_a, "hx"_a = nb::none())
+          "input"_a, "hx"_a = nb::none(), doc("nn::RNN::forward"))
       .def(
           "__call__", [rnn_call](nn::RNN& l, const Tensor& x, std::optional<Tensor> h0) { return rnn_call(l, x, h0); },
           "input"_a, "hx"_a = nb::none());
-  nb::class_<nn::GRU, nn::RecurrentBase>(m, "GRU")
+  nb::class_<nn::GRU, nn::RecurrentBase>(m, "GRU", doc("nn::GRU"))
       .def(nb::init<std::int64_t, std::int64_t, std::int64_t, bool, bool, double>(), "input_size"_a, "hidden_size"_a,
            "num_layers"_a = 1, "bias"_a = true, "batch_first"_a = false, "dropout"_a = 0.0)
       .def(
           "forward", [rnn_call](nn::GRU& l, const Tensor& x, std::optional<Tensor> h0) { return rnn_call(l, x, h0); },
-          "input"_a, "hx"_a = nb::none())
+          "input"_a, "hx"_a = nb::none(), doc("nn::GRU::forward"))
       .def(
           "__call__", [rnn_call](nn::GRU& l, const Tensor& x, std::optional<Tensor> h0) { return rnn_call(l, x, h0); },
           "input"_a, "hx"_a = nb::none());
@@ -238,10 +242,10 @@ void bind_nn(nb::module_& top) {
     }
     return nb::make_tuple(r.output, nb::make_tuple(r.h_n, r.c_n));
   };
-  nb::class_<nn::LSTM, nn::RecurrentBase>(m, "LSTM")
+  nb::class_<nn::LSTM, nn::RecurrentBase>(m, "LSTM", doc("nn::LSTM"))
       .def(nb::init<std::int64_t, std::int64_t, std::int64_t, bool, bool, double>(), "input_size"_a, "hidden_size"_a,
            "num_layers"_a = 1, "bias"_a = true, "batch_first"_a = false, "dropout"_a = 0.0)
-      .def("forward", lstm_call, "input"_a, "hx"_a = nb::none())
+      .def("forward", lstm_call, "input"_a, "hx"_a = nb::none(), doc("nn::LSTM::forward"))
       .def("__call__", lstm_call, "input"_a, "hx"_a = nb::none());
   auto mha_call = [](nn::MultiheadAttention& l, const Tensor& q, const Tensor& k, const Tensor& v,
                      std::optional<Tensor> key_padding_mask, bool need_weights, std::optional<Tensor> attn_mask,
@@ -254,11 +258,12 @@ void bind_nn(nb::module_& top) {
     }
     return nb::make_tuple(r.output, r.weights.defined() ? nb::cast(r.weights) : nb::none());
   };
-  nb::class_<nn::MultiheadAttention, nn::Module>(m, "MultiheadAttention")
+  nb::class_<nn::MultiheadAttention, nn::Module>(m, "MultiheadAttention", doc("nn::MultiheadAttention"))
       .def(nb::init<std::int64_t, std::int64_t, double, bool, bool>(), "embed_dim"_a, "num_heads"_a, "dropout"_a = 0.0,
            "bias"_a = true, "batch_first"_a = false)
       .def("forward", mha_call, "query"_a, "key"_a, "value"_a, "key_padding_mask"_a = nb::none(),
-           "need_weights"_a = true, "attn_mask"_a = nb::none(), "average_attn_weights"_a = true)
+           "need_weights"_a = true, "attn_mask"_a = nb::none(), "average_attn_weights"_a = true,
+           doc("nn::MultiheadAttention::forward"))
       .def("__call__", mha_call, "query"_a, "key"_a, "value"_a, "key_padding_mask"_a = nb::none(),
            "need_weights"_a = true, "attn_mask"_a = nb::none(), "average_attn_weights"_a = true);
   auto encoder_call = [](nn::TransformerEncoderLayer& l, const Tensor& src, std::optional<Tensor> mask,
@@ -266,30 +271,31 @@ void bind_nn(nb::module_& top) {
     nb::gil_scoped_release release;
     return l.forward(src, mask.value_or(Tensor()), padding.value_or(Tensor()));
   };
-  nb::class_<nn::TransformerEncoderLayer, nn::Module>(m, "TransformerEncoderLayer")
+  nb::class_<nn::TransformerEncoderLayer, nn::Module>(m, "TransformerEncoderLayer", doc("nn::TransformerEncoderLayer"))
       .def(nb::init<std::int64_t, std::int64_t, std::int64_t, double, const std::string&, double, bool, bool>(),
            "d_model"_a, "nhead"_a, "dim_feedforward"_a = 2048, "dropout"_a = 0.1, "activation"_a = "relu",
            "layer_norm_eps"_a = 1e-5, "batch_first"_a = false, "norm_first"_a = false)
-      .def("forward", encoder_call, "src"_a, "src_mask"_a = nb::none(), "src_key_padding_mask"_a = nb::none())
+      .def("forward", encoder_call, "src"_a, "src_mask"_a = nb::none(), "src_key_padding_mask"_a = nb::none(),
+           doc("nn::TransformerEncoderLayer::forward"))
       .def("__call__", encoder_call, "src"_a, "src_mask"_a = nb::none(), "src_key_padding_mask"_a = nb::none());
 
   // Losses and functional ops (torch.nn.functional).
   nb::module_ f = m.def_submodule("functional", "functional forms of the layers (torch.nn.functional)");
   for (nb::module_ mod : {m, f}) {
-    mod.def("mse_loss", &anvil::mse_loss, "input"_a, "target"_a, ANVIL_NOGIL);
-    mod.def("cross_entropy", &anvil::cross_entropy, "input"_a, "target"_a, ANVIL_NOGIL);
+    mod.def("mse_loss", &anvil::mse_loss, "input"_a, "target"_a, ANVIL_NOGIL, doc("mse_loss"));
+    mod.def("cross_entropy", &anvil::cross_entropy, "input"_a, "target"_a, ANVIL_NOGIL, doc("cross_entropy"));
   }
-  f.def("relu", &anvil::relu, "input"_a, ANVIL_NOGIL);
-  f.def("gelu", &anvil::gelu, "input"_a, ANVIL_NOGIL);
-  f.def("softplus", &anvil::softplus, "input"_a, ANVIL_NOGIL);
-  f.def("sigmoid", &anvil::sigmoid, "input"_a, ANVIL_NOGIL);
-  f.def("tanh", &anvil::tanh, "input"_a, ANVIL_NOGIL);
-  f.def("softmax", &anvil::softmax, "input"_a, "dim"_a, ANVIL_NOGIL);
-  f.def("log_softmax", &anvil::log_softmax, "input"_a, "dim"_a, ANVIL_NOGIL);
+  f.def("relu", &anvil::relu, "input"_a, ANVIL_NOGIL, doc("relu"));
+  f.def("gelu", &anvil::gelu, "input"_a, ANVIL_NOGIL, doc("gelu"));
+  f.def("softplus", &anvil::softplus, "input"_a, ANVIL_NOGIL, doc("softplus"));
+  f.def("sigmoid", &anvil::sigmoid, "input"_a, ANVIL_NOGIL, doc("sigmoid"));
+  f.def("tanh", &anvil::tanh, "input"_a, ANVIL_NOGIL, doc("tanh"));
+  f.def("softmax", &anvil::softmax, "input"_a, "dim"_a, ANVIL_NOGIL, doc("softmax"));
+  f.def("log_softmax", &anvil::log_softmax, "input"_a, "dim"_a, ANVIL_NOGIL, doc("log_softmax"));
   f.def(
       "linear",
       [](const Tensor& x, const Tensor& w, std::optional<Tensor> b) { return linear(x, w, b.value_or(Tensor())); },
-      "input"_a, "weight"_a, "bias"_a = nb::none(), ANVIL_NOGIL);
+      "input"_a, "weight"_a, "bias"_a = nb::none(), ANVIL_NOGIL, doc("linear"));
   f.def(
       "conv2d",
       [](const Tensor& x, const Tensor& w, std::optional<Tensor> b, std::array<std::int64_t, 2> stride,
@@ -297,20 +303,23 @@ void bind_nn(nb::module_& top) {
          std::int64_t groups) { return conv2d(x, w, b.value_or(Tensor()), stride, padding, dilation, groups); },
       "input"_a, "weight"_a, "bias"_a = nb::none(), "stride"_a = std::array<std::int64_t, 2>{1, 1},
       "padding"_a = std::array<std::int64_t, 2>{0, 0}, "dilation"_a = std::array<std::int64_t, 2>{1, 1}, "groups"_a = 1,
-      ANVIL_NOGIL);
+      ANVIL_NOGIL, doc("conv2d"));
   f.def("max_pool2d", &anvil::max_pool2d, "input"_a, "kernel_size"_a, "stride"_a,
-        "padding"_a = std::array<std::int64_t, 2>{0, 0}, ANVIL_NOGIL);
+        "padding"_a = std::array<std::int64_t, 2>{0, 0}, ANVIL_NOGIL, doc("max_pool2d"));
   f.def("avg_pool2d", &anvil::avg_pool2d, "input"_a, "kernel_size"_a, "stride"_a,
-        "padding"_a = std::array<std::int64_t, 2>{0, 0}, ANVIL_NOGIL);
-  f.def("adaptive_avg_pool2d", &anvil::adaptive_avg_pool2d, "input"_a, "output_size"_a, ANVIL_NOGIL);
-  f.def("adaptive_max_pool2d", &anvil::adaptive_max_pool2d, "input"_a, "output_size"_a, ANVIL_NOGIL);
-  f.def("embedding", &anvil::embedding, "input"_a, "weight"_a, ANVIL_NOGIL);
+        "padding"_a = std::array<std::int64_t, 2>{0, 0}, ANVIL_NOGIL, doc("avg_pool2d"));
+  f.def("adaptive_avg_pool2d", &anvil::adaptive_avg_pool2d, "input"_a, "output_size"_a, ANVIL_NOGIL,
+        doc("adaptive_avg_pool2d"));
+  f.def("adaptive_max_pool2d", &anvil::adaptive_max_pool2d, "input"_a, "output_size"_a, ANVIL_NOGIL,
+        doc("adaptive_max_pool2d"));
+  f.def("embedding", &anvil::embedding, "input"_a, "weight"_a, ANVIL_NOGIL, doc("embedding"));
   f.def(
       "layer_norm",
       [](const Tensor& x, const Shape& shape, std::optional<Tensor> w, std::optional<Tensor> b, double eps) {
         return layer_norm(x, shape, w.value_or(Tensor()), b.value_or(Tensor()), eps);
       },
-      "input"_a, "normalized_shape"_a, "weight"_a = nb::none(), "bias"_a = nb::none(), "eps"_a = 1e-5, ANVIL_NOGIL);
+      "input"_a, "normalized_shape"_a, "weight"_a = nb::none(), "bias"_a = nb::none(), "eps"_a = 1e-5, ANVIL_NOGIL,
+      doc("layer_norm"));
   f.def(
       "batch_norm",
       [](const Tensor& x, std::optional<Tensor> rm, std::optional<Tensor> rv, std::optional<Tensor> w,
@@ -319,14 +328,15 @@ void bind_nn(nb::module_& top) {
                           training, momentum, eps);
       },
       "input"_a, "running_mean"_a, "running_var"_a, "weight"_a = nb::none(), "bias"_a = nb::none(),
-      "training"_a = false, "momentum"_a = 0.1, "eps"_a = 1e-5, ANVIL_NOGIL);
+      "training"_a = false, "momentum"_a = 0.1, "eps"_a = 1e-5, ANVIL_NOGIL, doc("batch_norm"));
   f.def(
       "scaled_dot_product_attention",
       [](const Tensor& q, const Tensor& k, const Tensor& v, std::optional<Tensor> mask, bool is_causal) {
         return scaled_dot_product_attention(q, k, v, mask.value_or(Tensor()), is_causal);
       },
-      "query"_a, "key"_a, "value"_a, "attn_mask"_a = nb::none(), "is_causal"_a = false, ANVIL_NOGIL);
-  f.def("dropout", &anvil::dropout, "input"_a, "p"_a = 0.5, "training"_a = true, ANVIL_NOGIL);
+      "query"_a, "key"_a, "value"_a, "attn_mask"_a = nb::none(), "is_causal"_a = false, ANVIL_NOGIL,
+      doc("scaled_dot_product_attention"));
+  f.def("dropout", &anvil::dropout, "input"_a, "p"_a = 0.5, "training"_a = true, ANVIL_NOGIL, doc("dropout"));
 
   // Initialisers: in place, the same tensor back.
   nb::module_ init = m.def_submodule("init", "initialisers, in place (torch.nn.init)");
@@ -336,63 +346,63 @@ void bind_nn(nb::module_& top) {
         nn::init::normal_(nb::cast<Tensor&>(t), mean, std);
         return nb::borrow(t);
       },
-      "tensor"_a, "mean"_a = 0.0, "std"_a = 1.0);
+      "tensor"_a, "mean"_a = 0.0, "std"_a = 1.0, doc("nn::init::normal_"));
   init.def(
       "uniform_",
       [](nb::handle t, double a, double b) {
         nn::init::uniform_(nb::cast<Tensor&>(t), a, b);
         return nb::borrow(t);
       },
-      "tensor"_a, "a"_a = 0.0, "b"_a = 1.0);
+      "tensor"_a, "a"_a = 0.0, "b"_a = 1.0, doc("nn::init::uniform_"));
   init.def(
       "constant_",
       [](nb::handle t, double v) {
         nn::init::constant_(nb::cast<Tensor&>(t), v);
         return nb::borrow(t);
       },
-      "tensor"_a, "val"_a);
+      "tensor"_a, "val"_a, doc("nn::init::constant_"));
   init.def(
       "zeros_",
       [](nb::handle t) {
         nn::init::zeros_(nb::cast<Tensor&>(t));
         return nb::borrow(t);
       },
-      "tensor"_a);
+      "tensor"_a, doc("nn::init::zeros_"));
   init.def(
       "ones_",
       [](nb::handle t) {
         nn::init::ones_(nb::cast<Tensor&>(t));
         return nb::borrow(t);
       },
-      "tensor"_a);
+      "tensor"_a, doc("nn::init::ones_"));
   init.def(
       "xavier_uniform_",
       [](nb::handle t, double gain) {
         nn::init::xavier_uniform_(nb::cast<Tensor&>(t), gain);
         return nb::borrow(t);
       },
-      "tensor"_a, "gain"_a = 1.0);
+      "tensor"_a, "gain"_a = 1.0, doc("nn::init::xavier_uniform_"));
   init.def(
       "xavier_normal_",
       [](nb::handle t, double gain) {
         nn::init::xavier_normal_(nb::cast<Tensor&>(t), gain);
         return nb::borrow(t);
       },
-      "tensor"_a, "gain"_a = 1.0);
+      "tensor"_a, "gain"_a = 1.0, doc("nn::init::xavier_normal_"));
   init.def(
       "kaiming_uniform_",
       [](nb::handle t, double a) {
         nn::init::kaiming_uniform_(nb::cast<Tensor&>(t), a);
         return nb::borrow(t);
       },
-      "tensor"_a, "a"_a = 0.0);
+      "tensor"_a, "a"_a = 0.0, doc("nn::init::kaiming_uniform_"));
   init.def(
       "kaiming_normal_",
       [](nb::handle t, double a) {
         nn::init::kaiming_normal_(nb::cast<Tensor&>(t), a);
         return nb::borrow(t);
       },
-      "tensor"_a, "a"_a = 0.0);
+      "tensor"_a, "a"_a = 0.0, doc("nn::init::kaiming_normal_"));
 }
 
 }  // namespace anvil::python

@@ -6,13 +6,14 @@ namespace anvil::python {
 
 void bind_optim(nb::module_& top) {
   nb::module_ m = top.def_submodule("optim", "optimisers (anvil/optim.h)");
-  nb::class_<optim::Optimizer>(m, "Optimizer")
-      .def("step", &optim::Optimizer::step, ANVIL_NOGIL)
-      .def("zero_grad", &optim::Optimizer::zero_grad)
-      .def("state_dict", &optim::Optimizer::state_dict)
-      .def("load_state_dict", &optim::Optimizer::load_state_dict, "state_dict"_a, ANVIL_NOGIL)
+  nb::class_<optim::Optimizer>(m, "Optimizer", doc("optim::Optimizer"))
+      .def("step", &optim::Optimizer::step, ANVIL_NOGIL, doc("optim::Optimizer::step"))
+      .def("zero_grad", &optim::Optimizer::zero_grad, doc("optim::Optimizer::zero_grad"))
+      .def("state_dict", &optim::Optimizer::state_dict, doc("optim::Optimizer::state_dict"))
+      .def("load_state_dict", &optim::Optimizer::load_state_dict, "state_dict"_a, ANVIL_NOGIL,
+           doc("optim::Optimizer::load_state_dict"))
       .def_prop_ro("params", &optim::Optimizer::params);
-  nb::class_<optim::SGD, optim::Optimizer>(m, "SGD")
+  nb::class_<optim::SGD, optim::Optimizer>(m, "SGD", doc("optim::SGD"))
       .def(
           "__init__",
           [](optim::SGD* self, std::vector<Tensor> params, double lr, double momentum, double dampening,
@@ -27,7 +28,7 @@ void bind_optim(nb::module_& top) {
           "nesterov"_a = false)
       .def_prop_rw(
           "lr", [](optim::SGD& o) { return o.options().lr; }, [](optim::SGD& o, double lr) { o.options().lr = lr; });
-  nb::class_<optim::Adam, optim::Optimizer>(m, "Adam")
+  nb::class_<optim::Adam, optim::Optimizer>(m, "Adam", doc("optim::Adam"))
       .def(
           "__init__",
           [](optim::Adam* self, std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,

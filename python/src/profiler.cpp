@@ -128,7 +128,7 @@ void bind_profiler(nb::module_& top) {
       .def_ro("implicit", &profiler::SyncSite::implicit)
       .def_ro("count", &profiler::SyncSite::count)
       .def_ro("wait_us", &profiler::SyncSite::wait_us);
-  nb::class_<profiler::MemoryTotals>(m, "MemoryTotals")
+  nb::class_<profiler::MemoryTotals>(m, "MemoryTotals", doc("profiler::MemoryTotals"))
       .def_ro("device", &profiler::MemoryTotals::device)
       .def_ro("allocations", &profiler::MemoryTotals::allocations)
       .def_ro("frees", &profiler::MemoryTotals::frees)
@@ -164,21 +164,25 @@ void bind_profiler(nb::module_& top) {
                                                            .memory = memory});
           },
           "trace_path"_a = "", "device_time"_a = true, "record_shapes"_a = true, "memory"_a = true)
-      .def("stop", &profiler::Profile::stop, ANVIL_NOGIL)
+      .def("stop", &profiler::Profile::stop, ANVIL_NOGIL, doc("profiler::Profile::stop"))
       .def_prop_ro("recording", &profiler::Profile::recording)
-      .def("events", &profiler::Profile::events, ANVIL_NOGIL)
-      .def("key_averages", &profiler::Profile::key_averages, "group_by_shape"_a = false, ANVIL_NOGIL)
+      .def("events", &profiler::Profile::events, ANVIL_NOGIL, doc("profiler::Profile::events"))
+      .def("key_averages", &profiler::Profile::key_averages, "group_by_shape"_a = false, ANVIL_NOGIL,
+           doc("profiler::Profile::key_averages"))
       .def(
           "table",
           [](profiler::Profile& p, profiler::SortBy sort_by, bool group_by_shape, int row_limit) {
             return p.table({.sort_by = sort_by, .group_by_shape = group_by_shape, .row_limit = row_limit});
           },
-          "sort_by"_a = profiler::SortBy::HostTotal, "group_by_shape"_a = false, "row_limit"_a = 20, ANVIL_NOGIL)
-      .def("sync_sites", &profiler::Profile::sync_sites, ANVIL_NOGIL)
-      .def("sync_table", &profiler::Profile::sync_table, "row_limit"_a = 20, ANVIL_NOGIL)
-      .def("memory", &profiler::Profile::memory, ANVIL_NOGIL)
-      .def("trace_json", &profiler::Profile::trace_json, ANVIL_NOGIL)
-      .def("write_trace", &profiler::Profile::write_trace, "path"_a, ANVIL_NOGIL);
+          "sort_by"_a = profiler::SortBy::HostTotal, "group_by_shape"_a = false, "row_limit"_a = 20, ANVIL_NOGIL,
+          doc("profiler::Profile::table"))
+      .def("sync_sites", &profiler::Profile::sync_sites, ANVIL_NOGIL, doc("profiler::Profile::sync_sites"))
+      .def("sync_table", &profiler::Profile::sync_table, "row_limit"_a = 20, ANVIL_NOGIL,
+           doc("profiler::Profile::sync_table"))
+      .def("memory", &profiler::Profile::memory, ANVIL_NOGIL, doc("profiler::Profile::memory"))
+      .def("trace_json", &profiler::Profile::trace_json, ANVIL_NOGIL, doc("profiler::Profile::trace_json"))
+      .def("write_trace", &profiler::Profile::write_trace, "path"_a, ANVIL_NOGIL,
+           doc("profiler::Profile::write_trace"));
 
   nb::class_<RecordFunction>(m, "_RecordFunction")
       .def(
@@ -206,8 +210,7 @@ void bind_profiler(nb::module_& top) {
       });
   m.def("enabled", &profiler::enabled, "Whether a profile is recording now");
   m.def("profile_until_exit", &profiler::profile_until_exit, "trace_path"_a, "table_rows"_a = 15,
-        "Profiles the rest of the process (what ANVIL_PROFILE=FILE does): the trace is written at exit and, if "
-        "table_rows > 0, the top ops printed");
+        doc("profiler::profile_until_exit"));
 }
 
 }  // namespace anvil::python

@@ -101,23 +101,25 @@ void bind_tensor(nb::module_& m) {
   nb::class_<Tensor> t(m, "Tensor", "A tensor: a view over storage on one device (anvil/tensor.h)");
   // What it is.
   t.def_prop_ro("shape", &Tensor::shape)
-      .def("size", [](const Tensor& x) { return x.shape(); })
-      .def("size", &Tensor::size, "dim"_a)
-      .def("stride", [](const Tensor& x) { return x.strides(); })
-      .def("stride", &Tensor::stride, "dim"_a)
+      .def(
+          "size", [](const Tensor& x) { return x.shape(); }, doc("Tensor::size"))
+      .def("size", &Tensor::size, "dim"_a, doc("Tensor::size"))
+      .def(
+          "stride", [](const Tensor& x) { return x.strides(); }, doc("Tensor::stride"))
+      .def("stride", &Tensor::stride, "dim"_a, doc("Tensor::stride"))
       .def_prop_ro("ndim", &Tensor::dim)
-      .def("dim", &Tensor::dim)
-      .def("numel", &Tensor::numel)
+      .def("dim", &Tensor::dim, doc("Tensor::dim"))
+      .def("numel", &Tensor::numel, doc("Tensor::numel"))
       .def_prop_ro("dtype", &Tensor::dtype)
       .def_prop_ro("device", &Tensor::device)
-      .def("storage_offset", &Tensor::offset)
-      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("storage_offset", &Tensor::offset, doc("Tensor::offset"))
+      .def("is_contiguous", &Tensor::is_contiguous, doc("Tensor::is_contiguous"))
       .def_prop_ro("nbytes", &Tensor::nbytes)
       .def("element_size", [](const Tensor& x) { return element_size(x.dtype()); })
       .def_prop_ro("is_cuda", [](const Tensor& x) { return x.device().type() == DeviceType::CUDA; })
       .def("is_floating_point", [](const Tensor& x) { return is_floating(x.dtype()); })
-      .def("shares_storage", &Tensor::shares_storage)
-      .def("is_same", &Tensor::is_same)
+      .def("shares_storage", &Tensor::shares_storage, doc("Tensor::shares_storage"))
+      .def("is_same", &Tensor::is_same, doc("Tensor::is_same"))
       .def("data_ptr", [](const Tensor& x) { return reinterpret_cast<std::uintptr_t>(x.raw_data_ptr()); })
       .def("__repr__", &repr)
       .def("__len__",
@@ -126,7 +128,8 @@ void bind_tensor(nb::module_& m) {
              return x.size(0);
            })
       // Moving between devices and dtypes.
-      .def("to", &to, "args"_a, nb::kw_only(), "device"_a = nb::none(), "dtype"_a = nb::none(), "copy"_a = false)
+      .def("to", &to, "args"_a, nb::kw_only(), "device"_a = nb::none(), "dtype"_a = nb::none(), "copy"_a = false,
+           doc("Tensor::to"))
       .def(
           "copy_to",
           [](const Tensor& x, Device d) {
@@ -134,13 +137,15 @@ void bind_tensor(nb::module_& m) {
             nb::gil_scoped_release release;
             return x.copy_to(d, site);
           },
-          "device"_a)
-      .def("cpu",
-           [](const Tensor& x) {
-             const SourceLocation site = python_call_site();
-             nb::gil_scoped_release release;
-             return x.cpu(site);
-           })
+          "device"_a, doc("Tensor::copy_to"))
+      .def(
+          "cpu",
+          [](const Tensor& x) {
+            const SourceLocation site = python_call_site();
+            nb::gil_scoped_release release;
+            return x.cpu(site);
+          },
+          doc("Tensor::cpu"))
       .def(
           "cuda", [](const Tensor& x, int i) { return x.to(Device(DeviceType::CUDA, i)); }, "index"_a = 0, ANVIL_NOGIL)
       .def(
@@ -190,45 +195,55 @@ void bind_tensor(nb::module_& m) {
       .def("__getitem__", &getitem)
       .def("__setitem__", &setitem)
       // Views.
-      .def("reshape", &reshape_args, ANVIL_NOGIL)
-      .def("view", [](const Tensor& x, const nb::args& a) { return x.view(shape_from_args(a, "view")); })
-      .def("transpose", &Tensor::transpose, "dim0"_a, "dim1"_a, ANVIL_NOGIL)
-      .def("permute", [](const Tensor& x, const nb::args& a) { return x.permute(Dims(shape_from_args(a, "permute"))); })
-      .def("t", &Tensor::t, ANVIL_NOGIL)
+      .def("reshape", &reshape_args, ANVIL_NOGIL, doc("Tensor::reshape"))
+      .def(
+          "view", [](const Tensor& x, const nb::args& a) { return x.view(shape_from_args(a, "view")); },
+          doc("Tensor::view"))
+      .def("transpose", &Tensor::transpose, "dim0"_a, "dim1"_a, ANVIL_NOGIL, doc("Tensor::transpose"))
+      .def(
+          "permute", [](const Tensor& x, const nb::args& a) { return x.permute(Dims(shape_from_args(a, "permute"))); },
+          doc("Tensor::permute"))
+      .def("t", &Tensor::t, ANVIL_NOGIL, doc("Tensor::t"))
       .def_prop_ro("T", [](const Tensor& x) { return x.dim() <= 2 ? x.t() : x; })
       .def_prop_ro("mT", [](const Tensor& x) { return x.transpose(-2, -1); })
-      .def("slice", &Tensor::slice, "dim"_a, "start"_a, "end"_a, "step"_a = 1, ANVIL_NOGIL)
-      .def("narrow", &Tensor::narrow, "dim"_a, "start"_a, "length"_a, ANVIL_NOGIL)
-      .def("select", &Tensor::select, "dim"_a, "index"_a, ANVIL_NOGIL)
-      .def("expand", [](const Tensor& x, const nb::args& a) { return x.expand(shape_from_args(a, "expand")); })
+      .def("slice", &Tensor::slice, "dim"_a, "start"_a, "end"_a, "step"_a = 1, ANVIL_NOGIL, doc("Tensor::slice"))
+      .def("narrow", &Tensor::narrow, "dim"_a, "start"_a, "length"_a, ANVIL_NOGIL, doc("Tensor::narrow"))
+      .def("select", &Tensor::select, "dim"_a, "index"_a, ANVIL_NOGIL, doc("Tensor::select"))
+      .def(
+          "expand", [](const Tensor& x, const nb::args& a) { return x.expand(shape_from_args(a, "expand")); },
+          doc("Tensor::expand"))
       .def(
           "expand_as", [](const Tensor& x, const Tensor& o) { return x.expand(o.shape()); }, ANVIL_NOGIL)
-      .def("repeat", [](const Tensor& x, const nb::args& a) { return x.repeat(shape_from_args(a, "repeat")); })
-      .def("squeeze", nb::overload_cast<>(&Tensor::squeeze, nb::const_), ANVIL_NOGIL)
-      .def("squeeze", nb::overload_cast<const Dims&>(&Tensor::squeeze, nb::const_), "dim"_a, ANVIL_NOGIL)
-      .def("unsqueeze", &Tensor::unsqueeze, "dim"_a, ANVIL_NOGIL)
-      .def("flatten", &Tensor::flatten, "start_dim"_a = 0, "end_dim"_a = -1, ANVIL_NOGIL)
-      .def("contiguous", &Tensor::contiguous, ANVIL_NOGIL)
-      .def("clone", &Tensor::clone, ANVIL_NOGIL)
-      .def("index_select", &Tensor::index_select, "dim"_a, "index"_a, ANVIL_NOGIL)
-      .def("gather", &Tensor::gather, "dim"_a, "index"_a, ANVIL_NOGIL)
-      .def("index_add", &Tensor::index_add, "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1, ANVIL_NOGIL)
-      .def("scatter_add", &Tensor::scatter_add, "dim"_a, "index"_a, "src"_a, ANVIL_NOGIL)
+      .def(
+          "repeat", [](const Tensor& x, const nb::args& a) { return x.repeat(shape_from_args(a, "repeat")); },
+          doc("Tensor::repeat"))
+      .def("squeeze", nb::overload_cast<>(&Tensor::squeeze, nb::const_), ANVIL_NOGIL, doc("Tensor::squeeze"))
+      .def("squeeze", nb::overload_cast<const Dims&>(&Tensor::squeeze, nb::const_), "dim"_a, ANVIL_NOGIL,
+           doc("Tensor::squeeze"))
+      .def("unsqueeze", &Tensor::unsqueeze, "dim"_a, ANVIL_NOGIL, doc("Tensor::unsqueeze"))
+      .def("flatten", &Tensor::flatten, "start_dim"_a = 0, "end_dim"_a = -1, ANVIL_NOGIL, doc("Tensor::flatten"))
+      .def("contiguous", &Tensor::contiguous, ANVIL_NOGIL, doc("Tensor::contiguous"))
+      .def("clone", &Tensor::clone, ANVIL_NOGIL, doc("Tensor::clone"))
+      .def("index_select", &Tensor::index_select, "dim"_a, "index"_a, ANVIL_NOGIL, doc("Tensor::index_select"))
+      .def("gather", &Tensor::gather, "dim"_a, "index"_a, ANVIL_NOGIL, doc("Tensor::gather"))
+      .def("index_add", &Tensor::index_add, "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1, ANVIL_NOGIL,
+           doc("Tensor::index_add"))
+      .def("scatter_add", &Tensor::scatter_add, "dim"_a, "index"_a, "src"_a, ANVIL_NOGIL, doc("Tensor::scatter_add"))
       .def("index_add_", &Tensor::index_add_, "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1,
-           nb::rv_policy::reference_internal, ANVIL_NOGIL)
+           nb::rv_policy::reference_internal, ANVIL_NOGIL, doc("Tensor::index_add_"))
       .def("scatter_add_", &Tensor::scatter_add_, "dim"_a, "index"_a, "src"_a, nb::rv_policy::reference_internal,
-           ANVIL_NOGIL)
-      .def("split", &Tensor::split, "split_size"_a, "dim"_a = 0, ANVIL_NOGIL)
-      .def("chunk", &Tensor::chunk, "chunks"_a, "dim"_a = 0, ANVIL_NOGIL)
+           ANVIL_NOGIL, doc("Tensor::scatter_add_"))
+      .def("split", &Tensor::split, "split_size"_a, "dim"_a = 0, ANVIL_NOGIL, doc("Tensor::split"))
+      .def("chunk", &Tensor::chunk, "chunks"_a, "dim"_a = 0, ANVIL_NOGIL, doc("Tensor::chunk"))
       .def(
           "as_strided",
           [](const Tensor& x, const Shape& size, const Shape& stride, std::int64_t offset) {
             return x.as_strided(size, stride, offset);
           },
-          "size"_a, "stride"_a, "storage_offset"_a = 0, ANVIL_NOGIL);
+          "size"_a, "stride"_a, "storage_offset"_a = 0, ANVIL_NOGIL, doc("Tensor::as_strided"));
 
   // Elementwise, one argument.
-#define ANVIL_UNARY(name) t.def(#name, &Tensor::name, ANVIL_NOGIL);
+#define ANVIL_UNARY(name) t.def(#name, &Tensor::name, doc("Tensor::" #name), ANVIL_NOGIL);
   ANVIL_UNARY(exp)
   ANVIL_UNARY(log)
   ANVIL_UNARY(sqrt)
@@ -252,30 +267,34 @@ void bind_tensor(nb::module_& m) {
   ANVIL_UNARY(round)
   ANVIL_UNARY(detach)
 #undef ANVIL_UNARY
-  t.def("max", nb::overload_cast<>(&Tensor::max, nb::const_), ANVIL_NOGIL)
-      .def("min", nb::overload_cast<>(&Tensor::min, nb::const_), ANVIL_NOGIL)
+  t.def("max", nb::overload_cast<>(&Tensor::max, nb::const_), ANVIL_NOGIL, doc("Tensor::max"))
+      .def("min", nb::overload_cast<>(&Tensor::min, nb::const_), ANVIL_NOGIL, doc("Tensor::min"))
       .def(
-          "gelu", [](const Tensor& x) { return gelu(x); }, ANVIL_NOGIL)
+          "gelu", [](const Tensor& x) { return gelu(x); }, doc("gelu"), ANVIL_NOGIL)
       .def(
-          "softplus", [](const Tensor& x) { return softplus(x); }, ANVIL_NOGIL)
-      .def("masked_fill", &Tensor::masked_fill, "mask"_a, "value"_a, ANVIL_NOGIL)
-      .def("tril", &Tensor::tril, "diagonal"_a = 0, ANVIL_NOGIL)
-      .def("triu", &Tensor::triu, "diagonal"_a = 0, ANVIL_NOGIL)
-      .def("pow", nb::overload_cast<const Tensor&>(&Tensor::pow, nb::const_), "exponent"_a, ANVIL_NOGIL)
-      .def("pow", nb::overload_cast<const Scalar&>(&Tensor::pow, nb::const_), "exponent"_a, ANVIL_NOGIL)
-      .def("clamp", &Tensor::clamp, "min"_a = nb::none(), "max"_a = nb::none(), ANVIL_NOGIL)
-      .def("clip", &Tensor::clamp, "min"_a = nb::none(), "max"_a = nb::none(), ANVIL_NOGIL)
+          "softplus", [](const Tensor& x) { return softplus(x); }, doc("softplus"), ANVIL_NOGIL)
+      .def("masked_fill", &Tensor::masked_fill, "mask"_a, "value"_a, ANVIL_NOGIL, doc("Tensor::masked_fill"))
+      .def("tril", &Tensor::tril, "diagonal"_a = 0, ANVIL_NOGIL, doc("Tensor::tril"))
+      .def("triu", &Tensor::triu, "diagonal"_a = 0, ANVIL_NOGIL, doc("Tensor::triu"))
+      .def("pow", nb::overload_cast<const Tensor&>(&Tensor::pow, nb::const_), "exponent"_a, ANVIL_NOGIL,
+           doc("Tensor::pow"))
+      .def("pow", nb::overload_cast<const Scalar&>(&Tensor::pow, nb::const_), "exponent"_a, ANVIL_NOGIL,
+           doc("Tensor::pow"))
+      .def("clamp", &Tensor::clamp, "min"_a = nb::none(), "max"_a = nb::none(), ANVIL_NOGIL, doc("Tensor::clamp"))
+      .def("clip", &Tensor::clamp, "min"_a = nb::none(), "max"_a = nb::none(), ANVIL_NOGIL, doc("Tensor::clamp"))
       .def("where", nb::overload_cast<const Tensor&, const Tensor&>(&Tensor::where, nb::const_), "condition"_a,
-           "other"_a, ANVIL_NOGIL)
+           "other"_a, ANVIL_NOGIL, doc("Tensor::where"))
       .def("where", nb::overload_cast<const Tensor&, const Scalar&>(&Tensor::where, nb::const_), "condition"_a,
-           "other"_a, ANVIL_NOGIL)
+           "other"_a, ANVIL_NOGIL, doc("Tensor::where"))
       .def("add", nb::overload_cast<const Tensor&, const Scalar&>(&Tensor::add, nb::const_), "other"_a, nb::kw_only(),
-           "alpha"_a, ANVIL_NOGIL);
+           "alpha"_a, ANVIL_NOGIL, doc("Tensor::add"));
 
   // Elementwise, two arguments: a tensor or a Python number.
-#define ANVIL_BINARY(name)                                                                          \
-  t.def(#name, nb::overload_cast<const Tensor&>(&Tensor::name, nb::const_), "other"_a, ANVIL_NOGIL) \
-      .def(#name, nb::overload_cast<const Scalar&>(&Tensor::name, nb::const_), "other"_a, ANVIL_NOGIL);
+#define ANVIL_BINARY(name)                                                                                       \
+  t.def(#name, nb::overload_cast<const Tensor&>(&Tensor::name, nb::const_), "other"_a, doc("Tensor::" #name),    \
+        ANVIL_NOGIL)                                                                                             \
+      .def(#name, nb::overload_cast<const Scalar&>(&Tensor::name, nb::const_), "other"_a, doc("Tensor::" #name), \
+           ANVIL_NOGIL);
   ANVIL_BINARY(add)
   ANVIL_BINARY(sub)
   ANVIL_BINARY(mul)
@@ -298,64 +317,76 @@ void bind_tensor(nb::module_& m) {
          nb::cast<Tensor&>(self).name(o);        \
          return nb::borrow(self);                \
        },                                        \
-       "other"_a)                                \
+       "other"_a, doc("Tensor::" #name))         \
       .def(                                      \
           #name,                                 \
           [](nb::handle self, const Scalar& o) { \
             nb::cast<Tensor&>(self).name(o);     \
             return nb::borrow(self);             \
           },                                     \
-          "other"_a);
+          "other"_a, doc("Tensor::" #name));
   ANVIL_INPLACE(add_)
   ANVIL_INPLACE(sub_)
   ANVIL_INPLACE(mul_)
   ANVIL_INPLACE(div_)
 #undef ANVIL_INPLACE
   auto self_back = [](nb::handle self) { return nb::borrow(self); };
-  t.def("pow_",
-        [self_back](nb::handle self, const Scalar& e) {
-          nb::cast<Tensor&>(self).pow_(e);
-          return self_back(self);
-        })
+  t.def(
+       "pow_",
+       [self_back](nb::handle self, const Scalar& e) {
+         nb::cast<Tensor&>(self).pow_(e);
+         return self_back(self);
+       },
+       doc("Tensor::pow_"))
       .def(
           "clamp_",
           [self_back](nb::handle self, std::optional<Scalar> lo, std::optional<Scalar> hi) {
             nb::cast<Tensor&>(self).clamp_(lo, hi);
             return self_back(self);
           },
-          "min"_a = nb::none(), "max"_a = nb::none())
-      .def("relu_",
-           [self_back](nb::handle self) {
-             nb::cast<Tensor&>(self).relu_();
-             return self_back(self);
-           })
-      .def("exp_",
-           [self_back](nb::handle self) {
-             nb::cast<Tensor&>(self).exp_();
-             return self_back(self);
-           })
-      .def("neg_",
-           [self_back](nb::handle self) {
-             nb::cast<Tensor&>(self).neg_();
-             return self_back(self);
-           })
-      .def("zero_",
-           [self_back](nb::handle self) {
-             nb::cast<Tensor&>(self).zero_();
-             return self_back(self);
-           })
-      .def("fill_",
-           [self_back](nb::handle self, const Scalar& v) {
-             nb::cast<Tensor&>(self).fill_(v);
-             return self_back(self);
-           })
+          "min"_a = nb::none(), "max"_a = nb::none(), doc("Tensor::clamp_"))
+      .def(
+          "relu_",
+          [self_back](nb::handle self) {
+            nb::cast<Tensor&>(self).relu_();
+            return self_back(self);
+          },
+          doc("Tensor::relu_"))
+      .def(
+          "exp_",
+          [self_back](nb::handle self) {
+            nb::cast<Tensor&>(self).exp_();
+            return self_back(self);
+          },
+          doc("Tensor::exp_"))
+      .def(
+          "neg_",
+          [self_back](nb::handle self) {
+            nb::cast<Tensor&>(self).neg_();
+            return self_back(self);
+          },
+          doc("Tensor::neg_"))
+      .def(
+          "zero_",
+          [self_back](nb::handle self) {
+            nb::cast<Tensor&>(self).zero_();
+            return self_back(self);
+          },
+          doc("Tensor::zero_"))
+      .def(
+          "fill_",
+          [self_back](nb::handle self, const Scalar& v) {
+            nb::cast<Tensor&>(self).fill_(v);
+            return self_back(self);
+          },
+          doc("Tensor::fill_"))
       .def(
           "copy_",
           [self_back](nb::handle self, const Tensor& src) {
             nb::cast<Tensor&>(self).copy_(src);
             return self_back(self);
           },
-          "src"_a);
+          "src"_a, doc("Tensor::copy_"));
 
   // Operators, reflected and in place, with tensors and Python numbers.
   t.def(
@@ -444,40 +475,46 @@ void bind_tensor(nb::module_& m) {
 #undef ANVIL_IOP
 
   // Reductions.
-  t.def("sum", &Tensor::sum, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
-      .def("mean", &Tensor::mean, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
-      .def("prod", &Tensor::prod, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
-      .def("amax", &Tensor::amax, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
-      .def("amin", &Tensor::amin, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
-      .def("max", nb::overload_cast<int, bool>(&Tensor::max, nb::const_), "dim"_a, "keepdim"_a = false, ANVIL_NOGIL)
-      .def("min", nb::overload_cast<int, bool>(&Tensor::min, nb::const_), "dim"_a, "keepdim"_a = false, ANVIL_NOGIL)
-      .def("cumsum", &Tensor::cumsum, "dim"_a, ANVIL_NOGIL)
-      .def("sort", &Tensor::sort, "dim"_a = -1, "descending"_a = false, ANVIL_NOGIL)
-      .def("topk", &Tensor::topk, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true, ANVIL_NOGIL)
+  t.def("sum", &Tensor::sum, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::sum"))
+      .def("mean", &Tensor::mean, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::mean"))
+      .def("prod", &Tensor::prod, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::prod"))
+      .def("amax", &Tensor::amax, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::amax"))
+      .def("amin", &Tensor::amin, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::amin"))
+      .def("max", nb::overload_cast<int, bool>(&Tensor::max, nb::const_), "dim"_a, "keepdim"_a = false, ANVIL_NOGIL,
+           doc("Tensor::max"))
+      .def("min", nb::overload_cast<int, bool>(&Tensor::min, nb::const_), "dim"_a, "keepdim"_a = false, ANVIL_NOGIL,
+           doc("Tensor::min"))
+      .def("cumsum", &Tensor::cumsum, "dim"_a, ANVIL_NOGIL, doc("Tensor::cumsum"))
+      .def("sort", &Tensor::sort, "dim"_a = -1, "descending"_a = false, ANVIL_NOGIL, doc("Tensor::sort"))
+      .def("topk", &Tensor::topk, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true, ANVIL_NOGIL,
+           doc("Tensor::topk"))
       .def(
           "argmax", [](const Tensor& x, std::optional<int> dim, bool keepdim) { return argmax(x, dim, keepdim); },
-          "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
+          "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::argmax"))
       .def(
           "argmin", [](const Tensor& x, std::optional<int> dim, bool keepdim) { return argmin(x, dim, keepdim); },
-          "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
+          "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::argmin"))
       .def("var", &Tensor::var, "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "correction"_a = 1,
-           ANVIL_NOGIL)
+           ANVIL_NOGIL, doc("Tensor::var"))
       .def("std", &Tensor::std, "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "correction"_a = 1,
-           ANVIL_NOGIL)
-      .def("norm", &Tensor::norm, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL)
-      .def("logsumexp", &Tensor::logsumexp, "dim"_a, "keepdim"_a = false, ANVIL_NOGIL)
-      .def("softmax", &Tensor::softmax, "dim"_a, ANVIL_NOGIL)
-      .def("log_softmax", &Tensor::log_softmax, "dim"_a, ANVIL_NOGIL)
+           ANVIL_NOGIL, doc("Tensor::std"))
+      .def("norm", &Tensor::norm, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::norm"))
+      .def("logsumexp", &Tensor::logsumexp, "dim"_a, "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::logsumexp"))
+      .def("softmax", &Tensor::softmax, "dim"_a, ANVIL_NOGIL, doc("Tensor::softmax"))
+      .def("log_softmax", &Tensor::log_softmax, "dim"_a, ANVIL_NOGIL, doc("Tensor::log_softmax"))
       // Linear algebra.
-      .def("matmul", &Tensor::matmul, ANVIL_NOGIL)
-      .def("mm", &Tensor::mm, ANVIL_NOGIL)
-      .def("bmm", &Tensor::bmm, ANVIL_NOGIL)
-      .def("dot", &Tensor::dot, ANVIL_NOGIL)
-      .def("outer", &Tensor::outer, ANVIL_NOGIL)
-      .def("addmm", &Tensor::addmm, "mat1"_a, "mat2"_a, nb::kw_only(), "beta"_a = 1, "alpha"_a = 1, ANVIL_NOGIL)
-      .def("baddbmm", &Tensor::baddbmm, "batch1"_a, "batch2"_a, nb::kw_only(), "beta"_a = 1, "alpha"_a = 1, ANVIL_NOGIL)
-      .def("allclose", &Tensor::allclose, "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, ANVIL_NOGIL)
-      .def("equal", &Tensor::equal, ANVIL_NOGIL)
+      .def("matmul", &Tensor::matmul, ANVIL_NOGIL, doc("Tensor::matmul"))
+      .def("mm", &Tensor::mm, ANVIL_NOGIL, doc("Tensor::mm"))
+      .def("bmm", &Tensor::bmm, ANVIL_NOGIL, doc("Tensor::bmm"))
+      .def("dot", &Tensor::dot, ANVIL_NOGIL, doc("Tensor::dot"))
+      .def("outer", &Tensor::outer, ANVIL_NOGIL, doc("Tensor::outer"))
+      .def("addmm", &Tensor::addmm, "mat1"_a, "mat2"_a, nb::kw_only(), "beta"_a = 1, "alpha"_a = 1, ANVIL_NOGIL,
+           doc("Tensor::addmm"))
+      .def("baddbmm", &Tensor::baddbmm, "batch1"_a, "batch2"_a, nb::kw_only(), "beta"_a = 1, "alpha"_a = 1, ANVIL_NOGIL,
+           doc("Tensor::baddbmm"))
+      .def("allclose", &Tensor::allclose, "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, ANVIL_NOGIL,
+           doc("Tensor::allclose"))
+      .def("equal", &Tensor::equal, ANVIL_NOGIL, doc("Tensor::equal"))
       // Autograd.
       .def_prop_rw("requires_grad", &Tensor::requires_grad, [](Tensor& x, bool on) { x.requires_grad_(on); })
       .def(
@@ -486,7 +523,7 @@ void bind_tensor(nb::module_& m) {
             nb::cast<Tensor&>(self).requires_grad_(on);
             return nb::borrow(self);
           },
-          "requires_grad"_a = true)
+          "requires_grad"_a = true, doc("Tensor::requires_grad_"))
       .def_prop_rw(
           "grad", &grad_or_none, [](const Tensor& x, std::optional<Tensor> g) { x.set_grad(g ? *g : Tensor()); },
           nb::for_setter(nb::arg("grad").none()))
@@ -500,14 +537,14 @@ void bind_tensor(nb::module_& m) {
                      if (name.empty()) return nb::none();
                      return nb::str(name.c_str());
                    })
-      .def("zero_grad", &Tensor::zero_grad)
+      .def("zero_grad", &Tensor::zero_grad, doc("Tensor::zero_grad"))
       .def(
           "backward",
           [](const Tensor& x, std::optional<Tensor> gradient, bool retain_graph) {
             x.backward(gradient ? *gradient : Tensor(), retain_graph);
           },
-          "gradient"_a = nb::none(), "retain_graph"_a = false, ANVIL_NOGIL)
-      .def("set_data", &Tensor::set_data);
+          "gradient"_a = nb::none(), "retain_graph"_a = false, ANVIL_NOGIL, doc("Tensor::backward"))
+      .def("set_data", &Tensor::set_data, doc("Tensor::set_data"));
 
   // --- factories: size as ints or a tuple; dtype=, device=, requires_grad= ----------
 #define ANVIL_FACTORY(name, fn)                                                                         \
@@ -522,7 +559,7 @@ void bind_tensor(nb::module_& m) {
         }                                                                                               \
         return finish(out, requires_grad);                                                              \
       },                                                                                                \
-      "size"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(), "requires_grad"_a = false);
+      "size"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(), "requires_grad"_a = false, doc(name));
   ANVIL_FACTORY("empty", empty)
   ANVIL_FACTORY("zeros", zeros)
   ANVIL_FACTORY("ones", ones)
@@ -534,7 +571,7 @@ void bind_tensor(nb::module_& m) {
       [](const Shape& size, const Scalar& value, std::optional<DType> dtype, std::optional<Device> device,
          bool requires_grad) { return finish(full(size, value, device_or_default(device), dtype), requires_grad); },
       "size"_a, "fill_value"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
-      "requires_grad"_a = false);
+      "requires_grad"_a = false, doc("full"));
   m.def(
       "arange",
       [](const Scalar& a, std::optional<Scalar> b, const Scalar& step, std::optional<DType> dtype,
@@ -544,7 +581,7 @@ void bind_tensor(nb::module_& m) {
         return finish(out, requires_grad);
       },
       "start"_a, "end"_a = nb::none(), "step"_a = 1, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
-      "requires_grad"_a = false);
+      "requires_grad"_a = false, doc("arange"));
   m.def(
       "linspace",
       [](double start, double end, std::int64_t steps, std::optional<DType> dtype, std::optional<Device> device,
@@ -552,7 +589,7 @@ void bind_tensor(nb::module_& m) {
         return finish(linspace(start, end, steps, device_or_default(device), dtype.value_or(f32)), requires_grad);
       },
       "start"_a, "end"_a, "steps"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
-      "requires_grad"_a = false);
+      "requires_grad"_a = false, doc("linspace"));
   m.def(
       "eye",
       [](std::int64_t n, std::optional<std::int64_t> mcols, std::optional<DType> dtype, std::optional<Device> device,
@@ -560,15 +597,16 @@ void bind_tensor(nb::module_& m) {
         return finish(eye(n, mcols, device_or_default(device), dtype.value_or(f32)), requires_grad);
       },
       "n"_a, "m"_a = nb::none(), nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
-      "requires_grad"_a = false);
+      "requires_grad"_a = false, doc("eye"));
   m.def(
       "randint",
       [](std::int64_t low, std::int64_t high, const Shape& size, std::optional<DType> dtype,
          std::optional<Device> device) {
         return randint(low, high, size, device_or_default(device), dtype.value_or(i64));
       },
-      "low"_a, "high"_a, "size"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(), ANVIL_NOGIL);
-  m.def("manual_seed", &manual_seed, "seed"_a);
+      "low"_a, "high"_a, "size"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(), ANVIL_NOGIL,
+      doc("randint"));
+  m.def("manual_seed", &manual_seed, "seed"_a, doc("manual_seed"));
   m.def(
       "tensor",
       [](nb::handle data, std::optional<DType> dtype, std::optional<Device> device, bool requires_grad) {
@@ -577,24 +615,24 @@ void bind_tensor(nb::module_& m) {
       "data"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(), "requires_grad"_a = false);
   m.def("from_dlpack", &from_dlpack, "x"_a, "A tensor sharing the memory of x (anything with __dlpack__)");
   m.def("from_numpy", &from_dlpack, "array"_a, "A CPU tensor sharing the NumPy array's memory");
-  m.def("empty_like", &empty_like, ANVIL_NOGIL);
-  m.def("zeros_like", &zeros_like, ANVIL_NOGIL);
-  m.def("ones_like", &ones_like, ANVIL_NOGIL);
-  m.def("full_like", &full_like, ANVIL_NOGIL);
-  m.def("rand_like", &rand_like, ANVIL_NOGIL);
-  m.def("randn_like", &randn_like, ANVIL_NOGIL);
-  m.def("randint_like", &randint_like, "input"_a, "low"_a, "high"_a, ANVIL_NOGIL);
+  m.def("empty_like", &empty_like, ANVIL_NOGIL, doc("empty_like"));
+  m.def("zeros_like", &zeros_like, ANVIL_NOGIL, doc("zeros_like"));
+  m.def("ones_like", &ones_like, ANVIL_NOGIL, doc("ones_like"));
+  m.def("full_like", &full_like, ANVIL_NOGIL, doc("full_like"));
+  m.def("rand_like", &rand_like, ANVIL_NOGIL, doc("rand_like"));
+  m.def("randn_like", &randn_like, ANVIL_NOGIL, doc("randn_like"));
+  m.def("randint_like", &randint_like, "input"_a, "low"_a, "high"_a, ANVIL_NOGIL, doc("randint_like"));
   m.def(
       "scalar_tensor",
       [](const Scalar& v, std::optional<DType> dtype, std::optional<Device> device) {
         return scalar_tensor(v, device_or_default(device), dtype);
       },
-      "value"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none());
+      "value"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(), doc("scalar_tensor"));
 
   // --- free ops (anvil/ops.h) ---------------------------------------------------------
 #define ANVIL_FREE_UNARY(name) \
   m.def(                       \
-      #name, [](const Tensor& x) { return anvil::name(x); }, "input"_a, ANVIL_NOGIL);
+      #name, [](const Tensor& x) { return anvil::name(x); }, "input"_a, doc(#name), ANVIL_NOGIL);
   ANVIL_FREE_UNARY(neg)
   ANVIL_FREE_UNARY(abs)
   ANVIL_FREE_UNARY(exp)
@@ -622,11 +660,12 @@ void bind_tensor(nb::module_& m) {
   ANVIL_FREE_UNARY(contiguous)
   ANVIL_FREE_UNARY(clone)
 #undef ANVIL_FREE_UNARY
-#define ANVIL_FREE_BINARY(name)                                                                                      \
-  m.def(                                                                                                             \
-       #name, [](const Tensor& a, const Tensor& b) { return anvil::name(a, b); }, "input"_a, "other"_a, ANVIL_NOGIL) \
-      .def(                                                                                                          \
-          #name, [](const Tensor& a, const Scalar& b) { return anvil::name(a, b); }, "input"_a, "other"_a,           \
+#define ANVIL_FREE_BINARY(name)                                                                                        \
+  m.def(                                                                                                               \
+       #name, [](const Tensor& a, const Tensor& b) { return anvil::name(a, b); }, "input"_a, "other"_a, doc(#name),    \
+       ANVIL_NOGIL)                                                                                                    \
+      .def(                                                                                                            \
+          #name, [](const Tensor& a, const Scalar& b) { return anvil::name(a, b); }, "input"_a, "other"_a, doc(#name), \
           ANVIL_NOGIL);
   ANVIL_FREE_BINARY(add)
   ANVIL_FREE_BINARY(sub)
@@ -642,68 +681,76 @@ void bind_tensor(nb::module_& m) {
   ANVIL_FREE_BINARY(gt)
   ANVIL_FREE_BINARY(ge)
 #undef ANVIL_FREE_BINARY
-  m.def("matmul", &matmul, ANVIL_NOGIL);
-  m.def("mm", &mm, ANVIL_NOGIL);
-  m.def("bmm", &bmm, ANVIL_NOGIL);
-  m.def("dot", &dot, ANVIL_NOGIL);
-  m.def("outer", &outer, ANVIL_NOGIL);
-  m.def("addmm", &addmm, "input"_a, "mat1"_a, "mat2"_a, nb::kw_only(), "beta"_a = 1, "alpha"_a = 1, ANVIL_NOGIL);
-  m.def("baddbmm", &baddbmm, "input"_a, "batch1"_a, "batch2"_a, nb::kw_only(), "beta"_a = 1, "alpha"_a = 1,
-        ANVIL_NOGIL);
+  m.def("matmul", &matmul, ANVIL_NOGIL, doc("matmul"));
+  m.def("mm", &mm, ANVIL_NOGIL, doc("mm"));
+  m.def("bmm", &bmm, ANVIL_NOGIL, doc("bmm"));
+  m.def("dot", &dot, ANVIL_NOGIL, doc("dot"));
+  m.def("outer", &outer, ANVIL_NOGIL, doc("outer"));
+  m.def("addmm", &addmm, "input"_a, "mat1"_a, "mat2"_a, nb::kw_only(), "beta"_a = 1, "alpha"_a = 1, ANVIL_NOGIL,
+        doc("addmm"));
+  m.def("baddbmm", &baddbmm, "input"_a, "batch1"_a, "batch2"_a, nb::kw_only(), "beta"_a = 1, "alpha"_a = 1, ANVIL_NOGIL,
+        doc("baddbmm"));
   m.def("clamp", nb::overload_cast<const Tensor&, std::optional<Scalar>, std::optional<Scalar>>(&clamp), "input"_a,
-        "min"_a = nb::none(), "max"_a = nb::none(), ANVIL_NOGIL);
+        "min"_a = nb::none(), "max"_a = nb::none(), ANVIL_NOGIL, doc("clamp"));
   m.def("where", nb::overload_cast<const Tensor&, const Tensor&, const Tensor&>(&where), "condition"_a, "input"_a,
-        "other"_a, ANVIL_NOGIL);
+        "other"_a, ANVIL_NOGIL, doc("where"));
   m.def("where", nb::overload_cast<const Tensor&, const Scalar&, const Tensor&>(&where), "condition"_a, "input"_a,
-        "other"_a, ANVIL_NOGIL);
+        "other"_a, ANVIL_NOGIL, doc("where"));
   m.def("where", nb::overload_cast<const Tensor&, const Tensor&, const Scalar&>(&where), "condition"_a, "input"_a,
-        "other"_a, ANVIL_NOGIL);
-  m.def("masked_fill", &masked_fill, "input"_a, "mask"_a, "value"_a, ANVIL_NOGIL);
-  m.def("tril", &tril, "input"_a, "diagonal"_a = 0, ANVIL_NOGIL);
-  m.def("triu", &triu, "input"_a, "diagonal"_a = 0, ANVIL_NOGIL);
-  m.def("sum", &sum, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
-  m.def("mean", &mean, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
-  m.def("prod", &prod, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
-  m.def("amax", &amax, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
-  m.def("amin", &amin, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
-  m.def("max", nb::overload_cast<const Tensor&>(&max), "input"_a, ANVIL_NOGIL);
-  m.def("max", nb::overload_cast<const Tensor&, int, bool>(&max), "input"_a, "dim"_a, "keepdim"_a = false, ANVIL_NOGIL);
-  m.def("min", nb::overload_cast<const Tensor&>(&min), "input"_a, ANVIL_NOGIL);
-  m.def("min", nb::overload_cast<const Tensor&, int, bool>(&min), "input"_a, "dim"_a, "keepdim"_a = false, ANVIL_NOGIL);
-  m.def("argmax", &argmax, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
-  m.def("argmin", &argmin, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
-  m.def("cumsum", &cumsum, "input"_a, "dim"_a, ANVIL_NOGIL);
-  m.def("sort", &sort, "input"_a, "dim"_a = -1, "descending"_a = false, ANVIL_NOGIL);
-  m.def("topk", &topk, "input"_a, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true, ANVIL_NOGIL);
+        "other"_a, ANVIL_NOGIL, doc("where"));
+  m.def("masked_fill", &masked_fill, "input"_a, "mask"_a, "value"_a, ANVIL_NOGIL, doc("masked_fill"));
+  m.def("tril", &tril, "input"_a, "diagonal"_a = 0, ANVIL_NOGIL, doc("tril"));
+  m.def("triu", &triu, "input"_a, "diagonal"_a = 0, ANVIL_NOGIL, doc("triu"));
+  m.def("sum", &sum, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("sum"));
+  m.def("mean", &mean, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("mean"));
+  m.def("prod", &prod, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("prod"));
+  m.def("amax", &amax, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("amax"));
+  m.def("amin", &amin, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("amin"));
+  m.def("max", nb::overload_cast<const Tensor&>(&max), "input"_a, ANVIL_NOGIL, doc("max"));
+  m.def("max", nb::overload_cast<const Tensor&, int, bool>(&max), "input"_a, "dim"_a, "keepdim"_a = false, ANVIL_NOGIL,
+        doc("max"));
+  m.def("min", nb::overload_cast<const Tensor&>(&min), "input"_a, ANVIL_NOGIL, doc("min"));
+  m.def("min", nb::overload_cast<const Tensor&, int, bool>(&min), "input"_a, "dim"_a, "keepdim"_a = false, ANVIL_NOGIL,
+        doc("min"));
+  m.def("argmax", &argmax, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("argmax"));
+  m.def("argmin", &argmin, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("argmin"));
+  m.def("cumsum", &cumsum, "input"_a, "dim"_a, ANVIL_NOGIL, doc("cumsum"));
+  m.def("sort", &sort, "input"_a, "dim"_a = -1, "descending"_a = false, ANVIL_NOGIL, doc("sort"));
+  m.def("topk", &topk, "input"_a, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true, ANVIL_NOGIL, doc("topk"));
   m.def("var", &var, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "correction"_a = 1,
-        ANVIL_NOGIL);
+        ANVIL_NOGIL, doc("var"));
   m.def("std", &anvil::std, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "correction"_a = 1,
-        ANVIL_NOGIL);
-  m.def("norm", &norm, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL);
-  m.def("logsumexp", &logsumexp, "input"_a, "dim"_a, "keepdim"_a = false, ANVIL_NOGIL);
-  m.def("softmax", &softmax, "input"_a, "dim"_a, ANVIL_NOGIL);
-  m.def("log_softmax", &log_softmax, "input"_a, "dim"_a, ANVIL_NOGIL);
-  m.def("reshape", &reshape, "input"_a, "shape"_a, ANVIL_NOGIL);
-  m.def("transpose", &transpose, "input"_a, "dim0"_a, "dim1"_a, ANVIL_NOGIL);
-  m.def("permute", &permute, "input"_a, "dims"_a, ANVIL_NOGIL);
-  m.def("narrow", &narrow, "input"_a, "dim"_a, "start"_a, "length"_a, ANVIL_NOGIL);
-  m.def("select", &select, "input"_a, "dim"_a, "index"_a, ANVIL_NOGIL);
-  m.def("squeeze", nb::overload_cast<const Tensor&>(&squeeze), "input"_a, ANVIL_NOGIL);
-  m.def("squeeze", nb::overload_cast<const Tensor&, const Dims&>(&squeeze), "input"_a, "dim"_a, ANVIL_NOGIL);
-  m.def("unsqueeze", &unsqueeze, "input"_a, "dim"_a, ANVIL_NOGIL);
-  m.def("flatten", &flatten, "input"_a, "start_dim"_a = 0, "end_dim"_a = -1, ANVIL_NOGIL);
-  m.def("index_select", &index_select, "input"_a, "dim"_a, "index"_a, ANVIL_NOGIL);
-  m.def("gather", &gather, "input"_a, "dim"_a, "index"_a, ANVIL_NOGIL);
-  m.def("index_add", &index_add, "input"_a, "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1, ANVIL_NOGIL);
-  m.def("scatter_add", &scatter_add, "input"_a, "dim"_a, "index"_a, "src"_a, ANVIL_NOGIL);
-  m.def("cat", &cat, "tensors"_a, "dim"_a = 0, ANVIL_NOGIL);
-  m.def("stack", &stack, "tensors"_a, "dim"_a = 0, ANVIL_NOGIL);
-  m.def("split", &split, "input"_a, "split_size"_a, "dim"_a = 0, ANVIL_NOGIL);
-  m.def("chunk", &chunk, "input"_a, "chunks"_a, "dim"_a = 0, ANVIL_NOGIL);
-  m.def("broadcast_shapes", [](const Shape& a, const Shape& b) { return broadcast_shapes(a, b); });
-  m.def("as_strided", &as_strided, "input"_a, "size"_a, "stride"_a, "storage_offset"_a = 0, ANVIL_NOGIL);
-  m.def("allclose", &allclose, "input"_a, "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, ANVIL_NOGIL);
-  m.def("equal", &equal, "input"_a, "other"_a, ANVIL_NOGIL);
+        ANVIL_NOGIL, doc("std"));
+  m.def("norm", &norm, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("norm"));
+  m.def("logsumexp", &logsumexp, "input"_a, "dim"_a, "keepdim"_a = false, ANVIL_NOGIL, doc("logsumexp"));
+  m.def("softmax", &softmax, "input"_a, "dim"_a, ANVIL_NOGIL, doc("softmax"));
+  m.def("log_softmax", &log_softmax, "input"_a, "dim"_a, ANVIL_NOGIL, doc("log_softmax"));
+  m.def("reshape", &reshape, "input"_a, "shape"_a, ANVIL_NOGIL, doc("reshape"));
+  m.def("transpose", &transpose, "input"_a, "dim0"_a, "dim1"_a, ANVIL_NOGIL, doc("transpose"));
+  m.def("permute", &permute, "input"_a, "dims"_a, ANVIL_NOGIL, doc("permute"));
+  m.def("narrow", &narrow, "input"_a, "dim"_a, "start"_a, "length"_a, ANVIL_NOGIL, doc("narrow"));
+  m.def("select", &select, "input"_a, "dim"_a, "index"_a, ANVIL_NOGIL, doc("select"));
+  m.def("squeeze", nb::overload_cast<const Tensor&>(&squeeze), "input"_a, ANVIL_NOGIL, doc("squeeze"));
+  m.def("squeeze", nb::overload_cast<const Tensor&, const Dims&>(&squeeze), "input"_a, "dim"_a, ANVIL_NOGIL,
+        doc("squeeze"));
+  m.def("unsqueeze", &unsqueeze, "input"_a, "dim"_a, ANVIL_NOGIL, doc("unsqueeze"));
+  m.def("flatten", &flatten, "input"_a, "start_dim"_a = 0, "end_dim"_a = -1, ANVIL_NOGIL, doc("flatten"));
+  m.def("index_select", &index_select, "input"_a, "dim"_a, "index"_a, ANVIL_NOGIL, doc("index_select"));
+  m.def("gather", &gather, "input"_a, "dim"_a, "index"_a, ANVIL_NOGIL, doc("gather"));
+  m.def("index_add", &index_add, "input"_a, "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1, ANVIL_NOGIL,
+        doc("index_add"));
+  m.def("scatter_add", &scatter_add, "input"_a, "dim"_a, "index"_a, "src"_a, ANVIL_NOGIL, doc("scatter_add"));
+  m.def("cat", &cat, "tensors"_a, "dim"_a = 0, ANVIL_NOGIL, doc("cat"));
+  m.def("stack", &stack, "tensors"_a, "dim"_a = 0, ANVIL_NOGIL, doc("stack"));
+  m.def("split", &split, "input"_a, "split_size"_a, "dim"_a = 0, ANVIL_NOGIL, doc("split"));
+  m.def("chunk", &chunk, "input"_a, "chunks"_a, "dim"_a = 0, ANVIL_NOGIL, doc("chunk"));
+  m.def(
+      "broadcast_shapes", [](const Shape& a, const Shape& b) { return broadcast_shapes(a, b); },
+      doc("broadcast_shapes"));
+  m.def("as_strided", &as_strided, "input"_a, "size"_a, "stride"_a, "storage_offset"_a = 0, ANVIL_NOGIL,
+        doc("as_strided"));
+  m.def("allclose", &allclose, "input"_a, "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, ANVIL_NOGIL, doc("allclose"));
+  m.def("equal", &equal, "input"_a, "other"_a, ANVIL_NOGIL, doc("equal"));
   m.def(
       "set_printoptions",
       [](std::optional<int> precision, std::optional<std::int64_t> threshold, std::optional<int> edgeitems,
@@ -715,7 +762,8 @@ void bind_tensor(nb::module_& m) {
         if (linewidth) o.linewidth = *linewidth;
         set_printoptions(o);
       },
-      "precision"_a = nb::none(), "threshold"_a = nb::none(), "edgeitems"_a = nb::none(), "linewidth"_a = nb::none());
+      "precision"_a = nb::none(), "threshold"_a = nb::none(), "edgeitems"_a = nb::none(), "linewidth"_a = nb::none(),
+      doc("set_printoptions"));
 }
 
 }  // namespace anvil::python

@@ -51,8 +51,7 @@ def test_training_step_ops_in_trace_and_table(dev, tmp_path):
     with pytest.raises(ValueError, match="sort_by"):
         prof.key_averages().table(sort_by="flops")
     shaped = {(r.name, r.shapes) for r in prof.key_averages(group_by_input_shape=True)}
-    assert ("addmm", "[3] f32, [5, 4] f32, [4, 8] f32") in shaped or any(
-        n == "addmm" and "[5, 4] f32" in s for n, s in shaped), shaped
+    assert any(n == "addmm" and "[5, 4] f32" in s for n, s in shaped), shaped  # the first layer's input
 
     with open(trace) as f:  # written when the `with` ended
         events = json.load(f)["traceEvents"]
