@@ -1,8 +1,8 @@
 // The recurrent layers' op (anvil::rnn, the body of nn::RNN, GRU and LSTM):
 // validated once here, then either the backend's fused recurrent layer
-// (Note [Fused recurrent layers], backend.h: cuDNN on CUDA), one op forward
-// and one gradient rule backward, or the composite every backend runs, one
-// time step at a time from matmul and elementwise ops.
+// (Note [Fused recurrent layers], backend.h: cuDNN on CUDA, oneDNN on the
+// CPU), one op forward and one gradient rule backward, or the composite every
+// backend runs, one time step at a time from matmul and elementwise ops.
 #include <utility>
 #include <vector>
 
