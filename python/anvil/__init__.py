@@ -26,7 +26,7 @@ from ._anvil import (  # noqa: F401  (re-exported)
     matmul, mm, bmm, dot, outer, addmm, baddbmm, clamp, where, masked_fill, tril, triu,
     sum, mean, prod, amax, amin, max, min, argmax, argmin, cumsum, sort, topk, var, std, norm, logsumexp,
     softmax, log_softmax, reshape, transpose, permute, narrow, select, squeeze, unsqueeze, flatten,
-    index_select, gather, index_add, scatter_add, cat, stack, split, chunk, broadcast_shapes, as_strided,
+    index_select, gather, index_add, scatter_add, index_copy, flip, cat, stack, split, chunk, broadcast_shapes, as_strided,
     allclose, equal, set_printoptions, is_grad_enabled, set_grad_enabled,
     save, load, save_npy, load_npy, ledger, LedgerReport, ledger_totals,
 )

@@ -487,4 +487,33 @@ void setitem(Tensor& x, nb::handle key, nb::handle value) {
   }
 }
 
+// The C++ ops that indexing added, bound as torch names them: x.flip(dims),
+// anvil.flip(x, dims), x.index_copy(dim, index, source) and index_copy_.
+void bind_indexing(nb::module_& m) {
+  nb::handle t = nb::type<Tensor>();
+  constexpr const char* kFlip =
+      "A copy with the order of `dims` reversed (every dim when dims is None), torch.flip; what x[::-1] is";
+  constexpr const char* kIndexCopy =
+      "x with row index[i] of `dim` replaced by source[.., i, ..] (torch.index_copy); repeated indices: the last "
+      "write wins, on every device";
+  nb::cpp_function_def([](const Tensor& x, const Dims& dims) { return x.flip(dims); }, nb::scope(t), nb::name("flip"),
+                       nb::is_method(), "dims"_a = nb::none(), ANVIL_NOGIL, kFlip);
+  nb::cpp_function_def([](const Tensor& x, int dim, const Tensor& index,
+                          const Tensor& source) { return x.index_copy(dim, index, source); },
+                       nb::scope(t), nb::name("index_copy"), nb::is_method(), "dim"_a, "index"_a, "source"_a,
+                       ANVIL_NOGIL, kIndexCopy);
+  nb::cpp_function_def(
+      [](nb::handle self, int dim, const Tensor& index, const Tensor& source) {
+        Tensor& x = nb::cast<Tensor&>(self);
+        {
+          nb::gil_scoped_release release;
+          x.index_copy_(dim, index, source);
+        }
+        return nb::borrow(self);
+      },
+      nb::scope(t), nb::name("index_copy_"), nb::is_method(), "dim"_a, "index"_a, "source"_a, kIndexCopy);
+  m.def("flip", &flip, "input"_a, "dims"_a = nb::none(), ANVIL_NOGIL, kFlip);
+  m.def("index_copy", &index_copy, "input"_a, "dim"_a, "index"_a, "source"_a, ANVIL_NOGIL, kIndexCopy);
+}
+
 }  // namespace anvil::python

@@ -9,6 +9,7 @@ NB_MODULE(_anvil, m) {
   bind_device(m);
   bind_tensor(m);
   bind_array_api(m);
+  bind_indexing(m);
   bind_autograd(m);
   bind_nn(m);
   bind_optim(m);

@@ -377,3 +377,20 @@ def test_random_keys_vs_numpy(dev):
             np.testing.assert_array_equal(to_np(x), xn, err_msg=repr(key))
         checked += 1
     assert checked > 150
+
+
+def test_flip_and_index_copy(dev):
+    xn = XN[0]  # [3, 4, 5]
+    x = anvil.tensor(xn, device=dev)
+    np.testing.assert_array_equal(to_np(x.flip(0)), np.flip(xn, 0))
+    np.testing.assert_array_equal(to_np(anvil.flip(x, (0, -1))), np.flip(xn, (0, 2)))
+    np.testing.assert_array_equal(to_np(x.flip()), np.flip(xn))
+    src_n = np.arange(2 * 4 * 5, dtype=np.float32).reshape(2, 4, 5)
+    src, idx = anvil.tensor(src_n, device=dev), anvil.tensor([2, 2], device=dev)
+    want = xn.copy()
+    want[2] = src_n[1]  # the last write wins
+    np.testing.assert_array_equal(to_np(x.index_copy(0, idx, src)), want)
+    np.testing.assert_array_equal(to_np(anvil.index_copy(x, 0, idx, src)), want)
+    np.testing.assert_array_equal(to_np(x), xn)
+    assert x.index_copy_(0, idx, src) is x
+    np.testing.assert_array_equal(to_np(x), want)
