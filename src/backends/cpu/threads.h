@@ -30,27 +30,24 @@ namespace anvil::cpu_backend {
 // n = 512, because the second core was busy.
 
 // Note [Threads from the measured wake cost]
-// Every size threshold above is a time budget: a thread's share of the work
-// must take at least about one wake of the pool. The thresholds in the code
-// (parallel.h's grains, kGemmWorkPerThread, kReorderBytesPerThread) are
-// those budgets at kReferenceWakeUs, the 45 µs a wake cost on the 2-core
-// Zen 4 VM where they were tuned (a 1M-element sum: 43 µs on one thread, 72
-// µs on two), and each is scaled by wake / kReferenceWakeUs, with `wake`
-// measured once on the running machine: the median of 15 empty parallel
-// regions at the thread bound, each after 50 µs without one (so passive
-// workers are asleep, as between a step's ops), after 3 to warm up, about a
-// millisecond in all, at the first parallel decision and again after
-// set_num_threads changes the bound. Spinning workers (GOMP_SPINCOUNT,
-// OMP_WAIT_POLICY=active) measure cheaper wakes and get smaller grains, as
-// they should. Measured with passive waiting: ~3-5 µs here on the 2-core
-// Xeon (KVM, haltpoll), against 45 on the Zen 4 VM, whose halted vCPUs
-// pay for an interrupt each wake; on the 16-core Xeon host, with the 2-core
-// constants, LeNet's max-pool (1.2M elements) took 4 of 16 threads and its
-// 409k-element layers one, and LeNet's epoch was 1.84x faster on 16
-// threads than on one against PyTorch's 6.53x. The measurement is clamped
-// to [kMinWakeUs, kMaxWakeUs] so one preempted sample under load cannot
-// serialise a process for good. ANVIL_PARALLEL_WAKE_US pins it (45: the
-// old constants), for benchmarks and for tests that count team sizes.
+// Each size threshold is a time budget: a thread's share must take about a
+// wake of the pool. The constants (parallel.h's grains, kGemmWorkPerThread,
+// kReorderBytesPerThread) are those budgets at kReferenceWakeUs, the 45 µs
+// a wake cost on the 2-core Zen 4 VM where they were tuned (a 1M-element
+// sum: 43 µs on one thread, 72 on two), and each is scaled by
+// wake / kReferenceWakeUs, `wake` measured by the running process: the
+// median of 15 empty parallel regions at the thread bound, each after 50 µs
+// without one (passive workers asleep, as between a step's ops), ~1 ms at
+// the first parallel decision and again after set_num_threads changes the
+// bound; not while other processes hold cores (usable_threads), at most
+// 5 ms, clamped to [kMinWakeUs, kMaxWakeUs]. Why: the constants capped the
+// 16-core Xeon host far below 16 threads (LeNet's 1.2M-element max-pool took
+// 4, its 409k-element layers one; LeNet 1.84x faster on 16 threads than on
+// one, PyTorch 6.53x), and wakes differ by machine: 4.4 µs on the 2-core
+// Xeon build machine (KVM, haltpoll) with a core free, ~29 µs in some
+// processes while builds held both cores, 45 µs on the Zen 4 VM.
+// ANVIL_PARALLEL_WAKE_US fixes it (45: the old thresholds), for benchmarks
+// and for the tests that count teams.
 inline constexpr double kReferenceWakeUs = 45.0;
 inline constexpr double kMinWakeUs = 1.0;
 inline constexpr double kMaxWakeUs = 100.0;
