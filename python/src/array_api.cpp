@@ -72,10 +72,18 @@ void bind_array_api(nb::module_& m) {
   binary_operator(t, "lshift", "bitwise_left_shift");
   binary_operator(t, "rshift", "bitwise_right_shift");
   in_place_operator(t, "__ipow__", "pow");
-  // ~x on an integer tensor is bitwise, as in the standard and PyTorch (it was logical_not).
+  // ~x on an integer tensor is bitwise, as in the standard and PyTorch (it was
+  // logical_not): in two's complement ~x = -x - 1, and 255 - x for uint8 (the
+  // same rule as anvil.array_api.bitwise_invert).
   method(
-      t, "__invert__", true, [](nb::handle self) { return array_api().attr("bitwise_invert")(self); },
-      "~x: logical not of a bool tensor, bitwise not of an integer one");
+      t, "__invert__", true,
+      [](const Tensor& x) {
+        if (x.dtype() == boolean) return logical_not(x);
+        if (x.dtype() == u8) return Scalar(255) - x;
+        if (x.dtype() == i32 || x.dtype() == i64) return -x - Scalar(1);
+        throw DTypeError(detail::cat("__invert__: expected a bool or integer tensor, got ", x.dtype()));
+      },
+      ANVIL_NOGIL, "~x: logical not of a bool tensor, bitwise not of an integer one");
   // x.T reverses the dims, as NumPy's and PyTorch's (it returned x unchanged above 2 dims).
   nb::object getter = nb::cpp_function(
       [](const Tensor& x) {

@@ -150,6 +150,8 @@ def test_missing_dtypes_and_float_bitwise_raise_typed_errors(dev):
         xp.bitwise_and(x, x)
     with pytest.raises(anvil.DTypeError):
         xp.bitwise_left_shift(x, x)
+    with pytest.raises(anvil.DTypeError):
+        ~x
 
 
 # --- data types ------------------------------------------------------------------------------
