@@ -491,6 +491,14 @@ void setitem(Tensor& x, nb::handle key, nb::handle value) {
 // anvil.flip(x, dims), x.index_copy(dim, index, source) and index_copy_.
 void bind_indexing(nb::module_& m) {
   nb::handle t = nb::type<Tensor>();
+  // x[key] and x[key] = value, bound here (replacing tensor.cpp's) so that
+  // the key and the value may be None: x[None], x[..., None] = v.
+  for (const char* name : {"__getitem__", "__setitem__"})
+    if (nb::hasattr(t, name)) nb::delattr(t, name);
+  nb::cpp_function_def(&getitem, nb::scope(t), nb::name("__getitem__"), nb::is_method(), "key"_a.none(),
+                       "x[key] with NumPy's meaning (docs/python.md, Indexing)");
+  nb::cpp_function_def(&setitem, nb::scope(t), nb::name("__setitem__"), nb::is_method(), "key"_a.none(),
+                       "value"_a.none(), "x[key] = value with NumPy's meaning (docs/python.md, Indexing)");
   constexpr const char* kFlip =
       "A copy with the order of `dims` reversed (every dim when dims is None), torch.flip; what x[::-1] is";
   constexpr const char* kIndexCopy =
