@@ -2,14 +2,20 @@
 // (gradcheck), on every device; engine behaviour (accumulation, no-grad,
 // detach, names, errors).
 #include <functional>
+#include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "anvil/autograd.h"
+#include "anvil/profiler.h"
 #include "device_test.h"
+#include "ops/op_common.h"
 
 using namespace anvil;
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+using detail::activation_backward;
+using detail::BinaryOp;
 
 namespace {
 struct Case {
@@ -238,6 +244,23 @@ std::vector<Case> cases() {
        [](V x) {
          return max_pool2d(x[0], {3, 3}, {1, 1}, {1, 1});
        }},
+      // The activations' backward ops (what their rules run) differentiated
+      // in both operands: the gradient and the saved output or input.
+      {"activation_backward_ops",
+       {{7}, {7}},
+       [](V x) {
+         const Tensor y = sigmoid(x[1]);
+         return activation_backward(BinaryOp::ReluBackward, x[0], x[1]) +
+                activation_backward(BinaryOp::SigmoidBackward, x[0], y) * x[1] +
+                activation_backward(BinaryOp::TanhBackward, x[0] * x[1], tanh(x[1]));
+       }},
+      {"activation_backward_ops_of_the_input",
+       {{9}, {9}},
+       [](V x) {
+         return activation_backward(BinaryOp::GeluBackward, x[0], x[1] * 3.0) * x[0] +
+                activation_backward(BinaryOp::SoftplusBackward, x[0] * x[1], x[1]) +
+                activation_backward(BinaryOp::SoftplusBackward, x[0], x[1] + 25.0);
+       }},
       {"lenet_block",
        {{2, 1, 8, 8}, {3, 1, 5, 5}, {3}},
        [](V x) {
@@ -404,6 +427,48 @@ TEST_P(Autograd, NormGradientAtZeroIsZero) {
   Tensor x = tensor({{0.0f, 0.0f}, {3.0f, 4.0f}}, d).requires_grad_();
   norm(x, {1}, true).sum().backward();
   EXPECT_TRUE(allclose(x.grad(), tensor({{0.0f, 0.0f}, {0.6f, 0.8f}}, d))) << x.grad();
+}
+
+// Note [Activation backward as one op]: each rule is one elementwise op,
+// not a chain of them (ReLU's was gt, then where).
+TEST_P(Autograd, ActivationBackwardIsOneOp) {
+  const Device d = device();
+  using Act = std::function<Tensor(const Tensor&)>;
+  const std::vector<std::pair<Act, std::string>> acts = {
+      {[](const Tensor& x) { return anvil::relu(x); }, "relu_backward"},
+      {[](const Tensor& x) { return anvil::sigmoid(x); }, "sigmoid_backward"},
+      {[](const Tensor& x) { return anvil::tanh(x); }, "tanh_backward"},
+      {[](const Tensor& x) { return anvil::gelu(x); }, "gelu_backward"},
+      {[](const Tensor& x) { return anvil::softplus(x); }, "softplus_backward"}};
+  for (const auto& [act, op] : acts) {
+    SCOPED_TRACE(op);
+    Tensor x = randn({4, 5}, d).requires_grad_();
+    const Tensor y = act(x);
+    const Tensor g = randn({4, 5}, d);
+    profiler::Profile p;
+    y.backward(g);
+    p.stop();
+    std::map<std::string, std::uint64_t> calls;
+    for (const profiler::OpStats& r : p.key_averages())
+      if (r.category == "op") calls[r.name] += r.calls;
+    EXPECT_EQ(calls[op], 1u);
+    for (const char* other : {"where", "gt", "mul", "sub", "add", "exp", "erf", "sigmoid"})
+      EXPECT_EQ(calls.count(other), 0u) << other;
+  }
+}
+
+// PyTorch's threshold_backward passes the gradient unless y <= 0: where
+// relu's output is NaN the gradient flows; at ±0 it does not.
+TEST_P(Autograd, ReluGradientAtNaNAndZeroIsPyTorchs) {
+  const Device d = device();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (DType t : {f32, f16, bf16}) {
+    SCOPED_TRACE(to_string(t));
+    Tensor x = tensor({nan, 0.0f, -0.0f, 2.0f, -3.0f}, d).to(t).detach().requires_grad_();
+    relu(x).backward(tensor({5.0f, 6.0f, 7.0f, 8.0f, 9.0f}, d).to(t));
+    EXPECT_EQ(x.grad().dtype(), t);
+    EXPECT_EQ(x.grad().to(f32).to_vector<float>(), (std::vector<float>{5.0f, 0.0f, 0.0f, 8.0f, 0.0f}));
+  }
 }
 
 TEST_P(Autograd, GradientCrossesDevices) {

@@ -126,6 +126,11 @@ Tensor int_div_primitive(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// The internal op that an activation's gradient rule runs.
+std::function<Tensor(const Tensor&, const Tensor&)> activation_backward(detail::BinaryOp op) {
+  return [op](const Tensor& g, const Tensor& y) { return detail::activation_backward(op, g, y); };
+}
+
 // ---- the table -------------------------------------------------------------------------
 
 using Fn1 = std::function<Tensor(const Tensor&)>;
@@ -237,6 +242,16 @@ std::vector<OpCase> cases() {
       bin(
           "minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
           [](const Tensor& a, const Scalar& s) { return minimum(a, s); }, kEvery),
+      // The activations' backward ops (internal: no tensor-scalar form),
+      // against ATen's threshold_backward, sigmoid_backward, ….
+      bin("relu_backward", activation_backward(detail::BinaryOp::ReluBackward), nullptr, kFloat),
+      bin("sigmoid_backward", activation_backward(detail::BinaryOp::SigmoidBackward), nullptr, kFloat),
+      bin("tanh_backward", activation_backward(detail::BinaryOp::TanhBackward), nullptr, kFloat),
+      // cdf + x pdf cancels for x < 0 as gelu's sum does: gelu's bound.
+      bin("gelu_backward", activation_backward(detail::BinaryOp::GeluBackward), nullptr, kFloat,
+          {2048, 2048}),  // measured 0, 0
+      bin("softplus_backward", activation_backward(detail::BinaryOp::SoftplusBackward), nullptr, kFloat,
+          {6, 6}),  // measured 0, 2
       bin(
           "eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); },
           [](const Tensor& a, const Scalar& s) { return eq(a, s); }, kEvery),

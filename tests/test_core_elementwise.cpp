@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "device_test.h"
+#include "ops/op_common.h"
 #include "reference.h"
 
 namespace {
@@ -480,6 +481,43 @@ BINARY_TEST(add_u8_wraps, [](const Tensor& a, const Tensor& b) { return a + b; }
             Domain{0, 255}, {u8})
 BINARY_TEST(sub_u8_wraps, [](const Tensor& a, const Tensor& b) { return a - b; }, std::minus<double>(), Domain{0, 255},
             Domain{0, 255}, {u8})
+
+// The activations' backward ops that their gradient rules run (internal;
+// Note [Activation backward as one op]): a is the gradient, b the forward's
+// output (relu, sigmoid, tanh) or input (gelu, softplus).
+Op2 activation_backward(detail::BinaryOp op) {
+  return [op](const Tensor& g, const Tensor& y) { return detail::activation_backward(op, g, y); };
+}
+const double kInvSqrt2Pi = 0.39894228040143267794;
+BINARY_TEST(
+    relu_backward, activation_backward(detail::BinaryOp::ReluBackward),
+    [](double g, double y) { return y <= 0 ? 0.0 : g; }, kSym, kTies, kFloat)
+BINARY_TEST(
+    sigmoid_backward, activation_backward(detail::BinaryOp::SigmoidBackward),
+    [](double g, double y) { return g * (1 - y) * y; }, kSym, Domain{0, 1}, kFloat)
+BINARY_TEST(
+    tanh_backward, activation_backward(detail::BinaryOp::TanhBackward),
+    [](double g, double y) { return g * (1 - y * y); }, kSym, Domain{-1, 1}, kFloat)
+BINARY_TEST(
+    gelu_backward, activation_backward(detail::BinaryOp::GeluBackward),
+    [](double g, double x) {
+      return g * (0.5 * std::erfc(-x / std::sqrt(2.0)) + x * kInvSqrt2Pi * std::exp(-x * x / 2));
+    },
+    kSym, Domain{-5, 5}, kFloat)
+// Both sides of the threshold: g where x > 20, else g sigmoid(x).
+BINARY_TEST(
+    softplus_backward, activation_backward(detail::BinaryOp::SoftplusBackward),
+    [](double g, double x) { return x > 20 ? g : g / (1 + std::exp(-x)); }, kSym, Domain{-30, 30}, kFloat)
+
+TEST_P(ElementwiseBinary, ActivationBackwardTakesFloatsOnly) {
+  const Tensor g = ones({3}, i32, device());
+  EXPECT_THROW(detail::activation_backward(detail::BinaryOp::ReluBackward, g, g), DTypeError);
+  EXPECT_THROW(detail::activation_backward(detail::BinaryOp::TanhBackward, g.to(boolean), g.to(boolean)), DTypeError);
+  // Mixed dtypes promote as for any binary op: to a float here.
+  EXPECT_EQ(detail::activation_backward(detail::BinaryOp::TanhBackward, g.to(f32), g).dtype(), f32);
+  const Tensor y = full({3}, 0.5, device(), f16);
+  EXPECT_EQ(detail::activation_backward(detail::BinaryOp::SigmoidBackward, g.to(f32), y).dtype(), f32);
+}
 
 ANVIL_INSTANTIATE_DEVICE_TEST(ElementwiseBinary);
 

@@ -49,8 +49,24 @@ bool computes_in_float(UnaryOp op) noexcept {
 bool is_rounding(UnaryOp op) noexcept { return op == UnaryOp::Floor || op == UnaryOp::Ceil || op == UnaryOp::Round; }
 
 const char* name(BinaryOp op) noexcept {
-  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
+  static const char* names[] = {"add",
+                                "sub",
+                                "mul",
+                                "div",
+                                "pow",
+                                "maximum",
+                                "minimum",
+                                "relu_backward",
+                                "sigmoid_backward",
+                                "tanh_backward",
+                                "gelu_backward",
+                                "softplus_backward",
+                                "eq",
+                                "ne",
+                                "lt",
+                                "le",
+                                "gt",
+                                "ge"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(BinaryOp::Count), "one name per BinaryOp");
   return names[static_cast<int>(op)];
 }

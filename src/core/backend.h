@@ -98,6 +98,15 @@ enum class BinaryOp : std::uint8_t {
   Pow,
   Maximum,
   Minimum,
+  // An activation's backward pass as one op: a is the incoming gradient, b
+  // what the rule saved (the output of relu, sigmoid and tanh, the input of
+  // gelu and softplus). Floats only. Note [Activation backward as one op]
+  // in autograd/rules_math.cpp.
+  ReluBackward,
+  SigmoidBackward,
+  TanhBackward,
+  GeluBackward,
+  SoftplusBackward,
   Eq,
   Ne,
   Lt,
@@ -108,6 +117,9 @@ enum class BinaryOp : std::uint8_t {
 };
 const char* name(BinaryOp op) noexcept;
 constexpr bool is_comparison(BinaryOp op) noexcept { return op >= BinaryOp::Eq; }
+constexpr bool is_activation_backward(BinaryOp op) noexcept {
+  return op >= BinaryOp::ReluBackward && op <= BinaryOp::SoftplusBackward;
+}
 
 // SumSquares adds the squares of the elements (norm's sum, in one pass and
 // in the sum's accumulator, so no squared tensor is stored).

@@ -26,7 +26,8 @@
  *  - clamp(x, lo, hi) = minimum(maximum(x, lo), hi): a NaN x or bound gives
  *    NaN, lo > hi gives hi (torch.clamp's vectorised CPU loop; its scalar
  *    tail and clamp_min alone ignore a NaN bound);
- *  - relu(x) = x < 0 ? 0 : x, so relu(NaN) = NaN;
+ *  - relu(x) = x < 0 ? 0 : x, so relu(NaN) = NaN; relu_backward(g, y) =
+ *    y <= 0 ? 0 : g, so a NaN y passes g (threshold_backward);
  *  - integer add, sub, mul, neg, abs, square and pow wrap around modulo 2^bits
  *    (computed in the unsigned type: signed overflow is undefined in C, C++
  *    and OpenCL C); abs(INT_MIN) = INT_MIN, as in PyTorch;
@@ -51,6 +52,8 @@
 
 /* 1/sqrt(2), for gelu (a literal: M_SQRT1_2 is not in every dialect) */
 #define ANVIL_SQRT1_2 0.70710678118654752440
+/* 1/sqrt(2 pi), the normal density at 0, for gelu's derivative */
+#define ANVIL_1_SQRT_2PI 0.39894228040143267794
 
 /* ---- ops every type shares (T the type) ---- */
 #define ANVIL_SCALAR_COMMON(T)                                              \
@@ -71,6 +74,24 @@
 /* relu of a signed type; unsigned types have relu(x) = x */
 #define ANVIL_SCALAR_RELU(T) \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, relu)(T x) { return x < (T)0 ? (T)0 : x; }
+
+/* The activations' backward passes, g the incoming gradient: ATen's
+ * threshold_backward(g, y, 0), sigmoid_backward(g, y), tanh_backward(g, y)
+ * of the output y; gelu_backward(g, x) (exact) and softplus_backward(g, x,
+ * 1, 20) of the input x, in ATen's order of operations. */
+#define ANVIL_SCALAR_ACTIVATION_BACKWARD(T)                                                  \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, relu_backward)(T g, T y) { return y <= (T)0 ? (T)0 : g; }  \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sigmoid_backward)(T g, T y) { return g * ((T)1 - y) * y; } \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, tanh_backward)(T g, T y) { return g * ((T)1 - y * y); }    \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, gelu_backward)(T g, T x) {                                 \
+    T cdf = (T)0.5 * ((T)1 + erf(x * (T)ANVIL_SQRT1_2));                                     \
+    T pdf = (T)ANVIL_1_SQRT_2PI * exp(x * x * (T)(-0.5));                                    \
+    return g * (cdf + x * pdf);                                                              \
+  }                                                                                          \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, softplus_backward)(T g, T x) {                             \
+    T z = exp(x);                                                                            \
+    return x > (T)20 ? g : g * z / (z + (T)1);                                               \
+  }
 
 /* ---- floating point ---- */
 #define ANVIL_SCALAR_FLOAT(T)                                                                            \
@@ -110,7 +131,8 @@
   /* x != x is the NaN test of every dialect (no isnan overload needed) */                               \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, maximum)(T a, T b) { return a != a ? a : b != b ? b : a > b ? a : b; } \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; } \
-  ANVIL_SCALAR_CLAMP(T)
+  ANVIL_SCALAR_CLAMP(T)                                                                                  \
+  ANVIL_SCALAR_ACTIVATION_BACKWARD(T)
 
 /* ---- integers: T the type, UT its unsigned twin (wrap-around arithmetic) ---- */
 #define ANVIL_SCALAR_INT(T, UT)                                                 \

@@ -30,6 +30,8 @@ void check_arithmetic(const char* op, BinaryOp bop, DType t) {
   ANVIL_CHECK(!(t == DType::Bool && (bop == BinaryOp::Sub)), DTypeError, op,
               ": subtraction of bool tensors is not supported; expected a numeric dtype, got bool; use logical ops "
               "or convert with .to(i64)");
+  ANVIL_CHECK(!is_activation_backward(bop) || is_floating(t), DTypeError, op,
+              ": defined for floating-point tensors only; expected f32, f64, f16 or bf16, got ", t);
 }
 }  // namespace
 
@@ -72,6 +74,11 @@ Tensor binary_scalar_op(BinaryOp op, const Tensor& a, const Scalar& s, bool scal
       scalar_first ? elementwise_args(out, {nullptr, &ca}, {s}, ct) : elementwise_args(out, {&ca, nullptr}, {s}, ct);
   dispatch::binary(d, op, args);
   return out;
+}
+
+Tensor activation_backward(BinaryOp op, const Tensor& grad, const Tensor& saved) {
+  ANVIL_ASSERT(is_activation_backward(op), "activation_backward: ", name(op), " is not an activation's backward");
+  return binary_op(op, grad, saved);
 }
 
 // In place: self = self op other. The result must fit self's dtype, and

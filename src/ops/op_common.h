@@ -62,6 +62,11 @@ void transfer_into(const Tensor& dst, const Tensor& src);
 
 inline Backend& backend_of(const Tensor& t) { return t.impl_ref().backend(); }
 
+// An activation's gradient as one elementwise op (BinaryOp ReluBackward…,
+// Note [Activation backward as one op]): `saved` is the forward's output
+// (relu, sigmoid, tanh) or input (gelu, softplus). Recorded for autograd.
+Tensor activation_backward(BinaryOp op, const Tensor& grad, const Tensor& saved);
+
 // Whether x's backend has every fused kernel of a path (backend.h, FusedOp)
 // for x's dtype: then the op uses them, otherwise its composite.
 // ANVIL_NO_FUSED=1 hides every fused kernel, so the composites run on every

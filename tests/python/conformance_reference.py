@@ -111,10 +111,25 @@ UNARY = {
     "gelu": lambda x: gelu_aten(x), "softplus": torch.nn.functional.softplus, "floor": torch.floor,
     "ceil": torch.ceil, "round": torch.round,
 }
+def gelu_backward_aten(g, x):
+    """ATen's own kernel, as gelu_aten (oneDNN's f32 path is another)."""
+    with torch.backends.mkldnn.flags(enabled=False):
+        return torch.ops.aten.gelu_backward(g, x)
+
+
 BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
     "maximum": torch.maximum, "minimum": torch.minimum, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
     "le": torch.le, "gt": torch.gt, "ge": torch.ge,
+}
+# The activations' backward ops (anvil's internal BinaryOps; a = grad, b = the
+# forward's output or input), through the ATen ops PyTorch's autograd calls.
+# Floats only in anvil.
+ACTIVATION_BACKWARD = {
+    "relu_backward": lambda g, y: torch.ops.aten.threshold_backward(g, y, 0),
+    "sigmoid_backward": torch.ops.aten.sigmoid_backward, "tanh_backward": torch.ops.aten.tanh_backward,
+    "gelu_backward": gelu_backward_aten,
+    "softplus_backward": lambda g, x: torch.ops.aten.softplus_backward(g, x, 1, 20),
 }
 
 
@@ -137,6 +152,8 @@ def main():
             cases.append((cname, lambda lo=lo, hi=hi: torch.clamp(x, min=lo, max=hi)))
         a, b = x.repeat_interleave(n), x.repeat(n)
         cases += [(op, lambda f=f: f(a, b)) for op, f in BINARY.items()]
+        if name in ("f32", "f64"):
+            cases += [(op, lambda f=f: f(a, b)) for op, f in ACTIVATION_BACKWARD.items()]
         if name in ("i32", "i64", "u8"):
             lo = torch.iinfo(dt).min
             cases.append(("div_int", lambda lo=lo: int_trunc_div(a, b, lo)))

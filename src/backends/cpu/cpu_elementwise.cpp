@@ -334,7 +334,8 @@ constexpr std::int64_t unary_grain(UnaryOp op) {
 
 template <typename C>
 constexpr std::int64_t binary_grain(BinaryOp op) {
-  return op == BinaryOp::Pow && std::is_floating_point_v<C> ? kParallelGrainLibm : kParallelGrain;
+  const bool libm = op == BinaryOp::Pow || op == BinaryOp::GeluBackward || op == BinaryOp::SoftplusBackward;
+  return libm && std::is_floating_point_v<C> ? kParallelGrainLibm : kParallelGrain;
 }
 
 // One case per op: out = fn(x) (or fn(x, y)) through the compute type.
@@ -353,6 +354,18 @@ constexpr std::int64_t binary_grain(BinaryOp op) {
 template <typename T>
 void binary_typed(BinaryOp op, const ElementwiseArgs& a) {
   using C = compute_t<T>;
+  // The frontend sends the activations' backward passes floats only.
+  if constexpr (std::is_floating_point_v<C>) {
+    switch (op) {
+      ANVIL_CPU_BINARY(ReluBackward, relu_backward);
+      ANVIL_CPU_BINARY(SigmoidBackward, sigmoid_backward);
+      ANVIL_CPU_BINARY(TanhBackward, tanh_backward);
+      ANVIL_CPU_BINARY(GeluBackward, gelu_backward);
+      ANVIL_CPU_BINARY(SoftplusBackward, softplus_backward);
+      default:
+        break;
+    }
+  }
   switch (op) {
     ANVIL_CPU_BINARY(Add, add);
     ANVIL_CPU_BINARY(Sub, sub);
@@ -367,7 +380,7 @@ void binary_typed(BinaryOp op, const ElementwiseArgs& a) {
     ANVIL_CPU_COMPARE(Le, le);
     ANVIL_CPU_COMPARE(Gt, gt);
     ANVIL_CPU_COMPARE(Ge, ge);
-    case BinaryOp::Count:
+    default:
       break;
   }
   ANVIL_ASSERT(false, "binary op ", detail::name(op), " on ", to_string(cpu_dtype<T>()));
