@@ -204,6 +204,9 @@ std::vector<OpCase> cases() {
           "ceil", [](const Tensor& x) { return ceil(x); }, kNumeric),
       un(
           "round", [](const Tensor& x) { return round(x); }, kNumeric),
+      un("atan", [](const Tensor& x) { return atan(x); }, kEvery, {4, 4}),  // measured 1, 1
+      un("asin", [](const Tensor& x) { return asin(x); }, kEvery, {4, 4}),  // measured 0, 0
+      un("acos", [](const Tensor& x) { return acos(x); }, kEvery, {4, 4}),  // measured 0, 1
       un(
           "clamp(-1,1)", [](const Tensor& x) { return clamp(x, -1.0, 1.0); }, kFloat),
       un(

@@ -228,6 +228,20 @@ UNARY_TEST(
     round, [](const Tensor& x) { return round(x); }, round_ref, Domain{-5, 5}, kFloat)
 UNARY_TEST(
     round_method, [](const Tensor& x) { return x.round(); }, round_ref, kSym, kFloat)
+UNARY_TEST(
+    atan, [](const Tensor& x) { return atan(x); }, [](double x) { return std::atan(x); }, Domain{-20, 20}, kFloat)
+UNARY_TEST(
+    atan_method, [](const Tensor& x) { return x.atan(); }, [](double x) { return std::atan(x); }, kSym, kFloat)
+UNARY_TEST(
+    asin, [](const Tensor& x) { return asin(x); }, [](double x) { return std::asin(x); }, Domain{-1, 1}, kFloat)
+UNARY_TEST(
+    asin_method, [](const Tensor& x) { return x.asin(); }, [](double x) { return std::asin(x); }, Domain{-0.5, 0.5},
+    kFloat)
+UNARY_TEST(
+    acos, [](const Tensor& x) { return acos(x); }, [](double x) { return std::acos(x); }, Domain{-1, 1}, kFloat)
+UNARY_TEST(
+    acos_method, [](const Tensor& x) { return x.acos(); }, [](double x) { return std::acos(x); }, Domain{-0.5, 0.5},
+    kFloat)
 
 // Integer unary ops keep the integer dtype over a wider range.
 UNARY_TEST(
@@ -250,6 +264,15 @@ UNARY_TEST(
     Domain{-5, 5, true}, kInt, Out::FloatForInt)
 UNARY_TEST(
     erf_of_ints, [](const Tensor& x) { return erf(x); }, [](double x) { return std::erf(x); }, Domain{-3, 3, true},
+    kInt, Out::FloatForInt)
+UNARY_TEST(
+    atan_of_ints, [](const Tensor& x) { return atan(x); }, [](double x) { return std::atan(x); }, Domain{-5, 5, true},
+    kInt, Out::FloatForInt)
+UNARY_TEST(
+    asin_of_ints, [](const Tensor& x) { return asin(x); }, [](double x) { return std::asin(x); }, Domain{-1, 1, true},
+    kInt, Out::FloatForInt)
+UNARY_TEST(
+    acos_of_ints, [](const Tensor& x) { return acos(x); }, [](double x) { return std::acos(x); }, Domain{-1, 1, true},
     kInt, Out::FloatForInt)
 UNARY_TEST(
     gelu_of_ints, [](const Tensor& x) { return gelu(x); }, gelu_ref, Domain{-5, 5, true}, kInt, Out::FloatForInt)

@@ -181,11 +181,13 @@ std::vector<Result> run_everything() {
     const Tensor big = inputs(t, {3, 70001}, 3);
 #define ANVIL_UNARY(f) [](const Tensor& v) { return anvil::f(v); }
     for (const auto& f : std::vector<std::function<Tensor(const Tensor&)>>{
-             ANVIL_UNARY(exp),   ANVIL_UNARY(log),  ANVIL_UNARY(sqrt),    ANVIL_UNARY(rsqrt),      ANVIL_UNARY(sin),
-             ANVIL_UNARY(cos),   ANVIL_UNARY(tanh), ANVIL_UNARY(sigmoid), ANVIL_UNARY(relu),       ANVIL_UNARY(abs),
-             ANVIL_UNARY(neg),   ANVIL_UNARY(sign), ANVIL_UNARY(square),  ANVIL_UNARY(reciprocal), ANVIL_UNARY(log1p),
-             ANVIL_UNARY(expm1), ANVIL_UNARY(erf),  ANVIL_UNARY(gelu),    ANVIL_UNARY(softplus),   ANVIL_UNARY(floor),
-             ANVIL_UNARY(ceil),  ANVIL_UNARY(round)}) {
+             ANVIL_UNARY(exp),    ANVIL_UNARY(log),        ANVIL_UNARY(sqrt),     ANVIL_UNARY(rsqrt),
+             ANVIL_UNARY(sin),    ANVIL_UNARY(cos),        ANVIL_UNARY(tanh),     ANVIL_UNARY(sigmoid),
+             ANVIL_UNARY(relu),   ANVIL_UNARY(abs),        ANVIL_UNARY(neg),      ANVIL_UNARY(sign),
+             ANVIL_UNARY(square), ANVIL_UNARY(reciprocal), ANVIL_UNARY(log1p),    ANVIL_UNARY(expm1),
+             ANVIL_UNARY(erf),    ANVIL_UNARY(gelu),       ANVIL_UNARY(softplus), ANVIL_UNARY(floor),
+             ANVIL_UNARY(ceil),   ANVIL_UNARY(round),      ANVIL_UNARY(atan),     ANVIL_UNARY(asin),
+             ANVIL_UNARY(acos)}) {
       keep(f(x));
       keep(f(big));
     }

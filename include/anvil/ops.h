@@ -143,6 +143,11 @@ Tensor softplus(const Tensor& x);
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);
 Tensor round(const Tensor& x);
+// Inverse trigonometric functions in radians (torch.atan, asin, acos); asin and acos
+// are NaN outside [-1, 1]. Integers compute in f32.
+Tensor atan(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi = std::nullopt);
 // cond ? a : b, broadcast; cond must be bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);

@@ -133,6 +133,9 @@ class Tensor {
   Tensor floor() const;
   Tensor ceil() const;
   Tensor round() const;
+  Tensor atan() const;
+  Tensor asin() const;
+  Tensor acos() const;
   Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
   Tensor tril(std::int64_t diagonal = 0) const;
   Tensor triu(std::int64_t diagonal = 0) const;

@@ -237,6 +237,15 @@ void record_unary(UnaryOp op, const Tensor& out, const Tensor& x, const UnaryPar
       return rule("SoftplusBackward", [](const Tensor& g, const Tensor& x, const Tensor&) {
         return activation_backward(BinaryOp::SoftplusBackward, g, x);
       });
+    // PyTorch's formulas (derivatives.yaml): g / (x² + 1), ±g rsqrt(1 - x²).
+    case UnaryOp::Atan:
+      return rule("AtanBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g / (x * x + 1.0); });
+    case UnaryOp::Asin:
+      return rule("AsinBackward",
+                  [](const Tensor& g, const Tensor& x, const Tensor&) { return g * rsqrt(1.0 - x * x); });
+    case UnaryOp::Acos:
+      return rule("AcosBackward",
+                  [](const Tensor& g, const Tensor& x, const Tensor&) { return -g * rsqrt(1.0 - x * x); });
     case UnaryOp::Floor:
     case UnaryOp::Ceil:
     case UnaryOp::Round:

@@ -17,9 +17,10 @@ bool ElementwiseArgs::contiguous() const noexcept {
 }
 
 const char* name(UnaryOp op) noexcept {
-  static const char* names[] = {"neg",   "abs",     "exp",  "log",  "sqrt",     "rsqrt",      "sin",         "cos",
-                                "tanh",  "sigmoid", "relu", "sign", "square",   "reciprocal", "logical_not", "clamp",
-                                "log1p", "expm1",   "erf",  "gelu", "softplus", "floor",      "ceil",        "round"};
+  static const char* names[] = {"neg",         "abs",   "exp",     "log",   "sqrt", "rsqrt",  "sin",
+                                "cos",         "tanh",  "sigmoid", "relu",  "sign", "square", "reciprocal",
+                                "logical_not", "clamp", "log1p",   "expm1", "erf",  "gelu",   "softplus",
+                                "floor",       "ceil",  "round",   "atan",  "asin", "acos"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(UnaryOp::Count), "one name per UnaryOp");
   return names[static_cast<int>(op)];
 }
@@ -40,6 +41,9 @@ bool computes_in_float(UnaryOp op) noexcept {
     case UnaryOp::Erf:
     case UnaryOp::Gelu:
     case UnaryOp::Softplus:
+    case UnaryOp::Atan:
+    case UnaryOp::Asin:
+    case UnaryOp::Acos:
       return true;
     default:
       return false;

@@ -77,6 +77,9 @@ enum class UnaryOp : std::uint8_t {
   Floor,
   Ceil,
   Round,  // half to even
+  Atan,
+  Asin,
+  Acos,
   Count
 };
 const char* name(UnaryOp op) noexcept;  // "exp", … (kernel symbols derive from it)

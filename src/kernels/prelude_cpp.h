@@ -25,6 +25,10 @@ typedef std::uint64_t anvil_u64;
 typedef float anvil_f32;
 typedef double anvil_f64;
 
+using std::acos;
+using std::asin;
+using std::atan;
+using std::atan2;
 using std::ceil;
 using std::cos;
 using std::erf;

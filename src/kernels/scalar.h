@@ -8,7 +8,7 @@
  * So it is written in what the three share: no templates, no headers, no
  * overloading of its own names, the prelude's fixed-width types, and math
  * through the overloaded names exp, log, sqrt, sin, cos, tanh, pow, fabs,
- * log1p, expm1, erf, floor, ceil, rint.
+ * log1p, expm1, erf, floor, ceil, rint, atan, asin, acos, atan2.
  * The prelude also names the functions: ANVIL_SCALAR_NAME(anvil_f32, exp)
  * is anvil_f32_exp on the devices and the overload anvil_exp(float) in C++.
  *
@@ -39,7 +39,8 @@
  *  - transcendental functions are the platform's (prelude), within the ulp
  *    bounds stated in tests/test_conformance.cpp; their special values
  *    (exp(-inf) = 0, log(0) = -inf, sqrt(-0) = -0, log1p(-1) = -inf,
- *    expm1(-inf) = -1, erf(±inf) = ±1, …) are exact;
+ *    expm1(-inf) = -1, erf(±inf) = ±1, atan(±inf) = ±pi/2 rounded,
+ *    asin(±0) = ±0, asin and acos of |x| > 1 = NaN, …) are exact;
  *  - floor, ceil and round (half to even) keep ±0, ±inf and NaN; on integer
  *    tensors they are the identity, decided in the frontend (no integer
  *    kernel), as in PyTorch.
@@ -123,6 +124,9 @@
   ANVIL_FN T ANVIL_SCALAR_NAME(T, ceil)(T x) { return ceil(x); }                                         \
   /* rint: half to even in the default rounding mode, as torch.round */                                  \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, round)(T x) { return rint(x); }                                        \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, atan)(T x) { return atan(x); }                                         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, asin)(T x) { return asin(x); }                                         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, acos)(T x) { return acos(x); }                                         \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, add)(T a, T b) { return a + b; }                                       \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, sub)(T a, T b) { return a - b; }                                       \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, mul)(T a, T b) { return a * b; }                                       \

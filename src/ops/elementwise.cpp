@@ -249,6 +249,9 @@ Tensor softplus(const Tensor& x) { return detail::unary_op(UnaryOp::Softplus, x)
 Tensor floor(const Tensor& x) { return detail::unary_op(UnaryOp::Floor, x); }
 Tensor ceil(const Tensor& x) { return detail::unary_op(UnaryOp::Ceil, x); }
 Tensor round(const Tensor& x) { return detail::unary_op(UnaryOp::Round, x); }
+Tensor atan(const Tensor& x) { return detail::unary_op(UnaryOp::Atan, x); }
+Tensor asin(const Tensor& x) { return detail::unary_op(UnaryOp::Asin, x); }
+Tensor acos(const Tensor& x) { return detail::unary_op(UnaryOp::Acos, x); }
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   detail::check_defined("clamp", x);
   return detail::unary_op(UnaryOp::Clamp, x, detail::clamp_params("clamp", x.dtype(), lo, hi));
@@ -418,6 +421,9 @@ Tensor Tensor::erf() const { return anvil::erf(*this); }
 Tensor Tensor::floor() const { return anvil::floor(*this); }
 Tensor Tensor::ceil() const { return anvil::ceil(*this); }
 Tensor Tensor::round() const { return anvil::round(*this); }
+Tensor Tensor::atan() const { return anvil::atan(*this); }
+Tensor Tensor::asin() const { return anvil::asin(*this); }
+Tensor Tensor::acos() const { return anvil::acos(*this); }
 Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& value) const {
   return anvil::masked_fill(*this, mask, value);
 }

@@ -41,7 +41,7 @@ DTYPES = {"f32": (torch.float32, F32), "f64": (torch.float64, F64), "i32": (torc
 NAMES = {v[0]: k for k, v in DTYPES.items()}
 
 FLOAT_ONLY = {"exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "reciprocal", "log1p", "expm1", "erf",
-              "gelu", "softplus"}
+              "gelu", "softplus", "atan", "asin", "acos"}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 # Clamp bounds per dtype class: (name, lo, hi); None = open.
@@ -109,7 +109,7 @@ UNARY = {
     "relu": torch.relu, "sign": torch.sign, "square": torch.square, "reciprocal": torch.reciprocal,
     "logical_not": torch.logical_not, "log1p": lambda x: log1p_exact(x), "expm1": torch.expm1, "erf": torch.erf,
     "gelu": lambda x: gelu_aten(x), "softplus": torch.nn.functional.softplus, "floor": torch.floor,
-    "ceil": torch.ceil, "round": torch.round,
+    "ceil": torch.ceil, "round": torch.round, "atan": torch.atan, "asin": torch.asin, "acos": torch.acos,
 }
 def gelu_backward_aten(g, x):
     """ATen's own kernel, as gelu_aten (oneDNN's f32 path is another)."""

@@ -326,6 +326,9 @@ constexpr std::int64_t unary_grain(UnaryOp op) {
     case UnaryOp::Erf:
     case UnaryOp::Gelu:
     case UnaryOp::Softplus:
+    case UnaryOp::Atan:
+    case UnaryOp::Asin:
+    case UnaryOp::Acos:
       return kParallelGrainLibm;
     default:
       return kParallelGrain;
@@ -409,6 +412,9 @@ void unary_typed(UnaryOp op, const detail::UnaryParams& prm, const ElementwiseAr
       ANVIL_CPU_UNARY(Floor, floor);
       ANVIL_CPU_UNARY(Ceil, ceil);
       ANVIL_CPU_UNARY(Round, round);
+      ANVIL_CPU_UNARY(Atan, atan);
+      ANVIL_CPU_UNARY(Asin, asin);
+      ANVIL_CPU_UNARY(Acos, acos);
       default:
         break;
     }
