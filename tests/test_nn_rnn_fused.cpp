@@ -325,9 +325,9 @@ TEST_P(FusedRnn, DropoutBetweenLayers) {
 }
 
 // A layer of the language model's kind (wider than a vector register, so
-// oneDNN's blocked weight layouts), and a parameter changed in place between
-// two calls: the fused layer packs the weights on every call, so the second
-// call sees the change.
+// oneDNN's blocked weight layouts), GRU and LSTM without biases, and a
+// parameter changed in place between two calls: the fused layer packs the
+// weights on every call, so the second call sees the change.
 TEST_P(FusedRnn, WiderLayerAndParameterChangedInPlace) {
   const Device d = device();
   if (!has_fused_or_skip(d)) GTEST_SKIP() << d << " has no fused recurrent layer; the composite is the only path";
@@ -337,8 +337,8 @@ TEST_P(FusedRnn, WiderLayerAndParameterChangedInPlace) {
     manual_seed(19);
     constexpr std::int64_t in = 28, hidden = 40, steps = 9, batch = 7;
     std::shared_ptr<nn::RecurrentBase> m;
-    if (k == Kind::Gru) m = std::make_shared<nn::GRU>(in, hidden, 2, true, true);
-    if (k == Kind::Lstm) m = std::make_shared<nn::LSTM>(in, hidden, 2, true, true);
+    if (k == Kind::Gru) m = std::make_shared<nn::GRU>(in, hidden, 2, false, true);
+    if (k == Kind::Lstm) m = std::make_shared<nn::LSTM>(in, hidden, 2, false, true);
     if (k == Kind::Tanh) m = std::make_shared<nn::RNN>(in, hidden, 2, "tanh", true, true);
     m->to(d);
     const Tensor x = randn({batch, steps, in}, d);

@@ -34,7 +34,8 @@ namespace anvil::cpu_backend {
 //   layout as it is; LSTM gates are i, f, g, o in both; oneDNN's GRU gates are
 //   u (PyTorch's z), r, o (n), so GRU weights are copied with the first two
 //   gates swapped. oneDNN has one bias per gate (b_ih + b_hh, summed here),
-//   and for lbr_gru a fourth, b_hn. The weights are reordered into the
+//   and for lbr_gru a fourth, b_hn; a layer without biases gets zeros (oneDNN
+//   2.6 made no LSTM primitive without one). The weights are reordered into the
 //   primitive's layout on every call, as cuDNN's path copies them (Note
 //   [cuDNN's recurrent layers]): no cache to invalidate when a parameter
 //   changes. oneDNN adds the weight gradients into zeroed buffers; b_ih and
@@ -91,7 +92,7 @@ Descs descs_of(const Key& k) {
           memory::desc({1, 1, N, H}, dt, Tag::ldnc),
           memory::desc({1, 1, in, G, H}, dt, Tag::any),
           memory::desc({1, 1, H, G, H}, dt, Tag::any),
-          k.bias ? memory::desc({1, 1, bias_gates(k.mode), H}, dt, Tag::ldgo) : memory::desc(),
+          memory::desc({1, 1, bias_gates(k.mode), H}, dt, Tag::ldgo),
           memory::desc({T, N, H}, dt, layer_tag)};
 }
 
@@ -256,7 +257,9 @@ memory user_weight(const RnnArgs& a, std::int64_t l, bool recurrent, DnnlTempora
 // Layer l's oneDNN bias (ldgo) from bias_ih and bias_hh.
 memory user_bias(const RnnArgs& a, std::int64_t l, DnnlTemporaries& temporaries) {
   const std::int64_t G = gates_of(a.mode), H = a.hidden_size;
-  memory m = temporaries.make(memory::desc({1, 1, bias_gates(a.mode), H}, memory::data_type::f32, Tag::ldgo));
+  const memory::desc d({1, 1, bias_gates(a.mode), H}, memory::data_type::f32, Tag::ldgo);
+  if (!a.has_bias) return zeroed(d, temporaries);
+  memory m = temporaries.make(d);
   auto* b = static_cast<float*>(m.get_data_handle());
   const std::size_t base = static_cast<std::size_t>(l) * 4;
   const float* bih = address(a.weights[base + 2]);
@@ -378,7 +381,7 @@ void CpuBackend::rnn_forward(int, const RnnArgs& a) {
                      a.c0.data != nullptr ? wrap(d.iter, address(a.c0) + l * state) : zeroed(d.iter, temporaries));
         args.emplace(DNNL_ARG_DST_ITER_C, wrap(d.iter, address(a.cy) + l * state));
       }
-      if (a.has_bias) args.emplace(DNNL_ARG_BIAS, user_bias(a, l, temporaries));
+      args.emplace(DNNL_ARG_BIAS, user_bias(a, l, temporaries));
       if (a.training)
         args.emplace(DNNL_ARG_WORKSPACE,
                      wrap(layer.workspace, rbytes + reserve.layers[static_cast<std::size_t>(l)].workspace));
@@ -454,12 +457,9 @@ void CpuBackend::rnn_backward(int, const RnnArgs& a) {
         args.emplace(DNNL_ARG_DIFF_DST_ITER_C, given_or(a.dcy, true));
         args.emplace(DNNL_ARG_DIFF_SRC_ITER_C, given_or(a.dc0, false));
       }
-      memory diff_bias;
-      if (a.has_bias) {
-        args.emplace(DNNL_ARG_BIAS, user_bias(a, l, temporaries));
-        diff_bias = zeroed(d.bias, temporaries);
-        args.emplace(DNNL_ARG_DIFF_BIAS, diff_bias);
-      }
+      const memory diff_bias = zeroed(d.bias, temporaries);
+      args.emplace(DNNL_ARG_BIAS, user_bias(a, l, temporaries));
+      args.emplace(DNNL_ARG_DIFF_BIAS, diff_bias);
       layer.primitive.execute(s, args);
       if (want_weights) {
         store_weight_grad(a, l, false, diff_wl, s, temporaries);
