@@ -255,6 +255,22 @@ std::vector<OpCase> cases() {
           {2048, 2048}),  // measured 0, 0
       bin("softplus_backward", activation_backward(detail::BinaryOp::SoftplusBackward), nullptr, kFloat,
           {6, 6}),  // measured 0, 2
+      bin("atan2", [](const Tensor& a, const Tensor& b) { return atan2(a, b); }, nullptr, kEvery, {6, 6}),
+      bin(
+          "bitwise_and", [](const Tensor& a, const Tensor& b) { return bitwise_and(a, b); },
+          [](const Tensor& a, const Scalar& s) { return bitwise_and(a, s); }, {i32, i64, u8, boolean}),
+      bin(
+          "bitwise_or", [](const Tensor& a, const Tensor& b) { return bitwise_or(a, b); },
+          [](const Tensor& a, const Scalar& s) { return bitwise_or(a, s); }, {i32, i64, u8, boolean}),
+      bin(
+          "bitwise_xor", [](const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); },
+          [](const Tensor& a, const Scalar& s) { return bitwise_xor(a, s); }, {i32, i64, u8, boolean}),
+      bin(
+          "bitwise_left_shift", [](const Tensor& a, const Tensor& b) { return bitwise_left_shift(a, b); },
+          [](const Tensor& a, const Scalar& s) { return bitwise_left_shift(a, s); }, {i32, i64, u8}),
+      bin(
+          "bitwise_right_shift", [](const Tensor& a, const Tensor& b) { return bitwise_right_shift(a, b); },
+          [](const Tensor& a, const Scalar& s) { return bitwise_right_shift(a, s); }, {i32, i64, u8}),
       bin(
           "eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); },
           [](const Tensor& a, const Scalar& s) { return eq(a, s); }, kEvery),

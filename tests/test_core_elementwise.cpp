@@ -449,6 +449,34 @@ BINARY_TEST(
     div_ints_is_true_division, [](const Tensor& a, const Tensor& b) { return a / b; }, std::divides<double>(),
     Domain{-20, 20}, Domain{1, 7}, kInt, Out::FloatForInt)
 BINARY_TEST(
+    atan2, [](const Tensor& a, const Tensor& b) { return atan2(a, b); },
+    [](double y, double x) { return std::atan2(y, x); }, kSym, kSym, kFloat)
+BINARY_TEST(
+    atan2_method, [](const Tensor& a, const Tensor& b) { return a.atan2(b); },
+    [](double y, double x) { return std::atan2(y, x); }, Domain{-20, 20}, Domain{-1, 1}, kFloat)
+BINARY_TEST(
+    atan2_of_ints, [](const Tensor& a, const Tensor& b) { return atan2(a, b); },
+    [](double y, double x) { return std::atan2(y, x); }, Domain{-20, 20}, Domain{-20, 20}, kInt, Out::FloatForInt)
+BINARY_TEST(
+    bitwise_and, [](const Tensor& a, const Tensor& b) { return bitwise_and(a, b); },
+    [](double x, double y) { return static_cast<double>(static_cast<std::int64_t>(x) & static_cast<std::int64_t>(y)); },
+    kInts, kInts, kInt)
+BINARY_TEST(
+    bitwise_or_operator, [](const Tensor& a, const Tensor& b) { return a | b; },
+    [](double x, double y) { return static_cast<double>(static_cast<std::int64_t>(x) | static_cast<std::int64_t>(y)); },
+    kInts, kInts, kInt)
+BINARY_TEST(
+    bitwise_xor_method, [](const Tensor& a, const Tensor& b) { return a.bitwise_xor(b); },
+    [](double x, double y) { return static_cast<double>(static_cast<std::int64_t>(x) ^ static_cast<std::int64_t>(y)); },
+    kInts, kInts, kInt)
+BINARY_TEST(
+    bitwise_left_shift, [](const Tensor& a, const Tensor& b) { return bitwise_left_shift(a, b); },
+    [](double x, double y) { return x * std::ldexp(1.0, static_cast<int>(y)); }, kInts, Domain{0, 20, true}, kInt)
+BINARY_TEST(
+    bitwise_right_shift, [](const Tensor& a, const Tensor& b) { return a.bitwise_right_shift(b); },
+    [](double x, double y) { return std::floor(x / std::ldexp(1.0, static_cast<int>(y))); }, kInts, Domain{0, 8, true},
+    kInt)
+BINARY_TEST(
     pow, [](const Tensor& a, const Tensor& b) { return pow(a, b); }, [](double x, double y) { return std::pow(x, y); },
     Domain{0.1, 3}, Domain{-3, 3}, kFloat)
 BINARY_TEST(

@@ -148,6 +148,27 @@ Tensor round(const Tensor& x);
 Tensor atan(const Tensor& x);
 Tensor asin(const Tensor& x);
 Tensor acos(const Tensor& x);
+// The angle of the point (b, a) in radians, in [-pi, pi] (torch.atan2(input, other));
+// broadcast, promoted like add, integers compute in f32. The signs of zeros and
+// infinities pick the quadrant: atan2(+0, -0) = pi, atan2(-0, -0) = -pi.
+Tensor atan2(const Tensor& a, const Tensor& b);
+// Bitwise and, or, xor of integer or bool tensors (floats: DTypeError), broadcast and
+// promoted like add; bool op bool stays bool. Also the operators &, |, ^.
+Tensor bitwise_and(const Tensor& a, const Tensor& b);
+Tensor bitwise_or(const Tensor& a, const Tensor& b);
+Tensor bitwise_xor(const Tensor& a, const Tensor& b);
+Tensor bitwise_and(const Tensor& a, const Scalar& b);
+Tensor bitwise_or(const Tensor& a, const Scalar& b);
+Tensor bitwise_xor(const Tensor& a, const Scalar& b);
+// a << b and a >> b of integer tensors (bool and floats: DTypeError), broadcast and
+// promoted like add; >> is arithmetic for signed types. A count b outside [0, bits of
+// the dtype) gives 0, and -1 for >> of a negative a (NumPy's and PyTorch 2's meaning).
+Tensor bitwise_left_shift(const Tensor& a, const Tensor& b);
+Tensor bitwise_right_shift(const Tensor& a, const Tensor& b);
+Tensor bitwise_left_shift(const Tensor& a, const Scalar& b);
+Tensor bitwise_right_shift(const Tensor& a, const Scalar& b);
+Tensor bitwise_left_shift(const Scalar& a, const Tensor& b);
+Tensor bitwise_right_shift(const Scalar& a, const Tensor& b);
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi = std::nullopt);
 // cond ? a : b, broadcast; cond must be bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
@@ -186,6 +207,12 @@ Tensor operator<(const Tensor& a, const Scalar& b);
 Tensor operator<=(const Tensor& a, const Scalar& b);
 Tensor operator>(const Tensor& a, const Scalar& b);
 Tensor operator>=(const Tensor& a, const Scalar& b);
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Tensor& b);
+Tensor operator&(const Tensor& a, const Scalar& b);
+Tensor operator|(const Tensor& a, const Scalar& b);
+Tensor operator^(const Tensor& a, const Scalar& b);
 Tensor& operator+=(Tensor& a, const Tensor& b);
 Tensor& operator-=(Tensor& a, const Tensor& b);
 Tensor& operator*=(Tensor& a, const Tensor& b);

@@ -136,6 +136,12 @@ class Tensor {
   Tensor atan() const;
   Tensor asin() const;
   Tensor acos() const;
+  Tensor atan2(const Tensor& other) const;
+  Tensor bitwise_and(const Tensor& other) const;
+  Tensor bitwise_or(const Tensor& other) const;
+  Tensor bitwise_xor(const Tensor& other) const;
+  Tensor bitwise_left_shift(const Tensor& other) const;
+  Tensor bitwise_right_shift(const Tensor& other) const;
   Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
   Tensor tril(std::int64_t diagonal = 0) const;
   Tensor triu(std::int64_t diagonal = 0) const;

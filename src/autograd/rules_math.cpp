@@ -60,6 +60,12 @@ void record_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
       });
       return;
     }
+    case BinaryOp::Atan2:  // d/da = b / (a² + b²), d/db = -a / (a² + b²)
+      record("Atan2Backward", out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
+        const Tensor r = g / (sa * sa + sb * sb);
+        return std::vector<Tensor>{n[0] ? r * sb : Tensor(), n[1] ? -r * sa : Tensor()};
+      });
+      return;
     case BinaryOp::Pow: {
       const Tensor so = saved(out);
       record("PowBackward", out, {&a, &b}, [sa, sb, so](const Tensor& g, const std::vector<bool>& n) {

@@ -110,6 +110,14 @@ enum class BinaryOp : std::uint8_t {
   TanhBackward,
   GeluBackward,
   SoftplusBackward,
+  Atan2,  // floats (integers compute in the default float dtype)
+  // Integers and bool (the shifts: integers only); scalar.h says what a
+  // shift count outside [0, bits) gives (NumPy's and PyTorch 2's meaning).
+  BitwiseAnd,
+  BitwiseOr,
+  BitwiseXor,
+  LeftShift,
+  RightShift,
   Eq,
   Ne,
   Lt,
@@ -123,6 +131,8 @@ constexpr bool is_comparison(BinaryOp op) noexcept { return op >= BinaryOp::Eq; 
 constexpr bool is_activation_backward(BinaryOp op) noexcept {
   return op >= BinaryOp::ReluBackward && op <= BinaryOp::SoftplusBackward;
 }
+constexpr bool is_bitwise(BinaryOp op) noexcept { return op >= BinaryOp::BitwiseAnd && op <= BinaryOp::RightShift; }
+constexpr bool is_shift(BinaryOp op) noexcept { return op == BinaryOp::LeftShift || op == BinaryOp::RightShift; }
 
 // SumSquares adds the squares of the elements (norm's sum, in one pass and
 // in the sum's accumulator, so no squared tensor is stored).

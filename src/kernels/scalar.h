@@ -41,6 +41,14 @@
  *    (exp(-inf) = 0, log(0) = -inf, sqrt(-0) = -0, log1p(-1) = -inf,
  *    expm1(-inf) = -1, erf(±inf) = ±1, atan(±inf) = ±pi/2 rounded,
  *    asin(±0) = ±0, asin and acos of |x| > 1 = NaN, …) are exact;
+ *  - atan2(a, b) is the platform's, with C99's special values: the signs of
+ *    zeros and infinities pick the quadrant (atan2(±0, -0) = ±pi,
+ *    atan2(±inf, -inf) = ±3pi/4), as NumPy and PyTorch;
+ *  - bitwise_and/or/xor: integers and bool; shifts: integers, with NumPy's
+ *    and PyTorch 2's meaning for every count (1.13 left it to the CPU):
+ *    a << b and a >> b are 0 for b >= bits or b < 0, except that >> of a
+ *    negative a gives -1 there; >> is arithmetic (rounds towards -inf);
+ *    << wraps modulo 2^bits;
  *  - floor, ceil and round (half to even) keep ±0, ±inf and NaN; on integer
  *    tensors they are the identity, decided in the frontend (no integer
  *    kernel), as in PyTorch.
@@ -132,6 +140,7 @@
   ANVIL_FN T ANVIL_SCALAR_NAME(T, mul)(T a, T b) { return a * b; }                                       \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) { return a / b; }                                       \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) { return pow(a, b); }                                   \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, atan2)(T a, T b) { return atan2(a, b); }                               \
   /* x != x is the NaN test of every dialect (no isnan overload needed) */                               \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, maximum)(T a, T b) { return a != a ? a : b != b ? b : a > b ? a : b; } \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; } \
@@ -148,6 +157,9 @@
   ANVIL_FN T ANVIL_SCALAR_NAME(T, square)(T x) { return (T)((UT)x * (UT)x); }   \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, maximum)(T a, T b) { return a > b ? a : b; }  \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a < b ? a : b; }  \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, bitwise_and)(T a, T b) { return (T)(a & b); } \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, bitwise_or)(T a, T b) { return (T)(a | b); }  \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, bitwise_xor)(T a, T b) { return (T)(a ^ b); } \
   ANVIL_SCALAR_CLAMP(T)                                                         \
   /* b >= 0: square and multiply, wrapping */                                   \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, pow_nonneg)(T a, T b) {                       \
@@ -175,16 +187,31 @@
     if (a == (T)1) return (T)1;                                                                     \
     if (a == (T)(-1)) return (b & (T)1) != (T)0 ? (T)(-1) : (T)1;                                   \
     return (T)0;                                                                                    \
+  }                                                                                                 \
+  /* a count outside [0, bits): 0, and the sign (0 or -1) for >>; >> of a */                        \
+  /* negative a as ~(~a >> b), so no signed value is shifted */                                     \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, bitwise_left_shift)(T a, T b) {                                   \
+    return b < (T)0 || b >= (T)(sizeof(T) * 8) ? (T)0 : (T)((UT)a << b);                            \
+  }                                                                                                 \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, bitwise_right_shift)(T a, T b) {                                  \
+    T s = b < (T)0 || b >= (T)(sizeof(T) * 8) ? (T)(sizeof(T) * 8 - 1) : b;                         \
+    return a < (T)0 ? (T) ~(~a >> s) : (T)(a >> s);                                                 \
   }
 
 /* unsigned integers (u8, and bool held as u8 0/1) */
-#define ANVIL_SCALAR_UNSIGNED(T)                                                           \
-  ANVIL_SCALAR_INT(T, T)                                                                   \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, abs)(T x) { return x; }                                  \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, relu)(T x) { return x; }                                 \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)(x != (T)0); }                    \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) { return b == (T)0 ? (T)0 : (T)(a / b); } \
-  ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) { return ANVIL_SCALAR_NAME(T, pow_nonneg)(a, b); }
+#define ANVIL_SCALAR_UNSIGNED(T)                                                                    \
+  ANVIL_SCALAR_INT(T, T)                                                                            \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, abs)(T x) { return x; }                                           \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, relu)(T x) { return x; }                                          \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)(x != (T)0); }                             \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) { return b == (T)0 ? (T)0 : (T)(a / b); }          \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) { return ANVIL_SCALAR_NAME(T, pow_nonneg)(a, b); } \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, bitwise_left_shift)(T a, T b) {                                   \
+    return b >= (T)(sizeof(T) * 8) ? (T)0 : (T)(a << b);                                            \
+  }                                                                                                 \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, bitwise_right_shift)(T a, T b) {                                  \
+    return b >= (T)(sizeof(T) * 8) ? (T)0 : (T)(a >> b);                                            \
+  }
 
 ANVIL_SCALAR_FLOAT(anvil_f32)
 #ifdef ANVIL_HAS_FP64

@@ -22,7 +22,7 @@ namespace {
 // The dtype the kernel computes in: true division and pow of integers
 // happen in the default float dtype, as in PyTorch.
 DType compute_dtype(BinaryOp op, DType promoted) {
-  if (op == BinaryOp::Div && !is_floating(promoted)) return DType::F32;
+  if ((op == BinaryOp::Div || op == BinaryOp::Atan2) && !is_floating(promoted)) return DType::F32;
   return promoted;
 }
 
@@ -32,6 +32,10 @@ void check_arithmetic(const char* op, BinaryOp bop, DType t) {
               "or convert with .to(i64)");
   ANVIL_CHECK(!is_activation_backward(bop) || is_floating(t), DTypeError, op,
               ": defined for floating-point tensors only; expected f32, f64, f16 or bf16, got ", t);
+  ANVIL_CHECK(!is_bitwise(bop) || !is_floating(t), DTypeError, op,
+              ": defined for integer and bool tensors only, as in PyTorch; expected i32, i64, u8 or bool, got ", t);
+  ANVIL_CHECK(!is_shift(bop) || t != DType::Bool, DTypeError, op,
+              ": defined for integer tensors only, as in PyTorch; expected i32, i64 or u8, got bool");
 }
 }  // namespace
 
@@ -196,6 +200,33 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
+Tensor atan2(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Atan2, a, b); }
+Tensor bitwise_and(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseAnd, a, b); }
+Tensor bitwise_or(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseOr, a, b); }
+Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseXor, a, b); }
+Tensor bitwise_left_shift(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::LeftShift, a, b); }
+Tensor bitwise_right_shift(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::RightShift, a, b); }
+Tensor bitwise_and(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::BitwiseAnd, a, b, false); }
+Tensor bitwise_or(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::BitwiseOr, a, b, false); }
+Tensor bitwise_xor(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::BitwiseXor, a, b, false); }
+Tensor bitwise_left_shift(const Tensor& a, const Scalar& b) {
+  return binary_scalar_op(BinaryOp::LeftShift, a, b, false);
+}
+Tensor bitwise_left_shift(const Scalar& a, const Tensor& b) {
+  return binary_scalar_op(BinaryOp::LeftShift, b, a, true);
+}
+Tensor bitwise_right_shift(const Tensor& a, const Scalar& b) {
+  return binary_scalar_op(BinaryOp::RightShift, a, b, false);
+}
+Tensor bitwise_right_shift(const Scalar& a, const Tensor& b) {
+  return binary_scalar_op(BinaryOp::RightShift, b, a, true);
+}
+Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
+Tensor operator&(const Tensor& a, const Scalar& b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, const Scalar& b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, const Scalar& b) { return bitwise_xor(a, b); }
 Tensor eq(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Eq, a, b); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Ne, a, b); }
 Tensor lt(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Lt, a, b); }
@@ -421,6 +452,12 @@ Tensor Tensor::erf() const { return anvil::erf(*this); }
 Tensor Tensor::floor() const { return anvil::floor(*this); }
 Tensor Tensor::ceil() const { return anvil::ceil(*this); }
 Tensor Tensor::round() const { return anvil::round(*this); }
+Tensor Tensor::atan2(const Tensor& o) const { return anvil::atan2(*this, o); }
+Tensor Tensor::bitwise_and(const Tensor& o) const { return anvil::bitwise_and(*this, o); }
+Tensor Tensor::bitwise_or(const Tensor& o) const { return anvil::bitwise_or(*this, o); }
+Tensor Tensor::bitwise_xor(const Tensor& o) const { return anvil::bitwise_xor(*this, o); }
+Tensor Tensor::bitwise_left_shift(const Tensor& o) const { return anvil::bitwise_left_shift(*this, o); }
+Tensor Tensor::bitwise_right_shift(const Tensor& o) const { return anvil::bitwise_right_shift(*this, o); }
 Tensor Tensor::atan() const { return anvil::atan(*this); }
 Tensor Tensor::asin() const { return anvil::asin(*this); }
 Tensor Tensor::acos() const { return anvil::acos(*this); }

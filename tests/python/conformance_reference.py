@@ -21,6 +21,7 @@ import math
 import struct
 import sys
 
+import numpy as np
 import torch
 
 nan, inf = float("nan"), float("inf")
@@ -41,7 +42,7 @@ DTYPES = {"f32": (torch.float32, F32), "f64": (torch.float64, F64), "i32": (torc
 NAMES = {v[0]: k for k, v in DTYPES.items()}
 
 FLOAT_ONLY = {"exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "reciprocal", "log1p", "expm1", "erf",
-              "gelu", "softplus", "atan", "asin", "acos"}
+              "gelu", "softplus", "atan", "asin", "acos", "atan2"}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 # Clamp bounds per dtype class: (name, lo, hi); None = open.
@@ -96,6 +97,15 @@ def log1p_exact(x):
     return torch.where(wrong, exact, r)
 
 
+def numpy_shift(fn, a, b):
+    """NumPy's shifts: PyTorch 1.13's CPU leaves a count outside [0, bits) to the
+    processor (int32 << 32 is the identity there, int64 << 32 is not); NumPy and
+    PyTorch 2 define it (0; -1 for >> of a negative). Integers only."""
+    if a.dtype == torch.bool or a.is_floating_point():
+        raise TypeError("shifts take integers")
+    return torch.from_numpy(fn(a.numpy(), b.numpy()))
+
+
 def int_trunc_div(a, b, lo):
     safe = (b != 0) & ~((a == lo) & (b == -1))
     q = torch.div(a, torch.where(safe, b, torch.ones_like(b)), rounding_mode="trunc")
@@ -120,7 +130,10 @@ def gelu_backward_aten(g, x):
 BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
     "maximum": torch.maximum, "minimum": torch.minimum, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
-    "le": torch.le, "gt": torch.gt, "ge": torch.ge,
+    "le": torch.le, "gt": torch.gt, "ge": torch.ge, "atan2": torch.atan2, "bitwise_and": torch.bitwise_and,
+    "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
+    "bitwise_left_shift": lambda a, b: numpy_shift(np.left_shift, a, b),
+    "bitwise_right_shift": lambda a, b: numpy_shift(np.right_shift, a, b),
 }
 # The activations' backward ops (anvil's internal BinaryOps; a = grad, b = the
 # forward's output or input), through the ATen ops PyTorch's autograd calls.

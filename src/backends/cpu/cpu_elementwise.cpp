@@ -337,7 +337,8 @@ constexpr std::int64_t unary_grain(UnaryOp op) {
 
 template <typename C>
 constexpr std::int64_t binary_grain(BinaryOp op) {
-  const bool libm = op == BinaryOp::Pow || op == BinaryOp::GeluBackward || op == BinaryOp::SoftplusBackward;
+  const bool libm =
+      op == BinaryOp::Pow || op == BinaryOp::Atan2 || op == BinaryOp::GeluBackward || op == BinaryOp::SoftplusBackward;
   return libm && std::is_floating_point_v<C> ? kParallelGrainLibm : kParallelGrain;
 }
 
@@ -365,6 +366,17 @@ void binary_typed(BinaryOp op, const ElementwiseArgs& a) {
       ANVIL_CPU_BINARY(TanhBackward, tanh_backward);
       ANVIL_CPU_BINARY(GeluBackward, gelu_backward);
       ANVIL_CPU_BINARY(SoftplusBackward, softplus_backward);
+      ANVIL_CPU_BINARY(Atan2, atan2);
+      default:
+        break;
+    }
+  } else {
+    switch (op) {
+      ANVIL_CPU_BINARY(BitwiseAnd, bitwise_and);
+      ANVIL_CPU_BINARY(BitwiseOr, bitwise_or);
+      ANVIL_CPU_BINARY(BitwiseXor, bitwise_xor);
+      ANVIL_CPU_BINARY(LeftShift, bitwise_left_shift);
+      ANVIL_CPU_BINARY(RightShift, bitwise_right_shift);
       default:
         break;
     }
