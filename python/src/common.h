@@ -182,6 +182,7 @@ void bind_device(nb::module_& m);
 void bind_tensor(nb::module_& m);
 void bind_array_api(nb::module_& m);  // after bind_tensor: it adds to anvil.Tensor
 void bind_indexing(nb::module_& m);   // likewise
+void bind_math_ops(nb::module_& m);   // likewise
 void bind_autograd(nb::module_& m);
 void bind_nn(nb::module_& m);
 void bind_optim(nb::module_& m);

@@ -10,6 +10,7 @@ NB_MODULE(_anvil, m) {
   bind_tensor(m);
   bind_array_api(m);
   bind_indexing(m);
+  bind_math_ops(m);
   bind_autograd(m);
   bind_nn(m);
   bind_optim(m);

@@ -1,0 +1,60 @@
+// python/src/math_ops.cpp — the inverse trigonometric functions and the
+// integer bitwise ops of anvil/ops.h: anvil.atan, asin, acos, atan2,
+// bitwise_and, bitwise_or, bitwise_xor, bitwise_left_shift,
+// bitwise_right_shift, and the Tensor methods of the same names (torch's),
+// each one call to the C++ op without the GIL. They are elementwise
+// primitives of the library, so the array API namespace calls them rather
+// than composing them in Python.
+#include "common.h"
+
+namespace anvil::python {
+
+void bind_math_ops(nb::module_& m) {
+  nb::handle t = nb::type<Tensor>();
+  auto method = [t](const char* name, auto f, const char* doc) {
+    nb::cpp_function_def(f, nb::scope(t), nb::name(name), nb::is_method(), "other"_a, ANVIL_NOGIL, doc);
+  };
+#define ANVIL_MATH_UNARY(op)                                                                                 \
+  m.def(                                                                                                     \
+      #op, [](const Tensor& x) { return anvil::op(x); }, "input"_a, doc(#op), ANVIL_NOGIL);                  \
+  nb::cpp_function_def([](const Tensor& x) { return x.op(); }, nb::scope(t), nb::name(#op), nb::is_method(), \
+                       ANVIL_NOGIL, doc(#op));
+  ANVIL_MATH_UNARY(atan)
+  ANVIL_MATH_UNARY(asin)
+  ANVIL_MATH_UNARY(acos)
+#undef ANVIL_MATH_UNARY
+
+  m.def(
+      "atan2", [](const Tensor& a, const Tensor& b) { return anvil::atan2(a, b); }, "input"_a, "other"_a, doc("atan2"),
+      ANVIL_NOGIL);
+  method(
+      "atan2", [](const Tensor& a, const Tensor& b) { return a.atan2(b); }, doc("atan2"));
+
+  // tensor op tensor and tensor op scalar, as free functions and methods.
+#define ANVIL_MATH_BITWISE(op)                                                                                   \
+  m.def(                                                                                                         \
+       #op, [](const Tensor& a, const Tensor& b) { return anvil::op(a, b); }, "input"_a, "other"_a, doc(#op),    \
+       ANVIL_NOGIL)                                                                                              \
+      .def(                                                                                                      \
+          #op, [](const Tensor& a, const Scalar& b) { return anvil::op(a, b); }, "input"_a, "other"_a, doc(#op), \
+          ANVIL_NOGIL);                                                                                          \
+  method(                                                                                                        \
+      #op, [](const Tensor& a, const Tensor& b) { return a.op(b); }, doc(#op));                                  \
+  method(                                                                                                        \
+      #op, [](const Tensor& a, const Scalar& b) { return anvil::op(a, b); }, doc(#op));
+  ANVIL_MATH_BITWISE(bitwise_and)
+  ANVIL_MATH_BITWISE(bitwise_or)
+  ANVIL_MATH_BITWISE(bitwise_xor)
+  ANVIL_MATH_BITWISE(bitwise_left_shift)
+  ANVIL_MATH_BITWISE(bitwise_right_shift)
+#undef ANVIL_MATH_BITWISE
+  // A scalar shifted by a tensor (torch.bitwise_left_shift(2, x)).
+  m.def(
+      "bitwise_left_shift", [](const Scalar& a, const Tensor& b) { return anvil::bitwise_left_shift(a, b); }, "input"_a,
+      "other"_a, doc("bitwise_left_shift"), ANVIL_NOGIL);
+  m.def(
+      "bitwise_right_shift", [](const Scalar& a, const Tensor& b) { return anvil::bitwise_right_shift(a, b); },
+      "input"_a, "other"_a, doc("bitwise_right_shift"), ANVIL_NOGIL);
+}
+
+}  // namespace anvil::python
