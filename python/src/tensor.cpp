@@ -195,7 +195,8 @@ void bind_tensor(nb::module_& m) {
       .def("__getitem__", &getitem)
       .def("__setitem__", &setitem)
       // Views.
-      .def("reshape", &reshape_args, ANVIL_NOGIL, doc("Tensor::reshape"))
+      // Not ANVIL_NOGIL: shape_from_args reads the Python arguments.
+      .def("reshape", &reshape_args, doc("Tensor::reshape"))
       .def(
           "view", [](const Tensor& x, const nb::args& a) { return x.view(shape_from_args(a, "view")); },
           doc("Tensor::view"))

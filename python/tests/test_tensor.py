@@ -151,6 +151,8 @@ def test_matmul_and_views(dev):
     a, b = anvil.tensor(an, device=dev), anvil.tensor(bn, device=dev)
     np.testing.assert_allclose(to_np(a @ b), an @ bn, rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(to_np(a.reshape(6, 4)), an.reshape(6, 4))
+    np.testing.assert_array_equal(to_np(a.reshape((4, -1))), an.reshape((4, -1)))  # a tuple, read under the GIL
+    np.testing.assert_array_equal(to_np(a.reshape([24])), an.reshape([24]))
     np.testing.assert_array_equal(to_np(a.permute(2, 0, 1)), an.transpose(2, 0, 1))
     np.testing.assert_array_equal(to_np(a.transpose(0, 2)), an.swapaxes(0, 2))
     np.testing.assert_array_equal(to_np(a.unsqueeze(1)), an[:, None])
