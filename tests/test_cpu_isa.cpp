@@ -90,8 +90,9 @@ TEST(CpuIsa, RunsWhatTheCpuSupports) {
     EXPECT_EQ(running.name, best);
     EXPECT_EQ(running.reason.empty(), want.empty()) << running.reason;
   }
-  // anvil-smi's CPU row says it.
-  EXPECT_EQ(properties(cpu()).runtime_version, "anvil cpu, " + running.name + " kernels");
+  // anvil-smi's CPU row says it (followed by the pool's wake cost, threads.h).
+  const std::string row = properties(cpu()).runtime_version;
+  EXPECT_TRUE(row.starts_with("anvil cpu, " + running.name + " kernels")) << row;
   std::printf("running %s of", running.name.c_str());
   for (const auto& n : running.compiled) std::printf(" %s", n.c_str());
   std::printf("\n");
