@@ -524,46 +524,20 @@ def atanh(x, /):
 
 
 def atan(x, /):
-    """The root of h(y) = sin y - x cos y (= sqrt(1 + x^2) sin(y - atan x), so
-    Newton's step is well conditioned for every x) from a guess within 0.005
-    rad: three steps reach float64's precision, a few ulp off NumPy in the tests."""
-    x = _float_of(x)
-    a = _a.abs(x)
-    half_pi = _a.where(_a.lt(x, 0), -_math.pi / 2, _a.full_like(x, _math.pi / 2))
-    small = _a.div(x, _a.square(x) * 0.28 + 1.0)  # atan x to 0.005 for |x| <= 1
-    large = half_pi - _a.div(x, _a.square(x) + 0.28)  # and for |x| > 1
-    y = _a.where(_a.le(a, 1.0), small, large)
-    y = _a.where(isinf(x), large, y)
-    for _ in range(3 if x.dtype == float64 else 2):
-        s, c = _a.sin(y), _a.cos(y)
-        y = y - _a.div(s - x * c, c + x * s)
-    y = _a.where(isinf(x), half_pi, y)
-    return _a.where(_a.eq(x, 0), x, y)  # keeps -0
+    return _a.atan(_float_of(x))
 
 
 def asin(x, /):
-    x = _float_of(x)
-    return atan(_a.div(x, _a.sqrt((1.0 - x) * (x + 1.0))))  # 1 - x is exact near 1; +-1 -> +-inf -> +-pi/2
+    return _a.asin(_float_of(x))
 
 
 def acos(x, /):
-    x = _float_of(x)
-    return atan(_a.sqrt(_a.div(1.0 - x, x + 1.0))) * 2.0
+    return _a.acos(_float_of(x))
 
 
 def atan2(x1, x2, /):
-    """The angle of (x2, x1): atan(|x1| / |x2|) moved to its quadrant, with the
-    standard's special cases for zeros and infinities (C99's)."""
     y, x = _pair(x1, x2, "atan2")
-    y, x = _float_of(y), _float_of(x)
-    if y.dtype != x.dtype:
-        t = result_type(y, x)
-        y, x = y.to(t), x.to(t)
-    r = atan(_a.div(_a.abs(y), _a.abs(x)))
-    r = _a.where(_and(_a.eq(y, 0), _a.eq(x, 0)), 0.0, r)  # 0/0
-    r = _a.where(_and(isinf(y), isinf(x)), _math.pi / 4, r)  # inf/inf
-    r = _a.where(signbit(x), _math.pi - r, r)
-    return _a.where(signbit(y), _a.neg(r), r)
+    return _a.atan2(_float_of(y), _float_of(x))
 
 
 def add(x1, x2, /):
@@ -780,60 +754,22 @@ def logical_xor(x1, x2, /):
     return _a.ne(_as_bool(x1), _as_bool(x2))
 
 
-def _bits(v, n):
-    """The n two's-complement bits (LSB first, as 0.0/1.0) of v, a float64
-    tensor of integers below 2**53: floor halving is exact there."""
-    out = []
-    for _ in range(n):
-        half = _a.floor(v * 0.5)
-        out.append(v - half * 2.0)
-        v = half
-    return out
+def _bitwise(fn):
+    """anvil's bitwise op: bool and integer arrays (a float one is a DTypeError)."""
+    op = getattr(_a, fn)
 
-
-def _bitwise_combine(v1, v2, n, signed, bit_op):
-    """bit_op on the n-bit words v1, v2 (float64), as a float64 integer."""
-    out = None
-    for k, (b1, b2) in enumerate(zip(_bits(v1, n), _bits(v2, n))):
-        weight = -(2.0 ** k) if signed and k == n - 1 else 2.0 ** k
-        term = bit_op(b1, b2) * weight
-        out = term if out is None else out + term
-    return out
-
-
-_BIT_OPS = {
-    "bitwise_and": lambda a, b: a * b,
-    "bitwise_or": lambda a, b: a + b - a * b,
-    "bitwise_xor": lambda a, b: a + b - a * b * 2.0,
-}
-
-
-def _bitwise(fn, logical):
-    """Bool arrays: the logical op. Integers: bit by bit in float64 (exact below
-    2**53; int64 as two 32-bit halves), so about 10 ops per bit: correct, not fast."""
     def f(x1, x2, /):
-        x1, x2 = _pair(x1, x2, fn)
-        if x1.dtype == bool and x2.dtype == bool:
-            return logical(x1, x2)
-        t = result_type(x1, x2)
-        if not _is_int(t):
-            raise _a.DTypeError(f"{fn}: expected bool or integer arrays, got {x1.dtype} and {x2.dtype}")
-        op = _BIT_OPS[fn]
-        if t != int64:
-            n = iinfo(t).bits
-            return _bitwise_combine(x1.to(float64), x2.to(float64), n, t != uint8, op).to(t)
-        a, b = x1.to(int64), x2.to(int64)
-        (hi1, lo1), (hi2, lo2) = _divmod_int(a, _a.full_like(a, 2**32)), _divmod_int(b, _a.full_like(b, 2**32))
-        hi = _bitwise_combine(hi1.to(float64), hi2.to(float64), 32, True, op).to(int64)
-        lo = _bitwise_combine(lo1.to(float64), lo2.to(float64), 32, False, op).to(int64)
-        return hi * 2**32 + lo
+        return op(*_pair(x1, x2, fn))
+
     f.__name__ = fn
     return f
 
 
-bitwise_and = _bitwise("bitwise_and", logical_and)
-bitwise_or = _bitwise("bitwise_or", logical_or)
-bitwise_xor = _bitwise("bitwise_xor", logical_xor)
+bitwise_and = _bitwise("bitwise_and")
+bitwise_or = _bitwise("bitwise_or")
+bitwise_xor = _bitwise("bitwise_xor")
+bitwise_left_shift = _bitwise("bitwise_left_shift")
+bitwise_right_shift = _bitwise("bitwise_right_shift")
 
 
 def bitwise_invert(x, /):
@@ -844,37 +780,6 @@ def bitwise_invert(x, /):
     if x.dtype in _SIGNED:
         return -x - 1  # two's complement; integer arithmetic wraps (~INT_MIN is INT_MAX)
     raise _a.DTypeError(f"bitwise_invert: expected a bool or integer array, got {x.dtype}")
-
-
-def _shift(x1, x2, fn):
-    x1, x2 = _pair(x1, x2, fn)
-    t = result_type(x1, x2)
-    if not _is_int(t):
-        raise _a.DTypeError(f"{fn}: expected integer arrays, got {x1.dtype} and {x2.dtype}")
-    bits = iinfo(t).bits
-    a, s = x1.to(int64), x2.to(int64)
-    # 2**min(s, 62) exactly, from the bits of the shift (negative shifts count as 0).
-    k = _a.clamp(s, 0, 62).to(float64)
-    power = _a.ones(s.shape, dtype=int64, device=s.device)
-    for factor in (2, 4, 16, 256, 65536, 2**32):
-        half = _a.floor(k * 0.5)
-        power = _a.where(_a.eq(k - half * 2.0, 1.0), power * factor, power)
-        k = half
-    return t, bits, a, s, power
-
-
-def bitwise_left_shift(x1, x2, /):
-    t, bits, a, s, power = _shift(x1, x2, "bitwise_left_shift")
-    r = a * power  # int64 arithmetic wraps, as the shift does
-    r = _a.where(_a.eq(s, 63), r * 2, r)
-    return _a.where(_a.ge(s, bits), 0, r).to(t)
-
-
-def bitwise_right_shift(x1, x2, /):
-    t, bits, a, s, power = _shift(x1, x2, "bitwise_right_shift")
-    q = _divmod_int(a, power)[0]  # an arithmetic shift is a floor division
-    sign = _a.where(_a.lt(a, 0), -1, _a.zeros_like(a))
-    return _a.where(_a.gt(s, 62), sign, q).to(t)
 
 
 def clip(x, /, min=None, max=None):  # noqa: A002
