@@ -7,8 +7,9 @@ after the first, on the CPU, each at its defaults.
 
 The three train the same network (examples/python/train_fashion_mnist.py's
 LeNet; PyTorch's twin below; the C++ example's d2l_models.h) with the same
-loop: batch 256, SGD at lr 0.1, the loss summed on the device and read back
-every 20 batches (d2l::fit's progress line), images reshuffled per epoch.
+loop as d2l::fit: batch 256, SGD at lr 0.1, the loss and the count of correct
+predictions summed on the device and read back every 20 batches (fit's
+progress line), images reshuffled per epoch.
 PyTorch is whatever `import torch` finds (Debian's python3-torch through the
 venv's system site-packages); it is left out, and said so, when absent.
 """
@@ -40,15 +41,18 @@ def anvil_epochs(images, labels, epochs, device):
     for _ in range(epochs):
         start = time.perf_counter()
         loss_sum = anvil.zeros(device=dev)
+        correct = anvil.zeros(device=dev, dtype=anvil.int64)
         for i, (x, y) in enumerate(loader):
+            out = net(x)
+            loss = anvil.nn.cross_entropy(out, y)
             opt.zero_grad()
-            loss = anvil.nn.cross_entropy(net(x), y)
             loss.backward()
             opt.step()
-            loss_sum += loss.detach()
+            loss_sum += loss.detach() * y.shape[0]
+            correct += (out.detach().argmax(1) == y).sum()
             if i % SYNC_EVERY == SYNC_EVERY - 1:
-                loss_sum.item()
-        loss_sum.item()
+                loss_sum.item(), correct.item()
+        loss_sum.item(), correct.item()
         times.append(time.perf_counter() - start)
     return times
 
@@ -68,16 +72,18 @@ def torch_epochs(images, labels, epochs):
     times = []
     for _ in range(epochs):
         start = time.perf_counter()
-        loss_sum = torch.zeros(())
+        loss_sum, correct = torch.zeros(()), torch.zeros((), dtype=torch.int64)
         for i, (x, y) in enumerate(loader):
+            out = net(x)
+            loss = nn.functional.cross_entropy(out, y)
             opt.zero_grad()
-            loss = nn.functional.cross_entropy(net(x), y)
             loss.backward()
             opt.step()
-            loss_sum += loss.detach()
+            loss_sum += loss.detach() * y.shape[0]
+            correct += (out.detach().argmax(1) == y).sum()
             if i % SYNC_EVERY == SYNC_EVERY - 1:
-                loss_sum.item()
-        loss_sum.item()
+                loss_sum.item(), correct.item()
+        loss_sum.item(), correct.item()
         times.append(time.perf_counter() - start)
     return times, torch.__version__, torch.get_num_threads()
 
