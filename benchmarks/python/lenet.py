@@ -31,20 +31,17 @@ from train_fashion_mnist import LeNet  # noqa: E402
 BATCH, LR, SYNC_EVERY = 256, 0.1, 20
 
 
-def anvil_epochs(images, labels, epochs, device):
-    anvil.manual_seed(0)
-    dev = anvil.device(device)
-    loader = anvil.data.DataLoader(images, labels, batch_size=BATCH, shuffle=True, seed=0, device=dev)
-    net = LeNet().to(dev)
-    opt = anvil.optim.SGD(net.parameters(), lr=LR)
+def timed_epochs(net, loader, opt, cross_entropy, zeros, epochs):
+    """d2l::fit's loop, written once for both libraries (their tensors take the
+    same methods): the seconds of each epoch. zeros(dtype_name) makes a 0-d
+    accumulator on the batches' device."""
     times = []
     for _ in range(epochs):
         start = time.perf_counter()
-        loss_sum = anvil.zeros(device=dev)
-        correct = anvil.zeros(device=dev, dtype=anvil.int64)
+        loss_sum, correct = zeros("float32"), zeros("int64")
         for i, (x, y) in enumerate(loader):
             out = net(x)
-            loss = anvil.nn.cross_entropy(out, y)
+            loss = cross_entropy(out, y)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -55,6 +52,16 @@ def anvil_epochs(images, labels, epochs, device):
         loss_sum.item(), correct.item()
         times.append(time.perf_counter() - start)
     return times
+
+
+def anvil_epochs(images, labels, epochs, device):
+    anvil.manual_seed(0)
+    dev = anvil.device(device)
+    loader = anvil.data.DataLoader(images, labels, batch_size=BATCH, shuffle=True, seed=0, device=dev)
+    net = LeNet().to(dev)
+    opt = anvil.optim.SGD(net.parameters(), lr=LR)
+    zeros = lambda dtype: anvil.zeros(device=dev, dtype=getattr(anvil, dtype))  # noqa: E731
+    return timed_epochs(net, loader, opt, anvil.nn.cross_entropy, zeros, epochs)
 
 
 def torch_epochs(images, labels, epochs):
@@ -69,22 +76,8 @@ def torch_epochs(images, labels, epochs):
     data = torch.utils.data.TensorDataset(x_all, y_all)
     loader = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=True)
     opt = torch.optim.SGD(net.parameters(), lr=LR)
-    times = []
-    for _ in range(epochs):
-        start = time.perf_counter()
-        loss_sum, correct = torch.zeros(()), torch.zeros((), dtype=torch.int64)
-        for i, (x, y) in enumerate(loader):
-            out = net(x)
-            loss = nn.functional.cross_entropy(out, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            loss_sum += loss.detach() * y.shape[0]
-            correct += (out.detach().argmax(1) == y).sum()
-            if i % SYNC_EVERY == SYNC_EVERY - 1:
-                loss_sum.item(), correct.item()
-        loss_sum.item(), correct.item()
-        times.append(time.perf_counter() - start)
+    zeros = lambda dtype: torch.zeros((), dtype=getattr(torch, dtype))  # noqa: E731
+    times = timed_epochs(net, loader, opt, nn.functional.cross_entropy, zeros, epochs)
     return times, torch.__version__, torch.get_num_threads()
 
 
