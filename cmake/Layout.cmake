@@ -26,14 +26,13 @@ function(anvil_tool_layout target)
 endfunction()
 
 # A device backend as a loadable module, libanvil_backend_<name>.so
-# (Note [Backend modules]): the folder's sources except its bench_*.cpp,
+# (Note [Backend modules]): the folder's sources,
 # linked against the core and the shared device code. Tests and tools that
 # use the backend's internals link the target directly. Tells the registry
 # (and, through ANVIL_WITH_<NAME>, tests and tools) that the backend is built.
 function(anvil_backend_module name)
   string(TOUPPER ${name} upper)
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
-  list(FILTER sources EXCLUDE REGEX "/bench_[^/]*\\.cpp$")
   set(target anvil_backend_${name})
   add_library(${target} SHARED ${sources})
   target_link_libraries(${target} PUBLIC anvil anvil_device_common PRIVATE anvil_warnings)

@@ -105,7 +105,7 @@ step tests ctest.txt env ANVIL_REQUIRE_DEVICES=cuda ctest --test-dir "$bin" --ou
   "${ctest_filter[@]}" "${stop_time[@]}"
 step use_gpu use_gpu.txt "$bin/examples/use_gpu"
 step anvil-bench bench.txt "$bin/tools/anvil-bench" matmul sync-log two-devices transfer roofline
-step cuda-bench cuda-bench.txt "$bin/src/backends/cuda/anvil-cuda-bench"
+step cuda-bench cuda-bench.txt "$bin/benchmarks/micro/anvil-cuda-bench"
 step training train.txt "$bin/examples/train_fashion_mnist" --epochs "$epochs" --out-dir "$log_dir"
 
 echo

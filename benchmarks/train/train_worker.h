@@ -50,7 +50,7 @@
 #include <string>
 #include <vector>
 
-#include "timing.h"  // benchmarks/timing.h (anvil_bench_timing)
+#include "timing.h"  // tools/bench/timing.h (anvil_bench_timing)
 
 namespace anvil_train_bench {
 

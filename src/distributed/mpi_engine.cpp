@@ -28,7 +28,7 @@
 // then costs at most about one nap of latency; an on-time one nothing), and
 // spins again once every rank is in, since then each test moves data
 // (giving the core away after a millisecond, like Open MPI's
-// yield_when_idle). Measured on the 2-rank MLP of benchmarks/train at load
+// yield_when_idle). Measured on the 2-rank MLP of bench_ddp_anvil at load
 // 7 on 2 cores: epoch 3.95-4.15 s -> 3.83-4.00 s, CPU per epoch over both
 // ranks 2.2-2.4 s -> 1.9-2.1 s; on an idle machine no change beyond noise.
 

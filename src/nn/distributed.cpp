@@ -105,7 +105,7 @@ void check_same_model(dist::ProcessGroup& g, const Module& m) {
 // The average is taken as PyTorch's reducer takes it: each gradient is
 // multiplied by 1 / world size while it is copied into its bucket, and the
 // bucket is allreduced as a sum. Averaging after the sum is one more pass
-// over every bucket: packing the MLP of benchmarks/train took 19 us a step
+// over every bucket: packing the MLP of bench_train took 19 us a step
 // as a copy and a division, 15 us as one scaled copy (against about 55 us
 // for the allreduce itself). With a power-of-two world size both give the
 // same bits, barring subnormals.

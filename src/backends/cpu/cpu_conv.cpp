@@ -1,6 +1,6 @@
 // The CPU backend's Conv2d family (backend.h, Conv2dArgs) through oneDNN's
 // direct convolution. See Note [oneDNN for CPU convolution]
-// (benchmarks/conv_dnnl_bench.cpp) for what was measured, and Note [oneDNN
+// (the bench_conv_dnnl program) for what was measured, and Note [oneDNN
 // convolution in the CPU backend] below for how it is used.
 #include <omp.h>
 

@@ -19,7 +19,7 @@
 // Note [libxsmm for small GEMMs]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Issue 12 asked for the libraries made for small products to be measured
-// against OpenBLAS. benchmarks/gemm_small_bench.cpp measures single-threaded
+// against OpenBLAS. The bench_gemm_small program measures single-threaded
 // f32/f64 GEMMs (the calling thread's CPU time, median of 9, on the 2-core
 // AVX2 machine under load) with OpenBLAS 0.3.21 as called here, libxsmm
 // 1.17's JIT kernels and BLIS 0.9. Time of libxsmm / time of OpenBLAS, square
@@ -45,7 +45,7 @@
 // returns null and those stay on OpenBLAS. BLIS wins some mid-size shapes
 // (100³ NN by ~1.2x) but exports the same BLAS/CBLAS symbols as OpenBLAS, so
 // it cannot share a process with it (Note [One process per BLAS] in
-// benchmarks/CMakeLists.txt); it is not used.
+// the benchmarks' CMakeLists.txt); it is not used.
 //
 // Output rows of a length that is no multiple of the vector (8 f32) and short
 // lose too: 64×256×n at n = 10, 12, 20 ran at 0.40, 0.68, 0.89x OpenBLAS's

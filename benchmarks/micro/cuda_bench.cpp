@@ -1,14 +1,17 @@
-// anvil-cuda-bench: the CUDA speed figures of issue 6 (a benchmark, not a
-// test; ./run gpu-check runs it). Each line prints the figure, the target
-// and whether it was met. Times are medians after a warm-up, on the GPU's
-// own clock (anvil::Event, i.e. cudaEventElapsedTime) except `launch`, which
-// is host time by definition.
-//   elementwise  c = a + b on 16M and 64M f32: GB/s (12 bytes per element)
-//                against the GPU's theoretical bandwidth (memory clock x bus
-//                width) and a device-to-device cudaMemcpy; target >= 80%
+// anvil-cuda-bench: the CUDA speed figures (a benchmark, not a test; ./run
+// gpu-check runs it). Each line prints the figure, the target and whether it
+// was met. Times are medians on the GPU's own clock (anvil::Event, i.e.
+// cudaEventElapsedTime) over samples of kLaunchesPerSample back-to-back
+// launches, anvil and the cuBLAS/cudaMemcpy baselines alike, so the host's
+// few microseconds of dispatch are hidden behind the queue as in training
+// (one launch per sample put ~5 us of dispatch inside a ~40 us window);
+// `launch` is host time by definition.
+//   elementwise  c = a + b and c = -a on 16M and 64M f32: GB/s against the
+//                GPU's theoretical bandwidth (memory clock x bus width) and a
+//                device-to-device cudaMemcpy; target >= 85% of peak
 //   matmul       f32, f16 and bf16, n = 1024, 2048, 4096, through anvil against
 //                cublasSgemm / cublasGemmEx (f32 compute) called directly on the
-//                same data; target >= 0.9x (issue 14: 16-bit within 10%)
+//                same data; target >= 0.9x for f32, >= 0.95x for f16 and bf16
 //   launch       host time to enqueue one small add; target <= 10 us
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -29,13 +32,16 @@ using namespace anvil;
 using bench::median;
 using bench::median_of;
 
-// Median device time of `f` (enqueues work on d) over `repeats`, after one warm-up.
+constexpr int kLaunchesPerSample = 20;
+
+// Median device time of one call of `f` (enqueues work on d): each of
+// `repeats` samples times kLaunchesPerSample calls between two events.
 double device_seconds(Device d, int repeats, const std::function<void()>& f) {
   return median_of(1, repeats, [&] {
     synchronize(d);
     const Event start = Event::record(d);
-    f();
-    return start.elapsed_seconds(Event::record(d));
+    for (int i = 0; i < kLaunchesPerSample; ++i) f();
+    return start.elapsed_seconds(Event::record(d)) / kLaunchesPerSample;
   });
 }
 
@@ -46,12 +52,12 @@ double cuda_seconds(int repeats, const std::function<void()>& f) {
   cudaEventCreate(&b);
   const double s = median_of(1, repeats, [&] {
     cudaEventRecord(a);
-    f();
+    for (int i = 0; i < kLaunchesPerSample; ++i) f();
     cudaEventRecord(b);
     cudaEventSynchronize(b);
     float ms = 0;
     cudaEventElapsedTime(&ms, a, b);
-    return ms / 1e3;
+    return ms / 1e3 / kLaunchesPerSample;
   });
   cudaEventDestroy(a);
   cudaEventDestroy(b);
@@ -68,23 +74,28 @@ void elementwise(int gpu) {
   cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, gpu);
   const double peak = 2.0 * mem_khz * 1e3 * bus_bits / 8.0;  // double data rate
   for (std::int64_t n : {std::int64_t{16} << 20, std::int64_t{64} << 20}) {
-    Tensor a = ones({n}, d), b = ones({n}, d), c = empty({n}, d);
-    const double t = device_seconds(d, 20, [&] { add_out(c, a, b); });
-    const double bytes = 12.0 * static_cast<double>(n);
-    void *src = nullptr, *dst = nullptr;
     double copy_bw = 0;
-    if (cudaMalloc(&src, 8 * n) == cudaSuccess && cudaMalloc(&dst, 8 * n) == cudaSuccess) {
-      const double tc = cuda_seconds(20, [&] { cudaMemcpy(dst, src, 8 * n, cudaMemcpyDeviceToDevice); });
-      copy_bw = 16.0 * static_cast<double>(n) / tc;  // read + write
+    void *src = nullptr, *dst = nullptr;
+    if (cudaMalloc(&src, 4 * n) == cudaSuccess && cudaMalloc(&dst, 4 * n) == cudaSuccess) {
+      const double tc = cuda_seconds(20, [&] { cudaMemcpy(dst, src, 4 * n, cudaMemcpyDeviceToDevice); });
+      copy_bw = 8.0 * static_cast<double>(n) / tc;  // read + write
     }
     cudaFree(src);
     cudaFree(dst);
-    const double bw = bytes / t;
-    std::printf(
-        "elementwise cuda:%d add %3lldM f32: %7.1f GB/s = %5.1f%% of the %7.1f GB/s peak (cudaMemcpy d2d: %7.1f "
-        "GB/s, %5.1f%%); target >= 80%% of peak: %s\n",
-        gpu, static_cast<long long>(n >> 20), bw / 1e9, 100 * bw / peak, peak / 1e9, copy_bw / 1e9,
-        100 * copy_bw / peak, verdict(bw >= 0.8 * peak));
+    Tensor a = ones({n}, d), b = ones({n}, d), c = empty({n}, d);
+    const struct {
+      const char* what;
+      double bytes_per_element;
+      std::function<void()> run;
+    } cases[] = {{"add", 12.0, [&] { add_out(c, a, b); }}, {"neg", 8.0, [&] { c = a.neg(); }}};
+    for (const auto& k : cases) {
+      const double bw = k.bytes_per_element * static_cast<double>(n) / device_seconds(d, 20, k.run);
+      std::printf(
+          "elementwise cuda:%d %-3s %3lldM f32: %7.1f GB/s = %5.1f%% of the %7.1f GB/s peak (cudaMemcpy d2d: %7.1f "
+          "GB/s, %5.1f%%); target >= 85%% of peak: %s\n",
+          gpu, k.what, static_cast<long long>(n >> 20), bw / 1e9, 100 * bw / peak, peak / 1e9, copy_bw / 1e9,
+          100 * copy_bw / peak, verdict(bw >= 0.85 * peak));
+    }
   }
 }
 
@@ -128,10 +139,11 @@ void matmul_vs_cublas(int gpu) {
       cudaFree(pb);
       cudaFree(pc);
       const double flop = 2.0 * static_cast<double>(n) * n * n;
+      const double target = t == f32 ? 0.9 : 0.95;
       std::printf(
-          "matmul      cuda:%d %-4s n=%4lld: anvil %8.1f GFLOP/s, %s %8.1f GFLOP/s, ratio %.3f; target >= 0.9: %s\n",
+          "matmul      cuda:%d %-4s n=%4lld: anvil %8.1f GFLOP/s, %s %8.1f GFLOP/s, ratio %.3f; target >= %.2f: %s\n",
           gpu, std::string(to_string(t)).c_str(), static_cast<long long>(n), flop / ta / 1e9,
-          t == f32 ? "cublasSgemm " : "cublasGemmEx", flop / tb / 1e9, tb / ta, verdict(tb / ta >= 0.9));
+          t == f32 ? "cublasSgemm " : "cublasGemmEx", flop / tb / 1e9, tb / ta, target, verdict(tb / ta >= target));
     }
   cublasDestroy(h);
 }

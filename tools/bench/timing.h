@@ -1,5 +1,5 @@
-// The one timing rule of anvil's benchmarks (benchmarks/, tools/bench, the
-// backends' bench_*.cpp): warm up, time whole samples, report the median.
+// The one timing rule of anvil-bench and of every benchmark program (the
+// anvil_bench_timing target): warm up, time whole samples, report the median.
 //
 //   const double s = anvil::bench::median_of(/*warmup=*/1, /*repeats=*/9, [&] {
 //     return anvil::bench::host_seconds([&] { add_out(out, a, b); synchronize(d); });
@@ -8,7 +8,7 @@
 // A sample is whatever the caller's clock says (host wall clock here, or an
 // anvil::Event / cudaEvent on the device's own clock): the sample function
 // returns its seconds. Header-only and free of anvil, so the workers that
-// must not link anvil (benchmarks/worker_openblas.cpp) share it too.
+// must not link anvil (bench_worker_openblas) share it too.
 #pragma once
 
 #include <time.h>
