@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "anvil/nn.h"
@@ -22,7 +23,11 @@ namespace d2l {
 class Residual : public anvil::nn::Module {
  public:
   Residual(std::int64_t in_channels, std::int64_t num_channels, bool use_1x1conv = false, std::int64_t strides = 1)
-      : conv1_(register_module("conv1", anvil::nn::Conv2d(in_channels, num_channels, 3, strides, 1))),
+      : in_(in_channels),
+        out_(num_channels),
+        use_1x1conv_(use_1x1conv),
+        strides_(strides),
+        conv1_(register_module("conv1", anvil::nn::Conv2d(in_channels, num_channels, 3, strides, 1))),
         conv2_(register_module("conv2", anvil::nn::Conv2d(num_channels, num_channels, 3, 1, 1))),
         conv3_(use_1x1conv ? register_module("conv3", anvil::nn::Conv2d(in_channels, num_channels, 1, strides))
                            : nullptr),
@@ -35,9 +40,16 @@ class Residual : public anvil::nn::Module {
     return anvil::relu(y + (conv3_ ? (*conv3_)(x) : x));
   }
   std::string name() const override { return "Residual"; }
+  // What nn::DataParallel(net, devices) clones each replica with.
+  std::shared_ptr<anvil::nn::Module> clone_impl(std::optional<anvil::Device> device) const override {
+    return clone_into(std::make_shared<Residual>(in_, out_, use_1x1conv_, strides_), device);
+  }
 
  private:
   // Declared in registration order: members are initialised in this order.
+  std::int64_t in_, out_;
+  bool use_1x1conv_;
+  std::int64_t strides_;
   std::shared_ptr<anvil::nn::Conv2d> conv1_, conv2_, conv3_;
   std::shared_ptr<anvil::nn::BatchNorm2d> bn1_, bn2_;
 };

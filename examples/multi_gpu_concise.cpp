@@ -1,6 +1,7 @@
 // The book's "Concise Implementation for Multiple GPUs" (Dive into Deep
 // Learning): its ResNet-18 (examples/d2l_resnet.h) trained on Fashion-MNIST
-// with nn::DataParallel, first on one device and then on two of
+// with nn::DataParallel and the book's loop (loss(net(X), y).backward();
+// trainer.step()), first on one device and then on two of
 // try_all_gpus(), batch and learning rate scaled with the device count as the
 // book does (256 and 0.1 on one GPU, 512 and 0.2 on two). Prints the test
 // accuracy and the seconds per epoch like the book:
@@ -112,6 +113,7 @@ void init_weights(nn::Module& m) {
 // of each batch at once; the correct count stays on the first device.
 double evaluate(nn::DataParallel& net, DataLoader& loader) {
   net.eval();
+  NoGradGuard no_grad;
   Tensor correct;
   for (const Batch& b : loader) {
     const Tensor hits = sum(argmax(net(b.inputs), 1) == b.targets.to(net.devices_used().front()));
@@ -136,17 +138,12 @@ void train(int num_devices, const Args& args, const std::pair<Tensor, Tensor>& t
   std::cout << "\n== ResNet-18 on " << device_list(devices) << ": batch " << batch << ", lr " << lr << ", "
             << train_data.first.size(0) << " training images ==\n";
   manual_seed(args.seed);
-  // One replica per device, each built (and initialised) by the factory; the
-  // first one is the master, the others copy it before every step.
-  nn::DataParallel net(
-      [] {
-        auto m = d2l::resnet18(10, 1);
-        m->apply(init_weights);
-        return m;
-      },
-      devices);
+  // The book's net = nn.DataParallel(net, device_ids=devices): the model
+  // moves to the first device and is cloned onto the others.
+  auto model = d2l::resnet18(10, 1);
+  model->apply(init_weights);
+  nn::DataParallel net(model, devices);
   optim::SGD trainer(net.parameters(), {.lr = lr});
-  // Batches stay on the host: train_step sends each device its share directly.
   DataLoader train_iter(train_data.first, train_data.second,
                         {.batch_size = batch, .shuffle = true, .seed = args.seed, .device = cpu()});
   DataLoader test_iter(test_data.first, test_data.second, {.batch_size = batch, .device = cpu()});
@@ -155,11 +152,15 @@ void train(int num_devices, const Args& args, const std::pair<Tensor, Tensor>& t
     const auto t0 = std::chrono::steady_clock::now();
     Tensor loss_sum;
     for (const Batch& b : train_iter) {
+      // The book's loop: the batch to the first device, the replicas run
+      // their chunks at once, backward sums their gradients onto the model's.
       trainer.zero_grad();
-      const nn::DataParallel::StepResult r = net.train_step(b.inputs, b.targets, nn::cross_entropy);
+      const Tensor X = b.inputs.to(devices[0]), y = b.targets.to(devices[0]);
+      const Tensor l = nn::cross_entropy(net(X), y);
+      l.backward();
       trainer.step();
-      const Tensor l = r.loss * static_cast<double>(b.targets.size(0));
-      loss_sum = loss_sum.defined() ? loss_sum + l : l;
+      const Tensor s = l.detach() * static_cast<double>(y.size(0));
+      loss_sum = loss_sum.defined() ? loss_sum + s : s;
     }
     synchronize(devices.front());
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -89,7 +90,34 @@ class Module {
   //   });
   Module& apply(const std::function<void(Module&)>& fn);
 
+  // A deep copy (PyTorch's copy.deepcopy, LibTorch's Cloneable::clone): its
+  // own parameters and buffers holding this module's values (on `device`
+  // when given, else each on its tensor's device), its own children, the
+  // same settings and training flags; gradients are not copied.
+  //   auto twin = net.clone(opencl(1));   // net is unchanged; twin shares nothing with it
+  // Every layer here clones; a module of your own clones once it overrides
+  // clone_impl (a module written in Python clones without it):
+  //   std::shared_ptr<nn::Module> clone_impl(std::optional<Device> device) const override {
+  //     return clone_into(std::make_shared<Residual>(in_, out_, use_1x1_, strides_), device);
+  //   }
+  // NotSupported naming the module otherwise. The twin is built by its
+  // constructor, so its initialisers draw from the random stream before its
+  // values are overwritten.
+  std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const;
+
  protected:
+  // Builds the twin (see clone()); NotSupported here.
+  virtual std::shared_ptr<Module> clone_impl(std::optional<Device> device) const;
+  // The end of a clone_impl: `fresh` was built with this module's settings;
+  // it receives copies of this module's parameters and buffers by name
+  // (ValueError naming the first name or shape that differs) and is returned.
+  template <typename M>
+  requires std::is_base_of_v<Module, M> std::shared_ptr<M> clone_into(std::shared_ptr<M> fresh,
+                                                                      std::optional<Device> device)
+  const {
+    copy_state_into(*fresh, device);
+    return fresh;
+  }
   // Registers and returns `t` (marked requires_grad) / a buffer / a child.
   Tensor register_parameter(const std::string& name, Tensor t);
   Tensor register_buffer(const std::string& name, Tensor t);
@@ -113,6 +141,7 @@ class Module {
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> m);
+  void copy_state_into(Module& fresh, std::optional<Device> device) const;
   std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
@@ -125,6 +154,7 @@ class Linear : public Module {
   Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   std::int64_t in_, out_;
@@ -154,6 +184,7 @@ class Sequential : public Module {
   }
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
   std::size_t size() const noexcept { return layers_.size(); }
   // IndexError when out of range.
   Module& operator[](std::size_t i) const;
@@ -173,22 +204,32 @@ class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override { return relu(x); }
   std::string name() const override { return "ReLU()"; }
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override {
+    return clone_into(std::make_shared<ReLU>(), device);
+  }
 };
 class Sigmoid : public Module {
  public:
   Tensor forward(const Tensor& x) override { return sigmoid(x); }
   std::string name() const override { return "Sigmoid()"; }
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override {
+    return clone_into(std::make_shared<Sigmoid>(), device);
+  }
 };
 class Tanh : public Module {
  public:
   Tensor forward(const Tensor& x) override { return tanh(x); }
   std::string name() const override { return "Tanh()"; }
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override {
+    return clone_into(std::make_shared<Tanh>(), device);
+  }
 };
 class Softmax : public Module {
  public:
   explicit Softmax(int dim) : dim_(dim) {}
   Tensor forward(const Tensor& x) override { return softmax(x, dim_); }
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   int dim_;
@@ -198,6 +239,7 @@ class Flatten : public Module {
   explicit Flatten(int start_dim = 1, int end_dim = -1) : start_(start_dim), end_(end_dim) {}
   Tensor forward(const Tensor& x) override { return flatten(x, start_, end_); }
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   int start_, end_;
@@ -208,7 +250,9 @@ class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) override;
+  double p() const noexcept { return p_; }
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   double p_;
@@ -229,6 +273,7 @@ class Conv2d : public Module {
       : Conv2d(in_channels, out_channels, kernel_size, stride, padding, 1, 1, bias) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   std::int64_t in_, out_, k_, stride_, padding_, dilation_, groups_;
@@ -241,6 +286,7 @@ class Conv1d : public Module {
          std::int64_t padding = 0, std::int64_t dilation = 1, std::int64_t groups = 1, bool bias = true);
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   std::int64_t in_, out_, k_, stride_, padding_, dilation_, groups_;
@@ -253,6 +299,7 @@ class MaxPool2d : public Module {
   explicit MaxPool2d(std::int64_t kernel_size, std::int64_t stride = 0, std::int64_t padding = 0);
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   std::int64_t k_, stride_, padding_;
@@ -262,6 +309,7 @@ class AvgPool2d : public Module {
   explicit AvgPool2d(std::int64_t kernel_size, std::int64_t stride = 0, std::int64_t padding = 0);
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   std::int64_t k_, stride_, padding_;
@@ -277,6 +325,7 @@ class AdaptiveAvgPool2d : public Module {
   explicit AdaptiveAvgPool2d(std::int64_t output_size) : AdaptiveAvgPool2d({output_size, output_size}) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   std::array<std::int64_t, 2> size_;
@@ -289,6 +338,7 @@ class AdaptiveMaxPool2d : public Module {
   explicit AdaptiveMaxPool2d(std::int64_t output_size) : AdaptiveMaxPool2d({output_size, output_size}) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   std::array<std::int64_t, 2> size_;
@@ -302,6 +352,7 @@ class Upsample : public Module {
   explicit Upsample(InterpolateOptions options);
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   InterpolateOptions options_;
@@ -327,12 +378,14 @@ class BatchNorm1d : public BatchNorm {
   explicit BatchNorm1d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1)
       : BatchNorm(num_features, eps, momentum, {2, 3}) {}
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 };
 class BatchNorm2d : public BatchNorm {
  public:
   explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1)
       : BatchNorm(num_features, eps, momentum, {4}) {}
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 };
 
 // Module trees print as PyTorch's repr.

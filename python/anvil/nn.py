@@ -76,6 +76,41 @@ class Module(_nn.Module):
         self._add_module(name, module)
         self.__dict__[name] = module
 
+    def _clone(self, device):
+        """The twin Module.clone(device) returns (the C++ clone calls it):
+        a new instance of this class, without running __init__, whose
+        children are the children's clones, whose parameters and buffers are
+        copies (on `device` when given) registered in the same order, and
+        whose other attributes are deep copies, as copy.deepcopy would make
+        them (an attribute naming a child or a parameter names the twin's)."""
+        import copy
+
+        cls = type(self)
+        twin = cls.__new__(cls)
+        _nn.Module.__init__(twin)
+        twin.__dict__["_anvil_module_ready"] = True
+        mine = self.__dict__
+        memo = {id(self): twin}
+
+        def keep(name, new):
+            twin.__dict__[name] = new
+            if name in mine:
+                memo[id(mine[name])] = new
+
+        for name, child in self.named_children():
+            c = child.clone(device)
+            twin._add_module(name, c)
+            keep(name, c)
+        for name, p in self.named_parameters(recurse=False):
+            q = p.detach().copy_to(device if device is not None else p.device).requires_grad_(p.requires_grad)
+            keep(name, twin._add_parameter(name, q))
+        for name, b in self.named_buffers(recurse=False):
+            keep(name, twin._add_buffer(name, b.detach().copy_to(device if device is not None else b.device)))
+        for name, value in mine.items():
+            if name not in twin.__dict__:
+                twin.__dict__[name] = copy.deepcopy(value, memo)
+        return twin
+
     def modules(self):
         yield self
         for _, child in self.named_children():
@@ -86,30 +121,34 @@ class Module(_nn.Module):
 
 
 class DataParallel(_nn._DataParallel):
-    """One model on several devices of one process (anvil::nn::DataParallel):
-    one replica per device, one host thread each, the batch split along dim 0
-    and the gradients summed onto the first device's replica (the master,
-    `.module`), whose parameters() an optimiser steps.
+    """One model on several devices of one process (anvil::nn::DataParallel,
+    torch.nn.DataParallel): one replica per device, one host thread each,
+    the batch split along dim 0 and the outputs gathered on the first device.
 
-        dp = anvil.nn.DataParallel(Net(), device_ids=["opencl:0", "opencl:1"], replicate=Net)
-        opt = anvil.optim.SGD(dp.parameters(), lr=0.1)
-        opt.zero_grad()
-        loss, output = dp.train_step(x, y, anvil.nn.cross_entropy)
-        opt.step()
+        net = anvil.nn.DataParallel(Net(), device_ids=["opencl:0", "opencl:1"])
+        trainer = anvil.optim.SGD(net.parameters(), lr=0.1)
+        trainer.zero_grad()
+        l = anvil.nn.cross_entropy(net(X), y)   # X anywhere, y on the first device
+        l.backward()                            # every replica's gradient summed onto net.module's
+        trainer.step()
 
-    `module` is the master, moved to the first device, and `replicate()`
-    builds each other replica (C++ cannot copy a module; they take the
-    master's parameters before every step); or `module` is that function
-    itself. device_ids: devices or their strings (an int i is anvil.gpu(i));
-    None means anvil.try_all_gpus(). Training goes through train_step(x, y,
-    loss) (forward, loss and backward on every device at once); dp(x) is the
-    gathered output without recording gradients, for evaluation."""
+    `module` is the master (`.module`), moved to the first device; the other
+    replicas are its clones (Module.clone), which take the master's
+    parameters and buffers before every forward. With replicate=<a function
+    that builds the same model>, that function builds them instead; or
+    `module` is that function itself. device_ids: devices or their strings
+    (an int i is anvil.gpu(i)); None means anvil.try_all_gpus().
+    train_step(x, y, loss) is the faster path for the same step (forward,
+    loss and backward on every device at once)."""
 
     def __init__(self, module, device_ids=None, *, replicate=None):
         if device_ids is None:
             devices = _try_all_gpus()
         else:
             devices = [_gpu(d) if isinstance(d, int) else d if isinstance(d, _device) else _device(d) for d in device_ids]
+        if isinstance(module, _nn.Module) and replicate is None:
+            super().__init__(module, devices)
+            return
         if isinstance(module, _nn.Module):
             made = []
 
@@ -117,10 +156,6 @@ class DataParallel(_nn._DataParallel):
                 if not made:
                     made.append(module)
                     return module
-                if replicate is None:
-                    raise ValueError("DataParallel: a replica for each device beyond the first is needed; pass "
-                                     "replicate=<a function that builds the same model>, e.g. "
-                                     "DataParallel(Net(), device_ids, replicate=Net)")
                 return replicate()
         elif callable(module):
             factory = module

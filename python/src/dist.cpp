@@ -72,17 +72,21 @@ void bind_dist(nb::module_& top) {
       "barrier", [] { dist::world().barrier().wait(); }, ANVIL_NOGIL);
 
   nb::module_ nn = top.attr("nn");
-  // One process, several devices. The replicas come from `factory` (one call
-  // per device; C++ cannot copy a module), which anvil.nn.DataParallel
+  // One process, several devices. The replicas are the module's clones (a
+  // module written in Python clones through anvil.nn.Module._clone), or come
+  // from `factory` (one call per device), which anvil.nn.DataParallel
   // (python/anvil/nn.py) makes from a module and a function that builds
-  // another. The replicas' forward and the loss may be Python: the device
-  // threads take the GIL to run them, and the rest of the step runs without it.
+  // another. The module overload comes first: a Python module is callable,
+  // so it would pass for a factory. The replicas' forward and the loss may be
+  // Python: the device threads take the GIL to run them, and the rest of the
+  // step runs without it (forward is Module.__call__, without the GIL).
   nb::class_<nn::DataParallel::StepResult>(nn, "DataParallelStep", "train_step's result: the batch's loss and output")
       .def_ro("loss", &nn::DataParallel::StepResult::loss)
       .def_ro("output", &nn::DataParallel::StepResult::output)
       .def("__iter__",
            [](const nn::DataParallel::StepResult& r) { return nb::iter(nb::make_tuple(r.loss, r.output)); });
   nb::class_<nn::DataParallel, nn::Module>(nn, "_DataParallel", doc("nn::DataParallel"))
+      .def(nb::init<std::shared_ptr<nn::Module>, std::vector<Device>>(), "module"_a, "devices"_a)
       .def(nb::init<nn::ModuleFactory, std::vector<Device>>(), "factory"_a, "devices"_a)
       .def("train_step", &nn::DataParallel::train_step, "input"_a, "target"_a, "loss"_a, ANVIL_NOGIL,
            doc("nn::DataParallel::train_step"))

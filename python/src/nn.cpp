@@ -22,9 +22,13 @@ namespace {
 
 class PyModule : public nn::Module {
  public:
-  NB_TRAMPOLINE(nn::Module, 2);
+  NB_TRAMPOLINE(nn::Module, 3);
   Tensor forward(const Tensor& x) override { NB_OVERRIDE_PURE(forward, x); }
   std::string name() const override { NB_OVERRIDE_PURE(name); }
+  // anvil.nn.Module._clone (python/anvil/nn.py) builds a Python module's twin.
+  std::shared_ptr<nn::Module> clone_impl(std::optional<Device> device) const override {
+    NB_OVERRIDE_NAME("_clone", clone_impl, device);
+  }
 
   void add_module(const std::string& child_name, std::shared_ptr<nn::Module> child) {
     register_module(child_name, std::move(child));
@@ -106,6 +110,7 @@ void bind_nn(nb::module_& top) {
           doc("nn::Module::eval"))
       .def_prop_ro("training", &nn::Module::is_training)
       .def("zero_grad", &nn::Module::zero_grad, doc("nn::Module::zero_grad"))
+      .def("clone", &nn::Module::clone, "device"_a = nb::none(), ANVIL_NOGIL, doc("nn::Module::clone"))
       .def(
           "apply",
           [](nb::handle self, nb::callable fn) {

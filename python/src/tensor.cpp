@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common.h"
+#include "core/tensor_impl.h"
 
 namespace anvil::python {
 
@@ -53,9 +54,35 @@ nb::object grad_or_none(const Tensor& t) {
   return nb::cast(g);
 }
 
+// Note [No-op conversions return self]
+// PyTorch's `x.cuda(1) is x` is True when x is already there, and so are
+// x.to(its device or dtype), x.contiguous() of a contiguous x, x.float() of
+// an f32 x. The C++ calls return the same tensor (is_same); nanobind would
+// wrap it in a new Python object, so these bindings hand back `self`.
+nb::object self_or(nb::handle self, Tensor r) {
+  if (r.is_same(nb::cast<const Tensor&>(self))) return nb::borrow(self);
+  return nb::cast(std::move(r));
+}
+
+// Binds fn(x) -> Tensor, run without the GIL, returning `self` when fn
+// returned x itself.
+template <typename F>
+auto keeping_self(F fn) {
+  return [fn](nb::handle self) -> nb::object {
+    const Tensor& x = nb::cast<const Tensor&>(self);
+    Tensor r;
+    {
+      nb::gil_scoped_release release;
+      r = fn(x);
+    }
+    return self_or(self, std::move(r));
+  };
+}
+
 // x.to(device), x.to(dtype), x.to(device, dtype), x.to(other tensor), with
-// device= and dtype= keywords.
-Tensor to(const Tensor& x, nb::args args, std::optional<Device> device, std::optional<DType> dtype, bool copy) {
+// device= and dtype= keywords; x itself when nothing changes.
+nb::object to(nb::handle self, nb::args args, std::optional<Device> device, std::optional<DType> dtype, bool copy) {
+  const Tensor& x = nb::cast<const Tensor&>(self);
   for (nb::handle a : args) {
     if (nb::isinstance<DType>(a)) {
       dtype = nb::cast<DType>(a);
@@ -68,12 +95,31 @@ Tensor to(const Tensor& x, nb::args args, std::optional<Device> device, std::opt
     }
   }
   const SourceLocation site = python_call_site();
-  nb::gil_scoped_release release;
   Tensor out = x;
-  if (dtype) out = out.to(*dtype);
-  if (device) out = copy && out.is_same(x) ? out.copy_to(*device, site) : out.to(*device, site);
-  if (copy && out.is_same(x)) out = out.clone();
-  return out;
+  {
+    nb::gil_scoped_release release;
+    if (dtype) out = out.to(*dtype);
+    if (device) out = copy && out.is_same(x) ? out.copy_to(*device, site) : out.to(*device, site);
+    if (copy && out.is_same(x)) out = out.clone();
+  }
+  return self_or(self, std::move(out));
+}
+
+// The address of x's first element where its device can use it: the host
+// pointer on the CPU, the device pointer on CUDA (as torch's data_ptr()).
+// An OpenCL buffer is an opaque handle whose address the driver never shows.
+std::uintptr_t data_address(const Tensor& x) {
+  const Device d = x.device();
+  if (d.is_cpu()) return reinterpret_cast<std::uintptr_t>(x.raw_data_ptr());
+  if (d.type() != DeviceType::CUDA)
+    throw NotSupported(detail::cat("data_ptr: ", d,
+                                   " memory is an OpenCL buffer object, which has no address; expected a cpu or cuda "
+                                   "tensor, got one on ",
+                                   d, "; use .cpu() to read it, or shares_storage() to compare tensors"));
+  const detail::TensorImpl& impl = x.impl_ref();
+  if (impl.storage()->data() == nullptr) return 0;
+  return reinterpret_cast<std::uintptr_t>(impl.storage()->data()) +
+         static_cast<std::uintptr_t>(x.offset()) * element_size(x.dtype());
 }
 
 }  // namespace
@@ -120,7 +166,7 @@ void bind_tensor(nb::module_& m) {
       .def("is_floating_point", [](const Tensor& x) { return is_floating(x.dtype()); })
       .def("shares_storage", &Tensor::shares_storage, doc("Tensor::shares_storage"))
       .def("is_same", &Tensor::is_same, doc("Tensor::is_same"))
-      .def("data_ptr", [](const Tensor& x) { return reinterpret_cast<std::uintptr_t>(x.raw_data_ptr()); })
+      .def("data_ptr", &data_address)
       .def("__repr__", &repr)
       .def("__len__",
            [](const Tensor& x) {
@@ -140,28 +186,24 @@ void bind_tensor(nb::module_& m) {
           "device"_a, doc("Tensor::copy_to"))
       .def(
           "cpu",
-          [](const Tensor& x) {
+          [](nb::handle self) {
             const SourceLocation site = python_call_site();
-            nb::gil_scoped_release release;
-            return x.cpu(site);
+            return keeping_self([site](const Tensor& x) { return x.cpu(site); })(self);
           },
           doc("Tensor::cpu"))
       .def(
-          "cuda", [](const Tensor& x, int i) { return x.to(Device(DeviceType::CUDA, i)); }, "index"_a = 0, ANVIL_NOGIL)
-      .def(
-          "float", [](const Tensor& x) { return x.to(f32); }, ANVIL_NOGIL)
-      .def(
-          "double", [](const Tensor& x) { return x.to(f64); }, ANVIL_NOGIL)
-      .def(
-          "half", [](const Tensor& x) { return x.to(f16); }, ANVIL_NOGIL)
-      .def(
-          "bfloat16", [](const Tensor& x) { return x.to(bf16); }, ANVIL_NOGIL)
-      .def(
-          "long", [](const Tensor& x) { return x.to(i64); }, ANVIL_NOGIL)
-      .def(
-          "int", [](const Tensor& x) { return x.to(i32); }, ANVIL_NOGIL)
-      .def(
-          "bool", [](const Tensor& x) { return x.to(boolean); }, ANVIL_NOGIL)
+          "cuda",
+          [](nb::handle self, int i) {
+            return keeping_self([i](const Tensor& x) { return x.to(Device(DeviceType::CUDA, i)); })(self);
+          },
+          "index"_a = 0)
+      .def("float", keeping_self([](const Tensor& x) { return x.to(f32); }))
+      .def("double", keeping_self([](const Tensor& x) { return x.to(f64); }))
+      .def("half", keeping_self([](const Tensor& x) { return x.to(f16); }))
+      .def("bfloat16", keeping_self([](const Tensor& x) { return x.to(bf16); }))
+      .def("long", keeping_self([](const Tensor& x) { return x.to(i64); }))
+      .def("int", keeping_self([](const Tensor& x) { return x.to(i32); }))
+      .def("bool", keeping_self([](const Tensor& x) { return x.to(boolean); }))
       // Host access.
       .def("item", &item)
       .def("tolist", &tolist)
@@ -223,7 +265,7 @@ void bind_tensor(nb::module_& m) {
            doc("Tensor::squeeze"))
       .def("unsqueeze", &Tensor::unsqueeze, "dim"_a, ANVIL_NOGIL, doc("Tensor::unsqueeze"))
       .def("flatten", &Tensor::flatten, "start_dim"_a = 0, "end_dim"_a = -1, ANVIL_NOGIL, doc("Tensor::flatten"))
-      .def("contiguous", &Tensor::contiguous, ANVIL_NOGIL, doc("Tensor::contiguous"))
+      .def("contiguous", keeping_self([](const Tensor& x) { return x.contiguous(); }), doc("Tensor::contiguous"))
       .def("clone", &Tensor::clone, ANVIL_NOGIL, doc("Tensor::clone"))
       .def("index_select", &Tensor::index_select, "dim"_a, "index"_a, ANVIL_NOGIL, doc("Tensor::index_select"))
       .def("gather", &Tensor::gather, "dim"_a, "index"_a, ANVIL_NOGIL, doc("Tensor::gather"))
@@ -532,6 +574,23 @@ void bind_tensor(nb::module_& m) {
           "data", [](const Tensor& x) { return x.detach(); },
           [](const Tensor& x, const Tensor& src) { x.set_data(src); })
       .def_prop_ro("is_leaf", &Tensor::is_leaf)
+      // copy.deepcopy (of a module's attributes in anvil.nn.Module.clone):
+      // a leaf's copy on its device, requiring grad as it does; as in PyTorch,
+      // a tensor made by a recorded op has no deep copy.
+      .def(
+          "__deepcopy__",
+          [](const Tensor& x, nb::handle) {
+            if (!x.is_leaf())
+              throw ValueError(
+                  detail::cat("deepcopy: only leaf tensors can be deep-copied; expected a leaf, got one "
+                              "made by ",
+                              x.grad_fn_name(), "; deep-copy x.detach()"));
+            nb::gil_scoped_release release;
+            Tensor c = x.detach().copy_to(x.device());
+            if (x.requires_grad()) c.requires_grad_(true);
+            return c;
+          },
+          "memo"_a)
       .def_prop_ro("grad_fn",
                    [](const Tensor& x) -> nb::object {
                      std::string name = x.grad_fn_name();

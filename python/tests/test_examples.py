@@ -47,3 +47,14 @@ def test_lenet_example_trains():
     assert "LeNet(\n  (conv1): Conv2d" in r.stdout
     accuracy = float(r.stdout.split("test accuracy ")[1].split(",")[0])
     assert accuracy > 0.4, r.stdout  # 0.48 after one epoch of 4096 images (chance: 0.1)
+
+
+def test_multi_gpu_concise_trains_as_the_book_writes_it():
+    if not os.path.isdir(anvil.data.FashionMNIST.default_root()):
+        pytest.skip("Fashion-MNIST is not installed")
+    r = run([sys.executable, os.path.join(SOURCE, "examples", "python", "multi_gpu_concise.py"), "--devices", "1",
+             "--subset", "16", "--batch", "8"])
+    assert r.returncode == 0, r.stderr
+    assert "== ResNet-18 on [" in r.stdout and "test acc: " in r.stdout and "sec/epoch on" in r.stdout, r.stdout
+    loss = float(r.stdout.split("train loss ")[1].split(",")[0])
+    assert 0 < loss < 10, r.stdout  # finite: the replicas' gradients reached the optimiser's parameters

@@ -19,6 +19,17 @@ class Net(nn.Module):
         return self.fc2(self.fc1(x).relu())
 
 
+class Unclonable(nn.Module):
+    def __init__(self):
+        super().__init__()
+        import threading
+        self.fc = nn.Linear(2, 2)
+        self.lock = threading.Lock()
+
+    def forward(self, x):
+        return self.fc(x)
+
+
 def two_devices(dev):
     if dev.type != "opencl":
         pytest.skip("runs in the opencl entries (python_opencl0, python_opencl1), on both PoCL devices")
@@ -87,8 +98,8 @@ def test_a_python_loss_and_a_factory(dev):
 
 def test_errors_name_the_fix(dev):
     devices = two_devices(dev)
-    with pytest.raises(ValueError, match="replicate="):
-        nn.DataParallel(Net(), device_ids=devices)
+    with pytest.raises(TypeError, match="deepcopy|pickle"):
+        nn.DataParallel(Unclonable(), device_ids=devices)  # its lock cannot be copied
     with pytest.raises(anvil.ValueError, match="each device may appear once"):
         nn.DataParallel(Net, device_ids=[devices[0], devices[0]])
     with pytest.raises(TypeError, match="DataParallel"):
@@ -96,3 +107,86 @@ def test_errors_name_the_fix(dev):
     dp = nn.DataParallel(Net, device_ids=devices)
     with pytest.raises(anvil.ShapeError, match="same first"):
         dp.train_step(anvil.randn(4, 6), anvil.tensor([0, 1, 2]), nn.cross_entropy)
+
+
+class Tagged(nn.Module):
+    """A child, a parameter and a buffer by attribute, a list naming the child,
+    a setting and a plain tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 4)
+        self.bn = nn.BatchNorm1d(4)
+        self.scale = nn.Parameter(anvil.randn(4))
+        self.register_buffer("shift", anvil.randn(4))
+        self.layers = [self.fc, self.bn]
+        self.factor = 0.5
+        self.table = anvil.arange(4, dtype=anvil.float32)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return (x * self.scale + self.shift) * self.factor
+
+
+def test_clone_of_a_python_module_and_of_layers(dev):
+    anvil.manual_seed(0)
+    net = Tagged()
+    net.bn.eval()
+    twin = net.clone(dev)
+    assert type(twin) is Tagged and twin is not net
+    assert [n for n, _ in twin.named_parameters()] == [n for n, _ in net.named_parameters()]
+    assert [n for n, _ in twin.named_buffers()] == [n for n, _ in net.named_buffers()]
+    for (n, p), (_, q) in zip(list(net.named_parameters()) + list(net.named_buffers()),
+                              list(twin.named_parameters()) + list(twin.named_buffers())):
+        assert q.device == dev and not q.shares_storage(p) and q.requires_grad == p.requires_grad, n
+        np.testing.assert_array_equal(q.cpu().numpy(), p.cpu().numpy(), err_msg=n)
+    # The twin's attributes are its own registered children and tensors.
+    assert twin.layers[0] is twin.fc and twin.layers[1] is twin.bn and twin.fc is not net.fc
+    assert twin.scale.is_same(dict(twin.named_parameters())["scale"])
+    assert twin.factor == 0.5 and not twin.table.is_same(net.table)
+    assert twin.training and not twin.bn.training
+    x = anvil.randn(3, 6)
+    np.testing.assert_allclose(twin(x.to(dev)).detach().cpu().numpy(), net(x).detach().cpu().numpy(), rtol=1e-5,
+                               atol=1e-6)
+    with anvil.no_grad():
+        twin.scale.zero_()
+    assert net.scale.abs().sum().item() > 0  # independent
+    conv = nn.Conv2d(2, 3, 3, stride=2, padding=1)
+    c = conv.clone(dev)
+    assert repr(c) == repr(conv) and c.weight.device == dev
+    np.testing.assert_array_equal(c.weight.cpu().numpy(), conv.weight.numpy())
+
+
+def test_the_books_loop_through_autograd(dev):
+    """net = nn.DataParallel(net, device_ids=devices); l = loss(net(X), y);
+    l.backward(); trainer.step(): what one device and train_step give."""
+    devices = two_devices(dev)
+    anvil.manual_seed(3)
+    net = Net()
+    single = net.clone(devices[0])
+    fast = nn.DataParallel(net.clone(), device_ids=devices)
+    dp = nn.DataParallel(net, device_ids=devices)
+    assert dp.module.fc1.weight.device == devices[0] and dp.replica(1).fc1.weight.device == devices[1]
+    trainer = anvil.optim.SGD(dp.parameters(), lr=0.5)
+    opt_fast = anvil.optim.SGD(fast.parameters(), lr=0.5)
+    opt_single = anvil.optim.SGD(single.parameters(), lr=0.5)
+    for _ in range(3):
+        x = anvil.randn(9, 6)  # 5 + 4: an uneven last chunk
+        y = anvil.randint(0, 3, (9,))
+        trainer.zero_grad()
+        out = dp(x)
+        assert out.device == devices[0] and out.grad_fn == "CatBackward"
+        l = nn.cross_entropy(out, y.to(devices[0]))
+        l.backward()
+        trainer.step()
+        opt_fast.zero_grad()
+        fast.train_step(x, y, nn.cross_entropy)
+        opt_fast.step()
+        opt_single.zero_grad()
+        nn.cross_entropy(single(x.to(devices[0])), y.to(devices[0])).backward()
+        opt_single.step()
+    for (name, p), (_, q), (_, r) in zip(dp.module.named_parameters(), single.named_parameters(),
+                                         fast.module.named_parameters()):
+        np.testing.assert_allclose(p.cpu().numpy(), q.cpu().numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(p.cpu().numpy(), r.cpu().numpy(), rtol=1e-5, atol=1e-6, err_msg=name)

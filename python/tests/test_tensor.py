@@ -238,6 +238,39 @@ def test_to_and_copy_to(dev):
     assert x.to(anvil.float32).is_same(x)
 
 
+def test_noop_conversions_return_the_same_object(dev):
+    # PyTorch's `Z.cuda(1) is Z`: a conversion that changes nothing is x itself.
+    x = anvil.ones(2, 3).to(dev)
+    assert x.to(dev) is x and x.to(device=dev) is x and x.to(str(dev)) is x
+    assert x.to(anvil.float32) is x and x.to(dev, anvil.float32) is x and x.to(x) is x
+    assert x.contiguous() is x and x.float() is x
+    d = anvil.ones(2, dtype=anvil.float64, device=dev)
+    assert d.double() is d and d.float() is not d
+    i = anvil.ones(2, dtype=anvil.int64, device=dev)
+    assert i.long() is i and i.int() is not i
+    if dev.type == "cpu":
+        assert x.cpu() is x
+    else:
+        assert x.cpu() is not x and x.cpu().device == anvil.cpu()
+    # Anything that makes a new tensor is a new object.
+    t = x.t()
+    assert t.contiguous() is not t and t.contiguous().is_contiguous()
+    assert x.to(dev, copy=True) is not x and x.clone() is not x
+    assert x.to(anvil.float64) is not x
+
+
+def test_data_ptr(dev):
+    x = anvil.arange(6, dtype=anvil.float32, device=dev).reshape(2, 3)
+    if dev.type == "opencl":
+        with pytest.raises(NotImplementedError, match="data_ptr: .*OpenCL buffer object, which has no address"):
+            x.data_ptr()
+        return
+    # The address of the first element: a view's is offset by its storage offset.
+    assert x.data_ptr() != 0
+    assert x[1].data_ptr() == x.data_ptr() + 3 * 4
+    assert x.to(dev).data_ptr() == x.data_ptr()
+
+
 def test_repr_is_the_cpp_printing(dev):
     x = anvil.ones(2, 2, device=dev)
     suffix = "" if dev.type == "cpu" else f", device='{dev}'"

@@ -7,6 +7,7 @@
 
 #include "anvil/nn/parallel.h"
 #include "anvil/ops.h"
+#include "autograd/replicate.h"
 #include "core/thread_state.h"
 
 namespace anvil::nn {
@@ -73,32 +74,50 @@ class GradModeScope {
   bool previous_;
 };
 
+void check_devices(const std::vector<Device>& devices) {
+  ANVIL_CHECK(!devices.empty(), ValueError, kOp, ": expected at least one device, got none");
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      ANVIL_CHECK(devices[i] != devices[j], ValueError, kOp, ": each device may appear once; got ", devices[i],
+                  " at positions ", j, " and ", i);
+}
+
 }  // namespace
+
+DataParallel::DataParallel(std::shared_ptr<Module> module, std::vector<Device> devices) : devices_(std::move(devices)) {
+  ANVIL_CHECK(module != nullptr, ValueError, kOp, ": expected a module, got a null pointer");
+  check_devices(devices_);
+  module->to(devices_.front());
+  replicas_.push_back(module);
+  for (std::size_t i = 1; i < devices_.size(); ++i) replicas_.push_back(module->clone(devices_[i]));
+  check_replicas();
+}
 
 DataParallel::DataParallel(ModuleFactory factory, std::vector<Device> devices) : devices_(std::move(devices)) {
   ANVIL_CHECK(static_cast<bool>(factory), ValueError, kOp, ": expected a module factory, got an empty function");
-  ANVIL_CHECK(!devices_.empty(), ValueError, kOp, ": expected at least one device, got none");
-  for (std::size_t i = 0; i < devices_.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      ANVIL_CHECK(devices_[i] != devices_[j], ValueError, kOp, ": each device may appear once; got ", devices_[i],
-                  " at positions ", j, " and ", i);
+  check_devices(devices_);
   for (Device d : devices_) {
     std::shared_ptr<Module> m = factory();
     ANVIL_CHECK(m != nullptr, ValueError, kOp, ": the factory returned a null module; expected a module");
-    ANVIL_CHECK(replicas_.empty() || m.get() != replicas_.front().get(), ValueError, kOp,
-                ": the factory returned the same module twice; expected a new module per call");
+    for (const auto& r : replicas_)
+      ANVIL_CHECK(m.get() != r.get(), ValueError, kOp,
+                  ": the factory returned the same module twice; expected a new module per call");
     m->to(d);
-    if (!replicas_.empty()) {
-      const auto want = replicas_.front()->named_parameters();
-      const auto got = m->named_parameters();
-      ANVIL_CHECK(want.size() == got.size(), ValueError, kOp, ": the factory's modules differ; expected ", want.size(),
-                  " parameters, got ", got.size());
-      for (std::size_t k = 0; k < want.size(); ++k)
-        ANVIL_CHECK(want[k].first == got[k].first && want[k].second.shape() == got[k].second.shape(), ValueError, kOp,
-                    ": the factory's modules differ at parameter ", k, "; expected '", want[k].first, "' ",
-                    want[k].second.shape(), ", got '", got[k].first, "' ", got[k].second.shape());
-    }
     replicas_.push_back(std::move(m));
+  }
+  check_replicas();
+}
+
+void DataParallel::check_replicas() {
+  const auto want = replicas_.front()->named_parameters();
+  for (std::size_t r = 1; r < replicas_.size(); ++r) {
+    const auto got = replicas_[r]->named_parameters();
+    ANVIL_CHECK(want.size() == got.size(), ValueError, kOp, ": the replicas differ; expected ", want.size(),
+                " parameters, got ", got.size());
+    for (std::size_t k = 0; k < want.size(); ++k)
+      ANVIL_CHECK(want[k].first == got[k].first && want[k].second.shape() == got[k].second.shape(), ValueError, kOp,
+                  ": the replicas differ at parameter ", k, "; expected '", want[k].first, "' ", want[k].second.shape(),
+                  ", got '", got[k].first, "' ", got[k].second.shape());
   }
   // The master is the child, so parameters(), state_dict(), train() and
   // eval() are the master's ("module.<name>", as in PyTorch).
@@ -167,7 +186,11 @@ DataParallel::StepResult DataParallel::train_step(const Tensor& x, const Tensor&
   const std::vector<Tensor> master_params = replicas_.front()->parameters();
   // A replica other than the master starts from no gradient, so what it
   // produces is this step's alone; the master accumulates like backward().
-  for (std::size_t r = 1; r < replicas_.size(); ++r) replicas_[r]->zero_grad();
+  // Its parameters are leaves here, whatever a recording forward() made them.
+  for (std::size_t r = 1; r < replicas_.size(); ++r) {
+    for (const Tensor& p : replicas_[r]->parameters()) detail::reset_to_leaf(p);
+    replicas_[r]->zero_grad();
+  }
 
   std::vector<Tensor> losses(n), outputs(n), flat_grads(n);
   run_parallel(n, [&](std::size_t i) {
@@ -216,17 +239,29 @@ Tensor DataParallel::forward(const Tensor& x) {
   sync_replicas();
   const std::vector<std::int64_t> sizes = chunk_sizes(x.size(0), devices_.size());
   const std::size_t n = sizes.size();
-  std::vector<Tensor> outputs(n);
+  // Scatter, recorded on this thread: the chunks are views of x, so their
+  // gradients gather back into x's.
+  std::vector<Tensor> chunks;
   std::int64_t start = 0;
-  std::vector<std::int64_t> starts;
   for (std::int64_t s : sizes) {
-    starts.push_back(start);
+    chunks.push_back(x.narrow(0, start, s));
     start += s;
   }
-  run_parallel(n, [&](std::size_t i) {
-    NoGradGuard no_grad;
-    outputs[i] = (*replicas_[i])(x.narrow(0, starts[i], sizes[i]).to(devices_[i])).to(devices_[0]);
-  });
+  // Replicate: each replica's parameters send their gradient to the
+  // master's (Note [Replica parameters are broadcasts]). Made here, before
+  // the threads, so the master's gradient accumulators are made once.
+  if (is_grad_enabled()) {
+    const std::vector<Tensor> master = replicas_.front()->parameters();
+    for (std::size_t r = 1; r < n; ++r) {
+      const std::vector<Tensor> mine = replicas_[r]->parameters();
+      for (std::size_t k = 0; k < mine.size(); ++k)
+        if (master[k].requires_grad()) detail::set_broadcast_source(mine[k], master[k]);
+    }
+  }
+  // Each replica on its device in its own thread; the outputs' copies to the
+  // first device are recorded too, so their gradients scatter back.
+  std::vector<Tensor> outputs(n);
+  run_parallel(n, [&](std::size_t i) { outputs[i] = (*replicas_[i])(chunks[i].to(devices_[i])).to(devices_[0]); });
   return n == 1 ? outputs[0] : cat(outputs, 0);
 }
 

@@ -1,14 +1,17 @@
 // anvil/nn/parallel.h — training one model on several devices or processes (DESIGN §8).
 //
-//   // One process, several devices: one replica per device, one host thread each.
-//   auto make = [] { return std::make_shared<anvil::nn::Sequential>(lenet()); };
-//   anvil::nn::DataParallel dp(make, anvil::try_all_gpus());
-//   anvil::optim::SGD opt(dp.parameters(), {.lr = 0.1});     // the master's (first device's) parameters
-//   for (const auto& [x, y] : loader) {                       // batches anywhere; split along dim 0
+//   // One process, several devices (the book's nn.DataParallel): one replica per device.
+//   auto net = std::make_shared<anvil::nn::Sequential>(lenet());
+//   anvil::nn::DataParallel dp(net, anvil::try_all_gpus());   // net moves to the first device; clones elsewhere
+//   anvil::optim::SGD opt(dp.parameters(), {.lr = 0.1});      // the master's (net's) parameters
+//   for (const auto& [x, y] : loader) {                        // batches anywhere; split along dim 0
 //     opt.zero_grad();
-//     dp.train_step(x, y, anvil::nn::cross_entropy);          // forward + backward on every device at once
-//     opt.step();                                             // gradients were summed onto the master
+//     auto l = anvil::nn::cross_entropy(dp(x), y.to(dp.devices_used()[0]));
+//     l.backward();                                            // replicas' gradients summed onto net's
+//     opt.step();
 //   }
+//   // The same step, faster (each device runs its own backward in its own thread):
+//   dp.train_step(x, y, anvil::nn::cross_entropy);
 //
 //   // Several processes (mpirun -np 2 ./train): one replica per rank.
 //   auto& world = anvil::dist::init();
@@ -18,7 +21,7 @@
 //   loss = anvil::nn::cross_entropy(ddp(x), y);  loss.backward();  // gradients averaged over ranks
 //   opt.step();
 //
-// Both give the same parameters as one device training on the whole batch
+// All give the same parameters as one device training on the whole batch
 // (within float rounding) when the loss is a mean over the batch's samples.
 #pragma once
 
@@ -48,25 +51,41 @@ using ModuleFactory = std::function<std::shared_ptr<Module>()>;
 
 // --- DataParallel: one process, several devices ---------------------------------------
 //
-// Replicas are made by calling `factory` once per device (C++ has no generic
-// deep copy of a module with its own forward), moving each onto its device;
-// the first replica is the master: parameters() and state_dict() are its, and
-// the others copy its parameters and buffers at the start of every
-// train_step() and forward(), so every replica is identical whenever it
-// computes (PyTorch's DataParallel replicates the same way). An optimiser is
-// built on parameters() and steps only the master.
+// One replica per device: the given module (moved to the first device) is
+// the master, and the others are its clones (Module::clone), or modules the
+// factory builds (the factory form, for modules that cannot clone). The
+// master is the child "module": parameters(), state_dict(), train() and
+// eval() are its, and an optimiser built on parameters() steps it alone.
 //
-// train_step(x, y, loss) splits the batch along dim 0 into one chunk per
-// device (sizes ceil(B/n) like torch.chunk; fewer chunks when B < n), and on
-// each device, in its own host thread, runs forward, the loss weighted by the
-// chunk's share of the batch, and backward; it then sums the gradients into
-// the master's .grad() (accumulating, like backward()), so they equal one
-// device's gradient of the whole batch's mean loss. Grad mode is per thread
-// and each replica has its own leaves, so the threads share nothing but the
-// devices' queues. BatchNorm running statistics are the master's (updated
-// from its chunk), copied to the replicas like parameters.
+// forward(x) is PyTorch's DataParallel.forward, differentiable: it copies
+// the master's parameters and buffers into the other replicas, splits x
+// along dim 0 into one chunk per device (sizes ceil(B/n) as torch.chunk;
+// fewer chunks when B < n) and runs each replica on its chunk in its own
+// host thread, then concatenates the outputs on the first device. When grad
+// mode is on it records: the chunks' gradients gather back to x, and each
+// replica's parameters are broadcasts of the master's, so backward sums
+// every replica's gradient into the master's .grad() (Note [Replica
+// parameters are broadcasts]); loss(dp(x), y).backward() then gives the
+// gradient one device gives for the whole batch. Between that forward and
+// its backward, do not step the optimiser (as in PyTorch).
+//
+// BatchNorm running statistics (as PyTorch's DataParallel): the master runs
+// the first chunk and updates its own statistics from it; the other
+// replicas' updates are overwritten by the next copy from the master. So the
+// running statistics are those of the first chunk of each batch.
+//
+// train_step(x, y, loss) is the fast path for the same step: on each device,
+// in its own thread, forward, the loss weighted by the chunk's share of the
+// batch, and backward, then the gradients summed into the master's .grad()
+// (accumulating, like backward()). Grad mode is per thread; each replica's
+// thread runs under the caller's.
 class DataParallel : public Module {
  public:
+  // `module`: the master, moved to devices[0] (it keeps its identity); the
+  // other replicas are module->clone(device). ValueError for no devices, a
+  // repeated device or a null module; NotSupported when it cannot clone
+  // (use the factory form).
+  DataParallel(std::shared_ptr<Module> module, std::vector<Device> devices);
   // ValueError for no devices, a repeated device or an empty factory result;
   // the factory's modules must have the same parameter names and shapes.
   DataParallel(ModuleFactory factory, std::vector<Device> devices);
@@ -79,8 +98,8 @@ class DataParallel : public Module {
   // the batch is empty) and moved to each device.
   StepResult train_step(const Tensor& x, const Tensor& y, const LossFunction& loss);
 
-  // The outputs, gathered on the first device, computed in parallel without
-  // recording (for evaluation; train with train_step).
+  // The outputs, gathered on the first device (see above); ShapeError for
+  // an empty batch.
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
 
@@ -92,6 +111,7 @@ class DataParallel : public Module {
   void sync_replicas();
 
  private:
+  void check_replicas();
   std::vector<Device> devices_;
   std::vector<std::shared_ptr<Module>> replicas_;
 };

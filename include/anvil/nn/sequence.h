@@ -31,6 +31,7 @@ class Embedding : public Module {
   Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim);
   Tensor forward(const Tensor& indices) override;
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   std::int64_t num_, dim_;
@@ -46,6 +47,8 @@ class LayerNorm : public Module {
       : LayerNorm(Shape{normalized_shape}, eps, elementwise_affine) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
+  double eps() const noexcept { return eps_; }
 
  private:
   Shape shape_;
@@ -75,6 +78,7 @@ class RecurrentBase : public Module {
   std::int64_t hidden_size() const noexcept { return hidden_; }
   std::int64_t num_layers() const noexcept { return layers_; }
   bool batch_first() const noexcept { return batch_first_; }
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  protected:
   enum class Cell { Tanh, ReLU, GRU, LSTM };
@@ -147,6 +151,8 @@ class MultiheadAttention : public Module {
                           const Tensor& key_padding_mask = {}, bool need_weights = true, const Tensor& attn_mask = {},
                           bool average_attn_weights = true);
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
+  bool batch_first() const noexcept { return batch_first_; }
 
  private:
   std::int64_t embed_, heads_;
@@ -169,6 +175,7 @@ class TransformerEncoderLayer : public Module {
   Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
   Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = {});
   std::string name() const override;
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 
  private:
   Tensor self_attention(const Tensor& x, const Tensor& mask, const Tensor& padding);
