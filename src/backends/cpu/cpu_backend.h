@@ -6,8 +6,17 @@
 
 #include "core/backend.h"
 #include "core/caching_allocator.h"
+#include "core/kernel_traffic.h"
 
 namespace anvil::cpu_backend {
+
+// The ledger's count of one primitive (Note [What a launch is] in
+// anvil/ledger.h): on the CPU each primitive is one launch.
+inline void count(detail::Traffic t, std::uint64_t launches = 1) noexcept {
+  static detail::WorkCounters& work = detail::work_counters(Device(DeviceType::CPU, 0));
+  work.launch(launches);
+  work.traffic(t.read, t.written);
+}
 
 class CpuBackend final : public detail::Backend {
  public:
