@@ -450,7 +450,8 @@ struct InterpolateArgs {
 //         (momentum > 0) buf = first ? d : momentum * buf + (1 - dampening) * d
 //                        d = nesterov ? d + momentum * buf : buf
 //         param -= lr * d
-//   Adam  g = grad + weight_decay * param
+//   Adam  g = grad + weight_decay * param   (AdamW, decoupled: g = grad and first
+//                                            param *= 1 - lr * weight_decay)
 //         m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g
 //         param -= (m / (sqrt(v / bias_correction2) + eps)) * (lr / bias_correction1)
 enum class OptimizerKind : std::uint8_t { Sgd, Adam, Count };
@@ -465,6 +466,39 @@ struct OptimizerStepArgs {
   double momentum = 0, dampening = 0;    // SGD
   bool nesterov = false, first = false;  // SGD: `first` starts the buffer as d
   double beta1 = 0, beta2 = 0, eps = 0, bias_correction1 = 1, bias_correction2 = 1;  // Adam
+  bool decoupled = false;  // Adam: AdamW's decoupled weight decay
+};
+
+// Note [Multi-tensor optimiser steps]
+// PyTorch's foreach path: one step over every parameter of one device and
+// dtype in a few launches, where one launch per parameter made ResNet-18's
+// SGD step 76 tiny launches (issue 38). OpenCL 1.2 has no pointer arrays,
+// so each launch takes up to kOptimizerSlots parameters and gradients as
+// buffer arguments (32: 64 buffers and the scalars fit the 1024 bytes of
+// arguments OpenCL guarantees) and the optimiser's state flat, one storage
+// for all (offsets per tensor); `table` holds what varies per tensor, i64 on
+// the device: [N + 1] element prefix sums, then [N] param, [N] grad and [N]
+// state offsets (state1 shares state0's). Each tensor's update is the
+// one-tensor step's, to the bit. The CPU runs one parallel region and
+// ignores the table.
+inline constexpr int kOptimizerSlots = 32;
+struct OptimizerTensor {
+  std::int64_t numel = 0;
+  KernelOperand param, grad, state0, state1;
+  bool first = false;  // SGD: as OptimizerStepArgs::first
+};
+struct OptimizerStepListArgs {
+  OptimizerStepArgs step;  // kind, dtype and the scalars; its numel and operands are unused
+  std::vector<OptimizerTensor> tensors;
+  KernelOperand table;  // contiguous i64 [4 N + 1]
+  // The step of tensor i alone, as optimizer_step() takes it.
+  OptimizerStepArgs one(std::size_t i) const {
+    OptimizerStepArgs a = step;
+    const OptimizerTensor& t = tensors[i];
+    a.numel = t.numel, a.param = t.param, a.grad = t.grad, a.state0 = t.state0, a.state1 = t.state1;
+    a.first = t.first;
+    return a;
+  }
 };
 
 // ---- capabilities (DESIGN §2 "Capabilities are asked once") ---------------------
@@ -606,6 +640,12 @@ class Backend {
   // optional: fused optimiser steps (see OptimizerStepArgs).
   virtual bool supports_optimizer_step(OptimizerKind, DType, int) noexcept { return false; }
   virtual void optimizer_step(int, const OptimizerStepArgs& args);  // default: throws NotSupported
+  // optional: the multi-tensor step (Note [Multi-tensor optimiser steps]);
+  // the default runs optimizer_step() per tensor.
+  virtual bool supports_optimizer_step_list(OptimizerKind, DType, int) noexcept { return false; }
+  virtual void optimizer_step_list(int index, const OptimizerStepListArgs& args) {
+    for (std::size_t i = 0; i < args.tensors.size(); ++i) optimizer_step(index, args.one(i));
+  }
 
  private:
   [[noreturn]] void not_fused(FusedOp op) const;

@@ -126,6 +126,16 @@ inline Traffic traffic(const OptimizerStepArgs& a) noexcept {
   return {p + dense_bytes(a.grad, a.numel) + (sgd && a.first ? 0 : state), p + state};
 }
 
+inline Traffic traffic(const OptimizerStepListArgs& a) noexcept {
+  Traffic t{dense_bytes(a.table, 4 * static_cast<std::int64_t>(a.tensors.size()) + 1), 0};
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    const Traffic one = traffic(a.one(i));
+    t.read += one.read;
+    t.written += one.written;
+  }
+  return t;
+}
+
 // One primitive's count on device `d`: `launches` commands and its traffic.
 inline void count_work(Device d, std::uint64_t launches, Traffic t) noexcept {
   WorkCounters& c = work_counters(d);

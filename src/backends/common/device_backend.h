@@ -611,6 +611,12 @@ class DeviceBackend final : public detail::Backend {
   void optimizer_step(int index, const detail::OptimizerStepArgs& a) override {
     run(index, detail::name(a.kind), detail::traffic(a), [&](Slot& s) { kernels::optimizer_step(s, a); });
   }
+  bool supports_optimizer_step_list(detail::OptimizerKind k, DType t, int index) noexcept override {
+    return supports_optimizer_step(k, t, index);
+  }
+  void optimizer_step_list(int index, const detail::OptimizerStepListArgs& a) override {
+    run(index, detail::name(a.step.kind), detail::traffic(a), [&](Slot& s) { kernels::optimizer_step_list(s, a); });
+  }
 
   // The device's state, created on first use. Throws DeviceError naming the
   // running op when the device does not exist.

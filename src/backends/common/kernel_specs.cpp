@@ -284,7 +284,9 @@ KernelSpec WindowKernel::spec() const {
 
 KernelSpec OptimKernel::spec() const {
   const std::string prefix = std::string("optim_") + dtype_name(t);
-  return {"optim.kern", {def("KPREFIX", prefix), type_def("T", t)}, prefix + "_" + detail::name(kind)};
+  return {"optim.kern",
+          {def("KPREFIX", prefix), type_def("T", t)},
+          prefix + "_" + detail::name(kind) + (multi ? "_multi" : "")};
 }
 
 KernelSpec NormKernel::spec() const {
@@ -359,7 +361,8 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
       for (bool backward : {false, true}) out.push_back(InterpKernel{backward, t}.spec());
     if (t == DType::F32 || t == DType::F64)
       for (int k = 0; k < static_cast<int>(detail::OptimizerKind::Count); ++k)
-        out.push_back(OptimKernel{static_cast<detail::OptimizerKind>(k), t}.spec());
+        for (bool multi : {false, true})
+          out.push_back(OptimKernel{static_cast<detail::OptimizerKind>(k), t, multi}.spec());
     if (t == DType::F32 || t == DType::F64)
       for (bool backward : {false, true})
         for (bool wide : {false, true})

@@ -189,12 +189,14 @@ struct WindowKernel {
   KernelSpec spec() const;
 };
 
-// The fused SGD and Adam steps (optim.kern).
+// The fused SGD and Adam steps (optim.kern), of one tensor or of many
+// (<prefix>_<kind>_multi, Note [Multi-tensor optimiser steps]).
 struct OptimKernel {
   detail::OptimizerKind kind;
   DType t;  // f32 or f64
+  bool multi;
   std::uint64_t key() const noexcept {
-    return kernel_key(Family::Optim, static_cast<int>(kind), 0, static_cast<int>(t));
+    return kernel_key(Family::Optim, static_cast<int>(kind), multi, static_cast<int>(t));
   }
   KernelSpec spec() const;
 };

@@ -91,6 +91,9 @@ class CpuBackend final : public detail::Backend {
   // Fused SGD and Adam steps (cpu_optim.cpp), f32 and f64.
   bool supports_optimizer_step(detail::OptimizerKind kind, DType t, int index) noexcept override;
   void optimizer_step(int index, const detail::OptimizerStepArgs& args) override;
+  // ...and over many tensors in one parallel region (cpu_optim.cpp).
+  bool supports_optimizer_step_list(detail::OptimizerKind kind, DType t, int index) noexcept override;
+  void optimizer_step_list(int index, const detail::OptimizerStepListArgs& args) override;
 
  private:
   detail::CachingAllocator allocator_;

@@ -187,6 +187,10 @@ void CpuBackend::optimizer_step(int, const detail::OptimizerStepArgs& a) {
   count(detail::traffic(a));
   kernels().optimizer_step(a);
 }
+void CpuBackend::optimizer_step_list(int, const detail::OptimizerStepListArgs& a) {
+  count(detail::traffic(a));
+  kernels().optimizer_step_list(a);
+}
 
 bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
   if (detail::is_window_kernel(op) || op == detail::FusedOp::UnaryBinary || op == detail::FusedOp::Interpolate ||
@@ -200,6 +204,9 @@ bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
 }
 
 bool CpuBackend::supports_optimizer_step(detail::OptimizerKind, DType t, int) noexcept {
+  return t == DType::F32 || t == DType::F64;
+}
+bool CpuBackend::supports_optimizer_step_list(detail::OptimizerKind, DType t, int) noexcept {
   return t == DType::F32 || t == DType::F64;
 }
 
