@@ -160,6 +160,60 @@ TEST_P(LedgerTest, ReportPrintsRoutes) {
   EXPECT_NE(s.find("16"), std::string::npos) << "bytes moved should be shown\n" << s;
 }
 
+// Note [What a launch is] (anvil/ledger.h): one elementwise op is one
+// launch that reads its tensor operands (a broadcast one once, a C++ scalar
+// not at all) and writes its result, into one storage it allocated.
+TEST_P(LedgerTest, AnOpIsOneLaunchThatReadsAndWritesItsOperands) {
+  const Device d = device();
+  const Tensor a = rand({16, 32}, d), b = rand({16, 32}, d), row = rand({32}, d);  // 2048, 2048, 128 bytes
+  synchronize(d);
+  {
+    Ledger scope;
+    const Tensor c = a + b;
+    const auto r = scope.report();
+    EXPECT_EQ(r.launches(d), 1u) << r;
+    EXPECT_EQ(r.bytes_read(d), 4096u) << r;
+    EXPECT_EQ(r.bytes_written(d), 2048u) << r;
+    EXPECT_EQ(r.device_work(d).allocations, 1u) << r;
+    EXPECT_EQ(r.bytes_allocated(d), 2048u) << r;
+    if (!d.is_cpu()) {
+      EXPECT_EQ(r.launches(cpu()), 0u) << "the host launched nothing\n" << r;
+    }
+  }
+  {
+    Ledger scope;
+    const Tensor c = a * row;
+    EXPECT_EQ(scope.report().bytes_read(d), 2048u + 128u) << scope.report();
+    const Tensor e = a + 2.0;
+    EXPECT_EQ(scope.report().bytes_read(d), 2 * 2048u + 128u) << scope.report();
+    EXPECT_EQ(scope.report().launches(d), 2u) << scope.report();
+  }
+  {
+    Ledger scope;
+    Tensor c = a.clone();  // a same-device copy: a launch too, and a transfer
+    c.add_(b);             // in place: nothing allocated
+    const auto r = scope.report();
+    EXPECT_EQ(r.launches(d), 2u) << r;
+    EXPECT_EQ(r.device_work(d).allocations, 1u) << r;
+    EXPECT_EQ(r.bytes_written(d), 2 * 2048u) << r;
+  }
+  {
+    Ledger scope;
+    const Tensor s = a.sum();
+    const Tensor m = matmul(a, b.t());  // [16, 32] x [32, 16]: one GEMM, a library call or our kernel
+    const auto r = scope.report();
+    EXPECT_GE(r.launches(d), 2u) << r;
+    EXPECT_LE(r.launches(d), 3u) << "a sum takes at most two passes\n" << r;
+    EXPECT_EQ(r.bytes_read(d), 2048u + 2 * 2048u) << r;
+    EXPECT_EQ(r.bytes_written(d), 4u + 16 * 16 * 4u) << r;
+  }
+  Ledger scope;
+  const Tensor c = a - b;
+  std::ostringstream os;
+  os << scope.report();
+  EXPECT_NE(os.str().find("launches"), std::string::npos) << os.str();
+}
+
 TEST(LedgerThreads, CountersAreThreadSafe) {
   auto x = ones({8});  // 32 bytes
   Ledger scope;
@@ -171,6 +225,8 @@ TEST(LedgerThreads, CountersAreThreadSafe) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(scope.report().copies(cpu(), cpu()), 1000u);
   EXPECT_EQ(scope.report().bytes(cpu(), cpu()), 32000u);
+  EXPECT_EQ(scope.report().launches(cpu()), 1000u) << scope.report();
+  EXPECT_EQ(scope.report().device_work(cpu()).allocations, 1000u) << scope.report();
 }
 
 ANVIL_INSTANTIATE_DEVICE_TEST(LedgerTest);

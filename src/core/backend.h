@@ -336,27 +336,37 @@ struct Conv2dArgs {
 // backward, each a parallel region. The CPU's kernel is cpu_norm.cpp, the
 // devices' norm.kern (a work-group per channel). f32 and f64; the
 // per-channel sums accumulate in f64 on the CPU (PyTorch's CPU accumulator
-// for f32); every [C] operand is contiguous and of `dtype`; weight and bias
-// may be absent (data null: 1 and 0).
-//   BatchNorm          training: mean[c] and var[c] (biased) of the batch
-//                      and invstd[c] = 1 / sqrt(var[c] + eps) are written;
+// for f32); every [C] operand is contiguous and of param_dtype() (f32 for
+// f16 and bf16 inputs, which compute in f32 and round once per element
+// stored; `dtype` otherwise); weight and bias may be absent (data null: 1
+// and 0). One launch each way (issue 38): training's forward also updates
+// the running statistics, and the backward writes the weight's gradient.
+//   BatchNorm          training: mean[c], invstd[c] = 1 / sqrt(var[c] + eps)
+//                      and, when given, var[c] (biased) of the batch are
+//                      written, and running_mean and running_var, when
+//                      given, become running * (1 - momentum) + mean *
+//                      momentum (var * momentum * unbias, unbias = n / (n - 1));
 //                      evaluation: mean and invstd are read (the frontend
 //                      passes the running mean and 1 / sqrt(running var + eps)).
 //                      y = x * a + (bias - mean * a), a = invstd * weight.
 //   BatchNormBackward  from `grad` (the output's gradient, like x), x, mean,
 //                      invstd and weight, with sums S over N and S:
-//                      sum_g[c] = S(g) and sum_gxc[c] = S(g * (x - mean)) are
-//                      written, and grad_x when given (data null: not wanted):
+//                      sum_g[c] = S(g) is written, and when given
+//                      sum_gxc[c] = S(g * (x - mean)), grad_weight[c] =
+//                      sum_gxc[c] * invstd[c] and grad_x (data null: not wanted):
 //                      a * (g - S(g) / n - (x - mean) * invstd^2 * S(g * (x - mean)) / n)
 //                      in training (n = N * S), a * g in evaluation
 //                      (Note [Batch norm's gradient]).
 struct BatchNormArgs {
-  DType dtype = DType::F32;
+  DType dtype = DType::F32;  // x, y, grad and grad_x
   std::int64_t n = 0, c = 0, s = 0;
   bool training = true;
   double eps = 1e-5;
-  KernelOperand x, y, mean, var, invstd, weight, bias;  // var: training's forward only
-  KernelOperand grad, grad_x, sum_g, sum_gxc;           // the backward
+  double momentum = 0.1, unbias = 1;                        // the running statistics' update
+  KernelOperand x, y, mean, var, invstd, weight, bias;      // var: training's forward only
+  KernelOperand running_mean, running_var;                  // training's forward only
+  KernelOperand grad, grad_x, sum_g, sum_gxc, grad_weight;  // the backward
+  DType param_dtype() const noexcept { return is_half(dtype) ? DType::F32 : dtype; }
 };
 
 // Note [Fused recurrent layers]
@@ -450,7 +460,8 @@ struct InterpolateArgs {
 //         (momentum > 0) buf = first ? d : momentum * buf + (1 - dampening) * d
 //                        d = nesterov ? d + momentum * buf : buf
 //         param -= lr * d
-//   Adam  g = grad + weight_decay * param
+//   Adam  g = grad + weight_decay * param   (AdamW, decoupled: g = grad and first
+//                                            param *= 1 - lr * weight_decay)
 //         m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g
 //         param -= (m / (sqrt(v / bias_correction2) + eps)) * (lr / bias_correction1)
 enum class OptimizerKind : std::uint8_t { Sgd, Adam, Count };
@@ -465,6 +476,39 @@ struct OptimizerStepArgs {
   double momentum = 0, dampening = 0;    // SGD
   bool nesterov = false, first = false;  // SGD: `first` starts the buffer as d
   double beta1 = 0, beta2 = 0, eps = 0, bias_correction1 = 1, bias_correction2 = 1;  // Adam
+  bool decoupled = false;  // Adam: AdamW's decoupled weight decay
+};
+
+// Note [Multi-tensor optimiser steps]
+// PyTorch's foreach path: one step over every parameter of one device and
+// dtype in a few launches, where one launch per parameter made ResNet-18's
+// SGD step 76 tiny launches (issue 38). OpenCL 1.2 has no pointer arrays,
+// so each launch takes up to kOptimizerSlots parameters and gradients as
+// buffer arguments (32: 64 buffers and the scalars fit the 1024 bytes of
+// arguments OpenCL guarantees) and the optimiser's state flat, one storage
+// for all (offsets per tensor); `table` holds what varies per tensor, i64 on
+// the device: [N + 1] element prefix sums, then [N] param, [N] grad and [N]
+// state offsets (state1 shares state0's). Each tensor's update is the
+// one-tensor step's, to the bit. The CPU runs one parallel region and
+// ignores the table.
+inline constexpr int kOptimizerSlots = 32;
+struct OptimizerTensor {
+  std::int64_t numel = 0;
+  KernelOperand param, grad, state0, state1;
+  bool first = false;  // SGD: as OptimizerStepArgs::first
+};
+struct OptimizerStepListArgs {
+  OptimizerStepArgs step;  // kind, dtype and the scalars; its numel and operands are unused
+  std::vector<OptimizerTensor> tensors;
+  KernelOperand table;  // contiguous i64 [4 N + 1]
+  // The step of tensor i alone, as optimizer_step() takes it.
+  OptimizerStepArgs one(std::size_t i) const {
+    OptimizerStepArgs a = step;
+    const OptimizerTensor& t = tensors[i];
+    a.numel = t.numel, a.param = t.param, a.grad = t.grad, a.state0 = t.state0, a.state1 = t.state1;
+    a.first = t.first;
+    return a;
+  }
 };
 
 // ---- capabilities (DESIGN §2 "Capabilities are asked once") ---------------------
@@ -606,6 +650,12 @@ class Backend {
   // optional: fused optimiser steps (see OptimizerStepArgs).
   virtual bool supports_optimizer_step(OptimizerKind, DType, int) noexcept { return false; }
   virtual void optimizer_step(int, const OptimizerStepArgs& args);  // default: throws NotSupported
+  // optional: the multi-tensor step (Note [Multi-tensor optimiser steps]);
+  // the default runs optimizer_step() per tensor.
+  virtual bool supports_optimizer_step_list(OptimizerKind, DType, int) noexcept { return false; }
+  virtual void optimizer_step_list(int index, const OptimizerStepListArgs& args) {
+    for (std::size_t i = 0; i < args.tensors.size(); ++i) optimizer_step(index, args.one(i));
+  }
 
  private:
   [[noreturn]] void not_fused(FusedOp op) const;

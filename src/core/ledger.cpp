@@ -30,6 +30,17 @@ void record_sync(Device d) {
   std::lock_guard lock(g_mutex);
   ++totals().syncs[d];
 }
+namespace {
+WorkCounters g_work[kNumDeviceTypes][kCountedDevices];
+WorkCounters g_work_sink;
+}  // namespace
+
+WorkCounters& work_counters(Device d) noexcept {
+  const int t = static_cast<int>(d.type()), i = d.index();
+  if (t < 0 || t >= kNumDeviceTypes || i < 0 || i >= kCountedDevices) return g_work_sink;
+  return g_work[t][i];
+}
+
 void record_collective(Device d, std::uint64_t bytes) {
   profiler::detail::collective_event(d, bytes);
   std::lock_guard lock(g_mutex);
@@ -68,6 +79,10 @@ std::uint64_t LedgerReport::collective_bytes(Device d) const {
   auto it = collectives.find(d);
   return it == collectives.end() ? 0 : it->second.bytes;
 }
+DeviceWork LedgerReport::device_work(Device d) const {
+  auto it = work.find(d);
+  return it == work.end() ? DeviceWork{} : it->second;
+}
 std::uint64_t LedgerReport::total_copies() const {
   std::uint64_t n = 0;
   for (auto& [k, v] : transfers) n += v.copies;
@@ -101,12 +116,34 @@ std::ostream& operator<<(std::ostream& os, const LedgerReport& r) {
       os << std::left << std::setw(26) << d.str() << std::right << std::setw(10) << t.copies << std::setw(14)
          << detail::format_bytes(t.bytes) << "\n";
   }
+  if (!r.work.empty()) {
+    os << std::left << std::setw(26) << "device" << std::right << std::setw(10) << "launches" << std::setw(14)
+       << "allocated" << std::setw(14) << "read" << std::setw(14) << "written"
+       << "\n";
+    for (auto& [d, w] : r.work)
+      os << std::left << std::setw(26) << d.str() << std::right << std::setw(10) << w.launches << std::setw(14)
+         << detail::format_bytes(w.bytes_allocated) << std::setw(14) << detail::format_bytes(w.bytes_read)
+         << std::setw(14) << detail::format_bytes(w.bytes_written) << "\n";
+  }
   return os;
 }
 
 LedgerReport ledger_totals() {
-  std::lock_guard lock(g_mutex);
-  return totals();
+  LedgerReport r;
+  {
+    std::lock_guard lock(g_mutex);
+    r = totals();
+  }
+  for (int t = 0; t < kNumDeviceTypes; ++t)
+    for (int i = 0; i < detail::kCountedDevices; ++i) {
+      const detail::WorkCounters& c = detail::g_work[t][i];
+      const auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+      const DeviceWork w{get(c.launches), get(c.allocations), get(c.bytes_allocated), get(c.bytes_read),
+                         get(c.bytes_written)};
+      if (w.launches || w.allocations || w.bytes_read || w.bytes_written)
+        r.work[Device(static_cast<DeviceType>(t), i)] = w;
+    }
+  return r;
 }
 
 Ledger::Ledger() : start_(ledger_totals()) {}
@@ -137,6 +174,12 @@ LedgerReport Ledger::report() const {
       d.bytes -= it->second.bytes;
     }
     if (d.copies) diff.collectives[dev] = d;
+  }
+  for (auto& [dev, w] : now.work) {
+    const DeviceWork s = start_.device_work(dev);
+    const DeviceWork d{w.launches - s.launches, w.allocations - s.allocations, w.bytes_allocated - s.bytes_allocated,
+                       w.bytes_read - s.bytes_read, w.bytes_written - s.bytes_written};
+    if (d.launches || d.allocations || d.bytes_read || d.bytes_written) diff.work[dev] = d;
   }
   return diff;
 }

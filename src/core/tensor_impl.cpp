@@ -1,6 +1,7 @@
 #include "core/tensor_impl.h"
 
 #include "anvil/error.h"
+#include "core/ledger_counters.h"
 #include "profiler/hooks.h"
 
 namespace anvil::detail {
@@ -8,6 +9,7 @@ namespace anvil::detail {
 Storage::Storage(Device device, std::size_t nbytes)
     : device_(device), nbytes_(nbytes), backend_(&backend_checked(device, "allocate")) {
   if (nbytes_ > 0) data_ = backend_->allocate(device.index(), nbytes_);
+  work_counters(device_).allocation(nbytes_);
   profiler::detail::on_memory(device_, static_cast<std::int64_t>(nbytes_));
 }
 

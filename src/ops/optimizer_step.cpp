@@ -1,5 +1,6 @@
 #include "ops/optimizer_step.h"
 
+#include "anvil/ops.h"
 #include "core/env_flag.h"
 #include "ops/op_common.h"
 #include "ops/tensor_make.h"
@@ -25,6 +26,62 @@ bool fused_optimizer_step(OptimizerStepArgs args, const Tensor& param, const Ten
   if (state0) args.state0 = operand(*state0);
   if (state1) args.state1 = operand(*state1);
   if (args.numel > 0) b.optimizer_step(param.device().index(), args);
+  return true;
+}
+
+bool has_optimizer_step_list(OptimizerKind kind, const Tensor& param) {
+  return !env_flag("ANVIL_NO_FUSED") &&
+         backend_of(param).supports_optimizer_step_list(kind, param.dtype(), param.device().index());
+}
+
+bool fused_optimizer_step_list(OptimizerStepArgs args, const std::vector<ForeachTensor>& list, ForeachTable& table) {
+  if (list.empty() || env_flag("ANVIL_NO_FUSED")) return false;
+  const Tensor& head = list.front().param;
+  const auto fits = [&](const Tensor& t, const Tensor& p) {
+    return t.defined() && t.device() == head.device() && t.dtype() == head.dtype() && t.shape() == p.shape() &&
+           t.is_contiguous();
+  };
+  const bool has0 = list.front().state0.defined(), has1 = list.front().state1.defined();
+  for (const ForeachTensor& x : list) {
+    if (!fits(x.param, x.param) || !fits(x.grad, x.param)) return false;
+    if (x.state0.defined() != has0 || x.state1.defined() != has1) return false;
+    if (has0 && (!fits(x.state0, x.param) || !x.state0.shares_storage(list.front().state0))) return false;
+    if (has1 && (!fits(x.state1, x.param) || !x.state1.shares_storage(list.front().state1) ||
+                 x.state1.offset() != x.state0.offset()))
+      return false;
+  }
+  Backend& b = backend_of(head);
+  if (!b.supports_optimizer_step_list(args.kind, head.dtype(), head.device().index())) return false;
+  ANVIL_PROFILE_OP("optimizer_step", &head);
+  const auto n = static_cast<std::int64_t>(list.size());
+  std::vector<std::int64_t> host(static_cast<std::size_t>(4 * n + 1), 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const ForeachTensor& x = list[static_cast<std::size_t>(i)];
+    host[i + 1] = host[i] + x.param.numel();
+    host[n + 1 + i] = x.param.offset();
+    host[2 * n + 1 + i] = x.grad.offset();
+    host[3 * n + 1 + i] = has0 ? x.state0.offset() : 0;
+  }
+  if (host != table.host || !table.device.defined() || table.device.device() != head.device()) {
+    table.device = from_host(host.data(), Shape{4 * n + 1}, i64, head.device());
+    table.host = std::move(host);
+  }
+  OptimizerStepListArgs a;
+  args.dtype = head.dtype();
+  a.step = args;
+  a.table = operand(table.device);
+  a.tensors.reserve(list.size());
+  for (const ForeachTensor& x : list) {
+    OptimizerTensor t;
+    t.numel = x.param.numel();
+    t.param = operand(x.param);
+    t.grad = operand(x.grad);
+    if (has0) t.state0 = operand(x.state0);
+    if (has1) t.state1 = operand(x.state1);
+    t.first = x.first;
+    a.tensors.push_back(t);
+  }
+  b.optimizer_step_list(head.device().index(), a);
   return true;
 }
 

@@ -1,6 +1,7 @@
 // SGD and Adam, written on the public op API.
 #include "anvil/optim.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "anvil/autograd.h"
@@ -19,6 +20,23 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
 
 void Optimizer::zero_grad() {
   for (const Tensor& p : params_) p.set_grad({});
+}
+
+std::vector<std::vector<std::size_t>> Optimizer::foreach_groups() const {
+  std::vector<std::vector<std::size_t>> groups;
+  std::vector<std::pair<Device, DType>> keys;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) continue;
+    const std::pair<Device, DType> key{params_[i].device(), params_[i].dtype()};
+    const auto it = std::find(keys.begin(), keys.end(), key);
+    if (it == keys.end()) {
+      keys.push_back(key);
+      groups.push_back({i});
+    } else {
+      groups[static_cast<std::size_t>(it - keys.begin())].push_back(i);
+    }
+  }
+  return groups;
 }
 
 namespace {
@@ -58,6 +76,38 @@ namespace {
 void follow(Tensor& state, const Tensor& p) {
   if (state.defined() && state.device() != p.device()) state = state.to(p.device());
 }
+
+// Makes the states of parameters `group` views of one flat storage (the
+// multi-tensor step's layout), keeping the values of those that exist and
+// zeroing (or, with `zero` false, leaving unset) the others. Nothing
+// happens when they already share one storage.
+void flatten_state(std::vector<Tensor>& state, const std::vector<Tensor>& params, const std::vector<std::size_t>& group,
+                   bool zero) {
+  const Tensor& head = state[group.front()];
+  const bool flat = std::all_of(group.begin(), group.end(), [&](std::size_t i) {
+    return state[i].defined() && head.defined() && state[i].shares_storage(head) && state[i].is_contiguous();
+  });
+  if (flat) return;
+  std::int64_t total = 0;
+  for (std::size_t i : group) total += params[i].numel();
+  const Tensor& p0 = params[group.front()];
+  const Tensor all = zero ? zeros({total}, p0.device(), p0.dtype()) : empty({total}, p0.device(), p0.dtype());
+  std::int64_t at = 0;
+  for (std::size_t i : group) {
+    Tensor view = all.narrow(0, at, params[i].numel()).view(params[i].shape());
+    if (state[i].defined()) view.copy_(state[i]);
+    state[i] = view;
+    at += params[i].numel();
+  }
+}
+
+std::string group_key(const Tensor& p) { return p.device().str() + "/" + std::string(to_string(p.dtype())); }
+
+detail::ForeachTable& table_for(std::map<std::string, std::shared_ptr<detail::ForeachTable>>& tables, const Tensor& p) {
+  auto& t = tables[group_key(p)];
+  if (!t) t = std::make_shared<detail::ForeachTable>();
+  return *t;
+}
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
@@ -74,25 +124,55 @@ void SGD::step() {
   const profiler::Range range("SGD.step", "optimizer");
   NoGradGuard no_grad;
   const SGDOptions& o = options_;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor d = p.grad();
-    if (!d.defined()) continue;
-    if (o.momentum != 0) follow(momentum_[i], p);
-    if (fused_step(p, d, i)) continue;
-    if (o.weight_decay != 0) d = d + p * o.weight_decay;
+  const detail::OptimizerStepArgs args{.kind = detail::OptimizerKind::Sgd,
+                                       .lr = o.lr,
+                                       .weight_decay = o.weight_decay,
+                                       .momentum = o.momentum,
+                                       .dampening = o.dampening,
+                                       .nesterov = o.nesterov};
+  for (const std::vector<std::size_t>& group : o.foreach ? foreach_groups() : std::vector<std::vector<std::size_t>>{}) {
+    const Tensor& p0 = params_[group.front()];
+    std::vector<detail::ForeachTensor> list(group.size());
+    std::vector<Tensor> before;  // to restore when the group is not taken
     if (o.momentum != 0) {
-      Tensor& buf = momentum_[i];
-      if (!buf.defined()) {
-        buf = d.clone();
-      } else {
-        buf.mul_(o.momentum);
-        buf.add_(o.dampening == 0 ? d : d * (1 - o.dampening));
-      }
-      d = o.nesterov ? d + buf * o.momentum : buf;
+      for (std::size_t i : group) follow(momentum_[i], params_[i]);
+      for (std::size_t i : group) before.push_back(momentum_[i]);
+      for (std::size_t k = 0; k < group.size(); ++k) list[k].first = !momentum_[group[k]].defined();
+      if (detail::has_optimizer_step_list(args.kind, p0)) flatten_state(momentum_, params_, group, false);
     }
-    p.sub_(d * o.lr);
+    for (std::size_t k = 0; k < group.size(); ++k) {
+      list[k].param = params_[group[k]];
+      list[k].grad = params_[group[k]].grad();
+      if (o.momentum != 0) list[k].state0 = momentum_[group[k]];
+    }
+    if (detail::fused_optimizer_step_list(args, list, table_for(tables_, p0))) continue;
+    if (o.momentum != 0)
+      for (std::size_t k = 0; k < group.size(); ++k) momentum_[group[k]] = before[k];
+    for (std::size_t i : group) step_one(i);
   }
+  if (!o.foreach)
+    for (std::size_t i = 0; i < params_.size(); ++i) step_one(i);
+}
+
+void SGD::step_one(std::size_t i) {
+  const SGDOptions& o = options_;
+  Tensor& p = params_[i];
+  Tensor d = p.grad();
+  if (!d.defined()) return;
+  if (o.momentum != 0) follow(momentum_[i], p);
+  if (fused_step(p, d, i)) return;
+  if (o.weight_decay != 0) d = d + p * o.weight_decay;
+  if (o.momentum != 0) {
+    Tensor& buf = momentum_[i];
+    if (!buf.defined()) {
+      buf = d.clone();
+    } else {
+      buf.mul_(o.momentum);
+      buf.add_(o.dampening == 0 ? d : d * (1 - o.dampening));
+    }
+    d = o.nesterov ? d + buf * o.momentum : buf;
+  }
+  p.sub_(d * o.lr);
 }
 
 // The whole update in one pass where the device has the fused kernel
@@ -114,8 +194,12 @@ bool SGD::fused_step(Tensor& p, const Tensor& grad, std::size_t i) {
   return true;
 }
 
-Adam::Adam(std::vector<Tensor> params, AdamOptions options)
-    : Optimizer(std::move(params)), options_(options), m_(params_.size()), v_(params_.size()) {
+Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, false) {}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, true) {}
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
+    : Optimizer(std::move(params)), options_(options), decoupled_(decoupled), m_(params_.size()), v_(params_.size()) {
   ANVIL_CHECK(options.lr >= 0 && options.eps >= 0 && options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 &&
                   options.beta2 < 1,
               ValueError, "Adam: expected lr >= 0, eps >= 0 and betas in [0, 1); got lr ", options.lr, ", betas (",
@@ -129,31 +213,59 @@ void Adam::step() {
   ++t_;
   const double c1 = 1.0 - std::pow(o.beta1, static_cast<double>(t_));
   const double c2 = 1.0 - std::pow(o.beta2, static_cast<double>(t_));
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    follow(m_[i], p);
-    follow(v_[i], p);
-    if (!m_[i].defined()) {
-      m_[i] = zeros_like(p);
-      v_[i] = zeros_like(p);
+  const detail::OptimizerStepArgs args = step_args(c1, c2);
+  for (const std::vector<std::size_t>& group : o.foreach ? foreach_groups() : std::vector<std::vector<std::size_t>>{}) {
+    const Tensor& p0 = params_[group.front()];
+    for (std::size_t i : group) {
+      follow(m_[i], params_[i]);
+      follow(v_[i], params_[i]);
     }
-    const detail::OptimizerStepArgs args{.kind = detail::OptimizerKind::Adam,
-                                         .lr = o.lr,
-                                         .weight_decay = o.weight_decay,
-                                         .beta1 = o.beta1,
-                                         .beta2 = o.beta2,
-                                         .eps = o.eps,
-                                         .bias_correction1 = c1,
-                                         .bias_correction2 = c2};
-    if (detail::fused_optimizer_step(args, p, g, &m_[i], &v_[i])) continue;
-    if (o.weight_decay != 0) g = g + p * o.weight_decay;
-    m_[i].mul_(o.beta1).add_(g * (1 - o.beta1));
-    v_[i].mul_(o.beta2).add_(square(g) * (1 - o.beta2));
-    const Tensor denom = sqrt(v_[i] / c2) + o.eps;
-    p.sub_(m_[i] / denom * (o.lr / c1));
+    if (detail::has_optimizer_step_list(args.kind, p0)) {
+      flatten_state(m_, params_, group, true);
+      flatten_state(v_, params_, group, true);
+    }
+    std::vector<detail::ForeachTensor> list(group.size());
+    for (std::size_t k = 0; k < group.size(); ++k)
+      list[k] = {params_[group[k]], params_[group[k]].grad(), m_[group[k]], v_[group[k]]};
+    if (detail::fused_optimizer_step_list(args, list, table_for(tables_, p0))) continue;
+    for (std::size_t i : group) step_one(i, args);
   }
+  if (!o.foreach)
+    for (std::size_t i = 0; i < params_.size(); ++i) step_one(i, args);
+}
+
+detail::OptimizerStepArgs Adam::step_args(double c1, double c2) const {
+  const AdamOptions& o = options_;
+  return {.kind = detail::OptimizerKind::Adam,
+          .lr = o.lr,
+          .weight_decay = o.weight_decay,
+          .beta1 = o.beta1,
+          .beta2 = o.beta2,
+          .eps = o.eps,
+          .bias_correction1 = c1,
+          .bias_correction2 = c2,
+          .decoupled = decoupled_};
+}
+
+void Adam::step_one(std::size_t i, const detail::OptimizerStepArgs& args) {
+  const AdamOptions& o = options_;
+  const double c1 = args.bias_correction1, c2 = args.bias_correction2;
+  Tensor& p = params_[i];
+  Tensor g = p.grad();
+  if (!g.defined()) return;
+  follow(m_[i], p);
+  follow(v_[i], p);
+  if (!m_[i].defined()) {
+    m_[i] = zeros_like(p);
+    v_[i] = zeros_like(p);
+  }
+  if (detail::fused_optimizer_step(args, p, g, &m_[i], &v_[i])) return;
+  if (o.weight_decay != 0 && decoupled_) p.mul_(1 - o.lr * o.weight_decay);
+  if (o.weight_decay != 0 && !decoupled_) g = g + p * o.weight_decay;
+  m_[i].mul_(o.beta1).add_(g * (1 - o.beta1));
+  v_[i].mul_(o.beta2).add_(square(g) * (1 - o.beta2));
+  const Tensor denom = sqrt(v_[i] / c2) + o.eps;
+  p.sub_(m_[i] / denom * (o.lr / c1));
 }
 
 std::map<std::string, Tensor> SGD::state_dict() const {

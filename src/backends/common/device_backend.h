@@ -67,6 +67,7 @@
 #include "backends/common/op_scope.h"
 #include "core/backend.h"
 #include "core/caching_allocator.h"
+#include "core/kernel_traffic.h"
 
 namespace anvil::kernels {
 
@@ -142,6 +143,7 @@ class DeviceSlot {
         queue(runtime, index, entry, label_),
         raw_(queue.raw_allocator()),
         allocator(label_, raw_, entry.props.memory_total),
+        work(detail::work_counters(Device(R::kType, index))),
         sync_every_op_(env_flag("ANVIL_SYNC")) {
     allocator.set_limit(detail::memory_limit_from_env(Device(R::kType, index)));
   }
@@ -174,6 +176,10 @@ class DeviceSlot {
 
  public:
   detail::CachingAllocator allocator;
+  // The ledger's counters for this device (Note [What a launch is]): every
+  // launch() and copy_within() below counts one; a vendor-library call
+  // counts itself where the backend makes it.
+  detail::WorkCounters& work;
 
   // Notes that primitive `op` was enqueued (lock held); with ANVIL_SYNC=1
   // waits for it, so an error names the op that caused it.
@@ -225,9 +231,14 @@ class DeviceSlot {
   typename R::Kernel kernel(const Request& r) {
     return queue.programs.kernel(r);
   }
-  typename R::Launch launch(typename R::Kernel k) { return typename R::Launch(queue, k); }
+  // Each Launch made here is run once (device_primitives.h).
+  typename R::Launch launch(typename R::Kernel k) {
+    work.launch();
+    return typename R::Launch(queue, k);
+  }
   void copy_within(void* dst, std::size_t dst_byte, const void* src, std::size_t src_byte, std::size_t bytes,
                    const char* op) {
+    work.launch();
     queue.copy_within(dst, dst_byte, src, src_byte, bytes, op);
   }
   // The device block index kernels flag out-of-range indices in ({flag,
@@ -360,6 +371,8 @@ class DeviceBackend final : public detail::Backend {
     if (dst_index == src_index) {
       std::lock_guard lock(d.mutex);
       d.queue.make_current();
+      d.work.launch();
+      d.work.traffic(bytes, bytes);
       d.queue.copy_within(dst, dst_offset, src, src_offset, bytes, "copy_device");
       d.enqueued_locked("copy_device");
       return;
@@ -431,56 +444,60 @@ class DeviceBackend final : public detail::Backend {
     return support_from(list_.devices[index].props, p, t);
   }
   void fill(int index, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) override {
-    run(index, "fill", [&](Slot& s) { kernels::fill(s, out, numel, value); });
+    run(index, "fill", {0, detail::dense_bytes(out, numel)}, [&](Slot& s) { kernels::fill(s, out, numel, value); });
   }
   void arange(int index, const detail::KernelOperand& out, std::int64_t numel, double start, double step) override {
-    run(index, "arange", [&](Slot& s) { kernels::arange(s, out, numel, start, step); });
+    run(index, "arange", {0, detail::dense_bytes(out, numel)},
+        [&](Slot& s) { kernels::arange(s, out, numel, start, step); });
   }
   void copy(int index, const detail::ElementwiseArgs& a) override {
-    run(index, "copy", [&](Slot& s) { kernels::copy(s, a); });
+    run(index, "copy", detail::traffic(a), [&](Slot& s) { kernels::copy(s, a); });
   }
   void unary(int index, detail::UnaryOp op, const detail::UnaryParams& params,
              const detail::ElementwiseArgs& a) override {
-    run(index, detail::name(op), [&](Slot& s) { kernels::unary(s, op, params, a); });
+    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { kernels::unary(s, op, params, a); });
   }
   void binary(int index, detail::BinaryOp op, const detail::ElementwiseArgs& a) override {
-    run(index, detail::name(op), [&](Slot& s) { kernels::binary(s, op, a); });
+    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { kernels::binary(s, op, a); });
   }
   void where(int index, const detail::ElementwiseArgs& a) override {
-    run(index, "where", [&](Slot& s) { kernels::where(s, a); });
+    run(index, "where", detail::traffic(a), [&](Slot& s) { kernels::where(s, a); });
   }
   void reduce(int index, detail::ReduceOp op, const detail::ReduceArgs& a) override {
-    run(index, detail::name(op), [&](Slot& s) { kernels::reduce(s, op, a); });
+    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { kernels::reduce(s, op, a); });
   }
   // The runtime's BLAS where it takes the operands (f32/f64, and f16/bf16
   // with f32 compute on cuBLAS); the tiled kernel (src/kernels/gemm.kern,
   // f32 accumulation for the 16-bit floats) for the rest.
   void gemm(int index, const detail::GemmArgs& a) override {
-    run(index, "matmul", [&](Slot& s) {
+    run(index, "matmul", detail::traffic(a), [&](Slot& s) {
       if (a.m <= 0 || a.n <= 0 || a.batch <= 0) return;
       // f16 and bf16: cuBLAS's GemmEx, or (OpenCL) the tiled kernel, both
       // accumulating in f32.
-      if (is_floating(a.dtype) && a.k > 0 && s.queue.gemm_blas(a, s.allocator)) return;
+      if (is_floating(a.dtype) && a.k > 0 && s.queue.gemm_blas(a, s.allocator)) {
+        s.work.launch();
+        return;
+      }
       kernels::gemm_tiled(s, a);
     });
   }
   void index(int index, const detail::IndexArgs& a) override {
-    run(index, detail::name(a.op), [&](Slot& s) { kernels::index(s, a); });
+    run(index, detail::name(a.op), detail::traffic(a), [&](Slot& s) { kernels::index(s, a); });
   }
   void random(int index, const detail::RandomArgs& a) override {
-    run(index, random_name(a.kind), [&](Slot& s) { kernels::random(s, a); });
+    run(index, random_name(a.kind), {0, detail::dense_bytes(a.out, a.numel)}, [&](Slot& s) { kernels::random(s, a); });
   }
 
   void scan(int index, const detail::ScanArgs& a) override {
-    run(index, "cumsum", [&](Slot& s) { kernels::scan(s, a); });
+    run(index, "cumsum", detail::traffic(a), [&](Slot& s) { kernels::scan(s, a); });
   }
   void argsort(int index, const detail::SortArgs& a) override {
-    run(index, "sort", [&](Slot& s) { kernels::argsort(s, a); });
+    run(index, "sort", detail::traffic(a), [&](Slot& s) { kernels::argsort(s, a); });
   }
 
-  // The fused window kernels, interpolate and unary-into-binary, for the
-  // floating dtypes the device has; batch norm for f32 and f64 only (norm.kern computes in
-  // its dtype, and the frontend's composite runs the 16-bit ones in f32).
+  // The fused window kernels, interpolate, unary-into-binary and batch norm
+  // (the 16-bit floats with f32 per-channel operands), for the floating
+  // dtypes the device has.
   bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override {
     using detail::FusedOp;
     if (op == FusedOp::Conv2d || op == FusedOp::Conv2dBackwardData || op == FusedOp::Conv2dBackwardWeight) {
@@ -489,11 +506,10 @@ class DeviceBackend final : public detail::Backend {
                supports(index, detail::Primitive::Fused, t).ok;
       return false;
     }
-    const bool takes = op == FusedOp::BatchNorm || op == FusedOp::BatchNormBackward
-                           ? t == DType::F32 || t == DType::F64
-                           : (detail::is_window_kernel(op) || op == FusedOp::UnaryBinary ||
-                              op == FusedOp::Interpolate || op == FusedOp::InterpolateBackward) &&
-                                 is_floating(t);
+    const bool takes =
+        (detail::is_window_kernel(op) || op == FusedOp::UnaryBinary || op == FusedOp::Interpolate ||
+         op == FusedOp::InterpolateBackward || op == FusedOp::BatchNorm || op == FusedOp::BatchNormBackward) &&
+        is_floating(t);
     return takes && supports(index, detail::Primitive::Fused, t).ok;
   }
   // The Conv2d family where the runtime has a vendor library that takes the
@@ -513,37 +529,37 @@ class DeviceBackend final : public detail::Backend {
   }
   void unary_binary(int index, detail::BinaryOp op, const detail::BinaryPrologue& prologue,
                     const detail::ElementwiseArgs& a) override {
-    run(index, detail::name(op), [&](Slot& s) { kernels::binary(s, op, a, prologue); });
+    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { kernels::binary(s, op, a, prologue); });
   }
   void im2col(int index, const detail::Im2colArgs& a) override {
-    run(index, "im2col", [&](Slot& s) { kernels::im2col(s, a); });
+    run(index, "im2col", detail::traffic(a, false), [&](Slot& s) { kernels::im2col(s, a); });
   }
   void col2im(int index, const detail::Im2colArgs& a) override {
-    run(index, "col2im", [&](Slot& s) { kernels::col2im(s, a); });
+    run(index, "col2im", detail::traffic(a, true), [&](Slot& s) { kernels::col2im(s, a); });
   }
   void max_pool2d(int index, const detail::Pool2dArgs& a) override {
-    run(index, "max_pool2d", [&](Slot& s) { kernels::max_pool2d(s, a); });
+    run(index, "max_pool2d", detail::traffic(a, false), [&](Slot& s) { kernels::max_pool2d(s, a); });
   }
   void max_pool2d_backward(int index, const detail::Pool2dArgs& a) override {
-    run(index, "max_pool2d_backward", [&](Slot& s) { kernels::max_pool2d_backward(s, a); });
+    run(index, "max_pool2d_backward", detail::traffic(a, true), [&](Slot& s) { kernels::max_pool2d_backward(s, a); });
   }
   void interpolate(int index, const detail::InterpolateArgs& a) override {
-    run(index, "interpolate", [&](Slot& s) { kernels::interpolate(s, a, false); });
+    run(index, "interpolate", detail::traffic(a, false), [&](Slot& s) { kernels::interpolate(s, a, false); });
   }
   void interpolate_backward(int index, const detail::InterpolateArgs& a) override {
-    run(index, "interpolate_backward", [&](Slot& s) { kernels::interpolate(s, a, true); });
+    run(index, "interpolate_backward", detail::traffic(a, true), [&](Slot& s) { kernels::interpolate(s, a, true); });
   }
   void batch_norm(int index, const detail::BatchNormArgs& a) override {
-    run(index, "batch_norm", [&](Slot& s) {
+    run(index, "batch_norm", detail::traffic(a, false), [&](Slot& s) {
       if constexpr (DnnRuntime<R>)
-        if (R::batch_norm_dnn(s, a, false)) return;
+        if (R::batch_norm_dnn(s, a, false)) return s.work.launch();
       kernels::batch_norm(s, a);
     });
   }
   void batch_norm_backward(int index, const detail::BatchNormArgs& a) override {
-    run(index, "batch_norm_backward", [&](Slot& s) {
+    run(index, "batch_norm_backward", detail::traffic(a, true), [&](Slot& s) {
       if constexpr (DnnRuntime<R>)
-        if (R::batch_norm_dnn(s, a, true)) return;
+        if (R::batch_norm_dnn(s, a, true)) return s.work.launch();
       kernels::batch_norm_backward(s, a);
     });
   }
@@ -570,13 +586,19 @@ class DeviceBackend final : public detail::Backend {
   }
   void rnn_forward(int index, const detail::RnnArgs& a) override {
     if constexpr (DnnRnnRuntime<R>)
-      run(index, detail::name(a.mode), [&](Slot& s) { R::rnn_dnn_forward(s, a); });
+      run(index, detail::name(a.mode), {}, [&](Slot& s) {
+        s.work.launch();
+        R::rnn_dnn_forward(s, a);
+      });
     else
       Backend::rnn_forward(index, a);
   }
   void rnn_backward(int index, const detail::RnnArgs& a) override {
     if constexpr (DnnRnnRuntime<R>)
-      run(index, "rnn_backward", [&](Slot& s) { R::rnn_dnn_backward(s, a); });
+      run(index, "rnn_backward", {}, [&](Slot& s) {
+        s.work.launch();
+        R::rnn_dnn_backward(s, a);
+      });
     else
       Backend::rnn_backward(index, a);
   }
@@ -586,7 +608,13 @@ class DeviceBackend final : public detail::Backend {
     return (t == DType::F32 || t == DType::F64) && supports(index, detail::Primitive::Fused, t).ok;
   }
   void optimizer_step(int index, const detail::OptimizerStepArgs& a) override {
-    run(index, detail::name(a.kind), [&](Slot& s) { kernels::optimizer_step(s, a); });
+    run(index, detail::name(a.kind), detail::traffic(a), [&](Slot& s) { kernels::optimizer_step(s, a); });
+  }
+  bool supports_optimizer_step_list(detail::OptimizerKind k, DType t, int index) noexcept override {
+    return supports_optimizer_step(k, t, index);
+  }
+  void optimizer_step_list(int index, const detail::OptimizerStepListArgs& a) override {
+    run(index, detail::name(a.step.kind), detail::traffic(a), [&](Slot& s) { kernels::optimizer_step_list(s, a); });
   }
 
   // The device's state, created on first use. Throws DeviceError naming the
@@ -622,7 +650,10 @@ class DeviceBackend final : public detail::Backend {
   bool exists(int index) noexcept { return index >= 0 && index < static_cast<int>(discovery().devices.size()); }
   void conv2d_family(int index, detail::FusedOp which, const detail::Conv2dArgs& a) {
     if constexpr (DnnRuntime<R>)
-      run(index, detail::name(which), [&](Slot& s) { R::conv2d_dnn(s, which, a); });
+      run(index, detail::name(which), detail::traffic(a, which), [&](Slot& s) {
+        s.work.launch();
+        R::conv2d_dnn(s, which, a);
+      });
     else if (which == detail::FusedOp::Conv2d)
       Backend::conv2d(index, a);
     else if (which == detail::FusedOp::Conv2dBackwardData)
@@ -640,11 +671,13 @@ class DeviceBackend final : public detail::Backend {
     static constexpr const char* kNames[] = {"rand", "randn", "randint"};
     return kNames[static_cast<int>(k)];
   }
-  // Runs `body(slot)` as primitive `op` on device `index` with its lock held.
+  // Runs `body(slot)` as primitive `op` on device `index` with its lock held;
+  // the ledger counts `traffic` (the launches count themselves).
   template <class Body>
-  void run(int index, const char* op, Body&& body) {
+  void run(int index, const char* op, detail::Traffic traffic, Body&& body) {
     OpScope scope(op);
     Slot& s = slot(index);
+    s.work.traffic(traffic.read, traffic.written);
     std::lock_guard lock(s.mutex);
     s.queue.make_current();
     body(s);

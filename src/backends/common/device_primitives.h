@@ -382,27 +382,73 @@ void argsort(Q& q, const detail::SortArgs& a) {
 
 // ---- fused optimiser steps (optional in core/backend.h) ----------------------------
 
+inline std::int32_t sgd_flags(const detail::OptimizerStepArgs& a, bool first) {
+  return (a.weight_decay != 0 ? 1 : 0) | (a.momentum != 0 ? 2 : 0) | (a.nesterov ? 4 : 0) | (first ? 8 : 0);
+}
+// optim.kern's Adam scalars and flags (1 L2 decay, 2 decoupled decay).
+template <class L>
+void adam_scalars(L& l, const detail::OptimizerStepArgs& a) {
+  const DType t = a.dtype;
+  for (double s : {a.weight_decay, a.beta1, a.beta2, 1 - a.beta1, 1 - a.beta2, a.bias_correction2, a.eps,
+                   a.lr / a.bias_correction1, 1 - a.lr * a.weight_decay})
+    l.scalar(scalar_arg(s, t));
+  const bool decay = a.weight_decay != 0;
+  l.arg(static_cast<std::int32_t>(decay && !a.decoupled ? 1 : decay ? 2 : 0));
+}
+
 template <class Q>
 void optimizer_step(Q& q, const detail::OptimizerStepArgs& a) {
   if (a.numel <= 0) return;
   const DType t = a.dtype;
-  auto l = q.launch(q.kernel(OptimKernel{a.kind, t}));
+  auto l = q.launch(q.kernel(OptimKernel{a.kind, t, false}));
   l.buffer(a.param.data).arg(a.param.offset).buffer(a.grad.data).arg(a.grad.offset);
   if (a.kind == detail::OptimizerKind::Sgd) {
     const bool momentum = a.momentum != 0;
     const detail::KernelOperand& buf = momentum ? a.state0 : a.param;  // unread without momentum
-    const std::int32_t flags =
-        (a.weight_decay != 0 ? 1 : 0) | (momentum ? 2 : 0) | (a.nesterov ? 4 : 0) | (a.first ? 8 : 0);
     l.buffer(buf.data).arg(buf.offset).arg(a.numel);
     l.scalar(scalar_arg(a.lr, t)).scalar(scalar_arg(a.weight_decay, t)).scalar(scalar_arg(a.momentum, t));
-    l.scalar(scalar_arg(1 - a.dampening, t)).arg(flags).run(a.numel, "sgd step");
+    l.scalar(scalar_arg(1 - a.dampening, t)).arg(sgd_flags(a, a.first)).run(a.numel, "sgd step");
     return;
   }
   l.buffer(a.state0.data).arg(a.state0.offset).buffer(a.state1.data).arg(a.state1.offset).arg(a.numel);
-  for (double s : {a.weight_decay, a.beta1, a.beta2, 1 - a.beta1, 1 - a.beta2, a.bias_correction2, a.eps,
-                   a.lr / a.bias_correction1})
-    l.scalar(scalar_arg(s, t));
-  l.arg(static_cast<std::int32_t>(a.weight_decay != 0)).run(a.numel, "adam step");
+  adam_scalars(l, a);
+  l.run(a.numel, "adam step");
+}
+
+// ceil(N / kOptimizerSlots) launches or a few more (Note [Multi-tensor
+// optimiser steps]): runs of consecutive tensors that share `first`.
+template <class Q>
+void optimizer_step_list(Q& q, const detail::OptimizerStepListArgs& a) {
+  const detail::OptimizerStepArgs& o = a.step;
+  const auto ntensors = static_cast<std::int64_t>(a.tensors.size());
+  const bool sgd = o.kind == detail::OptimizerKind::Sgd;
+  for (std::int64_t first = 0; first < ntensors;) {
+    std::int64_t end = first + 1, total = a.tensors[first].numel;
+    while (end < ntensors && end - first < detail::kOptimizerSlots && a.tensors[end].first == a.tensors[first].first)
+      total += a.tensors[end++].numel;
+    const detail::OptimizerTensor& head = a.tensors[first];
+    if (total > 0) {
+      auto l = q.launch(q.kernel(OptimKernel{o.kind, o.dtype, true}));
+      l.buffer(a.table.data).arg(ntensors).arg(first).arg(static_cast<std::int32_t>(end - first));
+      if (sgd) {
+        const bool momentum = o.momentum != 0;
+        l.buffer(momentum ? head.state0.data : head.param.data);  // unread without momentum
+        l.scalar(scalar_arg(o.lr, o.dtype)).scalar(scalar_arg(o.weight_decay, o.dtype));
+        l.scalar(scalar_arg(o.momentum, o.dtype)).scalar(scalar_arg(1 - o.dampening, o.dtype));
+        l.arg(sgd_flags(o, head.first));
+      } else {
+        l.buffer(head.state0.data).buffer(head.state1.data);
+        adam_scalars(l, o);
+      }
+      // Unused slots repeat the first tensor's buffers (never read).
+      for (std::int64_t k = 0; k < detail::kOptimizerSlots; ++k) {
+        const detail::OptimizerTensor& x = first + k < end ? a.tensors[first + k] : head;
+        l.buffer(x.param.data).buffer(x.grad.data);
+      }
+      l.run(total, sgd ? "sgd step" : "adam step");
+    }
+    first = end;
+  }
 }
 
 // ---- fused batch norm (optional in core/backend.h) --------------------------------
@@ -419,13 +465,17 @@ void norm_geometry(Q& q, const detail::BatchNormArgs& a, std::size_t& global, st
   global = local * static_cast<std::size_t>(a.c);
 }
 
-// The flags of norm.kern: 1 training, 2 weight, 4 bias, 8 grad_x.
+// The flags of norm.kern: 1 training, 2 weight, 4 bias, 8 grad_x, 16
+// running_mean, 32 running_var, 64 var, 128 sum_gxc, 256 grad_weight.
 inline std::int32_t norm_flags(const detail::BatchNormArgs& a) {
-  return (a.training ? 1 : 0) | (a.weight.data ? 2 : 0) | (a.bias.data ? 4 : 0) | (a.grad_x.data ? 8 : 0);
+  return (a.training ? 1 : 0) | (a.weight.data ? 2 : 0) | (a.bias.data ? 4 : 0) | (a.grad_x.data ? 8 : 0) |
+         (a.running_mean.data ? 16 : 0) | (a.running_var.data ? 32 : 0) | (a.var.data ? 64 : 0) |
+         (a.sum_gxc.data ? 128 : 0) | (a.grad_weight.data ? 256 : 0);
 }
 
-// Either kernel of norm.kern: its operands (each a buffer and an offset),
-// then n, c, s, the forward's eps, and the flags, over C work-groups.
+// Either kernel of norm.kern: its operands (each a buffer and an offset;
+// an absent one passes x's, never touched), then n, c, s, the forward's
+// eps and running-statistics factors, and the flags, over C work-groups.
 template <class Q>
 void launch_norm(Q& q, const detail::BatchNormArgs& a, bool backward,
                  std::initializer_list<const detail::KernelOperand*> operands, const char* what) {
@@ -434,22 +484,32 @@ void launch_norm(Q& q, const detail::BatchNormArgs& a, bool backward,
   std::size_t global, local;
   norm_geometry(q, a, global, local);
   auto l = q.launch(q.kernel(request));
-  for (const detail::KernelOperand* op : operands) l.buffer(op->data).arg(op->offset);
+  for (const detail::KernelOperand* op : operands) {
+    const detail::KernelOperand& o = op->data ? *op : a.x;
+    l.buffer(o.data).arg(o.offset);
+  }
   l.arg(a.n).arg(a.c).arg(a.s);
-  if (!backward) l.scalar(scalar_arg(a.eps, request.accumulator()));
+  if (!backward) {
+    const DType p = a.param_dtype();
+    l.scalar(scalar_arg(a.eps, request.accumulator())).scalar(scalar_arg(1 - a.momentum, p));
+    l.scalar(scalar_arg(a.momentum, p)).scalar(scalar_arg(a.momentum * a.unbias, p));
+  }
   l.arg(norm_flags(a)).run(1, &global, &local, what);
 }
 
 // var is null in evaluation, and unread there; so are absent weight and bias.
 template <class Q>
 void batch_norm(Q& q, const detail::BatchNormArgs& a) {
-  launch_norm(q, a, false, {&a.y, &a.x, &a.mean, &a.var, &a.invstd, &a.weight, &a.bias}, "batch_norm");
+  launch_norm(q, a, false,
+              {&a.y, &a.x, &a.mean, &a.var, &a.invstd, &a.weight, &a.bias, &a.running_mean, &a.running_var},
+              "batch_norm");
 }
 
 // grad_x is null when the input's gradient is not wanted.
 template <class Q>
 void batch_norm_backward(Q& q, const detail::BatchNormArgs& a) {
-  launch_norm(q, a, true, {&a.grad_x, &a.grad, &a.x, &a.mean, &a.invstd, &a.weight, &a.sum_g, &a.sum_gxc},
+  launch_norm(q, a, true,
+              {&a.grad_x, &a.grad, &a.x, &a.mean, &a.invstd, &a.weight, &a.sum_g, &a.sum_gxc, &a.grad_weight},
               "batch_norm_backward");
 }
 

@@ -284,13 +284,15 @@ KernelSpec WindowKernel::spec() const {
 
 KernelSpec OptimKernel::spec() const {
   const std::string prefix = std::string("optim_") + dtype_name(t);
-  return {"optim.kern", {def("KPREFIX", prefix), type_def("T", t)}, prefix + "_" + detail::name(kind)};
+  return {"optim.kern",
+          {def("KPREFIX", prefix), type_def("T", t)},
+          prefix + "_" + detail::name(kind) + (multi ? "_multi" : "")};
 }
 
 KernelSpec NormKernel::spec() const {
   const std::string prefix = std::string("norm_") + dtype_name(t);
   return {"norm.kern",
-          {def("KPREFIX", prefix), type_def("T", t), type_def("TA", accumulator())},
+          {def("KPREFIX", prefix), type_def("T", t), type_def("P", params()), type_def("TA", accumulator())},
           prefix + (backward ? "_backward" : "_forward")};
 }
 
@@ -359,11 +361,12 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
       for (bool backward : {false, true}) out.push_back(InterpKernel{backward, t}.spec());
     if (t == DType::F32 || t == DType::F64)
       for (int k = 0; k < static_cast<int>(detail::OptimizerKind::Count); ++k)
-        out.push_back(OptimKernel{static_cast<detail::OptimizerKind>(k), t}.spec());
-    if (t == DType::F32 || t == DType::F64)
+        for (bool multi : {false, true})
+          out.push_back(OptimKernel{static_cast<detail::OptimizerKind>(k), t, multi}.spec());
+    if (is_floating(t))
       for (bool backward : {false, true})
         for (bool wide : {false, true})
-          if (!wide || (t == DType::F32 && fp64)) out.push_back(NormKernel{backward, t, wide}.spec());
+          if (!wide || (t != DType::F64 && fp64)) out.push_back(NormKernel{backward, t, wide}.spec());
   }
   return out;
 }

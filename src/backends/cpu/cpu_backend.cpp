@@ -108,10 +108,12 @@ void CpuBackend::copy_to_host(int, void* dst, const void* src, std::size_t src_o
 }
 void CpuBackend::copy_device(int, void* dst, std::size_t dst_offset, int, const void* src, std::size_t src_offset,
                              std::size_t bytes) {
+  count({bytes, bytes});
   parallel_memcpy(static_cast<char*>(dst) + dst_offset, static_cast<const char*>(src) + src_offset, bytes);
 }
 
 void CpuBackend::fill(int, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) {
+  count({0, detail::dense_bytes(out, numel)});
   ANVIL_DISPATCH(out.dtype, T, {
     T* p = static_cast<T*>(out.data) + out.offset;
     const T v = scalar_to<T>(value);
@@ -122,6 +124,7 @@ void CpuBackend::fill(int, const detail::KernelOperand& out, std::int64_t numel,
 }
 
 void CpuBackend::arange(int, const detail::KernelOperand& out, std::int64_t numel, double start, double step) {
+  count({0, detail::dense_bytes(out, numel)});
   ANVIL_DISPATCH(out.dtype, T, {
     T* p = static_cast<T*>(out.data) + out.offset;
     parallel_for(numel, kParallelGrain, [&](std::int64_t b, std::int64_t e) {

@@ -6,8 +6,17 @@
 
 #include "core/backend.h"
 #include "core/caching_allocator.h"
+#include "core/kernel_traffic.h"
 
 namespace anvil::cpu_backend {
+
+// The ledger's count of one primitive (Note [What a launch is] in
+// anvil/ledger.h): on the CPU each primitive is one launch.
+inline void count(detail::Traffic t, std::uint64_t launches = 1) noexcept {
+  static detail::WorkCounters& work = detail::work_counters(Device(DeviceType::CPU, 0));
+  work.launch(launches);
+  work.traffic(t.read, t.written);
+}
 
 class CpuBackend final : public detail::Backend {
  public:
@@ -50,7 +59,7 @@ class CpuBackend final : public detail::Backend {
   void argsort(int index, const detail::SortArgs& args) override;
 
   // Fused window kernels (cpu_window.cpp) and unary into binary, every
-  // floating dtype; batch norm, f32 and f64.
+  // floating dtype, batch norm too.
   bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override;
   void im2col(int index, const detail::Im2colArgs& args) override;
   void col2im(int index, const detail::Im2colArgs& args) override;
@@ -75,13 +84,16 @@ class CpuBackend final : public detail::Backend {
   void interpolate(int index, const detail::InterpolateArgs& args) override;
   void interpolate_backward(int index, const detail::InterpolateArgs& args) override;
 
-  // Fused batch norm (cpu_norm.cpp), f32 and f64.
+  // Fused batch norm (cpu_norm.cpp), every floating dtype.
   void batch_norm(int index, const detail::BatchNormArgs& args) override;
   void batch_norm_backward(int index, const detail::BatchNormArgs& args) override;
 
   // Fused SGD and Adam steps (cpu_optim.cpp), f32 and f64.
   bool supports_optimizer_step(detail::OptimizerKind kind, DType t, int index) noexcept override;
   void optimizer_step(int index, const detail::OptimizerStepArgs& args) override;
+  // ...and over many tensors in one parallel region (cpu_optim.cpp).
+  bool supports_optimizer_step_list(detail::OptimizerKind kind, DType t, int index) noexcept override;
+  void optimizer_step_list(int index, const detail::OptimizerStepListArgs& args) override;
 
  private:
   detail::CachingAllocator allocator_;

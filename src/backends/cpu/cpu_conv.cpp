@@ -338,10 +338,22 @@ bool CpuBackend::supports_fused_conv2d(int, const Conv2dArgs& a) noexcept {
   return (a.dtype == DType::F32 || (a.dtype == DType::BF16 && cpu_has_bf16_dot())) && a.groups > 0 &&
          a.g.c / a.groups >= min_channels_per_group(a) && a.g.n > 0 && a.out_channels > 0 && a.g.oh > 0 && a.g.ow > 0;
 }
-void CpuBackend::conv2d(int, const Conv2dArgs& a) { run(FusedOp::Conv2d, a, allocator_); }
-void CpuBackend::conv2d_backward_data(int, const Conv2dArgs& a) { run(FusedOp::Conv2dBackwardData, a, allocator_); }
-void CpuBackend::conv2d_backward_weight(int, const Conv2dArgs& a) { run(FusedOp::Conv2dBackwardWeight, a, allocator_); }
+void CpuBackend::conv2d(int, const Conv2dArgs& a) {
+  count(detail::traffic(a, FusedOp::Conv2d));
+  run(FusedOp::Conv2d, a, allocator_);
+}
+void CpuBackend::conv2d_backward_data(int, const Conv2dArgs& a) {
+  count(detail::traffic(a, FusedOp::Conv2dBackwardData));
+  run(FusedOp::Conv2dBackwardData, a, allocator_);
+}
+void CpuBackend::conv2d_backward_weight(int, const Conv2dArgs& a) {
+  count(detail::traffic(a, FusedOp::Conv2dBackwardWeight));
+  run(FusedOp::Conv2dBackwardWeight, a, allocator_);
+}
+// Two oneDNN primitives, as the devices' two calls.
 void CpuBackend::conv2d_backward(int, const Conv2dArgs& data, const Conv2dArgs& weight) {
+  count(detail::traffic(data, FusedOp::Conv2dBackwardData));
+  count(detail::traffic(weight, FusedOp::Conv2dBackwardWeight));
   run(FusedOp::Conv2dBackwardData, data, allocator_, &weight);
 }
 

@@ -217,6 +217,9 @@ void gemm_typed(const GemmArgs& g, detail::CachingAllocator& allocator) {
 
 }  // namespace
 
-void CpuBackend::gemm(int, const GemmArgs& g) { ANVIL_DISPATCH(g.dtype, T, gemm_typed<T>(g, allocator_)); }
+void CpuBackend::gemm(int, const GemmArgs& g) {
+  count(detail::traffic(g));
+  ANVIL_DISPATCH(g.dtype, T, gemm_typed<T>(g, allocator_));
+}
 
 }  // namespace anvil::cpu_backend

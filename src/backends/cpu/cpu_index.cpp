@@ -104,6 +104,7 @@ bool select_blocks(const detail::IndexArgs& a, const std::int64_t* idx) {
 }  // namespace
 
 void CpuBackend::index(int, const detail::IndexArgs& a) {
+  count(detail::traffic(a));
   if (detail::is_scatter(a.op)) return scatter(a);
   const std::int64_t* idx = static_cast<const std::int64_t*>(a.index.data) + a.index.offset;
   // Validate every index first, so a bad one leaves `out` untouched and the

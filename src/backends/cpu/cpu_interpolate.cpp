@@ -146,8 +146,12 @@ void backward_typed(const InterpolateArgs& a) {
 
 }  // namespace
 
-void CpuBackend::interpolate(int, const InterpolateArgs& a) { ANVIL_DISPATCH_FLOAT(a.dtype, T, forward_typed<T>(a)); }
+void CpuBackend::interpolate(int, const InterpolateArgs& a) {
+  count(detail::traffic(a, false));
+  ANVIL_DISPATCH_FLOAT(a.dtype, T, forward_typed<T>(a));
+}
 void CpuBackend::interpolate_backward(int, const InterpolateArgs& a) {
+  count(detail::traffic(a, true));
   ANVIL_DISPATCH_FLOAT(a.dtype, T, backward_typed<T>(a));
 }
 

@@ -134,37 +134,78 @@ bool use_kernels_for_testing(const std::string& name) noexcept {
 
 // ---- the CpuBackend methods of the kernels above -------------------------
 
-void CpuBackend::copy(int, const detail::ElementwiseArgs& a) { kernels().copy(a); }
+void CpuBackend::copy(int, const detail::ElementwiseArgs& a) {
+  count(detail::traffic(a));
+  kernels().copy(a);
+}
 void CpuBackend::unary(int, detail::UnaryOp op, const detail::UnaryParams& params, const detail::ElementwiseArgs& a) {
+  count(detail::traffic(a));
   kernels().unary(op, params, a);
 }
-void CpuBackend::binary(int, detail::BinaryOp op, const detail::ElementwiseArgs& a) { kernels().binary(op, a); }
-void CpuBackend::where(int, const detail::ElementwiseArgs& a) { kernels().where(a); }
+void CpuBackend::binary(int, detail::BinaryOp op, const detail::ElementwiseArgs& a) {
+  count(detail::traffic(a));
+  kernels().binary(op, a);
+}
+void CpuBackend::where(int, const detail::ElementwiseArgs& a) {
+  count(detail::traffic(a));
+  kernels().where(a);
+}
 void CpuBackend::unary_binary(int, detail::BinaryOp op, const detail::BinaryPrologue& prologue,
                               const detail::ElementwiseArgs& a) {
+  count(detail::traffic(a));
   kernels().unary_binary(op, prologue, a);
 }
-void CpuBackend::reduce(int, detail::ReduceOp op, const detail::ReduceArgs& a) { kernels().reduce(op, a); }
-void CpuBackend::im2col(int, const detail::Im2colArgs& a) { kernels().im2col(a); }
-void CpuBackend::col2im(int, const detail::Im2colArgs& a) { kernels().col2im(a); }
-void CpuBackend::max_pool2d(int, const detail::Pool2dArgs& a) { kernels().max_pool2d(a); }
-void CpuBackend::max_pool2d_backward(int, const detail::Pool2dArgs& a) { kernels().max_pool2d_backward(a); }
-void CpuBackend::batch_norm(int, const detail::BatchNormArgs& a) { kernels().batch_norm(a); }
-void CpuBackend::batch_norm_backward(int, const detail::BatchNormArgs& a) { kernels().batch_norm_backward(a); }
-void CpuBackend::optimizer_step(int, const detail::OptimizerStepArgs& a) { kernels().optimizer_step(a); }
+void CpuBackend::reduce(int, detail::ReduceOp op, const detail::ReduceArgs& a) {
+  count(detail::traffic(a));
+  kernels().reduce(op, a);
+}
+void CpuBackend::im2col(int, const detail::Im2colArgs& a) {
+  count(detail::traffic(a, false));
+  kernels().im2col(a);
+}
+void CpuBackend::col2im(int, const detail::Im2colArgs& a) {
+  count(detail::traffic(a, true));
+  kernels().col2im(a);
+}
+void CpuBackend::max_pool2d(int, const detail::Pool2dArgs& a) {
+  count(detail::traffic(a, false));
+  kernels().max_pool2d(a);
+}
+void CpuBackend::max_pool2d_backward(int, const detail::Pool2dArgs& a) {
+  count(detail::traffic(a, true));
+  kernels().max_pool2d_backward(a);
+}
+void CpuBackend::batch_norm(int, const detail::BatchNormArgs& a) {
+  count(detail::traffic(a, false));
+  kernels().batch_norm(a);
+}
+void CpuBackend::batch_norm_backward(int, const detail::BatchNormArgs& a) {
+  count(detail::traffic(a, true));
+  kernels().batch_norm_backward(a);
+}
+void CpuBackend::optimizer_step(int, const detail::OptimizerStepArgs& a) {
+  count(detail::traffic(a));
+  kernels().optimizer_step(a);
+}
+void CpuBackend::optimizer_step_list(int, const detail::OptimizerStepListArgs& a) {
+  count(detail::traffic(a));
+  kernels().optimizer_step_list(a);
+}
 
 bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
   if (detail::is_window_kernel(op) || op == detail::FusedOp::UnaryBinary || op == detail::FusedOp::Interpolate ||
       op == detail::FusedOp::InterpolateBackward)
     return is_floating(t);
-  if (op == detail::FusedOp::BatchNorm || op == detail::FusedOp::BatchNormBackward)
-    return t == DType::F32 || t == DType::F64;
+  if (op == detail::FusedOp::BatchNorm || op == detail::FusedOp::BatchNormBackward) return is_floating(t);
   // The Conv2d family (cpu_conv.cpp; bf16 only on CPUs with bf16
   // instructions, which supports_fused_conv2d checks).
   return t == DType::F32 || t == DType::BF16;
 }
 
 bool CpuBackend::supports_optimizer_step(detail::OptimizerKind, DType t, int) noexcept {
+  return t == DType::F32 || t == DType::F64;
+}
+bool CpuBackend::supports_optimizer_step_list(detail::OptimizerKind, DType t, int) noexcept {
   return t == DType::F32 || t == DType::F64;
 }
 

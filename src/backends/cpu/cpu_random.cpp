@@ -21,6 +21,7 @@ using anvil_i64 = std::int64_t;
 }  // namespace philox
 
 void CpuBackend::random(int, const detail::RandomArgs& a) {
+  count({0, detail::dense_bytes(a.out, a.numel)});
   ANVIL_DISPATCH(a.out.dtype, T, {
     T* out = static_cast<T*>(a.out.data) + a.out.offset;
     const std::uint64_t seed = a.seed, offset = a.offset;

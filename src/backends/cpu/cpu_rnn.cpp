@@ -347,6 +347,7 @@ std::size_t CpuBackend::rnn_reserve_bytes(int, const RnnArgs& a) {
 }
 
 void CpuBackend::rnn_forward(int, const RnnArgs& a) {
+  count({});
   try {
     const DnnlThreads threads(rnn_threads(a));
     const ReserveLayout reserve = a.training ? reserve_layout(a, threads.threads()) : ReserveLayout{};
@@ -404,6 +405,7 @@ void CpuBackend::rnn_forward(int, const RnnArgs& a) {
 }
 
 void CpuBackend::rnn_backward(int, const RnnArgs& a) {
+  count({});
   try {
     ANVIL_ASSERT(a.training, detail::name(a.mode), ": the backward needs the training forward's reserve");
     const DnnlThreads threads(rnn_threads(a));

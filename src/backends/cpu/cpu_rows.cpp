@@ -68,6 +68,7 @@ void argsort_typed(const detail::SortArgs& a) {
 }  // namespace
 
 void CpuBackend::scan(int, const detail::ScanArgs& args) {
+  count(detail::traffic(args));
   switch (args.dtype) {
     case DType::F32:
       return scan_typed<float>(args);
@@ -80,6 +81,9 @@ void CpuBackend::scan(int, const detail::ScanArgs& args) {
   }
 }
 
-void CpuBackend::argsort(int, const detail::SortArgs& args) { ANVIL_DISPATCH(args.dtype, T, argsort_typed<T>(args)); }
+void CpuBackend::argsort(int, const detail::SortArgs& args) {
+  count(detail::traffic(args));
+  ANVIL_DISPATCH(args.dtype, T, argsort_typed<T>(args));
+}
 
 }  // namespace anvil::cpu_backend

@@ -54,6 +54,7 @@ struct KernelTable {
   void (*batch_norm)(const detail::BatchNormArgs&);
   void (*batch_norm_backward)(const detail::BatchNormArgs&);
   void (*optimizer_step)(const detail::OptimizerStepArgs&);
+  void (*optimizer_step_list)(const detail::OptimizerStepListArgs&);
 };
 
 inline namespace ANVIL_CPU_ISA {
@@ -72,6 +73,7 @@ void max_pool2d_backward(const detail::Pool2dArgs& a);
 void batch_norm(const detail::BatchNormArgs& a);
 void batch_norm_backward(const detail::BatchNormArgs& a);
 void optimizer_step(const detail::OptimizerStepArgs& a);
+void optimizer_step_list(const detail::OptimizerStepListArgs& a);
 const KernelTable& kernel_table() noexcept;
 }  // namespace ANVIL_CPU_ISA
 

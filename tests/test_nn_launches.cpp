@@ -1,0 +1,114 @@
+// Launch counts of a training step (issue 38, Note [What a launch is] in
+// anvil/ledger.h): what a small model costs in tiny launches, held where
+// it is so that a change that adds launches fails here, without a GPU.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <vector>
+
+#include "../examples/d2l_resnet.h"
+#include "anvil/anvil.h"
+#include "device_test.h"
+
+using namespace anvil;
+
+namespace {
+
+struct StepWork {
+  DeviceWork work;
+  LedgerReport report;
+};
+
+// One SGD training step (momentum 0.9, weight decay 5e-4) of the book's
+// ResNet-18 on f32 [8, 3, 32, 32] on `d`, after a first step that compiles
+// kernels and creates the optimiser's state.
+StepWork resnet18_step(Device d) {
+  manual_seed(3);
+  auto net = d2l::resnet18(10, 3);
+  net->to(d);
+  net->train();
+  optim::SGD opt(net->parameters(), {.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4});
+  const Tensor x = randn({8, 3, 32, 32}, d), y = randint(0, 10, {8}, d);
+  const auto step = [&] {
+    opt.zero_grad();
+    cross_entropy((*net)(x), y).backward();
+    opt.step();
+  };
+  step();
+  synchronize(d);
+  Ledger scope;
+  step();
+  synchronize(d);
+  const LedgerReport r = scope.report();
+  return {r.device_work(d), r};
+}
+
+// The launches of that step on opencl:0, measured when the bound was set;
+// lower it when a change saves launches.
+constexpr std::uint64_t kResNet18StepLaunchesOpenCL = 482;
+
+TEST(Launches, ResNet18TrainingStepOnOpenCL) {
+  if (device_count(DeviceType::OpenCL) == 0)
+    GTEST_SKIP() << "no OpenCL device: " << device_unavailable_reason(DeviceType::OpenCL);
+  const Device d("opencl:0");
+  const StepWork s = resnet18_step(d);
+  std::cout << "resnet18 step on " << d << ": " << s.work.launches << " launches, " << s.work.bytes_allocated
+            << " bytes allocated, " << s.work.bytes_read << " read, " << s.work.bytes_written << " written\n"
+            << s.report;
+  EXPECT_LE(s.work.launches, kResNet18StepLaunchesOpenCL) << s.report;
+  EXPECT_GT(s.work.bytes_read, 0u);
+}
+
+// The CPU's figures, reported (its launches depend on which convolutions
+// oneDNN takes on this processor, so they are not held).
+TEST(Launches, ResNet18TrainingStepOnCpu) {
+  const StepWork s = resnet18_step(cpu());
+  std::cout << "resnet18 step on cpu: " << s.work.launches << " launches, " << s.work.bytes_allocated
+            << " bytes allocated, " << s.work.bytes_read << " read, " << s.work.bytes_written << " written\n";
+  EXPECT_GT(s.work.launches, 0u);
+}
+
+class BatchNormLaunches : public anvil::testing::DeviceTest {};
+
+// Batch norm in training on the generic path (no cuDNN): one launch
+// forward, statistics, normalisation and the running statistics' update
+// together, and one backward, the weight's gradient included; for f32 and
+// for 16-bit inputs with f32 parameters (at most two each way, issue 38).
+TEST_P(BatchNormLaunches, TrainingIsOneLaunchEachWay) {
+  const Device d = device();
+  for (const DType t : {f32, f16, bf16}) {
+    SCOPED_TRACE(::testing::Message() << t << " on " << d);
+    manual_seed(2);
+    const Tensor x0 = randn({8, 16, 6, 6}, d, t), g = randn({8, 16, 6, 6}, d, t);
+    Tensor w = rand({16}, d).requires_grad_(), b = randn({16}, d).requires_grad_();
+    Tensor rm = zeros({16}, d), rv = ones({16}, d);
+    const auto once = [&](bool count) {
+      Tensor x = x0.clone().requires_grad_();
+      w.set_grad({});
+      b.set_grad({});
+      synchronize(d);
+      Ledger forward;
+      const Tensor y = batch_norm(x, rm, rv, w, b, true, 0.1);
+      synchronize(d);
+      const LedgerReport rf = forward.report();
+      Ledger backward;
+      y.backward(g);
+      synchronize(d);
+      const LedgerReport rb = backward.report();
+      if (!count) return;
+      EXPECT_LE(rf.launches(d), 2u) << rf;
+      EXPECT_EQ(rf.launches(d), 1u) << rf;
+      EXPECT_LE(rb.launches(d), 2u) << rb;
+      EXPECT_EQ(rb.launches(d), 1u) << rb;
+      EXPECT_TRUE(x.grad().defined() && w.grad().defined() && b.grad().defined());
+      EXPECT_EQ(w.grad().dtype(), f32);
+      EXPECT_EQ(x.grad().dtype(), t);
+    };
+    once(false);  // compiles the kernels
+    once(true);
+  }
+}
+
+ANVIL_INSTANTIATE_DEVICE_TEST(BatchNormLaunches);
+
+}  // namespace
