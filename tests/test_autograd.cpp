@@ -334,6 +334,27 @@ TEST_P(Autograd, NoGradDetachAndNames) {
   EXPECT_THROW(ones({2}, d, i64).requires_grad_(), DTypeError);
 }
 
+// Each elementwise op records the rule its row in anvil/ops.def names (a
+// unary row without its rule does not compile; a binary op's rule is a case
+// of record_binary, checked here), and one that names none records nothing.
+TEST_P(Autograd, EveryElementwiseOpRecordsTheRuleItsRowNames) {
+  const Device d = device();
+  const Tensor a = (rand({5}, d, f64) + 0.5).requires_grad_(), b = (rand({5}, d, f64) + 0.5).requires_grad_();
+  for (int i = 0; i < static_cast<int>(detail::UnaryOp::Count); ++i) {
+    const auto op = static_cast<detail::UnaryOp>(i);
+    const Tensor y = detail::unary_op(op, a, {0.7, 1.2});
+    const std::string want = detail::row(op).grad;
+    EXPECT_EQ(y.requires_grad() ? y.grad_fn_name() : "NotDifferentiable", want) << detail::name(op);
+  }
+  for (int i = 0; i < static_cast<int>(detail::BinaryOp::Count); ++i) {
+    const auto op = static_cast<detail::BinaryOp>(i);
+    if (detail::is_bitwise(op)) continue;  // integers only: nothing to differentiate
+    const Tensor y = detail::binary_op(op, a, b);
+    const std::string want = detail::row(op).grad;
+    EXPECT_EQ(y.requires_grad() ? y.grad_fn_name() : "NotDifferentiable", want) << detail::name(op);
+  }
+}
+
 TEST_P(Autograd, TransposedWeightGradientIsKeptNotCopied) {
   // See Note [Gradient in the operand's layout]: linear's weight enters the
   // product as w.t(); its gradient must come back contiguous so that
