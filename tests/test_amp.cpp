@@ -9,6 +9,7 @@
 #include "anvil/nn.h"
 #include "anvil/optim.h"
 #include "device_test.h"
+#include "ops/op_common.h"
 
 namespace {
 
@@ -88,6 +89,18 @@ TEST_P(Amp, Fp32OpsComeOutF32) {
     EXPECT_EQ(log(abs(y) + 1).dtype(), f32) << low;
     EXPECT_EQ(rsqrt(abs(y) + 1).dtype(), f32) << low;
     EXPECT_EQ(pow(y, 2.0).dtype(), f32) << low;
+    EXPECT_EQ(sinh(y).dtype(), f32) << low;  // PyTorch's list has sinh and cosh, not asinh
+    EXPECT_EQ(cosh(y).dtype(), f32) << low;
+    EXPECT_EQ(asinh(y).dtype(), low) << low;
+    // Every op of one tensor as its row in anvil/ops.def says.
+    for (int i = 0; i < static_cast<int>(detail::UnaryOp::Count); ++i) {
+      const auto op = static_cast<detail::UnaryOp>(i);
+      const detail::op_table::UnaryRow& row = detail::row(op);
+      const DType want = row.autocast == detail::AutocastPolicy::Fp32 ? f32
+                         : row.rule == detail::UnaryRule::ToBool      ? DType::Bool
+                                                                      : low;
+      EXPECT_EQ(detail::unary_op(op, y, {-1, 1}).dtype(), want) << detail::name(op) << " " << low;
+    }
     // Ops on neither list run in their input's dtype.
     EXPECT_EQ(relu(y).dtype(), low) << low;
     EXPECT_EQ((y + y).dtype(), low) << low;

@@ -54,6 +54,14 @@ std::vector<Case> cases() {
        {{9}},
        [](V x) { return asin(x[0] * 0.6) + acos(0.5 - x[0]) * x[0] + (x[0] * -0.6).asin() + (x[0] * 0.6).acos(); },
        true},
+      {"sinh_cosh_asinh",
+       {{9}},
+       [](V x) { return sinh(x[0] * 2.0) + x[0].cosh() * x[0] + asinh(x[0] * 3.0) + x[0].asinh(); }},
+      // acosh on x + 1 in (1.5, 2.5), atanh on ±0.6 x in (-0.9, 0.9).
+      {"acosh_atanh",
+       {{9}},
+       [](V x) { return acosh(x[0] + 1.0) + (x[0] + 1.0).acosh() * x[0] + atanh(x[0] * 0.6) + (x[0] * -0.6).atanh(); },
+       true},
       // Both sides of the threshold: x + 25 > 20 is the identity.
       {"softplus", {{9}}, [](V x) { return softplus(x[0]) + softplus(x[0] + 25.0) * x[0]; }},
       // Zero almost everywhere; the + x keeps the gradient nonzero.
@@ -332,6 +340,27 @@ TEST_P(Autograd, NoGradDetachAndNames) {
   EXPECT_THROW(w.add_(1.0), ValueError);  // in-place on a leaf that requires grad
   EXPECT_THROW(ones({2}, d).backward(), ValueError);
   EXPECT_THROW(ones({2}, d, i64).requires_grad_(), DTypeError);
+}
+
+// Each elementwise op records the rule its row in anvil/ops.def names (a
+// unary row without its rule does not compile; a binary op's rule is a case
+// of record_binary, checked here), and one that names none records nothing.
+TEST_P(Autograd, EveryElementwiseOpRecordsTheRuleItsRowNames) {
+  const Device d = device();
+  const Tensor a = (rand({5}, d, f64) + 0.5).requires_grad_(), b = (rand({5}, d, f64) + 0.5).requires_grad_();
+  for (int i = 0; i < static_cast<int>(detail::UnaryOp::Count); ++i) {
+    const auto op = static_cast<detail::UnaryOp>(i);
+    const Tensor y = detail::unary_op(op, a, {0.7, 1.2});
+    const std::string want = detail::row(op).grad;
+    EXPECT_EQ(y.requires_grad() ? y.grad_fn_name() : "NotDifferentiable", want) << detail::name(op);
+  }
+  for (int i = 0; i < static_cast<int>(detail::BinaryOp::Count); ++i) {
+    const auto op = static_cast<detail::BinaryOp>(i);
+    if (detail::is_bitwise(op)) continue;  // integers only: nothing to differentiate
+    const Tensor y = detail::binary_op(op, a, b);
+    const std::string want = detail::row(op).grad;
+    EXPECT_EQ(y.requires_grad() ? y.grad_fn_name() : "NotDifferentiable", want) << detail::name(op);
+  }
 }
 
 TEST_P(Autograd, TransposedWeightGradientIsKeptNotCopied) {

@@ -20,8 +20,9 @@
 //     conv2d (Conv2d).
 //   f32 (16-bit inputs are widened to f32, outputs are f32):
 //     sum, prod, mean, norm, logsumexp, softmax, log_softmax, cross_entropy,
-//     mse_loss, layer_norm (LayerNorm), exp, log, log1p, expm1, rsqrt,
-//     reciprocal, softplus, pow.
+//     mse_loss, layer_norm (LayerNorm), and the elementwise ops whose row in
+//     anvil/ops.def says Fp32 (exp, log, log1p, expm1, rsqrt, reciprocal,
+//     softplus, sinh, cosh, pow).
 //     BatchNorm is built from mean and rsqrt, so it normalises in f32 too.
 //
 // Every other op runs in its inputs' dtype (promoted as usual): relu,

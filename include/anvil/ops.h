@@ -115,39 +115,13 @@ Tensor le(const Tensor& a, const Scalar& b);
 Tensor gt(const Tensor& a, const Scalar& b);
 Tensor ge(const Tensor& a, const Scalar& b);
 
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
-Tensor sign(const Tensor& x);
-Tensor square(const Tensor& x);
-Tensor reciprocal(const Tensor& x);
-Tensor logical_not(const Tensor& x);
-// log(1 + x) and exp(x) - 1, accurate near 0; the error function. Integers compute in f32.
-Tensor log1p(const Tensor& x);
-Tensor expm1(const Tensor& x);
-Tensor erf(const Tensor& x);
-// x Φ(x) = x/2 (1 + erf(x/√2)), torch.nn.functional.gelu's default (approximate='none').
-Tensor gelu(const Tensor& x);
-// log(1 + exp(x)), and x where x > 20: torch.nn.functional.softplus (beta 1, threshold 20).
-Tensor softplus(const Tensor& x);
-// Rounding of floats, keeping ±0, ±inf and NaN; round is half to even (torch.round).
-// An integer tensor is returned as a copy; bool is an error. Their gradient is 0.
-Tensor floor(const Tensor& x);
-Tensor ceil(const Tensor& x);
-Tensor round(const Tensor& x);
-// Inverse trigonometric functions in radians (torch.atan, asin, acos); asin and acos
-// are NaN outside [-1, 1]. Integers compute in f32.
-Tensor atan(const Tensor& x);
-Tensor asin(const Tensor& x);
-Tensor acos(const Tensor& x);
+// The elementwise ops of one tensor, one per row of anvil/ops.def (its last
+// column says what each computes: neg, abs, exp, log, sqrt, rsqrt, sin, cos, tanh,
+// sigmoid, relu, sign, square, reciprocal, logical_not, log1p, expm1, erf, gelu,
+// softplus, floor, ceil, round, atan, asin, acos, …): Tensor name(const Tensor& x).
+#define ANVIL_UNARY_OP(Op, name, ...) Tensor name(const Tensor& x);
+#define ANVIL_UNARY_OP_WITH_PARAMS(...)
+#include "anvil/ops.def"
 // The angle of the point (b, a) in radians, in [-pi, pi] (torch.atan2(input, other));
 // broadcast, promoted like add, integers compute in f32. The signs of zeros and
 // infinities pick the quadrant: atan2(+0, -0) = pi, atan2(-0, -0) = -pi.
@@ -243,24 +217,10 @@ void mul_out(Tensor& out, const Tensor& a, const Tensor& b);
 class Lazy {
  public:
   Lazy(Tensor x) : x_(std::move(x)) {}  // NOLINT: a tensor is a Lazy with no op
-  Lazy neg() const;
-  Lazy abs() const;
-  Lazy exp() const;
-  Lazy log() const;
-  Lazy sqrt() const;
-  Lazy rsqrt() const;
-  Lazy sin() const;
-  Lazy cos() const;
-  Lazy tanh() const;
-  Lazy sigmoid() const;
-  Lazy relu() const;
-  Lazy square() const;
-  Lazy reciprocal() const;
-  Lazy log1p() const;
-  Lazy expm1() const;
-  Lazy erf() const;
-  Lazy gelu() const;
-  Lazy softplus() const;
+  // lazy(x).exp(), … : each elementwise op of one tensor (anvil/ops.def).
+#define ANVIL_UNARY_OP(Op, name, ...) Lazy name() const;
+#define ANVIL_UNARY_OP_WITH_PARAMS(...)
+#include "anvil/ops.def"
   // The unary op alone (the tensor itself when there is none).
   Tensor eval() const;
 

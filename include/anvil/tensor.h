@@ -112,30 +112,11 @@ class Tensor {
   Tensor as_strided(const Shape& shape, const Strides& strides, std::int64_t offset) const;
 
   // --- elementwise ------------------------------------------------------------
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor sqrt() const;
-  Tensor rsqrt() const;
-  Tensor abs() const;
-  Tensor neg() const;
-  Tensor sin() const;
-  Tensor cos() const;
-  Tensor tanh() const;
-  Tensor sigmoid() const;
-  Tensor relu() const;
-  Tensor sign() const;
-  Tensor square() const;
-  Tensor reciprocal() const;
-  Tensor logical_not() const;
-  Tensor log1p() const;
-  Tensor expm1() const;
-  Tensor erf() const;
-  Tensor floor() const;
-  Tensor ceil() const;
-  Tensor round() const;
-  Tensor atan() const;
-  Tensor asin() const;
-  Tensor acos() const;
+  // x.exp(), x.relu(), … : each elementwise op of one tensor in anvil/ops.def, as
+  // the free function of its name.
+#define ANVIL_UNARY_OP(Op, name, ...) Tensor name() const;
+#define ANVIL_UNARY_OP_WITH_PARAMS(...)
+#include "anvil/ops.def"
   Tensor atan2(const Tensor& other) const;
   Tensor bitwise_and(const Tensor& other) const;
   Tensor bitwise_or(const Tensor& other) const;

@@ -1,10 +1,10 @@
-// python/src/math_ops.cpp — the inverse trigonometric functions and the
-// integer bitwise ops of anvil/ops.h: anvil.atan, asin, acos, atan2,
-// bitwise_and, bitwise_or, bitwise_xor, bitwise_left_shift,
-// bitwise_right_shift, and the Tensor methods of the same names (torch's),
-// each one call to the C++ op without the GIL. They are elementwise
-// primitives of the library, so the array API namespace calls them rather
-// than composing them in Python.
+// python/src/math_ops.cpp — atan2 and the integer bitwise ops of
+// anvil/ops.h: anvil.atan2, bitwise_and, bitwise_or, bitwise_xor,
+// bitwise_left_shift, bitwise_right_shift, and the Tensor methods of the same
+// names (torch's), each one call to the C++ op without the GIL. They are
+// elementwise primitives of the library, so the array API namespace calls
+// them rather than composing them in Python. (The ops of one tensor are bound
+// from anvil/ops.def in tensor.cpp.)
 #include "common.h"
 
 namespace anvil::python {
@@ -14,16 +14,6 @@ void bind_math_ops(nb::module_& m) {
   auto method = [t](const char* name, auto f, const char* doc) {
     nb::cpp_function_def(f, nb::scope(t), nb::name(name), nb::is_method(), "other"_a, ANVIL_NOGIL, doc);
   };
-#define ANVIL_MATH_UNARY(op)                                                                                 \
-  m.def(                                                                                                     \
-      #op, [](const Tensor& x) { return anvil::op(x); }, "input"_a, doc(#op), ANVIL_NOGIL);                  \
-  nb::cpp_function_def([](const Tensor& x) { return x.op(); }, nb::scope(t), nb::name(#op), nb::is_method(), \
-                       ANVIL_NOGIL, doc(#op));
-  ANVIL_MATH_UNARY(atan)
-  ANVIL_MATH_UNARY(asin)
-  ANVIL_MATH_UNARY(acos)
-#undef ANVIL_MATH_UNARY
-
   m.def(
       "atan2", [](const Tensor& a, const Tensor& b) { return anvil::atan2(a, b); }, "input"_a, "other"_a, doc("atan2"),
       ANVIL_NOGIL);

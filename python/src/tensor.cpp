@@ -286,36 +286,13 @@ void bind_tensor(nb::module_& m) {
           "size"_a, "stride"_a, "storage_offset"_a = 0, ANVIL_NOGIL, doc("Tensor::as_strided"));
 
   // Elementwise, one argument.
-#define ANVIL_UNARY(name) t.def(#name, &Tensor::name, doc("Tensor::" #name), ANVIL_NOGIL);
-  ANVIL_UNARY(exp)
-  ANVIL_UNARY(log)
-  ANVIL_UNARY(sqrt)
-  ANVIL_UNARY(rsqrt)
-  ANVIL_UNARY(abs)
-  ANVIL_UNARY(neg)
-  ANVIL_UNARY(sin)
-  ANVIL_UNARY(cos)
-  ANVIL_UNARY(tanh)
-  ANVIL_UNARY(sigmoid)
-  ANVIL_UNARY(relu)
-  ANVIL_UNARY(sign)
-  ANVIL_UNARY(square)
-  ANVIL_UNARY(reciprocal)
-  ANVIL_UNARY(logical_not)
-  ANVIL_UNARY(log1p)
-  ANVIL_UNARY(expm1)
-  ANVIL_UNARY(erf)
-  ANVIL_UNARY(floor)
-  ANVIL_UNARY(ceil)
-  ANVIL_UNARY(round)
-  ANVIL_UNARY(detach)
-#undef ANVIL_UNARY
+  // Each elementwise op of one tensor in anvil/ops.def (its docstring is the row's).
+#define ANVIL_UNARY_OP(Op, name, ...) t.def(#name, &Tensor::name, doc("Tensor::" #name), ANVIL_NOGIL);
+#define ANVIL_UNARY_OP_WITH_PARAMS(...)
+#include "anvil/ops.def"
+  t.def("detach", &Tensor::detach, doc("Tensor::detach"), ANVIL_NOGIL);
   t.def("max", nb::overload_cast<>(&Tensor::max, nb::const_), ANVIL_NOGIL, doc("Tensor::max"))
       .def("min", nb::overload_cast<>(&Tensor::min, nb::const_), ANVIL_NOGIL, doc("Tensor::min"))
-      .def(
-          "gelu", [](const Tensor& x) { return gelu(x); }, doc("gelu"), ANVIL_NOGIL)
-      .def(
-          "softplus", [](const Tensor& x) { return softplus(x); }, doc("softplus"), ANVIL_NOGIL)
       .def("masked_fill", &Tensor::masked_fill, "mask"_a, "value"_a, ANVIL_NOGIL, doc("Tensor::masked_fill"))
       .def("tril", &Tensor::tril, "diagonal"_a = 0, ANVIL_NOGIL, doc("Tensor::tril"))
       .def("triu", &Tensor::triu, "diagonal"_a = 0, ANVIL_NOGIL, doc("Tensor::triu"))
@@ -690,32 +667,14 @@ void bind_tensor(nb::module_& m) {
       "value"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(), doc("scalar_tensor"));
 
   // --- free ops (anvil/ops.h) ---------------------------------------------------------
+#define ANVIL_UNARY_OP(Op, name, ...) \
+  m.def(                              \
+      #name, [](const Tensor& x) { return anvil::name(x); }, "input"_a, doc(#name), ANVIL_NOGIL);
+#define ANVIL_UNARY_OP_WITH_PARAMS(...)
+#include "anvil/ops.def"
 #define ANVIL_FREE_UNARY(name) \
   m.def(                       \
       #name, [](const Tensor& x) { return anvil::name(x); }, "input"_a, doc(#name), ANVIL_NOGIL);
-  ANVIL_FREE_UNARY(neg)
-  ANVIL_FREE_UNARY(abs)
-  ANVIL_FREE_UNARY(exp)
-  ANVIL_FREE_UNARY(log)
-  ANVIL_FREE_UNARY(sqrt)
-  ANVIL_FREE_UNARY(rsqrt)
-  ANVIL_FREE_UNARY(sin)
-  ANVIL_FREE_UNARY(cos)
-  ANVIL_FREE_UNARY(tanh)
-  ANVIL_FREE_UNARY(sigmoid)
-  ANVIL_FREE_UNARY(relu)
-  ANVIL_FREE_UNARY(sign)
-  ANVIL_FREE_UNARY(square)
-  ANVIL_FREE_UNARY(reciprocal)
-  ANVIL_FREE_UNARY(logical_not)
-  ANVIL_FREE_UNARY(log1p)
-  ANVIL_FREE_UNARY(expm1)
-  ANVIL_FREE_UNARY(erf)
-  ANVIL_FREE_UNARY(gelu)
-  ANVIL_FREE_UNARY(softplus)
-  ANVIL_FREE_UNARY(floor)
-  ANVIL_FREE_UNARY(ceil)
-  ANVIL_FREE_UNARY(round)
   ANVIL_FREE_UNARY(t)
   ANVIL_FREE_UNARY(contiguous)
   ANVIL_FREE_UNARY(clone)

@@ -3,6 +3,7 @@
 // mode off; they may return gradients in the broadcast shape and the
 // computation dtype (the engine reduces and converts them).
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "autograd/graph.h"
@@ -38,37 +39,37 @@ void record_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
   const Tensor sa = saved(a), sb = saved(b);
   switch (op) {
     case BinaryOp::Add:
-      record("AddBackward", out, {&a, &b}, [](const Tensor& g, const std::vector<bool>&) {
+      record(row(op).grad, out, {&a, &b}, [](const Tensor& g, const std::vector<bool>&) {
         return std::vector<Tensor>{g, g};
       });
       return;
     case BinaryOp::Sub:
-      record("SubBackward", out, {&a, &b}, [](const Tensor& g, const std::vector<bool>& n) {
+      record(row(op).grad, out, {&a, &b}, [](const Tensor& g, const std::vector<bool>& n) {
         return std::vector<Tensor>{g, n[1] ? -g : Tensor()};
       });
       return;
     case BinaryOp::Mul:
-      record("MulBackward", out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
+      record(row(op).grad, out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
         return std::vector<Tensor>{n[0] ? g * sb : Tensor(), n[1] ? g * sa : Tensor()};
       });
       return;
     case BinaryOp::Div: {
       const Tensor so = saved(out);
-      record("DivBackward", out, {&a, &b}, [sb, so](const Tensor& g, const std::vector<bool>& n) {
+      record(row(op).grad, out, {&a, &b}, [sb, so](const Tensor& g, const std::vector<bool>& n) {
         const Tensor ga = n[0] || n[1] ? g / sb : Tensor();
         return std::vector<Tensor>{ga, n[1] ? -ga * so : Tensor()};
       });
       return;
     }
     case BinaryOp::Atan2:  // d/da = b / (a² + b²), d/db = -a / (a² + b²)
-      record("Atan2Backward", out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
+      record(row(op).grad, out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
         const Tensor r = g / (sa * sa + sb * sb);
         return std::vector<Tensor>{n[0] ? r * sb : Tensor(), n[1] ? -r * sa : Tensor()};
       });
       return;
     case BinaryOp::Pow: {
       const Tensor so = saved(out);
-      record("PowBackward", out, {&a, &b}, [sa, sb, so](const Tensor& g, const std::vector<bool>& n) {
+      record(row(op).grad, out, {&a, &b}, [sa, sb, so](const Tensor& g, const std::vector<bool>& n) {
         Tensor ga, gb;
         if (n[0]) ga = where(sb == 0.0, 0.0, g * sb * pow(sa, sb - 1.0));
         if (n[1]) gb = where(sa == 0.0, 0.0, g * so * log(sa));
@@ -79,31 +80,31 @@ void record_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
     // The activations' backward ops (a = g, b = y or x), differentiated
     // again: linear in g, so d/dg is the op itself applied to the gradient.
     case BinaryOp::ReluBackward:  // no gradient for y (PyTorch's threshold_backward)
-      record("ReluBackwardBackward", out, {&a, &b}, [sb](const Tensor& g, const std::vector<bool>&) {
+      record(row(op).grad, out, {&a, &b}, [sb](const Tensor& g, const std::vector<bool>&) {
         return std::vector<Tensor>{activation_backward(BinaryOp::ReluBackward, g, sb), Tensor()};
       });
       return;
     case BinaryOp::SigmoidBackward:  // d/dy of g (1 - y) y = g (1 - 2y)
-      record("SigmoidBackwardBackward", out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
+      record(row(op).grad, out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
         return std::vector<Tensor>{n[0] ? activation_backward(BinaryOp::SigmoidBackward, g, sb) : Tensor(),
                                    n[1] ? g * sa * (1.0 - sb * 2.0) : Tensor()};
       });
       return;
     case BinaryOp::TanhBackward:  // d/dy of g (1 - y²) = -2 g y
-      record("TanhBackwardBackward", out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
+      record(row(op).grad, out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
         return std::vector<Tensor>{n[0] ? activation_backward(BinaryOp::TanhBackward, g, sb) : Tensor(),
                                    n[1] ? g * sa * sb * -2.0 : Tensor()};
       });
       return;
     case BinaryOp::GeluBackward:  // gelu''(x) = φ(x) (2 - x²)
-      record("GeluBackwardBackward", out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
+      record(row(op).grad, out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
         Tensor gx;
         if (n[1]) gx = g * sa * exp(sb * sb * -0.5) * 0.39894228040143267794 * (2.0 - sb * sb);
         return std::vector<Tensor>{n[0] ? activation_backward(BinaryOp::GeluBackward, g, sb) : Tensor(), gx};
       });
       return;
     case BinaryOp::SoftplusBackward:  // sigmoid'(x) = s (1 - s), 0 above the threshold
-      record("SoftplusBackwardBackward", out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
+      record(row(op).grad, out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
         Tensor gx;
         if (n[1]) gx = where(sb > 20.0, 0.0, activation_backward(BinaryOp::SigmoidBackward, g * sa, sigmoid(sb)));
         return std::vector<Tensor>{n[0] ? activation_backward(BinaryOp::SoftplusBackward, g, sb) : Tensor(), gx};
@@ -112,14 +113,13 @@ void record_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
     case BinaryOp::Maximum:
     case BinaryOp::Minimum: {
       const bool is_max = op == BinaryOp::Maximum;
-      record(is_max ? "MaximumBackward" : "MinimumBackward", out, {&a, &b},
-             [sa, sb, is_max](const Tensor& g, const std::vector<bool>& n) {
-               const Tensor ties = sa == sb;
-               Tensor ga, gb;
-               if (n[0]) ga = pick(g, is_max ? sa > sb : sa < sb, ties);
-               if (n[1]) gb = pick(g, is_max ? sb > sa : sb < sa, ties);
-               return std::vector<Tensor>{ga, gb};
-             });
+      record(row(op).grad, out, {&a, &b}, [sa, sb, is_max](const Tensor& g, const std::vector<bool>& n) {
+        const Tensor ties = sa == sb;
+        Tensor ga, gb;
+        if (n[0]) ga = pick(g, is_max ? sa > sb : sa < sb, ties);
+        if (n[1]) gb = pick(g, is_max ? sb > sa : sb < sa, ties);
+        return std::vector<Tensor>{ga, gb};
+      });
       return;
     }
     default:
@@ -133,49 +133,47 @@ void record_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, const
   const double v = s.to_double();
   switch (op) {
     case BinaryOp::Add:
-      record("AddBackward", out, {&a},
-             [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
+      record(row(op).grad, out, {&a}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
       return;
     case BinaryOp::Sub:
-      record("SubBackward", out, {&a}, [scalar_first](const Tensor& g, const std::vector<bool>&) {
+      record(row(op).grad, out, {&a}, [scalar_first](const Tensor& g, const std::vector<bool>&) {
         return std::vector<Tensor>{scalar_first ? -g : g};
       });
       return;
     case BinaryOp::Mul:
-      record("MulBackward", out, {&a},
+      record(row(op).grad, out, {&a},
              [v](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g * v}; });
       return;
     case BinaryOp::Div: {
       if (!scalar_first) {
-        record("DivBackward", out, {&a},
+        record(row(op).grad, out, {&a},
                [v](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g / v}; });
         return;
       }
       const Tensor so = saved(out);  // v / a: d/da = -out / a
-      record("DivBackward", out, {&a},
+      record(row(op).grad, out, {&a},
              [sa, so](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{-g * so / sa}; });
       return;
     }
     case BinaryOp::Pow: {
       if (!scalar_first) {
-        record("PowBackward", out, {&a}, [sa, v](const Tensor& g, const std::vector<bool>&) {
+        record(row(op).grad, out, {&a}, [sa, v](const Tensor& g, const std::vector<bool>&) {
           if (v == 0.0) return std::vector<Tensor>{zeros_like(g)};
           return std::vector<Tensor>{g * v * pow(sa, v - 1.0)};
         });
         return;
       }
       const Tensor so = saved(out);  // v ** a: d/da = out * log(v)
-      record("PowBackward", out, {&a},
+      record(row(op).grad, out, {&a},
              [so, v](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g * so * std::log(v)}; });
       return;
     }
     case BinaryOp::Maximum:
     case BinaryOp::Minimum: {
       const bool is_max = op == BinaryOp::Maximum;
-      record(is_max ? "MaximumBackward" : "MinimumBackward", out, {&a},
-             [sa, v, is_max](const Tensor& g, const std::vector<bool>&) {
-               return std::vector<Tensor>{pick(g, is_max ? sa > v : sa < v, sa == v)};
-             });
+      record(row(op).grad, out, {&a}, [sa, v, is_max](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{pick(g, is_max ? sa > v : sa < v, sa == v)};
+      });
       return;
     }
     default:
@@ -183,95 +181,72 @@ void record_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, const
   }
 }
 
+// One rule per unary op, named by its row in anvil/ops.def (the grad column):
+// rule_<grad>(g, x, y, params) with x the input and y the output, saved. A row
+// whose rule is missing here fails to compile (kUnaryRules below).
+#define ANVIL_UNARY_RULE(grad)                                                           \
+  Tensor rule_##grad([[maybe_unused]] const Tensor& g, [[maybe_unused]] const Tensor& x, \
+                     [[maybe_unused]] const Tensor& y, [[maybe_unused]] const UnaryParams& p)
+namespace {
+ANVIL_UNARY_RULE(NegBackward) { return -g; }
+ANVIL_UNARY_RULE(AbsBackward) { return g * sign(x); }
+ANVIL_UNARY_RULE(ExpBackward) { return g * y; }
+ANVIL_UNARY_RULE(LogBackward) { return g / x; }
+ANVIL_UNARY_RULE(SqrtBackward) { return g * 0.5 / y; }
+ANVIL_UNARY_RULE(RsqrtBackward) { return g * (y * y * y) * -0.5; }
+ANVIL_UNARY_RULE(SinBackward) { return g * cos(x); }
+ANVIL_UNARY_RULE(CosBackward) { return -g * sin(x); }
+// See Note [Activation backward as one op].
+ANVIL_UNARY_RULE(TanhBackward) { return activation_backward(BinaryOp::TanhBackward, g, y); }        // g (1 - y²)
+ANVIL_UNARY_RULE(SigmoidBackward) { return activation_backward(BinaryOp::SigmoidBackward, g, y); }  // g (1 - y) y
+// g where y > 0 (and where y is NaN, as PyTorch)
+ANVIL_UNARY_RULE(ReluBackward) { return activation_backward(BinaryOp::ReluBackward, g, y); }
+ANVIL_UNARY_RULE(SignBackward) { return zeros_like(g); }
+ANVIL_UNARY_RULE(PowBackward) { return g * x * 2.0; }  // square
+ANVIL_UNARY_RULE(ReciprocalBackward) { return -g * y * y; }
+ANVIL_UNARY_RULE(ClampBackward) {
+  Tensor r = g;
+  if (p.lo > -std::numeric_limits<double>::infinity()) r = where(x < p.lo, 0.0, r);
+  if (p.hi < std::numeric_limits<double>::infinity()) r = where(x > p.hi, 0.0, r);
+  return r;
+}
+ANVIL_UNARY_RULE(Log1pBackward) { return g / (x + 1.0); }
+ANVIL_UNARY_RULE(Expm1Backward) { return g * (y + 1.0); }
+ANVIL_UNARY_RULE(ErfBackward) { return g * exp(-(x * x)) * 1.12837916709551257390; }          // 2/√π exp(-x²)
+ANVIL_UNARY_RULE(GeluBackward) { return activation_backward(BinaryOp::GeluBackward, g, x); }  // Φ(x) + x φ(x)
+// sigmoid(x), and 1 where the forward is x (x > 20)
+ANVIL_UNARY_RULE(SoftplusBackward) { return activation_backward(BinaryOp::SoftplusBackward, g, x); }
+ANVIL_UNARY_RULE(FloorBackward) { return zeros_like(g); }
+ANVIL_UNARY_RULE(CeilBackward) { return zeros_like(g); }
+ANVIL_UNARY_RULE(RoundBackward) { return zeros_like(g); }
+// PyTorch's formulas (derivatives.yaml): g / (x² + 1), ±g rsqrt(1 - x²).
+ANVIL_UNARY_RULE(AtanBackward) { return g / (x * x + 1.0); }
+ANVIL_UNARY_RULE(AsinBackward) { return g * rsqrt(1.0 - x * x); }
+ANVIL_UNARY_RULE(AcosBackward) { return -g * rsqrt(1.0 - x * x); }
+// g cosh(x), g sinh(x), g rsqrt(x² + 1), g rsqrt(x² - 1), g / (1 - x²) (derivatives.yaml).
+ANVIL_UNARY_RULE(SinhBackward) { return g * cosh(x); }
+ANVIL_UNARY_RULE(CoshBackward) { return g * sinh(x); }
+ANVIL_UNARY_RULE(AsinhBackward) { return g * rsqrt(x * x + 1.0); }
+ANVIL_UNARY_RULE(AcoshBackward) { return g * rsqrt(x * x - 1.0); }
+ANVIL_UNARY_RULE(AtanhBackward) { return g / (1.0 - x * x); }
+
+using UnaryRuleFn = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const UnaryParams&);
+constexpr UnaryRuleFn rule_NotDifferentiable = nullptr;  // logical_not: its bool result is never recorded
+constexpr UnaryRuleFn kUnaryRules[] = {
+#define ANVIL_UNARY_OP(Op, name, rule, autocast, cost, grad, doc) rule_##grad,
+#include "anvil/ops.def"
+};
+static_assert(std::size(kUnaryRules) == static_cast<std::size_t>(UnaryOp::Count));
+}  // namespace
+#undef ANVIL_UNARY_RULE
+
 void record_unary(UnaryOp op, const Tensor& out, const Tensor& x, const UnaryParams& params) {
-  if (!floating_out(out) || !should_record({&x})) return;
+  const UnaryRuleFn f = kUnaryRules[static_cast<int>(op)];
+  if (!f || !floating_out(out) || !should_record({&x})) return;
   const Tensor sx = saved(x), so = saved(out);
-  auto rule = [&](const char* name, auto f) {
-    record(name, out, {&x},
-           [f, sx, so](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{f(g, sx, so)}; });
-  };
-  switch (op) {
-    case UnaryOp::Neg:
-      return rule("NegBackward", [](const Tensor& g, const Tensor&, const Tensor&) { return -g; });
-    case UnaryOp::Abs:
-      return rule("AbsBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g * sign(x); });
-    case UnaryOp::Exp:
-      return rule("ExpBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y; });
-    case UnaryOp::Log:
-      return rule("LogBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g / x; });
-    case UnaryOp::Sqrt:
-      return rule("SqrtBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return g * 0.5 / y; });
-    case UnaryOp::Rsqrt:
-      return rule("RsqrtBackward",
-                  [](const Tensor& g, const Tensor&, const Tensor& y) { return g * (y * y * y) * -0.5; });
-    case UnaryOp::Sin:
-      return rule("SinBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g * cos(x); });
-    case UnaryOp::Cos:
-      return rule("CosBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return -g * sin(x); });
-    // See Note [Activation backward as one op].
-    case UnaryOp::Tanh:  // g (1 - y²)
-      return rule("TanhBackward", [](const Tensor& g, const Tensor&, const Tensor& y) {
-        return activation_backward(BinaryOp::TanhBackward, g, y);
-      });
-    case UnaryOp::Sigmoid:  // g (1 - y) y
-      return rule("SigmoidBackward", [](const Tensor& g, const Tensor&, const Tensor& y) {
-        return activation_backward(BinaryOp::SigmoidBackward, g, y);
-      });
-    case UnaryOp::Relu:  // g where y > 0 (and where y is NaN, as PyTorch)
-      return rule("ReluBackward", [](const Tensor& g, const Tensor&, const Tensor& y) {
-        return activation_backward(BinaryOp::ReluBackward, g, y);
-      });
-    case UnaryOp::Sign:
-      return rule("SignBackward", [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); });
-    case UnaryOp::Square:
-      return rule("PowBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g * x * 2.0; });
-    case UnaryOp::Reciprocal:
-      return rule("ReciprocalBackward", [](const Tensor& g, const Tensor&, const Tensor& y) { return -g * y * y; });
-    case UnaryOp::Log1p:
-      return rule("Log1pBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g / (x + 1.0); });
-    case UnaryOp::Expm1:
-      return rule("Expm1Backward", [](const Tensor& g, const Tensor&, const Tensor& y) { return g * (y + 1.0); });
-    case UnaryOp::Erf:  // 2/√π exp(-x²)
-      return rule("ErfBackward", [](const Tensor& g, const Tensor& x, const Tensor&) {
-        return g * exp(-(x * x)) * 1.12837916709551257390;
-      });
-    case UnaryOp::Gelu:  // Φ(x) + x φ(x)
-      return rule("GeluBackward", [](const Tensor& g, const Tensor& x, const Tensor&) {
-        return activation_backward(BinaryOp::GeluBackward, g, x);
-      });
-    case UnaryOp::Softplus:  // sigmoid(x), and 1 where the forward is x (x > 20)
-      return rule("SoftplusBackward", [](const Tensor& g, const Tensor& x, const Tensor&) {
-        return activation_backward(BinaryOp::SoftplusBackward, g, x);
-      });
-    // PyTorch's formulas (derivatives.yaml): g / (x² + 1), ±g rsqrt(1 - x²).
-    case UnaryOp::Atan:
-      return rule("AtanBackward", [](const Tensor& g, const Tensor& x, const Tensor&) { return g / (x * x + 1.0); });
-    case UnaryOp::Asin:
-      return rule("AsinBackward",
-                  [](const Tensor& g, const Tensor& x, const Tensor&) { return g * rsqrt(1.0 - x * x); });
-    case UnaryOp::Acos:
-      return rule("AcosBackward",
-                  [](const Tensor& g, const Tensor& x, const Tensor&) { return -g * rsqrt(1.0 - x * x); });
-    case UnaryOp::Floor:
-    case UnaryOp::Ceil:
-    case UnaryOp::Round:
-      return rule(op == UnaryOp::Floor  ? "FloorBackward"
-                  : op == UnaryOp::Ceil ? "CeilBackward"
-                                        : "RoundBackward",
-                  [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); });
-    case UnaryOp::Clamp: {
-      const double lo = params.lo, hi = params.hi;
-      record("ClampBackward", out, {&x}, [sx, lo, hi](const Tensor& g, const std::vector<bool>&) {
-        Tensor r = g;
-        if (lo > -std::numeric_limits<double>::infinity()) r = where(sx < lo, 0.0, r);
-        if (hi < std::numeric_limits<double>::infinity()) r = where(sx > hi, 0.0, r);
-        return std::vector<Tensor>{r};
-      });
-      return;
-    }
-    default:
-      return;
-  }
+  record(row(op).grad, out, {&x}, [f, sx, so, params](const Tensor& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{f(g, sx, so, params)};
+  });
 }
 
 void record_where(const Tensor& out, const Tensor& cond, const Tensor* a, const Tensor* b) {

@@ -1,7 +1,7 @@
-// The backend interface's own definitions (core/backend.h): the op-name
-// tables that kernel symbols and error messages derive from, and the
-// defaults of its optional members. The op frontend (src/ops) and every
-// backend use them; they depend on nothing above the core.
+// The backend interface's own definitions (core/backend.h): the names of
+// the fused and index ops (the elementwise and reduction ops have theirs in
+// anvil/ops.def), and the defaults of its optional members. The op frontend
+// (src/ops) and every backend use them; they depend on nothing above the core.
 #include "core/backend.h"
 
 #include "anvil/error.h"
@@ -14,77 +14,6 @@ bool ElementwiseArgs::contiguous() const noexcept {
   for (int k = 0; k < nin; ++k)
     if (!in[k].is_scalar && in[k].strides[0] != 1) return false;
   return true;
-}
-
-const char* name(UnaryOp op) noexcept {
-  static const char* names[] = {"neg",         "abs",   "exp",     "log",   "sqrt", "rsqrt",  "sin",
-                                "cos",         "tanh",  "sigmoid", "relu",  "sign", "square", "reciprocal",
-                                "logical_not", "clamp", "log1p",   "expm1", "erf",  "gelu",   "softplus",
-                                "floor",       "ceil",  "round",   "atan",  "asin", "acos"};
-  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(UnaryOp::Count), "one name per UnaryOp");
-  return names[static_cast<int>(op)];
-}
-
-bool computes_in_float(UnaryOp op) noexcept {
-  switch (op) {
-    case UnaryOp::Exp:
-    case UnaryOp::Log:
-    case UnaryOp::Sqrt:
-    case UnaryOp::Rsqrt:
-    case UnaryOp::Sin:
-    case UnaryOp::Cos:
-    case UnaryOp::Tanh:
-    case UnaryOp::Sigmoid:
-    case UnaryOp::Reciprocal:
-    case UnaryOp::Log1p:
-    case UnaryOp::Expm1:
-    case UnaryOp::Erf:
-    case UnaryOp::Gelu:
-    case UnaryOp::Softplus:
-    case UnaryOp::Atan:
-    case UnaryOp::Asin:
-    case UnaryOp::Acos:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool is_rounding(UnaryOp op) noexcept { return op == UnaryOp::Floor || op == UnaryOp::Ceil || op == UnaryOp::Round; }
-
-const char* name(BinaryOp op) noexcept {
-  static const char* names[] = {"add",
-                                "sub",
-                                "mul",
-                                "div",
-                                "pow",
-                                "maximum",
-                                "minimum",
-                                "relu_backward",
-                                "sigmoid_backward",
-                                "tanh_backward",
-                                "gelu_backward",
-                                "softplus_backward",
-                                "atan2",
-                                "bitwise_and",
-                                "bitwise_or",
-                                "bitwise_xor",
-                                "bitwise_left_shift",
-                                "bitwise_right_shift",
-                                "eq",
-                                "ne",
-                                "lt",
-                                "le",
-                                "gt",
-                                "ge"};
-  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(BinaryOp::Count), "one name per BinaryOp");
-  return names[static_cast<int>(op)];
-}
-
-const char* name(ReduceOp op) noexcept {
-  static const char* names[] = {"sum", "prod", "max", "min", "argmax", "argmin", "sum_squares"};
-  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(ReduceOp::Count), "one name per ReduceOp");
-  return names[static_cast<int>(op)];
 }
 
 const char* name(FusedOp op) noexcept {

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -52,92 +53,111 @@ struct ElementwiseArgs {
   bool contiguous() const noexcept;  // every tensor operand dense in order
 };
 
+// ---- the elementwise and reduction ops: one row each in anvil/ops.def -------------
+// Their enums, names and properties below are expanded from that table; so is
+// every switch over them elsewhere (kernel requests, CPU loops, autocast,
+// gradient rules, public functions, Python bindings).
+
+// The columns of a row (anvil/ops.def says what each value means).
+enum class UnaryRule : std::uint8_t { Any, Numeric, Float, Rounding, ToBool };
+enum class BinaryRule : std::uint8_t { Any, Numeric, TrueDiv, Float, FloatOnly, Bitwise, Shift, Compare };
+enum class ReduceKind : std::uint8_t { Sum, Prod, Extreme, Arg };
+enum class AutocastPolicy : std::uint8_t { Keep, Fp32 };
+enum class CostClass : std::uint8_t { Load, Libm, VectorMath };
+
 enum class UnaryOp : std::uint8_t {
-  Neg,
-  Abs,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Sin,
-  Cos,
-  Tanh,
-  Sigmoid,
-  Relu,
-  Sign,
-  Square,
-  Reciprocal,
-  LogicalNot,
-  Clamp,  // uses UnaryParams lo/hi (±inf when open)
-  Log1p,
-  Expm1,
-  Erf,
-  Gelu,      // exact: x Φ(x), through erf
-  Softplus,  // beta 1, threshold 20
-  Floor,
-  Ceil,
-  Round,  // half to even
-  Atan,
-  Asin,
-  Acos,
+#define ANVIL_UNARY_OP(Op, ...) Op,
+#include "anvil/ops.def"
   Count
 };
-const char* name(UnaryOp op) noexcept;  // "exp", … (kernel symbols derive from it)
+enum class BinaryOp : std::uint8_t {
+#define ANVIL_BINARY_OP(Op, ...) Op,
+#include "anvil/ops.def"
+  Count
+};
+enum class ReduceOp : std::uint8_t {
+#define ANVIL_REDUCE_OP(Op, ...) Op,
+#include "anvil/ops.def"
+  Count
+};
+
+namespace op_table {
+struct UnaryRow {
+  const char* name;
+  UnaryRule rule;
+  AutocastPolicy autocast;
+  CostClass cost;
+  const char* grad;  // the grad_fn name of its rule; "NotDifferentiable"
+};
+struct BinaryRow {
+  const char* name;
+  BinaryRule rule;
+  AutocastPolicy autocast;
+  CostClass cost;
+  const char* grad;
+};
+struct ReduceRow {
+  const char* name;
+  ReduceKind kind;
+};
+inline constexpr UnaryRow kUnary[] = {
+#define ANVIL_UNARY_OP(Op, name, rule, autocast, cost, grad, doc) \
+  {#name, UnaryRule::rule, AutocastPolicy::autocast, CostClass::cost, #grad},
+#include "anvil/ops.def"
+};
+inline constexpr BinaryRow kBinary[] = {
+#define ANVIL_BINARY_OP(Op, name, rule, autocast, cost, grad) \
+  {#name, BinaryRule::rule, AutocastPolicy::autocast, CostClass::cost, #grad},
+#include "anvil/ops.def"
+};
+inline constexpr ReduceRow kReduce[] = {
+#define ANVIL_REDUCE_OP(Op, name, kind) {#name, ReduceKind::kind},
+#include "anvil/ops.def"
+};
+static_assert(std::size(kUnary) == static_cast<std::size_t>(UnaryOp::Count));
+static_assert(std::size(kBinary) == static_cast<std::size_t>(BinaryOp::Count));
+static_assert(std::size(kReduce) == static_cast<std::size_t>(ReduceOp::Count));
+}  // namespace op_table
+
+constexpr const op_table::UnaryRow& row(UnaryOp op) noexcept { return op_table::kUnary[static_cast<int>(op)]; }
+constexpr const op_table::BinaryRow& row(BinaryOp op) noexcept { return op_table::kBinary[static_cast<int>(op)]; }
+constexpr const op_table::ReduceRow& row(ReduceOp op) noexcept { return op_table::kReduce[static_cast<int>(op)]; }
+
+// "exp", "add", "sum", … (kernel symbols and test case ids derive from it)
+constexpr const char* name(UnaryOp op) noexcept { return op < UnaryOp::Count ? row(op).name : "?"; }
+constexpr const char* name(BinaryOp op) noexcept { return op < BinaryOp::Count ? row(op).name : "?"; }
+constexpr const char* name(ReduceOp op) noexcept { return op < ReduceOp::Count ? row(op).name : "?"; }
+
 // What a unary op is defined on, asked by the op frontend and the kernels
 // alike: the math functions compute an integer tensor in the default float
 // dtype; the rounding ops return an integer tensor as it is, so their
 // kernels exist for floats only.
-bool computes_in_float(UnaryOp op) noexcept;
-bool is_rounding(UnaryOp op) noexcept;
+constexpr bool computes_in_float(UnaryOp op) noexcept { return row(op).rule == UnaryRule::Float; }
+constexpr bool is_rounding(UnaryOp op) noexcept { return row(op).rule == UnaryRule::Rounding; }
+// Kernels of these ops exist for floats only (the frontend sends integers elsewhere).
+constexpr bool is_float_only(UnaryOp op) noexcept { return computes_in_float(op) || is_rounding(op); }
+// Clamp: uses UnaryParams lo/hi (±inf when open).
 struct UnaryParams {
   double lo = 0, hi = 0;
 };
 
-enum class BinaryOp : std::uint8_t {
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Pow,
-  Maximum,
-  Minimum,
-  // An activation's backward pass as one op: a is the incoming gradient, b
-  // what the rule saved (the output of relu, sigmoid and tanh, the input of
-  // gelu and softplus). Floats only. Note [Activation backward as one op]
-  // in autograd/rules_math.cpp.
-  ReluBackward,
-  SigmoidBackward,
-  TanhBackward,
-  GeluBackward,
-  SoftplusBackward,
-  Atan2,  // floats (integers compute in the default float dtype)
-  // Integers and bool (the shifts: integers only); scalar.h says what a
-  // shift count outside [0, bits) gives (NumPy's and PyTorch 2's meaning).
-  BitwiseAnd,
-  BitwiseOr,
-  BitwiseXor,
-  LeftShift,
-  RightShift,
-  Eq,
-  Ne,
-  Lt,
-  Le,
-  Gt,
-  Ge,  // output bool
-  Count
-};
-const char* name(BinaryOp op) noexcept;
-constexpr bool is_comparison(BinaryOp op) noexcept { return op >= BinaryOp::Eq; }
-constexpr bool is_activation_backward(BinaryOp op) noexcept {
-  return op >= BinaryOp::ReluBackward && op <= BinaryOp::SoftplusBackward;
+constexpr bool is_comparison(BinaryOp op) noexcept { return row(op).rule == BinaryRule::Compare; }
+constexpr bool is_activation_backward(BinaryOp op) noexcept { return row(op).rule == BinaryRule::FloatOnly; }
+constexpr bool is_bitwise(BinaryOp op) noexcept {
+  return row(op).rule == BinaryRule::Bitwise || row(op).rule == BinaryRule::Shift;
 }
-constexpr bool is_bitwise(BinaryOp op) noexcept { return op >= BinaryOp::BitwiseAnd && op <= BinaryOp::RightShift; }
-constexpr bool is_shift(BinaryOp op) noexcept { return op == BinaryOp::LeftShift || op == BinaryOp::RightShift; }
+constexpr bool is_shift(BinaryOp op) noexcept { return row(op).rule == BinaryRule::Shift; }
+// Integers compute in the default float dtype (true division, atan2), as in PyTorch.
+constexpr bool computes_in_float(BinaryOp op) noexcept {
+  return row(op).rule == BinaryRule::TrueDiv || row(op).rule == BinaryRule::Float;
+}
+// Kernels for floats only.
+constexpr bool is_float_only(BinaryOp op) noexcept {
+  return row(op).rule == BinaryRule::Float || row(op).rule == BinaryRule::FloatOnly;
+}
 
-// SumSquares adds the squares of the elements (norm's sum, in one pass and
-// in the sum's accumulator, so no squared tensor is stored).
-enum class ReduceOp : std::uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, SumSquares, Count };
-const char* name(ReduceOp op) noexcept;
+// ArgMax/ArgMin write i64 indices.
+constexpr bool is_arg_reduce(ReduceOp op) noexcept { return row(op).kind == ReduceKind::Arg; }
 
 // Reduction: the input's dims are ordered [kept..., reduced...]; `out` is
 // contiguous over the kept dims (nkept of them). Sum and SumSquares are

@@ -22,12 +22,12 @@ namespace {
 // The dtype the kernel computes in: true division and pow of integers
 // happen in the default float dtype, as in PyTorch.
 DType compute_dtype(BinaryOp op, DType promoted) {
-  if ((op == BinaryOp::Div || op == BinaryOp::Atan2) && !is_floating(promoted)) return DType::F32;
+  if (computes_in_float(op) && !is_floating(promoted)) return DType::F32;
   return promoted;
 }
 
 void check_arithmetic(const char* op, BinaryOp bop, DType t) {
-  ANVIL_CHECK(!(t == DType::Bool && (bop == BinaryOp::Sub)), DTypeError, op,
+  ANVIL_CHECK(!(t == DType::Bool && row(bop).rule == BinaryRule::Numeric), DTypeError, op,
               ": subtraction of bool tensors is not supported; expected a numeric dtype, got bool; use logical ops "
               "or convert with .to(i64)");
   ANVIL_CHECK(!is_activation_backward(bop) || is_floating(t), DTypeError, op,
@@ -40,6 +40,8 @@ void check_arithmetic(const char* op, BinaryOp bop, DType t) {
 }  // namespace
 
 Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (row(op).autocast == AutocastPolicy::Fp32)
+    if (auto c = autocast_inputs(AutocastList::Fp32, {&a, &b})) return binary_op(op, (*c)[0], (*c)[1]);
   const char* opname = name(op);
   ANVIL_PROFILE_OP(opname, &a, &b);
   const Device d = check_same_device(opname, {&a, &b});
@@ -58,6 +60,8 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor binary_scalar_op(BinaryOp op, const Tensor& a, const Scalar& s, bool scalar_first) {
+  if (row(op).autocast == AutocastPolicy::Fp32)
+    if (auto c = autocast_inputs(AutocastList::Fp32, {&a})) return binary_scalar_op(op, (*c)[0], s, scalar_first);
   const char* opname = name(op);
   ANVIL_PROFILE_OP(opname, &a, nullptr);
   check_defined(opname, a);
@@ -117,30 +121,13 @@ void binary_inplace(BinaryOp op, const Tensor& self, const Tensor* other, const 
   }
 }
 
-// The unary ops on autocast's f32 list (anvil/amp.h): those whose 16-bit
-// results lose the most (exponentials, logarithms, reciprocals).
-namespace {
-bool autocasts_to_f32(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Exp:
-    case UnaryOp::Log:
-    case UnaryOp::Log1p:
-    case UnaryOp::Expm1:
-    case UnaryOp::Rsqrt:
-    case UnaryOp::Reciprocal:
-    case UnaryOp::Softplus:
-      return true;
-    default:
-      return false;
-  }
-}
-}  // namespace
-
-Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
+Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params) {
   const char* opname = name(op);
   ANVIL_PROFILE_OP(opname, &x);
   check_defined(opname, x);
-  if (autocasts_to_f32(op))
+  // Autocast's f32 list (anvil/amp.h): the ops whose 16-bit results lose the
+  // most (exponentials, logarithms, reciprocals), marked Fp32 in anvil/ops.def.
+  if (row(op).autocast == AutocastPolicy::Fp32)
     if (auto c = autocast_inputs(AutocastList::Fp32, {&x})) return unary_op(op, (*c)[0], params);
   const TensorImpl& xi = x.impl_ref();
   DType t = xi.dtype();
@@ -150,8 +137,8 @@ Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
                 "got bool");
     if (!is_floating(t)) return clone(x);  // an integer is its own floor, ceil and round, as in PyTorch
   }
-  if (op == UnaryOp::LogicalNot) t = DType::Bool;
-  if (op == UnaryOp::Neg || op == UnaryOp::Sign)
+  if (row(op).rule == UnaryRule::ToBool) t = DType::Bool;
+  if (row(op).rule == UnaryRule::Numeric)
     ANVIL_CHECK(t != DType::Bool, DTypeError, opname, ": not defined for bool tensors; expected a numeric dtype, ",
                 "got bool; use logical_not");
   Tensor out = make_empty(xi.shape(), t, xi.device());
@@ -168,7 +155,7 @@ void unary_inplace(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) 
   check_defined(opname, x);
   const TensorImpl& xi = x.impl_ref();
   check_inplace(opname, x);
-  if (op == UnaryOp::Exp)
+  if (computes_in_float(op))
     ANVIL_CHECK(is_floating(xi.dtype()), DTypeError, opname,
                 "_: result is floating point; expected a float tensor, got ", xi.dtype());
   if (xi.numel() == 0) return;
@@ -194,10 +181,7 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return binar
 Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Sub, a, b); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Mul, a, b); }
 Tensor div(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Div, a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) {
-  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&a, &b})) return pow((*c)[0], (*c)[1]);
-  return binary_op(BinaryOp::Pow, a, b);
-}
+Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Pow, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
 Tensor atan2(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Atan2, a, b); }
@@ -240,14 +224,8 @@ Tensor sub(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp:
 Tensor mul(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Mul, a, b, false); }
 Tensor div(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Div, a, b, false); }
 Tensor div(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Div, b, a, true); }
-Tensor pow(const Tensor& a, const Scalar& b) {
-  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&a})) return pow((*c)[0], b);
-  return binary_scalar_op(BinaryOp::Pow, a, b, false);
-}
-Tensor pow(const Scalar& a, const Tensor& b) {
-  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&b})) return pow(a, (*c)[0]);
-  return binary_scalar_op(BinaryOp::Pow, b, a, true);
-}
+Tensor pow(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Pow, a, b, false); }
+Tensor pow(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Pow, b, a, true); }
 Tensor maximum(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Maximum, a, b, false); }
 Tensor minimum(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Minimum, a, b, false); }
 Tensor eq(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Eq, a, b, false); }
@@ -257,32 +235,12 @@ Tensor le(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::
 Tensor gt(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Gt, a, b, false); }
 Tensor ge(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Ge, a, b, false); }
 
-Tensor neg(const Tensor& x) { return detail::unary_op(UnaryOp::Neg, x); }
-Tensor abs(const Tensor& x) { return detail::unary_op(UnaryOp::Abs, x); }
-Tensor exp(const Tensor& x) { return detail::unary_op(UnaryOp::Exp, x); }
-Tensor log(const Tensor& x) { return detail::unary_op(UnaryOp::Log, x); }
-Tensor sqrt(const Tensor& x) { return detail::unary_op(UnaryOp::Sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return detail::unary_op(UnaryOp::Rsqrt, x); }
-Tensor sin(const Tensor& x) { return detail::unary_op(UnaryOp::Sin, x); }
-Tensor cos(const Tensor& x) { return detail::unary_op(UnaryOp::Cos, x); }
-Tensor tanh(const Tensor& x) { return detail::unary_op(UnaryOp::Tanh, x); }
-Tensor sigmoid(const Tensor& x) { return detail::unary_op(UnaryOp::Sigmoid, x); }
-Tensor relu(const Tensor& x) { return detail::unary_op(UnaryOp::Relu, x); }
-Tensor sign(const Tensor& x) { return detail::unary_op(UnaryOp::Sign, x); }
-Tensor square(const Tensor& x) { return detail::unary_op(UnaryOp::Square, x); }
-Tensor reciprocal(const Tensor& x) { return detail::unary_op(UnaryOp::Reciprocal, x); }
-Tensor logical_not(const Tensor& x) { return detail::unary_op(UnaryOp::LogicalNot, x); }
-Tensor log1p(const Tensor& x) { return detail::unary_op(UnaryOp::Log1p, x); }
-Tensor expm1(const Tensor& x) { return detail::unary_op(UnaryOp::Expm1, x); }
-Tensor erf(const Tensor& x) { return detail::unary_op(UnaryOp::Erf, x); }
-Tensor gelu(const Tensor& x) { return detail::unary_op(UnaryOp::Gelu, x); }
-Tensor softplus(const Tensor& x) { return detail::unary_op(UnaryOp::Softplus, x); }
-Tensor floor(const Tensor& x) { return detail::unary_op(UnaryOp::Floor, x); }
-Tensor ceil(const Tensor& x) { return detail::unary_op(UnaryOp::Ceil, x); }
-Tensor round(const Tensor& x) { return detail::unary_op(UnaryOp::Round, x); }
-Tensor atan(const Tensor& x) { return detail::unary_op(UnaryOp::Atan, x); }
-Tensor asin(const Tensor& x) { return detail::unary_op(UnaryOp::Asin, x); }
-Tensor acos(const Tensor& x) { return detail::unary_op(UnaryOp::Acos, x); }
+// The elementwise ops of one tensor (anvil/ops.def): free function and method.
+#define ANVIL_UNARY_OP(Op, name, ...)                                       \
+  Tensor name(const Tensor& x) { return detail::unary_op(UnaryOp::Op, x); } \
+  Tensor Tensor::name() const { return detail::unary_op(UnaryOp::Op, *this); }
+#define ANVIL_UNARY_OP_WITH_PARAMS(...)
+#include "anvil/ops.def"
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   detail::check_defined("clamp", x);
   return detail::unary_op(UnaryOp::Clamp, x, detail::clamp_params("clamp", x.dtype(), lo, hi));
@@ -428,39 +386,15 @@ void add_out(Tensor& out, const Tensor& a, const Tensor& b) { binary_out(BinaryO
 void mul_out(Tensor& out, const Tensor& a, const Tensor& b) { binary_out(BinaryOp::Mul, out, a, b); }
 
 // --- Tensor members that are elementwise ops --------------------------------------
-Tensor Tensor::exp() const { return anvil::exp(*this); }
-Tensor Tensor::log() const { return anvil::log(*this); }
-Tensor Tensor::sqrt() const { return anvil::sqrt(*this); }
-Tensor Tensor::rsqrt() const { return anvil::rsqrt(*this); }
-Tensor Tensor::abs() const { return anvil::abs(*this); }
-Tensor Tensor::neg() const { return anvil::neg(*this); }
-Tensor Tensor::sin() const { return anvil::sin(*this); }
-Tensor Tensor::cos() const { return anvil::cos(*this); }
-Tensor Tensor::tanh() const { return anvil::tanh(*this); }
-Tensor Tensor::sigmoid() const { return anvil::sigmoid(*this); }
-Tensor Tensor::relu() const { return anvil::relu(*this); }
 Tensor Tensor::pow(const Scalar& e) const { return anvil::pow(*this, e); }
 Tensor Tensor::pow(const Tensor& e) const { return anvil::pow(*this, e); }
 Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return anvil::clamp(*this, lo, hi); }
-Tensor Tensor::sign() const { return anvil::sign(*this); }
-Tensor Tensor::square() const { return anvil::square(*this); }
-Tensor Tensor::reciprocal() const { return anvil::reciprocal(*this); }
-Tensor Tensor::logical_not() const { return anvil::logical_not(*this); }
-Tensor Tensor::log1p() const { return anvil::log1p(*this); }
-Tensor Tensor::expm1() const { return anvil::expm1(*this); }
-Tensor Tensor::erf() const { return anvil::erf(*this); }
-Tensor Tensor::floor() const { return anvil::floor(*this); }
-Tensor Tensor::ceil() const { return anvil::ceil(*this); }
-Tensor Tensor::round() const { return anvil::round(*this); }
 Tensor Tensor::atan2(const Tensor& o) const { return anvil::atan2(*this, o); }
 Tensor Tensor::bitwise_and(const Tensor& o) const { return anvil::bitwise_and(*this, o); }
 Tensor Tensor::bitwise_or(const Tensor& o) const { return anvil::bitwise_or(*this, o); }
 Tensor Tensor::bitwise_xor(const Tensor& o) const { return anvil::bitwise_xor(*this, o); }
 Tensor Tensor::bitwise_left_shift(const Tensor& o) const { return anvil::bitwise_left_shift(*this, o); }
 Tensor Tensor::bitwise_right_shift(const Tensor& o) const { return anvil::bitwise_right_shift(*this, o); }
-Tensor Tensor::atan() const { return anvil::atan(*this); }
-Tensor Tensor::asin() const { return anvil::asin(*this); }
-Tensor Tensor::acos() const { return anvil::acos(*this); }
 Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& value) const {
   return anvil::masked_fill(*this, mask, value);
 }
@@ -602,6 +536,8 @@ std::optional<Tensor> try_unary_binary(BinaryOp op, const Lazy* a, const Lazy* b
     if (!lazies[i]) continue;
     const Tensor& x = LazyAccess::input(*lazies[i]);
     prologue.pre[i] = LazyAccess::op(*lazies[i]);
+    // A unary op whose result is not its input's dtype (logical_not) is not a prologue.
+    if (prologue.pre[i] != UnaryOp::Count && row(prologue.pre[i]).rule == UnaryRule::ToBool) return std::nullopt;
     if (!x.defined() || !is_floating(x.dtype()) || !x.is_contiguous()) return std::nullopt;
     if (first && (x.device() != first->device() || x.dtype() != first->dtype() || x.shape() != first->shape()))
       return std::nullopt;
@@ -643,27 +579,10 @@ Tensor lazy_binary(BinaryOp op, const Lazy& a, const Scalar& s, bool scalar_firs
 Lazy Lazy::then(std::uint8_t op) const { return Lazy(eval(), op); }
 Tensor Lazy::eval() const { return op_ == kNoOp ? x_ : detail::unary_op(static_cast<UnaryOp>(op_), x_); }
 
-#define ANVIL_LAZY_UNARY(fn, Op) \
-  Lazy Lazy::fn() const { return then(static_cast<std::uint8_t>(UnaryOp::Op)); }
-ANVIL_LAZY_UNARY(neg, Neg)
-ANVIL_LAZY_UNARY(abs, Abs)
-ANVIL_LAZY_UNARY(exp, Exp)
-ANVIL_LAZY_UNARY(log, Log)
-ANVIL_LAZY_UNARY(sqrt, Sqrt)
-ANVIL_LAZY_UNARY(rsqrt, Rsqrt)
-ANVIL_LAZY_UNARY(sin, Sin)
-ANVIL_LAZY_UNARY(cos, Cos)
-ANVIL_LAZY_UNARY(tanh, Tanh)
-ANVIL_LAZY_UNARY(sigmoid, Sigmoid)
-ANVIL_LAZY_UNARY(relu, Relu)
-ANVIL_LAZY_UNARY(square, Square)
-ANVIL_LAZY_UNARY(reciprocal, Reciprocal)
-ANVIL_LAZY_UNARY(log1p, Log1p)
-ANVIL_LAZY_UNARY(expm1, Expm1)
-ANVIL_LAZY_UNARY(erf, Erf)
-ANVIL_LAZY_UNARY(gelu, Gelu)
-ANVIL_LAZY_UNARY(softplus, Softplus)
-#undef ANVIL_LAZY_UNARY
+#define ANVIL_UNARY_OP(Op, name, ...) \
+  Lazy Lazy::name() const { return then(static_cast<std::uint8_t>(UnaryOp::Op)); }
+#define ANVIL_UNARY_OP_WITH_PARAMS(...)
+#include "anvil/ops.def"
 
 Tensor operator+(const Lazy& a, const Lazy& b) { return detail::lazy_binary(BinaryOp::Add, a, b); }
 Tensor operator-(const Lazy& a, const Lazy& b) { return detail::lazy_binary(BinaryOp::Sub, a, b); }

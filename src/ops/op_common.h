@@ -66,6 +66,10 @@ inline Backend& backend_of(const Tensor& t) { return t.impl_ref().backend(); }
 // Note [Activation backward as one op]): `saved` is the forward's output
 // (relu, sigmoid, tanh) or input (gelu, softplus). Recorded for autograd.
 Tensor activation_backward(BinaryOp op, const Tensor& grad, const Tensor& saved);
+// An elementwise primitive of anvil/ops.def with its frontend (dtype rule,
+// autocast, broadcasting, autograd): what the public functions call.
+Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {});
+Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b);
 
 // Whether x's backend has every fused kernel of a path (backend.h, FusedOp)
 // for x's dtype: then the op uses them, otherwise its composite.

@@ -18,8 +18,10 @@ is torch.div(rounding_mode='trunc') except where PyTorch raises or traps:
 x / 0, where anvil defines 0, and INT_MIN / -1, where anvil defines INT_MIN.
 """
 import math
+import re
 import struct
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -41,8 +43,11 @@ DTYPES = {"f32": (torch.float32, F32), "f64": (torch.float64, F64), "i32": (torc
           "i64": (torch.int64, I64), "u8": (torch.uint8, U8), "bool": (torch.bool, BOOL)}
 NAMES = {v[0]: k for k, v in DTYPES.items()}
 
-FLOAT_ONLY = {"exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "reciprocal", "log1p", "expm1", "erf",
-              "gelu", "softplus", "atan", "asin", "acos", "atan2"}
+# The unary ops of one tensor and their dtype rule, from the op table: rows
+# `ANVIL_UNARY_OP(Op, name, rule, ...` of include/anvil/ops.def, in enum order.
+OPS_DEF = Path(__file__).resolve().parents[2] / "include" / "anvil" / "ops.def"
+UNARY_ROWS = re.findall(r"^ANVIL_UNARY_OP\(\s*\w+\s*,\s*(\w+)\s*,\s*(\w+)\s*,", OPS_DEF.read_text(), re.M)
+FLOAT_ONLY = {name for name, rule in UNARY_ROWS if rule == "Float"} | {"atan2"}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 # Clamp bounds per dtype class: (name, lo, hi); None = open.
@@ -113,14 +118,12 @@ def int_trunc_div(a, b, lo):
     return torch.where((a == lo) & (b == -1), a, q)
 
 
-UNARY = {
-    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
-    "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
-    "relu": torch.relu, "sign": torch.sign, "square": torch.square, "reciprocal": torch.reciprocal,
-    "logical_not": torch.logical_not, "log1p": lambda x: log1p_exact(x), "expm1": torch.expm1, "erf": torch.erf,
-    "gelu": lambda x: gelu_aten(x), "softplus": torch.nn.functional.softplus, "floor": torch.floor,
-    "ceil": torch.ceil, "round": torch.round, "atan": torch.atan, "asin": torch.asin, "acos": torch.acos,
-}
+# torch.<name> unless PyTorch's function for the op is another.
+UNARY_REFERENCE = {"log1p": lambda x: log1p_exact(x), "gelu": lambda x: gelu_aten(x),
+                   "softplus": torch.nn.functional.softplus}
+UNARY = {name: UNARY_REFERENCE.get(name, getattr(torch, name, None)) for name, _ in UNARY_ROWS}
+
+
 def gelu_backward_aten(g, x):
     """ATen's own kernel, as gelu_aten (oneDNN's f32 path is another)."""
     with torch.backends.mkldnn.flags(enabled=False):

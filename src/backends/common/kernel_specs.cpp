@@ -22,10 +22,9 @@ namespace {
 std::string def(const char* macro, const std::string& value) { return std::string(macro) + "=" + value; }
 std::string type_def(const char* macro, DType t) { return def(macro, kernel_type(t)); }
 std::string flag_def(const char* macro, bool v) { return def(macro, v ? "1" : "0"); }
-
-// Kernels of these ops exist for floats only (the op frontend sends integers
-// elsewhere).
-bool float_only(UnaryOp op) { return computes_in_float(op) || is_rounding(op); }
+// An op's function in scalar.h for the kernel's compute type, by the rule that
+// names it after the op (scalar.kern's anvil_op): "anvil_op(exp)".
+std::string op_fn(const char* opname) { return std::string("anvil_op(") + opname + ")"; }
 
 std::string lowest_of(DType t) {
   switch (t) {
@@ -173,7 +172,7 @@ KernelSpec CopyKernel::spec() const {
 DType widen_half(DType t) noexcept { return is_half(t) ? DType::F32 : t; }
 
 DType UnaryKernel::compute_type() const noexcept {
-  if (!float_only(op)) return widen_half(ti);
+  if (!detail::is_float_only(op)) return widen_half(ti);
   return widen_half(is_floating(to) ? to : is_floating(ti) ? ti : DType::F32);
 }
 
@@ -182,11 +181,11 @@ KernelSpec UnaryKernel::spec() const {
   const DType tc = compute_type();
   std::string prefix = std::string(opname) + "_" + dtype_name(ti);
   if (to != ti) prefix += std::string("_") + dtype_name(to);
-  return {
-      "unary.kern",
-      {def("KPREFIX", prefix), def("UN_FN", std::string("anvil_op_") + opname), type_def("TI", ti), type_def("TC", tc),
-       flag_def("TC_FLOAT", is_floating(tc)), type_def("TO", to), flag_def("TO_BOOL", to == DType::Bool)},
-      prefix + (strided ? "_s" : "_c")};
+  return {"unary.kern",
+          {def("KPREFIX", prefix), def("UN_FN", op == UnaryOp::Clamp ? "anvil_op_clamp" : op_fn(opname)),
+           type_def("TI", ti), type_def("TC", tc), flag_def("TC_FLOAT", is_floating(tc)), type_def("TO", to),
+           flag_def("TO_BOOL", to == DType::Bool)},
+          prefix + (strided ? "_s" : "_c")};
 }
 
 int dense_elements_per_thread() noexcept {
@@ -208,18 +207,17 @@ KernelSpec BinaryKernel::spec() const {
     for (int i = 0; i < 2; ++i) {
       const bool has = prologue.pre[i] != UnaryOp::Count;
       prefix += std::string("_") + (has ? detail::name(prologue.pre[i]) : "id");
-      if (has) defines.push_back(def(inputs[i], std::string("anvil_op_") + detail::name(prologue.pre[i])));
+      if (has) defines.push_back(def(inputs[i], op_fn(detail::name(prologue.pre[i]))));
     }
   }
   prefix += std::string("_") + dtype_name(ta);
   if (tb != ta || to != (detail::is_comparison(op) ? DType::Bool : ta))
     prefix += std::string("_") + dtype_name(tb) + "_" + dtype_name(to);
   static constexpr const char* kSuffix[] = {"_c", "_cs", "_sc", "_s"};
-  defines.insert(
-      defines.begin(),
-      {def("KPREFIX", prefix), def("BIN_FN", std::string("anvil_op_") + opname), type_def("TA", ta), type_def("TB", tb),
-       type_def("TC", tc), flag_def("TC_FLOAT", is_floating(tc)), type_def("TO", to),
-       flag_def("TO_BOOL", to == DType::Bool), def("EW_PER_THREAD", std::to_string(dense_elements_per_thread()))});
+  defines.insert(defines.begin(), {def("KPREFIX", prefix), def("BIN_FN", op_fn(opname)), type_def("TA", ta),
+                                   type_def("TB", tb), type_def("TC", tc), flag_def("TC_FLOAT", is_floating(tc)),
+                                   type_def("TO", to), flag_def("TO_BOOL", to == DType::Bool),
+                                   def("EW_PER_THREAD", std::to_string(dense_elements_per_thread()))});
   return {"binary.kern", std::move(defines), prefix + kSuffix[static_cast<int>(variant)]};
 }
 
@@ -234,8 +232,9 @@ KernelSpec WhereKernel::spec() const {
 
 DType ReduceKernel::accumulator() const noexcept {
   // A million f32 terms summed in f32 by one work-item drift by 1e-5 relative.
-  const bool sum = op == ReduceOp::Sum || op == ReduceOp::SumSquares;
-  DType ta = widen_half((sum || op == ReduceOp::Prod) ? to : ti);
+  const detail::ReduceKind kind = detail::row(op).kind;
+  const bool sum = kind == detail::ReduceKind::Sum;
+  DType ta = widen_half((sum || kind == detail::ReduceKind::Prod) ? to : ti);
   if (sum && ta == DType::F32 && fp64 && wide_f32_sums) ta = DType::F64;
   return ta;
 }
@@ -323,14 +322,15 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
       for (bool strided : {false, true}) out.push_back(CopyKernel{t, to, strided}.spec());
     for (int op = 0; op < static_cast<int>(UnaryOp::Count); ++op) {
       const auto u = static_cast<UnaryOp>(op);
-      const DType to = u == UnaryOp::LogicalNot ? DType::Bool : float_only(u) && !is_floating(t) ? DType::F32 : t;
+      const DType to = detail::row(u).rule == detail::UnaryRule::ToBool ? DType::Bool
+                       : detail::is_float_only(u) && !is_floating(t)    ? DType::F32
+                                                                        : t;
       for (bool strided : {false, true}) out.push_back(UnaryKernel{u, t, to, strided}.spec());
     }
     for (int op = 0; op < static_cast<int>(BinaryOp::Count); ++op) {
       const auto b = static_cast<BinaryOp>(op);
-      if (detail::is_activation_backward(b) && !is_floating(t)) continue;  // floats only
-      if (b == BinaryOp::Atan2 && !is_floating(t)) continue;               // floats only
-      if (detail::is_bitwise(b) && is_floating(t)) continue;               // integers and bool
+      if (detail::is_float_only(b) && !is_floating(t)) continue;  // floats only
+      if (detail::is_bitwise(b) && is_floating(t)) continue;      // integers and bool
       const DType to = detail::is_comparison(b) ? DType::Bool : t;
       for (int v = 0; v < 4; ++v) out.push_back(BinaryKernel{b, t, t, to, static_cast<BinaryVariant>(v)}.spec());
     }
@@ -343,7 +343,7 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     out.push_back(WhereKernel{t, t, t}.spec());
     for (int op = 0; op < static_cast<int>(ReduceOp::Count); ++op) {
       const auto r = static_cast<ReduceOp>(op);
-      const DType to = r == ReduceOp::ArgMax || r == ReduceOp::ArgMin ? DType::I64 : t;
+      const DType to = detail::is_arg_reduce(r) ? DType::I64 : t;
       for (bool wide : {false, true})
         for (int v = 0; v < 3; ++v)
           out.push_back(ReduceKernel{r, t, to, fp64, wide, static_cast<ReduceVariant>(v)}.spec());

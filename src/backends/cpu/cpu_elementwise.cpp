@@ -308,94 +308,60 @@ C clamp_bound(double v) {
   }
 }
 
-// The least elements worth a thread for an op computed in C (parallel.h):
-// f32 exp, sigmoid and tanh are vectorised polynomials, the rest of the
-// transcendental functions call libm once per element.
+// The least elements worth a thread for an op computed in C (parallel.h), by
+// the op's cost class (anvil/ops.def): f32 exp, sigmoid and tanh are
+// vectorised polynomials, the other transcendental functions call libm once
+// per element.
+template <typename C>
+constexpr std::int64_t grain_of(detail::CostClass cost) {
+  switch (cost) {
+    case detail::CostClass::VectorMath:
+      return std::is_same_v<C, float> ? kParallelGrainVectorMath : kParallelGrainLibm;
+    case detail::CostClass::Libm:
+      return std::is_floating_point_v<C> ? kParallelGrainLibm : kParallelGrain;
+    case detail::CostClass::Load:
+      break;
+  }
+  return kParallelGrain;
+}
 template <typename C>
 constexpr std::int64_t unary_grain(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Exp:
-    case UnaryOp::Sigmoid:
-    case UnaryOp::Tanh:
-      return std::is_same_v<C, float> ? kParallelGrainVectorMath : kParallelGrainLibm;
-    case UnaryOp::Log:
-    case UnaryOp::Sin:
-    case UnaryOp::Cos:
-    case UnaryOp::Log1p:
-    case UnaryOp::Expm1:
-    case UnaryOp::Erf:
-    case UnaryOp::Gelu:
-    case UnaryOp::Softplus:
-    case UnaryOp::Atan:
-    case UnaryOp::Asin:
-    case UnaryOp::Acos:
-      return kParallelGrainLibm;
-    default:
-      return kParallelGrain;
-  }
+  return grain_of<C>(detail::row(op).cost);
 }
-
 template <typename C>
 constexpr std::int64_t binary_grain(BinaryOp op) {
-  const bool libm =
-      op == BinaryOp::Pow || op == BinaryOp::Atan2 || op == BinaryOp::GeluBackward || op == BinaryOp::SoftplusBackward;
-  return libm && std::is_floating_point_v<C> ? kParallelGrainLibm : kParallelGrain;
+  return grain_of<C>(detail::row(op).cost);
 }
 
-// One case per op: out = fn(x) (or fn(x, y)) through the compute type.
-#define ANVIL_CPU_UNARY(Op, fn) \
-  case UnaryOp::Op:             \
-    return run_unary<T, T>(     \
-        a, [](C x) ANVIL_CPU_INLINE { return scalar::anvil_##fn(x); }, unary_grain<C>(UnaryOp::Op))
-#define ANVIL_CPU_BINARY(Op, fn) \
-  case BinaryOp::Op:             \
-    return run_binary<T, T>(     \
-        a, [](C x, C y) ANVIL_CPU_INLINE { return scalar::anvil_##fn(x, y); }, binary_grain<C>(BinaryOp::Op))
-#define ANVIL_CPU_COMPARE(Op, fn) \
-  case BinaryOp::Op:              \
-    return run_binary<bool, T>(a, [](C x, C y) ANVIL_CPU_INLINE { return scalar::anvil_##fn(x, y) != 0; })
+// Whether an op's loop exists for compute type C: the float-only ops have no
+// integer function in scalar.h, the bitwise ones no float function.
+template <typename C>
+constexpr bool runs_on(UnaryOp op) {
+  return std::is_floating_point_v<C> || !detail::is_float_only(op);
+}
+template <typename C>
+constexpr bool runs_on(BinaryOp op) {
+  return std::is_floating_point_v<C> ? !detail::is_bitwise(op) : !detail::is_float_only(op);
+}
 
+// One case per row of anvil/ops.def: out = anvil_<name>(x) (or (x, y)) of
+// scalar.h through the compute type; comparisons write bool.
 template <typename T>
 void binary_typed(BinaryOp op, const ElementwiseArgs& a) {
   using C = compute_t<T>;
-  // The frontend sends the activations' backward passes floats only.
-  if constexpr (std::is_floating_point_v<C>) {
-    switch (op) {
-      ANVIL_CPU_BINARY(ReluBackward, relu_backward);
-      ANVIL_CPU_BINARY(SigmoidBackward, sigmoid_backward);
-      ANVIL_CPU_BINARY(TanhBackward, tanh_backward);
-      ANVIL_CPU_BINARY(GeluBackward, gelu_backward);
-      ANVIL_CPU_BINARY(SoftplusBackward, softplus_backward);
-      ANVIL_CPU_BINARY(Atan2, atan2);
-      default:
-        break;
-    }
-  } else {
-    switch (op) {
-      ANVIL_CPU_BINARY(BitwiseAnd, bitwise_and);
-      ANVIL_CPU_BINARY(BitwiseOr, bitwise_or);
-      ANVIL_CPU_BINARY(BitwiseXor, bitwise_xor);
-      ANVIL_CPU_BINARY(LeftShift, bitwise_left_shift);
-      ANVIL_CPU_BINARY(RightShift, bitwise_right_shift);
-      default:
-        break;
-    }
-  }
   switch (op) {
-    ANVIL_CPU_BINARY(Add, add);
-    ANVIL_CPU_BINARY(Sub, sub);
-    ANVIL_CPU_BINARY(Mul, mul);
-    ANVIL_CPU_BINARY(Div, div);
-    ANVIL_CPU_BINARY(Pow, pow);
-    ANVIL_CPU_BINARY(Maximum, maximum);
-    ANVIL_CPU_BINARY(Minimum, minimum);
-    ANVIL_CPU_COMPARE(Eq, eq);
-    ANVIL_CPU_COMPARE(Ne, ne);
-    ANVIL_CPU_COMPARE(Lt, lt);
-    ANVIL_CPU_COMPARE(Le, le);
-    ANVIL_CPU_COMPARE(Gt, gt);
-    ANVIL_CPU_COMPARE(Ge, ge);
-    default:
+#define ANVIL_BINARY_OP(Op, fn, ...)                                                                               \
+  case BinaryOp::Op:                                                                                               \
+    if constexpr (runs_on<C>(BinaryOp::Op)) {                                                                      \
+      if constexpr (detail::is_comparison(BinaryOp::Op))                                                           \
+        return run_binary<bool, T>(a, [](C x, C y) ANVIL_CPU_INLINE { return scalar::anvil_##fn(x, y) != 0; });    \
+      else                                                                                                         \
+        return run_binary<T, T>(                                                                                   \
+            a, [](C x, C y) ANVIL_CPU_INLINE { return scalar::anvil_##fn(x, y); }, binary_grain<C>(BinaryOp::Op)); \
+    }                                                                                                              \
+    break;
+#include "anvil/ops.def"
+    case BinaryOp::Count:
       break;
   }
   ANVIL_ASSERT(false, "binary op ", detail::name(op), " on ", to_string(cpu_dtype<T>()));
@@ -404,53 +370,24 @@ void binary_typed(BinaryOp op, const ElementwiseArgs& a) {
 template <typename T>
 void unary_typed(UnaryOp op, const detail::UnaryParams& prm, const ElementwiseArgs& a) {
   using C = compute_t<T>;
-  // The frontend computes these in a float dtype (integers become f32 first).
-  if constexpr (std::is_floating_point_v<C>) {
-    switch (op) {
-      ANVIL_CPU_UNARY(Exp, exp);
-      ANVIL_CPU_UNARY(Log, log);
-      ANVIL_CPU_UNARY(Sqrt, sqrt);
-      ANVIL_CPU_UNARY(Rsqrt, rsqrt);
-      ANVIL_CPU_UNARY(Sin, sin);
-      ANVIL_CPU_UNARY(Cos, cos);
-      ANVIL_CPU_UNARY(Tanh, tanh);
-      ANVIL_CPU_UNARY(Sigmoid, sigmoid);
-      ANVIL_CPU_UNARY(Reciprocal, reciprocal);
-      ANVIL_CPU_UNARY(Log1p, log1p);
-      ANVIL_CPU_UNARY(Expm1, expm1);
-      ANVIL_CPU_UNARY(Erf, erf);
-      ANVIL_CPU_UNARY(Gelu, gelu);
-      ANVIL_CPU_UNARY(Softplus, softplus);
-      ANVIL_CPU_UNARY(Floor, floor);
-      ANVIL_CPU_UNARY(Ceil, ceil);
-      ANVIL_CPU_UNARY(Round, round);
-      ANVIL_CPU_UNARY(Atan, atan);
-      ANVIL_CPU_UNARY(Asin, asin);
-      ANVIL_CPU_UNARY(Acos, acos);
-      default:
-        break;
-    }
-  }
   switch (op) {
-    ANVIL_CPU_UNARY(Neg, neg);
-    ANVIL_CPU_UNARY(Abs, abs);
-    ANVIL_CPU_UNARY(Relu, relu);
-    ANVIL_CPU_UNARY(Sign, sign);
-    ANVIL_CPU_UNARY(Square, square);
-    ANVIL_CPU_UNARY(LogicalNot, logical_not);
+#define ANVIL_UNARY_OP(Op, fn, ...)                                                                    \
+  case UnaryOp::Op:                                                                                    \
+    if constexpr (runs_on<C>(UnaryOp::Op))                                                             \
+      return run_unary<T, T>(                                                                          \
+          a, [](C x) ANVIL_CPU_INLINE { return scalar::anvil_##fn(x); }, unary_grain<C>(UnaryOp::Op)); \
+    break;
+#define ANVIL_UNARY_OP_WITH_PARAMS(...)
+#include "anvil/ops.def"
     case UnaryOp::Clamp: {
       const C lo = clamp_bound<C>(prm.lo), hi = clamp_bound<C>(prm.hi);
       return run_unary<T, T>(a, [lo, hi](C x) ANVIL_CPU_INLINE { return scalar::anvil_clamp(x, lo, hi); });
     }
-    default:
+    case UnaryOp::Count:
       break;
   }
   ANVIL_ASSERT(false, "unary op ", detail::name(op), " on ", to_string(cpu_dtype<T>()));
 }
-
-#undef ANVIL_CPU_UNARY
-#undef ANVIL_CPU_BINARY
-#undef ANVIL_CPU_COMPARE
 
 }  // namespace
 
