@@ -66,6 +66,7 @@ const char* name(BinaryOp op) noexcept {
                                 "gelu_backward",
                                 "softplus_backward",
                                 "atan2",
+                                "copysign",
                                 "bitwise_and",
                                 "bitwise_or",
                                 "bitwise_xor",

@@ -110,7 +110,8 @@ enum class BinaryOp : std::uint8_t {
   TanhBackward,
   GeluBackward,
   SoftplusBackward,
-  Atan2,  // floats (integers compute in the default float dtype)
+  Atan2,     // floats (integers compute in the default float dtype)
+  Copysign,  // floats, as Atan2: |a| with b's sign bit (a NaN's too)
   // Integers and bool (the shifts: integers only); scalar.h says what a
   // shift count outside [0, bits) gives (NumPy's and PyTorch 2's meaning).
   BitwiseAnd,

@@ -30,6 +30,7 @@ using std::asin;
 using std::atan;
 using std::atan2;
 using std::ceil;
+using std::copysign;
 using std::cos;
 using std::erf;
 using std::expm1;

@@ -22,7 +22,8 @@ namespace {
 // The dtype the kernel computes in: true division and pow of integers
 // happen in the default float dtype, as in PyTorch.
 DType compute_dtype(BinaryOp op, DType promoted) {
-  if ((op == BinaryOp::Div || op == BinaryOp::Atan2) && !is_floating(promoted)) return DType::F32;
+  if ((op == BinaryOp::Div || op == BinaryOp::Atan2 || op == BinaryOp::Copysign) && !is_floating(promoted))
+    return DType::F32;
   return promoted;
 }
 
@@ -201,6 +202,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
 Tensor atan2(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Atan2, a, b); }
+Tensor copysign(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Copysign, a, b); }
 Tensor bitwise_and(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseAnd, a, b); }
 Tensor bitwise_or(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseOr, a, b); }
 Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseXor, a, b); }
@@ -453,6 +455,7 @@ Tensor Tensor::floor() const { return anvil::floor(*this); }
 Tensor Tensor::ceil() const { return anvil::ceil(*this); }
 Tensor Tensor::round() const { return anvil::round(*this); }
 Tensor Tensor::atan2(const Tensor& o) const { return anvil::atan2(*this, o); }
+Tensor Tensor::copysign(const Tensor& o) const { return anvil::copysign(*this, o); }
 Tensor Tensor::bitwise_and(const Tensor& o) const { return anvil::bitwise_and(*this, o); }
 Tensor Tensor::bitwise_or(const Tensor& o) const { return anvil::bitwise_or(*this, o); }
 Tensor Tensor::bitwise_xor(const Tensor& o) const { return anvil::bitwise_xor(*this, o); }

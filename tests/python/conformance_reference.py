@@ -42,7 +42,7 @@ DTYPES = {"f32": (torch.float32, F32), "f64": (torch.float64, F64), "i32": (torc
 NAMES = {v[0]: k for k, v in DTYPES.items()}
 
 FLOAT_ONLY = {"exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "reciprocal", "log1p", "expm1", "erf",
-              "gelu", "softplus", "atan", "asin", "acos", "atan2"}
+              "gelu", "softplus", "atan", "asin", "acos", "atan2", "copysign"}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 # Clamp bounds per dtype class: (name, lo, hi); None = open.
@@ -130,7 +130,8 @@ def gelu_backward_aten(g, x):
 BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
     "maximum": torch.maximum, "minimum": torch.minimum, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
-    "le": torch.le, "gt": torch.gt, "ge": torch.ge, "atan2": torch.atan2, "bitwise_and": torch.bitwise_and,
+    "le": torch.le, "gt": torch.gt, "ge": torch.ge, "atan2": torch.atan2, "copysign": torch.copysign,
+    "bitwise_and": torch.bitwise_and,
     "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
     "bitwise_left_shift": lambda a, b: numpy_shift(np.left_shift, a, b),
     "bitwise_right_shift": lambda a, b: numpy_shift(np.right_shift, a, b),

@@ -326,9 +326,9 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     }
     for (int op = 0; op < static_cast<int>(BinaryOp::Count); ++op) {
       const auto b = static_cast<BinaryOp>(op);
-      if (detail::is_activation_backward(b) && !is_floating(t)) continue;  // floats only
-      if (b == BinaryOp::Atan2 && !is_floating(t)) continue;               // floats only
-      if (detail::is_bitwise(b) && is_floating(t)) continue;               // integers and bool
+      if (detail::is_activation_backward(b) && !is_floating(t)) continue;                  // floats only
+      if ((b == BinaryOp::Atan2 || b == BinaryOp::Copysign) && !is_floating(t)) continue;  // floats only
+      if (detail::is_bitwise(b) && is_floating(t)) continue;                               // integers and bool
       const DType to = detail::is_comparison(b) ? DType::Bool : t;
       for (int v = 0; v < 4; ++v) out.push_back(BinaryKernel{b, t, t, to, static_cast<BinaryVariant>(v)}.spec());
     }

@@ -367,6 +367,7 @@ void binary_typed(BinaryOp op, const ElementwiseArgs& a) {
       ANVIL_CPU_BINARY(GeluBackward, gelu_backward);
       ANVIL_CPU_BINARY(SoftplusBackward, softplus_backward);
       ANVIL_CPU_BINARY(Atan2, atan2);
+      ANVIL_CPU_BINARY(Copysign, copysign);
       default:
         break;
     }
