@@ -9,11 +9,14 @@ cd "$(dirname "$0")/.."
 venv="${1:-build/python-venv}"
 # The pins, in one place (pyproject.toml's [build-system] repeats the build
 # tools). array-api-strict (the standard's reference implementation) and
-# hypothesis are for python/tests/test_array_api.py only.
-pins=(nanobind==2.9.2 scikit-build-core==0.11.6 pytest==8.3.5 array-api-strict==2.6.1 hypothesis==6.170.15)
+# hypothesis are for python/tests/test_array_api.py; hypothesis, ndindex and
+# pytest-json-report (with its pytest-metadata) for the standard's own suite
+# (python/tests/array_api_suite.py, its requirements.txt).
+pins=(nanobind==2.9.2 scikit-build-core==0.11.6 pytest==8.3.5 array-api-strict==2.6.1 hypothesis==6.170.15
+  ndindex==1.10.1 pytest-json-report==1.5.0 pytest-metadata==3.1.1)
 stamp="$venv/.anvil-pins"
 if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "${pins[*]}" ]]; then exit 0; fi
 /usr/bin/python3 -m venv --system-site-packages "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"
-"$venv/bin/python" -c "import numpy, nanobind, pytest, array_api_strict, hypothesis" # numpy comes from Debian (python3-numpy)
+"$venv/bin/python" -c "import numpy, nanobind, pytest, array_api_strict, hypothesis, ndindex, pytest_jsonreport" # numpy comes from Debian (python3-numpy)
 echo "${pins[*]}" >"$stamp"

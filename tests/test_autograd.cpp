@@ -48,6 +48,8 @@ std::vector<Case> cases() {
       {"log1p_expm1", {{7}}, [](V x) { return log1p(x[0]) * expm1(x[0]) + x[0].log1p() + x[0].expm1(); }, true},
       {"erf_gelu", {{9}}, [](V x) { return erf(x[0]) + x[0].erf() * gelu(x[0]) + gelu(x[0] * 3.0); }},
       {"atan2_broadcast", {{3, 4}, {4}}, [](V x) { return atan2(x[0], x[1]) + x[1].atan2(x[0] * 2.0) * x[0]; }},
+      // d/da is +-1 away from a = 0 (gradcheck's inputs), d/db 0.
+      {"copysign_broadcast", {{3, 4}, {4}}, [](V x) { return copysign(x[0], x[1]) * x[1] + x[1].copysign(x[0]); }},
       {"atan", {{9}}, [](V x) { return atan(x[0] * 2.0) + x[0].atan() * x[0]; }},
       // Inside (-1, 1), where the derivatives are finite: x * 0.6 in (0.3, 0.9).
       {"asin_acos",

@@ -263,6 +263,8 @@ std::vector<OpCase> cases() {
           {6, 6}),  // measured 0, 2
       bin("atan2", [](const Tensor& a, const Tensor& b) { return atan2(a, b); }, nullptr, kEvery, {6, 6}),
       bin(
+          "copysign", [](const Tensor& a, const Tensor& b) { return copysign(a, b); }, nullptr, kEvery),
+      bin(
           "bitwise_and", [](const Tensor& a, const Tensor& b) { return bitwise_and(a, b); },
           [](const Tensor& a, const Scalar& s) { return bitwise_and(a, s); }, {i32, i64, u8, boolean}),
       bin(

@@ -496,6 +496,12 @@ BINARY_TEST(
     atan2_of_ints, [](const Tensor& a, const Tensor& b) { return atan2(a, b); },
     [](double y, double x) { return std::atan2(y, x); }, Domain{-20, 20}, Domain{-20, 20}, kInt, Out::FloatForInt)
 BINARY_TEST(
+    copysign, [](const Tensor& a, const Tensor& b) { return copysign(a, b); },
+    [](double a, double b) { return std::copysign(a, b); }, kSym, kSym, kFloat)
+BINARY_TEST(
+    copysign_method_of_ints, [](const Tensor& a, const Tensor& b) { return a.copysign(b); },
+    [](double a, double b) { return std::copysign(a, b); }, Domain{-20, 20}, Domain{-20, 20}, kInt, Out::FloatForInt)
+BINARY_TEST(
     bitwise_and, [](const Tensor& a, const Tensor& b) { return bitwise_and(a, b); },
     [](double x, double y) { return static_cast<double>(static_cast<std::int64_t>(x) & static_cast<std::int64_t>(y)); },
     kInts, kInts, kInt)

@@ -108,6 +108,9 @@ TEST_P(Factories, Linspace) {
   EXPECT_EQ(linspace(-1, 1, 3, d, f64).dtype(), f64);
   EXPECT_TRUE(ref::exact(linspace(3, 10, 1, d), ref::Array({1}, {3})));
   EXPECT_EQ(linspace(0, 1, 0, d).numel(), 0);
+  // The last value is end itself: 1 + 3 * (-1/3) would be 5.6e-17.
+  EXPECT_EQ(linspace(1, 0, 4, d, f64).to_vector<double>().back(), 0.0);
+  EXPECT_EQ(linspace(1, 0, 4, d).to_vector<float>().back(), 0.0f);
   // Endpoints are exact, and the values are evenly spaced.
   auto b = linspace(2, 7, 101, d, f64);
   std::vector<double> want(101);

@@ -250,6 +250,18 @@ TEST_P(ReductionBehaviour, IntegerAndBoolSums) {
   EXPECT_EQ(b.sum().item<std::int64_t>(), 3);
   EXPECT_EQ(prod(tensor(std::vector<std::int32_t>{3, 4, 5}, d)).item<std::int64_t>(), 60);
   EXPECT_EQ(max(i).dtype(), i32);
+  // dtype=: the result in it, wrapped as its own arithmetic wraps (2 * 2e9 mod 2^32).
+  auto s32 = sum(i, {}, false, i32);
+  EXPECT_EQ(s32.dtype(), i32);
+  EXPECT_EQ(s32.item<std::int32_t>(), static_cast<std::int32_t>(4000000000LL - 4294967296LL));
+  auto u = tensor(std::vector<std::uint8_t>{200, 100}, d, u8);
+  EXPECT_EQ(u.sum({}, false, u8).to(i64).item<std::int64_t>(), 44);
+  EXPECT_EQ(prod(u, {0}, true, u8).to(i64).item<std::int64_t>(), 32);  // 20000 mod 256
+  EXPECT_EQ(prod(u, {0}, true, u8).shape(), Shape{1});
+  auto f = sum(i, {}, false, f64);
+  EXPECT_EQ(f.dtype(), f64);
+  EXPECT_EQ(f.item<double>(), 4e9);
+  EXPECT_EQ(sum(tensor(std::vector<float>{0.5f, 0.25f}, d), {}, false, f64).item<double>(), 0.75);
 }
 
 TEST_P(ReductionBehaviour, LongSumsAreAccurate) {

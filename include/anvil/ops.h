@@ -42,6 +42,7 @@ Tensor full(const Shape& shape, const Scalar& value, Device d = default_device()
 Tensor arange(const Scalar& end, Device d = default_device(), std::optional<DType> t = std::nullopt);
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1, Device d = default_device(),
               std::optional<DType> t = std::nullopt);
+// `steps` evenly spaced values from start to end, both included (end exactly).
 Tensor linspace(double start, double end, std::int64_t steps, Device d = default_device(), DType t = f32);
 Tensor eye(std::int64_t n, std::optional<std::int64_t> m = std::nullopt, Device d = default_device(), DType t = f32);
 // Random (DESIGN §4.10): Philox 4x32-10, so one seed and shape give the same
@@ -126,6 +127,9 @@ Tensor ge(const Tensor& a, const Scalar& b);
 // broadcast, promoted like add, integers compute in f32. The signs of zeros and
 // infinities pick the quadrant: atan2(+0, -0) = pi, atan2(-0, -0) = -pi.
 Tensor atan2(const Tensor& a, const Tensor& b);
+// |a| with the sign of b, the sign bit of a zero or NaN b included
+// (torch.copysign); integers compute in f32.
+Tensor copysign(const Tensor& a, const Tensor& b);
 // Bitwise and, or, xor of integer or bool tensors (floats: DTypeError), broadcast and
 // promoted like add; bool op bool stays bool. Also the operators &, |, ^.
 Tensor bitwise_and(const Tensor& a, const Tensor& b);
@@ -249,10 +253,12 @@ inline Lazy lazy(Tensor x) { return Lazy(std::move(x)); }
 
 // --- reductions ----------------------------------------------------------------------
 // `dims` is one dim or a list (Dims): sum(x, 1) is sum(x, {1}); dims may be
-// negative; empty dims = all.
-Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+// negative; empty dims = all. sum and prod of integers and bool give i64,
+// of floats their own dtype; `dtype` (torch.sum's) converts x to it first and
+// gives a result of that dtype (integers wrap modulo 2^bits, as they add).
+Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt);
 Tensor mean(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
-Tensor prod(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const Dims& dims = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt);
 // Largest / smallest values over `dims` (torch.amax / amin).
 Tensor amax(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 Tensor amin(const Tensor& x, const Dims& dims = {}, bool keepdim = false);

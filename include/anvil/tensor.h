@@ -118,6 +118,7 @@ class Tensor {
 #define ANVIL_UNARY_OP_WITH_PARAMS(...)
 #include "anvil/ops.def"
   Tensor atan2(const Tensor& other) const;
+  Tensor copysign(const Tensor& other) const;
   Tensor bitwise_and(const Tensor& other) const;
   Tensor bitwise_or(const Tensor& other) const;
   Tensor bitwise_xor(const Tensor& other) const;
@@ -184,9 +185,9 @@ class Tensor {
   Tensor& scatter_add_(int dim, const Tensor& index, const Tensor& src);
 
   // --- reductions (ops.h): dims are one dim or a list, x.sum(1), x.sum({0, 1}) ---
-  Tensor sum(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor sum(const Dims& dims = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
   Tensor mean(const Dims& dims = {}, bool keepdim = false) const;
-  Tensor prod(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor prod(const Dims& dims = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
   Tensor amax(const Dims& dims = {}, bool keepdim = false) const;
   Tensor amin(const Dims& dims = {}, bool keepdim = false) const;
   Tensor max() const;

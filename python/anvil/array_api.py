@@ -37,6 +37,7 @@ nan = _math.nan
 pi = _math.pi
 newaxis = None
 
+_MAX_DIMS = 8  # anvil's kMaxDims (include/anvil/shape.h)
 _MISSING_DTYPES = ("int8", "int16", "uint16", "uint32", "uint64", "complex64", "complex128")
 _ANVIL_DTYPES = "bool, uint8, int32, int64, float32, float64 (and float16, bfloat16 outside the standard)"
 
@@ -266,6 +267,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     n_cols = n_rows if n_cols is None else n_cols
+    k = _builtins.max(-n_rows, _builtins.min(k, n_cols))  # past the corners: no diagonal (and no int64 overflow)
     rows = _reshape(_a.arange(n_rows, dtype=int64, device=device), (n_rows, 1))
     cols = _reshape(_a.arange(n_cols, dtype=int64, device=device), (1, n_cols))
     return _a.eq(rows + k, cols).to(dtype or float32)
@@ -598,18 +600,16 @@ def sign(x, /):
 
 
 def signbit(x, /):
-    """x < 0, and -0.0; the sign of a NaN is not visible to anvil's ops (False)."""
+    """The sign bit, of -0.0 and -NaN too (anvil's copysign carries it)."""
     if not _is_float(x.dtype):
         return _a.lt(x, 0)
-    negative_zero = _and(_a.eq(x, 0), _a.lt(_a.reciprocal(x), 0))
-    return _or(_a.lt(x, 0), negative_zero)
+    return _a.lt(_a.copysign(_a.ones((), dtype=x.dtype, device=x.device), x), 0)
 
 
 def copysign(x1, x2, /):
     x1, x2 = _pair(x1, x2, "copysign")
-    magnitude = _a.abs(x1)
-    out = _a.where(signbit(x2), _a.neg(magnitude), magnitude)
-    return out.to(result_type(x1, x2))
+    t = result_type(x1, x2)
+    return _a.copysign(x1.to(t), x2.to(t))
 
 
 def hypot(x1, x2, /):
@@ -811,6 +811,9 @@ def tensordot(x1, x2, /, *, axes=2):
             raise _a.ShapeError(f"tensordot: contracted dims differ; x1 dim {d1} is {x1.shape[d1]}, x2 dim {d2} is "
                                 f"{x2.shape[d2]}")
         k *= x1.shape[d1]
+    if len(free1) + len(free2) > _MAX_DIMS:
+        raise _a.ShapeError(f"tensordot: the result would have {len(free1) + len(free2)} dims; anvil's tensors have "
+                            f"at most {_MAX_DIMS}")
     t = result_type(x1, x2)
     m = _math.prod(x1.shape[d] for d in free1)
     n = _math.prod(x2.shape[d] for d in free2)
@@ -824,7 +827,7 @@ def vecdot(x1, x2, /, *, axis=-1):
         raise _a.ShapeError(f"vecdot: the dims along axis {axis} differ; x1 has {x1.shape[axis]}, x2 has "
                             f"{x2.shape[axis]}")
     x1, x2 = broadcast_arrays(x1, x2)
-    return _a.sum(_a.mul(x1, x2), dim=axis)
+    return _a.sum(_a.mul(x1, x2), dim=axis, dtype=result_type(x1, x2))
 
 
 # --- manipulation --------------------------------------------------------------------------
@@ -860,7 +863,7 @@ def stack(arrays, /, *, axis=0):
     return _a.stack(_promoted(list(arrays), "stack"), axis)
 
 
-def expand_dims(x, /, *, axis=0):
+def expand_dims(x, /, axis=0):
     if not -x.ndim - 1 <= axis <= x.ndim:
         raise _a.IndexError(f"expand_dims: axis {axis} is out of range for a {x.ndim}-d array")
     return _a.unsqueeze(x, axis)
@@ -891,7 +894,11 @@ def permute_dims(x, /, axes):
 
 
 def reshape(x, /, shape, *, copy=None):
-    out = _a.reshape(x, _shape(shape))
+    shape = _shape(shape)
+    if len(shape) > _MAX_DIMS:
+        raise _a.ShapeError(f"reshape: anvil's tensors have at most {_MAX_DIMS} dims; expected a shape of at most "
+                            f"{_MAX_DIMS} sizes, got {len(shape)}")
+    out = _a.reshape(x, shape)
     if copy is False and x.numel() > 0 and not out.shares_storage(x):
         raise ValueError(f"reshape: copy=False but shape {list(x.shape)} -> {list(shape)} needs a copy")
     if copy and out.shares_storage(x):
@@ -964,6 +971,8 @@ def take(x, indices, /, *, axis=None):
         if x.ndim != 1:
             raise ValueError(f"take: axis=None needs a 1-d array, got shape {list(x.shape)}")
         axis = 0
+    n = x.shape[axis]
+    indices = _a.where(_a.lt(indices, 0), indices + n, indices)  # -n <= i < 0 counts from the end
     return _a.index_select(x, axis, indices)
 
 
@@ -1082,15 +1091,13 @@ def unique_values(x, /):
 
 
 # --- statistics -------------------------------------------------------------------------------
-def _reduce(fn, op, x, axis, keepdims, dtype=None):
+def _reduce(fn, op, x, axis, keepdims, **kw):
     dims = _axes(axis, x.ndim, fn)
-    if dtype is not None and x.dtype != dtype:
-        x = x.to(dtype)
     if x.ndim > 0 and len(dims) == 0:  # axis=(): nothing to reduce
-        return op(x.unsqueeze(0), dim=0, keepdim=False)
+        return op(x.unsqueeze(0), dim=0, keepdim=False, **kw)
     if x.ndim == 0:
-        return op(_reshape(x, (1,)), dim=0, keepdim=False)
-    return op(x, dim=dims, keepdim=keepdims)
+        return op(_reshape(x, (1,)), dim=0, keepdim=False, **kw)
+    return op(x, dim=dims, keepdim=keepdims, **kw)
 
 
 def _check_float(x, fn):
@@ -1099,11 +1106,11 @@ def _check_float(x, fn):
 
 
 def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001
-    return _reduce("sum", _a.sum, x, axis, keepdims, dtype)
+    return _reduce("sum", _a.sum, x, axis, keepdims, dtype=dtype)
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims=False):
-    return _reduce("prod", _a.prod, x, axis, keepdims, dtype)
+    return _reduce("prod", _a.prod, x, axis, keepdims, dtype=dtype)
 
 
 def max(x, /, *, axis=None, keepdims=False):  # noqa: A001
@@ -1162,3 +1169,98 @@ def any(x, /, *, axis=None, keepdims=False):  # noqa: A001
     trues = _as_bool(x).to(int64)
     return _a.gt(_reduce("any", _a.sum, trues, axis, keepdims), 0)
 
+
+
+# --- the linalg extension: its matrix-shaped half ------------------------------------------------
+# What needs a factorisation (cholesky, det, eigh, inv, qr, solve, svd, ...,
+# and matrix_norm's ord 2, -2 and 'nuc', which are singular values) is left
+# out: anvil has no decomposition op, and the names are absent rather than
+# wrong. Each function here composes anvil's ops on the input's device.
+def _linalg_outer(x1, x2, /):
+    if x1.ndim != 1 or x2.ndim != 1:
+        raise _a.ShapeError(f"outer: expected two 1-d arrays, got shapes {list(x1.shape)} and {list(x2.shape)}")
+    t = result_type(x1, x2)
+    return _a.mul(_reshape(x1.to(t), (x1.shape[0], 1)), _reshape(x2.to(t), (1, x2.shape[0])))
+
+
+def _linalg_diagonal(x, /, *, offset=0):
+    if x.ndim < 2:
+        raise _a.ShapeError(f"diagonal: expected at least 2 dims, got shape {list(x.shape)}")
+    n, m = x.shape[-2], x.shape[-1]
+    k = _builtins.max(0, _builtins.min(n + _builtins.min(offset, 0), m - _builtins.max(offset, 0)))
+    i = _a.arange(k, dtype=int64, device=x.device)
+    rows, cols = (i, i + offset) if offset >= 0 else (i - offset, i)
+    return x[..., rows, cols] if k > 0 else _a.empty(tuple(x.shape[:-2]) + (0,), dtype=x.dtype, device=x.device)
+
+
+def _linalg_trace(x, /, *, offset=0, dtype=None):
+    return sum(_linalg_diagonal(x, offset=offset), axis=-1, dtype=dtype)
+
+
+def _linalg_vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
+    _check_float(x, "vector_norm")
+    if axis is None and x.ndim > 1:  # the flattened array; keepdims keeps every dim as 1
+        out = _linalg_vector_norm(_reshape(x, (-1,)), axis=0, keepdims=False, ord=ord)
+        return _reshape(out, (1,) * x.ndim) if keepdims else out
+    a = _a.abs(x)
+    if ord == inf:
+        return max(a, axis=axis, keepdims=keepdims)
+    if ord == -inf:
+        return min(a, axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return sum(_a.ne(x, 0).to(x.dtype), axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return sum(a, axis=axis, keepdims=keepdims)
+    if ord == 2:
+        return _a.sqrt(sum(_a.square(a), axis=axis, keepdims=keepdims))
+    return _a.pow(sum(_a.pow(a, float(ord)), axis=axis, keepdims=keepdims), 1.0 / ord)
+
+
+def _linalg_matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
+    _check_float(x, "matrix_norm")
+    if x.ndim < 2:
+        raise _a.ShapeError(f"matrix_norm: expected at least 2 dims, got shape {list(x.shape)}")
+    a = _a.abs(x)
+    if ord == "fro":
+        return _a.sqrt(sum(_a.square(a), axis=(-2, -1), keepdims=keepdims))
+    if ord in (1, -1, inf, -inf):
+        # 1: the largest column sum; inf: the largest row sum; negative: the smallest.
+        sums = sum(a, axis=-2 if ord in (1, -1) else -1, keepdims=True)
+        pick = max if ord > 0 else min
+        out = pick(sums, axis=-1 if ord in (1, -1) else -2, keepdims=True)
+        return out if keepdims else _reshape(out, x.shape[:-2])
+    if ord in (2, -2, "nuc"):
+        _not_supported("matrix_norm", f"ord={ord!r} needs the singular values, and anvil has no SVD; "
+                                      "ord='fro', 1, -1, inf and -inf are supported")
+    raise ValueError(f"matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got {ord!r}")
+
+
+def _linalg_cross(x1, x2, /, *, axis=-1):
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise _a.ShapeError(f"cross: expected size 3 along axis {axis}, got shapes {list(x1.shape)} and "
+                            f"{list(x2.shape)}")
+    if axis >= 0:
+        raise ValueError(f"cross: axis must be negative (counted from the end of the broadcast shape), got {axis}")
+    x1, x2 = broadcast_arrays(*_promoted([x1, x2], "cross"))
+    d = x1.ndim + axis
+
+    def part(v, i):
+        return _a.select(v, d, i)
+
+    a0, a1, a2 = part(x1, 0), part(x1, 1), part(x1, 2)
+    b0, b1, b2 = part(x2, 0), part(x2, 1), part(x2, 2)
+    return _a.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], d)
+
+
+def _linalg_namespace():
+    import types
+    ns = types.ModuleType(__name__ + ".linalg", "The linalg extension's matrix-shaped half (see above).")
+    for name, f in [("matmul", matmul), ("matrix_transpose", matrix_transpose), ("tensordot", tensordot),
+                    ("vecdot", vecdot), ("outer", _linalg_outer), ("diagonal", _linalg_diagonal),
+                    ("trace", _linalg_trace), ("vector_norm", _linalg_vector_norm),
+                    ("matrix_norm", _linalg_matrix_norm), ("cross", _linalg_cross)]:
+        setattr(ns, name, f)
+    return ns
+
+
+linalg = _linalg_namespace()

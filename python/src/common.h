@@ -169,8 +169,10 @@ nb::object item(const Tensor& t);
 nb::object tolist(const Tensor& t);
 // A NumPy array viewing a CPU tensor's memory (TypeError elsewhere).
 nb::object to_numpy(const Tensor& t);
-// DLPack: the capsule and (device type, id) of a CPU or CUDA tensor.
-nb::object dlpack_capsule(const Tensor& t, nb::handle stream);
+// DLPack: the capsule and (device type, id) of a CPU or CUDA tensor; with
+// dl_device = (kDLCPU, 0) a copy on the CPU of a tensor anywhere.
+nb::object dlpack_capsule(const Tensor& t, nb::handle stream, nb::handle max_version, nb::handle dl_device,
+                          std::optional<bool> copy);
 nb::tuple dlpack_device(const Tensor& t);
 
 // x[key] and x[key] = value (python/src/indexing.cpp).

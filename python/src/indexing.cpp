@@ -231,11 +231,13 @@ Indexed apply_basic(const Tensor& x, nb::handle key) {
                           "CPU; expected ",
                           x.device(), " or cpu, got ", t.device(), "; move it with .to(", x.device(), ")"));
         if (t.dtype() == DType::Bool) {
+          // A mask dim is the indexed dim's size or 0 (an empty mask selects
+          // nothing), as the array API standard says.
           for (int j = 0; j < t.dim(); ++j)
-            if (out.view.size(dim + j) != t.size(j))
+            if (out.view.size(dim + j) != t.size(j) && t.size(j) != 0)
               throw IndexError(detail::cat("index: the boolean mask's shape ", t.shape(),
                                            " does not match the indexed tensor at dim ", dim + j, "; expected ",
-                                           out.view.size(dim + j), ", got ", t.size(j)));
+                                           out.view.size(dim + j), " or 0, got ", t.size(j)));
           for (const Tensor& positions : mask_indices(t)) {
             add_advanced(i, positions, true);
             ++dim;

@@ -114,10 +114,38 @@ nb::object to_numpy(const Tensor& t) {
   return nb::cast(export_array<nb::numpy>(t, "numpy"));
 }
 
-nb::object dlpack_capsule(const Tensor& t, nb::handle stream) {
+// The array API's __dlpack__ (2023.12). max_version: nanobind makes the
+// unversioned (0.x) capsule, which the standard lets a producer return
+// whatever the consumer's maximum. dl_device: the tensor's own device, or the
+// CPU (a copy); copy=False where a copy is needed is a BufferError.
+nb::object dlpack_capsule(const Tensor& t, nb::handle stream, nb::handle max_version, nb::handle dl_device,
+                          std::optional<bool> copy) {
   (void)stream;  // export_array synchronises the device, so any stream may read
+  (void)max_version;
+  Tensor out = t;
+  if (!dl_device.is_none()) {
+    const auto [type, id] = nb::cast<std::pair<int, int>>(dl_device);
+    const bool same = (type == kDLCPU && id == 0 && t.device().is_cpu()) ||
+                      (type == kDLCUDA && t.device() == Device(DeviceType::CUDA, id));
+    if (!same) {
+      if (type != kDLCPU || id != 0)
+        throw nb::buffer_error(detail::cat("__dlpack__: dl_device (", type, ", ", id, ") is not ", t.device(),
+                                           "'s and not the CPU (1, 0); anvil exports to its own device or the CPU")
+                                   .c_str());
+      if (copy == false)
+        throw nb::buffer_error(
+            detail::cat("__dlpack__: dl_device is the CPU but the tensor is on ", t.device(), " and copy=False")
+                .c_str());
+      nb::gil_scoped_release release;
+      out = t.cpu();
+    }
+  }
+  if (copy == true && out.is_same(t)) {
+    nb::gil_scoped_release release;
+    out = t.clone();
+  }
   // nanobind hands an ndarray of no framework to Python as a DLPack capsule.
-  return nb::cast(export_array<>(t, "__dlpack__"));
+  return nb::cast(export_array<>(out, "__dlpack__"));
 }
 
 nb::tuple dlpack_device(const Tensor& t) {

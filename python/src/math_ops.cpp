@@ -1,5 +1,5 @@
 // python/src/math_ops.cpp — atan2 and the integer bitwise ops of
-// anvil/ops.h: anvil.atan2, bitwise_and, bitwise_or, bitwise_xor,
+// anvil/ops.h: anvil.atan2, copysign, bitwise_and, bitwise_or, bitwise_xor,
 // bitwise_left_shift, bitwise_right_shift, and the Tensor methods of the same
 // names (torch's), each one call to the C++ op without the GIL. They are
 // elementwise primitives of the library, so the array API namespace calls
@@ -19,6 +19,11 @@ void bind_math_ops(nb::module_& m) {
       ANVIL_NOGIL);
   method(
       "atan2", [](const Tensor& a, const Tensor& b) { return a.atan2(b); }, doc("atan2"));
+  m.def(
+      "copysign", [](const Tensor& a, const Tensor& b) { return anvil::copysign(a, b); }, "input"_a, "other"_a,
+      doc("copysign"), ANVIL_NOGIL);
+  method(
+      "copysign", [](const Tensor& a, const Tensor& b) { return a.copysign(b); }, doc("copysign"));
 
   // tensor op tensor and tensor op scalar, as free functions and methods.
 #define ANVIL_MATH_BITWISE(op)                                                                                   \

@@ -2,6 +2,7 @@
 // factories and the free ops (anvil/tensor.h, anvil/ops.h), each one call to
 // the C++ function of the same name, without the GIL.
 #include <nanobind/operators.h>
+#include <nanobind/stl/complex.h>
 
 #include <sstream>
 
@@ -216,9 +217,11 @@ void bind_tensor(nb::module_& m) {
             return dtype.is_none() ? a : a.attr("astype")(dtype);
           },
           "dtype"_a = nb::none(), "copy"_a = nb::none())
-      .def("__dlpack__", &dlpack_capsule, nb::kw_only(), "stream"_a = nb::none())
+      .def("__dlpack__", &dlpack_capsule, nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(),
+           "dl_device"_a = nb::none(), "copy"_a = nb::none())
       .def("__dlpack_device__", &dlpack_device)
       .def("__float__", &item_at_site<double>)
+      .def("__complex__", [](const Tensor& x) { return std::complex<double>(item_at_site<double>(x), 0.0); })
       .def("__int__", &item_at_site<std::int64_t>)
       .def("__bool__",
            [](const Tensor& x) {
@@ -495,9 +498,11 @@ void bind_tensor(nb::module_& m) {
 #undef ANVIL_IOP
 
   // Reductions.
-  t.def("sum", &Tensor::sum, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::sum"))
+  t.def("sum", &Tensor::sum, "dim"_a = nb::none(), "keepdim"_a = false, "dtype"_a = nb::none(), ANVIL_NOGIL,
+        doc("Tensor::sum"))
       .def("mean", &Tensor::mean, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::mean"))
-      .def("prod", &Tensor::prod, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::prod"))
+      .def("prod", &Tensor::prod, "dim"_a = nb::none(), "keepdim"_a = false, "dtype"_a = nb::none(), ANVIL_NOGIL,
+           doc("Tensor::prod"))
       .def("amax", &Tensor::amax, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::amax"))
       .def("amin", &Tensor::amin, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("Tensor::amin"))
       .def("max", nb::overload_cast<int, bool>(&Tensor::max, nb::const_), "dim"_a, "keepdim"_a = false, ANVIL_NOGIL,
@@ -720,9 +725,11 @@ void bind_tensor(nb::module_& m) {
   m.def("masked_fill", &masked_fill, "input"_a, "mask"_a, "value"_a, ANVIL_NOGIL, doc("masked_fill"));
   m.def("tril", &tril, "input"_a, "diagonal"_a = 0, ANVIL_NOGIL, doc("tril"));
   m.def("triu", &triu, "input"_a, "diagonal"_a = 0, ANVIL_NOGIL, doc("triu"));
-  m.def("sum", &sum, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("sum"));
+  m.def("sum", &sum, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, "dtype"_a = nb::none(), ANVIL_NOGIL,
+        doc("sum"));
   m.def("mean", &mean, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("mean"));
-  m.def("prod", &prod, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("prod"));
+  m.def("prod", &prod, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, "dtype"_a = nb::none(), ANVIL_NOGIL,
+        doc("prod"));
   m.def("amax", &amax, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("amax"));
   m.def("amin", &amin, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("amin"));
   m.def("max", nb::overload_cast<const Tensor&>(&max), "input"_a, ANVIL_NOGIL, doc("max"));

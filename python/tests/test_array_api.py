@@ -220,8 +220,13 @@ def test_creation(dev):
     assert xp.empty_like(a).shape == (2, 3) and xp.empty_like(a).device == dev
     for n, m, k in [(3, None, 0), (3, 5, 1), (4, 2, -1), (2, 3, 5)]:
         same(xp.eye(n, m, k=k, device=dev), xs.eye(n, m, k=k, dtype=xs.float32))
+    for k in [2**63, -2**63 - 1]:  # beyond int64, and beyond the corners: no diagonal
+        assert xp.eye(2, 3, k=k, device=dev).tolist() == [[0.0] * 3] * 2
     for args, kw in [((0, 1, 5), {}), ((2, -3, 4), {"endpoint": False}), ((1, 1, 1), {}), ((0, 1, 0), {})]:
         same(xp.linspace(*args, device=dev, **kw), xs.linspace(*args, dtype=xs.float32, **kw), rtol=1e-6)
+    # The last value is stop itself (start + 3 * step would end at 5.6e-17).
+    for dtype in [xp.float32, xp.float64] if has_fp64() else [xp.float32]:
+        assert xp.linspace(1.0, 0.0, 4, dtype=dtype, device=dev)[-1].item() == 0.0
     x1, s1 = on(np.array([1, 2, 3]))
     x2, s2 = on(np.array([4, 5]))
     for indexing in ["xy", "ij"]:
@@ -251,6 +256,35 @@ def test_asarray(dev):
         t = xp.from_dlpack(n)
         n[0] = 7
         assert t.tolist()[0] == 7.0  # shares memory
+    # __dlpack__'s 2023.12 keywords; dl_device (kDLCPU, 0) copies a device tensor to the host.
+    y = xp.asarray([1.0, 2.0], device=dev)
+    host_kw = [{"dl_device": (1, 0)}, {"dl_device": (1, 0), "copy": True, "max_version": (1, 0)}]
+    for kw in host_kw + ([{}, {"max_version": (1, 0)}, {"copy": True}] if dev == anvil.cpu() else []):
+        assert np.from_dlpack(_Exporter(y, kw)).tolist() == [1.0, 2.0]
+    if dev == anvil.cpu():
+        shared = np.from_dlpack(_Exporter(y, {"copy": False}))
+        copied = np.from_dlpack(_Exporter(y, {"copy": True}))
+        y[0] = 5.0
+        assert shared[0] == 5.0 and copied[0] == 1.0
+    else:
+        with pytest.raises(BufferError, match="copy=False"):
+            y.__dlpack__(dl_device=(1, 0), copy=False)
+    with pytest.raises(BufferError, match="dl_device"):
+        y.__dlpack__(dl_device=(9, 0))
+    assert complex(xp.asarray(2.5, device=dev)) == 2.5 + 0j
+
+
+class _Exporter:
+    """Passes fixed __dlpack__ keywords through to an anvil tensor, as a consumer would."""
+
+    def __init__(self, t, kw):
+        self.t, self.kw = t, kw
+
+    def __dlpack__(self, **_):
+        return self.t.__dlpack__(**self.kw)
+
+    def __dlpack_device__(self):
+        return (1, 0)
 
 
 # --- elementwise --------------------------------------------------------------------------------
@@ -302,6 +336,21 @@ def test_special_values(dev):
     got, want = both("atan2", y, x)
     same(got, want, rtol=1e-6)
     assert (np.signbit(host(got)) == np.signbit(host(want)))[~np.isnan(host(want))].all()
+
+
+def test_sign_bits_of_nan_and_zero(dev):
+    """signbit and copysign read the sign bit itself, of -NaN and -0 too
+    (array_api_strict is NumPy's: the same bits)."""
+    v = np.array([np.nan, -np.nan, 0.0, -0.0, np.inf, -np.inf, 1.0, -1.0], dtype=np.float32)
+    assert np.signbit(v[1]) and not np.signbit(v[0])
+    same(*both("signbit", v))
+    got, want = both("copysign", np.full(8, 2.0, np.float32), v)
+    same(got, want)
+    assert (np.signbit(host(got)) == np.signbit(host(want))).all()
+    got, want = both("copysign", v, v[::-1].copy())
+    assert (np.signbit(host(got)) == np.signbit(host(want))).all()
+    got = xp.asinh(anvil.tensor(np.array([-0.0, 0.0], np.float32), device=dev))
+    assert list(np.signbit(host(got))) == [True, False]
 
 
 BINARY = [("add", None), ("subtract", None), ("multiply", None), ("divide", 1e-6), ("maximum", None),
@@ -463,6 +512,47 @@ def test_linear_algebra(dev):
         xp.matrix_transpose(x)
 
 
+def test_linalg_extension(dev):
+    """xp.linalg's matrix-shaped half against array_api_strict's linalg."""
+    rng = np.random.default_rng(1)
+    r = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    la, ls = xp.linalg, xs.linalg
+
+    def pair(name, *args, **kw):
+        a_args = [anvil.tensor(a, device=dev) if isinstance(a, np.ndarray) else a for a in args]
+        s_args = [xs.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        return getattr(la, name)(*a_args, **kw), getattr(ls, name)(*s_args, **kw)
+
+    tol = dict(rtol=1e-5, atol=1e-5)
+    same(*pair("matmul", r(2, 3, 4), r(4, 2)), **tol)
+    same(*pair("matrix_transpose", r(2, 3, 4)))
+    same(*pair("tensordot", r(2, 3), r(3, 4), axes=1), **tol)
+    same(*pair("vecdot", r(3, 4), r(4)), **tol)
+    same(*pair("outer", r(3), r(4)))
+    same(*pair("outer", np.arange(3, dtype=np.int32), np.arange(2, dtype=np.int64)))
+    m = r(2, 3, 4)
+    for offset in [0, 1, -2, 5, -7]:
+        same(*pair("diagonal", m, offset=offset))
+        same(*pair("trace", m, offset=offset), **tol)
+    same(*pair("trace", np.arange(9, dtype=np.int32).reshape(3, 3)))
+    t = la.trace(anvil.tensor(np.arange(9, dtype=np.int32).reshape(3, 3), device=dev), dtype=xp.int32)
+    assert t.dtype == xp.int32 and t.item() == 12
+    for kw in [{}, {"ord": 1}, {"ord": np.inf}, {"ord": -np.inf}, {"ord": 0}, {"ord": 3}, {"ord": -1.5},
+               {"axis": 1, "keepdims": True}, {"axis": (0, 2)}, {"keepdims": True}]:
+        same(*pair("vector_norm", m, **kw), rtol=1e-5)
+    for kw in [{}, {"ord": "fro", "keepdims": True}, {"ord": 1}, {"ord": -1}, {"ord": np.inf}, {"ord": -np.inf}]:
+        same(*pair("matrix_norm", m, **kw), rtol=1e-5)
+    with pytest.raises(anvil.NotSupportedError, match="SVD"):
+        la.matrix_norm(anvil.tensor(m, device=dev), ord=2)
+    same(*pair("cross", r(4, 3), r(3)), **tol)
+    same(*pair("cross", r(3, 2), r(3, 2), axis=-2), **tol)
+    same(*pair("cross", np.arange(6, dtype=np.int32).reshape(2, 3), np.ones(3, dtype=np.int32)))
+    with pytest.raises(anvil.ShapeError):
+        la.cross(anvil.tensor(r(4), device=dev), anvil.tensor(r(4), device=dev))
+    for missing in ["cholesky", "det", "inv", "svd", "qr", "solve", "eigh"]:
+        assert not hasattr(la, missing)
+
+
 # --- manipulation ------------------------------------------------------------------------------
 
 
@@ -519,6 +609,13 @@ def test_take_and_searching(dev):
     a = np.array([[3.0, 1.0, 4.0, 1.0], [5.0, 9.0, 2.0, 9.0]], np.float32)
     same(*both("take", a, np.array([2, 0, 2]), axis=1))
     same(*both("take", a[0], np.array([3, 0])))
+    same(*both("take", a, np.array([-1, 0, -4]), axis=1))  # negative indices count from the end
+    # A boolean mask's dim is the array's or 0 (the standard's rule; 0 selects nothing).
+    x = xp.asarray(a, device=dev)
+    for shape in [(0,), (0, 4), (2, 0)]:
+        assert x[xp.zeros(shape, dtype=xp.bool, device=dev)].shape == (0,) + a.shape[len(shape):]
+    with pytest.raises(IndexError):
+        x[xp.ones((3,), dtype=xp.bool, device=dev)]
     for kw in [{}, {"axis": 0}, {"axis": 1}, {"axis": -1, "keepdims": True}, {"keepdims": True}]:
         same(*both("argmax", a, **kw))
         same(*both("argmin", a, **kw))
@@ -595,6 +692,12 @@ def test_sum_dtype_and_cumulative_sum(dev):
     a, s = on(i)
     same(xp.sum(a, dtype=xp.float32), xs.sum(s, dtype=xs.float32))
     same(xp.prod(a, axis=1, dtype=xp.int64), xs.prod(s, axis=1, dtype=xs.int64))
+    # A dtype narrower than the i64 accumulator: the result has it, wrapped as its arithmetic wraps.
+    same(xp.sum(a, dtype=xp.int32), xs.sum(s, dtype=xs.int32))
+    same(xp.prod(a + 1, axis=0, dtype=xp.int32), xs.prod(s + 1, axis=0, dtype=xs.int32))
+    big, big_s = on(np.array([200, 100], np.uint8))
+    same(xp.sum(big, dtype=xp.uint8), xs.sum(big_s, dtype=xs.uint8))  # 300 wraps to 44
+    same(*both("vecdot", np.array([[1, 2], [3, 4]], np.int32), np.array([5, 6], np.int32)))
     for x in [i, f]:
         for kw in [{"axis": 0}, {"axis": 1, "include_initial": True}, {"axis": -1}]:
             same(*both("cumulative_sum", x, **kw), rtol=1e-6)

@@ -67,6 +67,13 @@ void record_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
         return std::vector<Tensor>{n[0] ? r * sb : Tensor(), n[1] ? -r * sa : Tensor()};
       });
       return;
+    case BinaryOp::Copysign: {  // d/da = out / a (±1; 0 at a = 0, as PyTorch), d/db = 0
+      const Tensor so = saved(out);
+      record("CopysignBackward", out, {&a, &b}, [sa, so](const Tensor& g, const std::vector<bool>& n) {
+        return std::vector<Tensor>{n[0] ? where(sa == 0.0, 0.0, g * so / sa) : Tensor(), n[1] ? g * 0.0 : Tensor()};
+      });
+      return;
+    }
     case BinaryOp::Pow: {
       const Tensor so = saved(out);
       record(row(op).grad, out, {&a, &b}, [sa, sb, so](const Tensor& g, const std::vector<bool>& n) {

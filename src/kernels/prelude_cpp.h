@@ -33,6 +33,7 @@ using std::atan;
 using std::atan2;
 using std::atanh;
 using std::ceil;
+using std::copysign;
 using std::cos;
 using std::cosh;
 using std::erf;

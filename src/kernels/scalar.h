@@ -8,8 +8,8 @@
  * So it is written in what the three share: no templates, no headers, no
  * overloading of its own names, the prelude's fixed-width types, and math
  * through the overloaded names exp, log, sqrt, sin, cos, tanh, pow, fabs,
- * log1p, expm1, erf, floor, ceil, rint, atan, asin, acos, atan2, sinh, cosh,
- * asinh, acosh, atanh.
+ * log1p, expm1, erf, floor, ceil, rint, atan, asin, acos, atan2, copysign, sinh,
+ * cosh, asinh, acosh, atanh.
  * The prelude also names the functions: ANVIL_SCALAR_NAME(anvil_f32, exp)
  * is anvil_f32_exp on the devices and the overload anvil_exp(float) in C++.
  *
@@ -47,6 +47,8 @@
  *  - atan2(a, b) is the platform's, with C99's special values: the signs of
  *    zeros and infinities pick the quadrant (atan2(±0, -0) = ±pi,
  *    atan2(±inf, -inf) = ±3pi/4), as NumPy and PyTorch;
+ *  - copysign(a, b) is |a| with the sign bit of b, a NaN b's included
+ *    (the array API's signbit reads it there);
  *  - bitwise_and/or/xor: integers and bool; shifts: integers, with NumPy's
  *    and PyTorch 2's meaning for every count (1.13 left it to the CPU):
  *    a << b and a >> b are 0 for b >= bits or b < 0, except that >> of a
@@ -149,6 +151,7 @@
   ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) { return a / b; }                                       \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) { return pow(a, b); }                                   \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, atan2)(T a, T b) { return atan2(a, b); }                               \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, copysign)(T a, T b) { return copysign(a, b); }                         \
   /* x != x is the NaN test of every dialect (no isnan overload needed) */                               \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, maximum)(T a, T b) { return a != a ? a : b != b ? b : a > b ? a : b; } \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; } \

@@ -78,6 +78,9 @@ Tensor linspace(double start, double end, std::int64_t steps, Device d, DType t)
   const double step = steps == 1 ? 0.0 : (end - start) / static_cast<double>(steps - 1);
   ANVIL_PROFILE_OP_ON("linspace", d);
   detail::dispatch::arange("linspace", d, detail::operand(out), steps, start, step);
+  // start + (steps - 1) * step can miss `end` by a rounding (linspace(1, 0, 4)
+  // would end at 5.6e-17): the last element is `end` itself, as in NumPy.
+  if (steps > 1) detail::make_view(out, {1}, {1}, steps - 1).fill_(end);
   return out;
 }
 

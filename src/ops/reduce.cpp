@@ -109,14 +109,27 @@ void check_floating(const char* op, DType t) {
 
 using detail::reduce_op;
 
-Tensor sum(const Tensor& x, const Dims& dims, bool keepdim) {
+namespace {
+// sum / prod with a requested dtype: x converted to it, reduced in its
+// accumulator (i64 for the integers, whose low bits are what a narrower
+// accumulator would hold), the result converted back to it.
+Tensor reduce_as(Tensor (*reduce)(const Tensor&, const Dims&, bool, std::optional<DType>), const Tensor& x,
+                 const Dims& dims, bool keepdim, DType dtype) {
+  const Tensor out = reduce(x.dtype() == dtype ? x : x.to(dtype), dims, keepdim, std::nullopt);
+  return out.dtype() == dtype ? out : out.to(dtype);
+}
+}  // namespace
+
+Tensor sum(const Tensor& x, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
   detail::check_defined("sum", x);
+  if (dtype) return reduce_as(&sum, x, dims, keepdim, *dtype);
   if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return sum((*c)[0], dims, keepdim);
   return reduce_op(ReduceOp::Sum, "sum", x, dims, keepdim, detail::sum_dtype(x.dtype()));
 }
 
-Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {
+Tensor prod(const Tensor& x, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
   detail::check_defined("prod", x);
+  if (dtype) return reduce_as(&prod, x, dims, keepdim, *dtype);
   if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return prod((*c)[0], dims, keepdim);
   return reduce_op(ReduceOp::Prod, "prod", x, dims, keepdim, detail::sum_dtype(x.dtype()));
 }
@@ -250,9 +263,13 @@ Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
 }
 
 // --- Tensor members ---------------------------------------------------------------------
-Tensor Tensor::sum(const Dims& dims, bool keepdim) const { return anvil::sum(*this, dims, keepdim); }
+Tensor Tensor::sum(const Dims& dims, bool keepdim, std::optional<DType> dtype) const {
+  return anvil::sum(*this, dims, keepdim, dtype);
+}
 Tensor Tensor::mean(const Dims& dims, bool keepdim) const { return anvil::mean(*this, dims, keepdim); }
-Tensor Tensor::prod(const Dims& dims, bool keepdim) const { return anvil::prod(*this, dims, keepdim); }
+Tensor Tensor::prod(const Dims& dims, bool keepdim, std::optional<DType> dtype) const {
+  return anvil::prod(*this, dims, keepdim, dtype);
+}
 Tensor Tensor::amax(const Dims& dims, bool keepdim) const { return anvil::amax(*this, dims, keepdim); }
 Tensor Tensor::amin(const Dims& dims, bool keepdim) const { return anvil::amin(*this, dims, keepdim); }
 Tensor Tensor::max() const { return anvil::max(*this); }

@@ -47,7 +47,7 @@ NAMES = {v[0]: k for k, v in DTYPES.items()}
 # `ANVIL_UNARY_OP(Op, name, rule, ...` of include/anvil/ops.def, in enum order.
 OPS_DEF = Path(__file__).resolve().parents[2] / "include" / "anvil" / "ops.def"
 UNARY_ROWS = re.findall(r"^ANVIL_UNARY_OP\(\s*\w+\s*,\s*(\w+)\s*,\s*(\w+)\s*,", OPS_DEF.read_text(), re.M)
-FLOAT_ONLY = {name for name, rule in UNARY_ROWS if rule == "Float"} | {"atan2"}
+FLOAT_ONLY = {name for name, rule in UNARY_ROWS if rule == "Float"} | {"atan2", "copysign"}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 # Clamp bounds per dtype class: (name, lo, hi); None = open.
@@ -133,7 +133,8 @@ def gelu_backward_aten(g, x):
 BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
     "maximum": torch.maximum, "minimum": torch.minimum, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
-    "le": torch.le, "gt": torch.gt, "ge": torch.ge, "atan2": torch.atan2, "bitwise_and": torch.bitwise_and,
+    "le": torch.le, "gt": torch.gt, "ge": torch.ge, "atan2": torch.atan2, "copysign": torch.copysign,
+    "bitwise_and": torch.bitwise_and,
     "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
     "bitwise_left_shift": lambda a, b: numpy_shift(np.left_shift, a, b),
     "bitwise_right_shift": lambda a, b: numpy_shift(np.right_shift, a, b),
