@@ -12,6 +12,15 @@
 // into `.grad()` until cleared (`set_grad({})` or `zero_grad()`).
 // Grad mode is per thread. In-place ops on tensors that require grad are
 // rejected while grad mode is on (run them under NoGradGuard).
+//
+// Threads: several threads may run backward() at once, over graphs that
+// share leaves (one model trained from many threads) or nodes (with
+// retain_graph): each leaf's accumulation into .grad() is atomic, so no
+// contribution is lost, though the order of the additions (and so the last
+// bits of a float sum) is the threads'. grad() returns a snapshot. Without
+// retain_graph, the first pass through a shared node frees it and a second
+// one fails with ValueError. Writing one tensor from two threads is the
+// caller's race, as in PyTorch.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +53,20 @@ namespace autograd {
 // d(sum(outputs[i] * grads[i])) / d(leaves), accumulated into the leaves'
 // .grad(). A scalar output may leave its gradient undefined (1 is used).
 void backward(const Tensor& output, const Tensor& gradient = {}, bool retain_graph = false);
+
+// torch.autograd.grad: d(sum(outputs[i] * grad_outputs[i])) / d(inputs[j]),
+// returned, one per input (its shape, dtype and device), rather than
+// accumulated: no .grad() is read or written, no post-accumulate hook runs,
+// and only the part of the graph that leads to `inputs` runs (the rest stays
+// for a later pass). `grad_outputs` is empty or one per output (undefined
+// for a one-element output: 1). Inputs may be leaves or intermediate
+// results; each must require grad. An input the outputs do not depend on
+// is a ValueError unless allow_unused, which returns an undefined tensor.
+//
+//   Tensor gx = autograd::grad({y.sum()}, {x})[0];   // x.grad() untouched
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool allow_unused = false);
 
 // A callback run during backward() right after a leaf's gradient has been
 // accumulated into its .grad() (PyTorch's register_post_accumulate_grad_hook);

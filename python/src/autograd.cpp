@@ -1,5 +1,9 @@
 // python/src/autograd.cpp — grad mode (anvil.no_grad), backward and
 // anvil.autograd.grad over the C++ autograd (anvil/autograd.h).
+#include <nanobind/stl/variant.h>
+
+#include <variant>
+
 #include "common.h"
 
 namespace anvil::python {
@@ -14,32 +18,22 @@ void bind_autograd(nb::module_& m) {
         autograd::backward(output, gradient.value_or(Tensor()), retain_graph);
       },
       "tensor"_a, "grad_tensor"_a = nb::none(), "retain_graph"_a = false, ANVIL_NOGIL);
-  // torch.autograd.grad: the gradients of `output` with respect to `inputs`,
-  // returned rather than accumulated. The C++ backward accumulates into
-  // .grad, so each input's .grad is saved, cleared, read and restored.
+  // torch.autograd.grad over the C++ autograd::grad: the gradients are
+  // returned, and no .grad (of the inputs or of any other leaf) is touched,
+  // so threads that share inputs do not disturb each other.
+  using Tensors = std::variant<Tensor, std::vector<Tensor>>;
+  auto as_list = [](const Tensors& t) {
+    return std::holds_alternative<Tensor>(t) ? std::vector<Tensor>{std::get<Tensor>(t)}
+                                             : std::get<std::vector<Tensor>>(t);
+  };
   a.def(
       "grad",
-      [](const Tensor& output, const std::vector<Tensor>& inputs, std::optional<Tensor> grad_output, bool retain_graph,
-         bool allow_unused) {
-        std::vector<Tensor> saved;
-        for (const Tensor& x : inputs) {
-          saved.push_back(x.grad());
-          x.set_grad(Tensor());
-        }
-        std::vector<Tensor> out;
-        try {
-          autograd::backward(output, grad_output.value_or(Tensor()), retain_graph);
-        } catch (...) {
-          for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i].set_grad(saved[i]);
-          throw;
-        }
-        for (std::size_t i = 0; i < inputs.size(); ++i) {
-          out.push_back(inputs[i].grad());
-          inputs[i].set_grad(saved[i]);
-          if (!out.back().defined() && !allow_unused)
-            throw ValueError(detail::cat("autograd.grad: input ", i,
-                                         " was not used in the graph; pass allow_unused=True to get None for it"));
-        }
+      [as_list](const Tensors& outputs, const Tensors& inputs, std::optional<Tensors> grad_outputs, bool retain_graph,
+                bool allow_unused) {
+        const std::vector<Tensor> seeds = grad_outputs ? as_list(*grad_outputs) : std::vector<Tensor>{};
+        std::vector<std::optional<Tensor>> out;  // None for an unused input (allow_unused)
+        for (Tensor& g : autograd::grad(as_list(outputs), as_list(inputs), seeds, retain_graph, allow_unused))
+          out.push_back(g.defined() ? std::optional<Tensor>(std::move(g)) : std::nullopt);
         return out;
       },
       "outputs"_a, "inputs"_a, "grad_outputs"_a = nb::none(), "retain_graph"_a = false, "allow_unused"_a = false,

@@ -34,29 +34,42 @@ std::uint64_t next_sequence_nr() noexcept {
   return counter.fetch_add(1, std::memory_order_relaxed);
 }
 
-void Node::check_live() const {
+BackwardFn Node::take_fn(bool retain_graph) {
+  std::lock_guard lock(mutex);
   ANVIL_CHECK(fn != nullptr, ValueError, "backward: ", name,
               " was already used by a backward pass and its saved tensors were freed; expected a live graph, got a "
               "freed one; pass retain_graph = true to the first backward()");
+  if (retain_graph) return fn;
+  return std::exchange(fn, nullptr);
 }
 
-std::vector<Tensor> Node::apply(const Tensor& grad) {
-  check_live();
+void Node::release() noexcept {
+  BackwardFn dead;  // destroyed (its saved tensors freed) outside the lock
+  std::lock_guard lock(mutex);
+  dead = std::exchange(fn, nullptr);
+}
+
+std::vector<Tensor> Node::apply(const Tensor& grad, bool retain_graph) {
+  const BackwardFn rule = take_fn(retain_graph);
   std::vector<bool> needs(next.size());
   for (std::size_t i = 0; i < next.size(); ++i) needs[i] = next[i] != nullptr;
-  return fn(grad, needs);
+  return rule(grad, needs);
 }
 
-std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad, bool /*retain_graph*/) {
   AutogradMeta& meta = *leaf->autograd;
-  if (!meta.grad.defined()) {
-    // Steal the gradient when nothing else holds it (PyTorch does the same);
-    // otherwise copy so that later in-place accumulation touches no one else.
-    const bool sole = grad.impl().use_count() == 1 && grad.impl()->storage().use_count() == 1 && grad.is_contiguous() &&
-                      grad.offset() == 0;
-    meta.grad = sole ? grad.detach() : clone(grad);
-  } else {
-    meta.grad = meta.grad + grad;
+  {
+    // See Note [Concurrent backward]: another pass may be adding into this leaf.
+    std::lock_guard lock(meta.mutex);
+    if (!meta.grad.defined()) {
+      // Steal the gradient when nothing else holds it (PyTorch does the same);
+      // otherwise copy so that later in-place accumulation touches no one else.
+      const bool sole = grad.impl().use_count() == 1 && grad.impl()->storage().use_count() == 1 &&
+                        grad.is_contiguous() && grad.offset() == 0;
+      meta.grad = sole ? grad.detach() : clone(grad);
+    } else {
+      meta.grad = meta.grad + grad;
+    }
   }
   if (meta.post_accumulate_hooks) {
     // Copy under the lock and call outside it, so a hook may register or
@@ -84,6 +97,8 @@ std::shared_ptr<Node> edge_to(const Tensor& t) {
   if (!requires_grad(t)) return nullptr;
   AutogradMeta& m = *t.impl()->autograd;
   if (m.grad_fn) return m.grad_fn;
+  // Two threads' graphs reaching one leaf must share one AccumulateGrad.
+  std::lock_guard lock(m.mutex);
   std::shared_ptr<Node> acc = m.grad_accumulator.lock();
   if (!acc) {
     auto a = std::make_shared<AccumulateGrad>();
@@ -158,17 +173,27 @@ namespace {
 // running on this thread; null outside backward.
 thread_local std::vector<std::function<void()>>* t_final_callbacks = nullptr;
 
-void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph);
+// A pass of autograd::grad: the gradients reaching these inputs' nodes are
+// returned instead of accumulated; only nodes that lead to one of them run.
+struct Capture {
+  std::unordered_map<Node*, std::vector<std::size_t>> slots;  // node -> indices of the inputs it stands for
+  std::vector<Tensor> grads;                                  // one per input
+  std::vector<std::shared_ptr<Node>> hold;                    // the inputs' nodes, alive for the pass
+};
 
-void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
-  const profiler::detail::OpSpan span(profiler::detail::Kind::Backward, "backward", nullptr, {&root});
+void run_graph(const char* op, const std::vector<Tensor>& roots, const std::vector<Tensor>& gradients,
+               bool retain_graph, Capture* capture);
+
+void run_backward(const char* op, const std::vector<Tensor>& roots, const std::vector<Tensor>& gradients,
+                  bool retain_graph, Capture* capture) {
+  const profiler::detail::OpSpan span(profiler::detail::Kind::Backward, op, nullptr, {&roots.front()});
   // Gradient rules compute in their forward op's dtypes, not autocast's.
   AutocastSuspend no_autocast;
   std::vector<std::function<void()>> callbacks;
   auto* const outer = t_final_callbacks;
   t_final_callbacks = &callbacks;
   try {
-    run_graph(root, gradient, retain_graph);
+    run_graph(op, roots, gradients, retain_graph, capture);
   } catch (...) {
     t_final_callbacks = outer;
     throw;
@@ -186,28 +211,76 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
   t_final_callbacks = outer;
 }
 
-void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
-  check_defined("backward", root);
-  ANVIL_CHECK(requires_grad(root), ValueError,
-              "backward: the tensor does not require grad and has no grad_fn; expected the result of ops on tensors "
-              "with requires_grad_(), got a tensor outside any graph");
-  Tensor g = gradient;
-  if (!g.defined()) {
-    ANVIL_CHECK(root.numel() == 1, ShapeError,
-                "backward: a gradient can be implied only for one-element outputs; expected 1 element, got shape ",
-                root.shape(), "; pass the gradient: backward(ones_like(y))");
-    g = ones_like(root);
-  } else {
-    ANVIL_CHECK(g.shape() == root.shape(), ShapeError, "backward: gradient has the wrong shape; expected ",
-                root.shape(), ", got ", g.shape());
-    check_same_device("backward", {&root, &g});
+// The nodes reachable from `starts` from which one of capture's nodes can be
+// reached (those nodes included): the only ones autograd::grad runs. Every
+// parent of such a node is one too, so skipping the others leaves no
+// dependency count of a kept node short.
+std::unordered_map<Node*, bool> leads_to_inputs(const std::vector<Node*>& starts, const Capture& capture) {
+  std::unordered_map<Node*, bool> leads;             // present: visited; value final once its children are done
+  std::vector<std::pair<Node*, std::size_t>> stack;  // node, next child to visit
+  for (Node* s : starts) {
+    if (leads.contains(s)) continue;
+    leads[s] = capture.slots.contains(s);
+    stack.emplace_back(s, 0);
+    while (!stack.empty()) {
+      auto& [n, child] = stack.back();
+      if (child == n->next.size()) {
+        Node* const done = n;
+        stack.pop_back();
+        if (!stack.empty() && leads[done]) leads[stack.back().first] = true;
+        continue;
+      }
+      Node* nx = n->next[child++].get();
+      if (!nx) continue;
+      if (auto it = leads.find(nx); it != leads.end()) {
+        if (it->second) leads[n] = true;
+        continue;
+      }
+      leads[nx] = capture.slots.contains(nx);
+      stack.emplace_back(nx, 0);
+    }
+  }
+  return leads;
+}
+
+void run_graph(const char* op, const std::vector<Tensor>& roots, const std::vector<Tensor>& gradients,
+               bool retain_graph, Capture* capture) {
+  ANVIL_CHECK(!roots.empty(), ValueError, op, ": expected at least one output, got none");
+  ANVIL_CHECK(gradients.empty() || gradients.size() == roots.size(), ValueError, op,
+              ": expected one gradient per output; expected ", roots.size(), ", got ", gradients.size());
+  std::vector<Node*> starts;
+  std::vector<std::shared_ptr<Node>> hold;  // the root nodes, alive for the pass
+  std::unordered_map<Node*, Tensor> grads;
+  for (std::size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    check_defined(op, root, static_cast<int>(i));
+    ANVIL_CHECK(requires_grad(root), ValueError, op,
+                ": the tensor does not require grad and has no grad_fn; expected the result of ops on tensors "
+                "with requires_grad_(), got a tensor outside any graph");
+    Tensor g = gradients.empty() ? Tensor() : gradients[i];
+    if (!g.defined()) {
+      ANVIL_CHECK(root.numel() == 1, ShapeError, op,
+                  ": a gradient can be implied only for one-element outputs; expected 1 element, got shape ",
+                  root.shape(), "; pass the gradient: backward(ones_like(y))");
+      g = ones_like(root);
+    } else {
+      ANVIL_CHECK(g.shape() == root.shape(), ShapeError, op, ": gradient has the wrong shape; expected ", root.shape(),
+                  ", got ", g.shape());
+      check_same_device(op, {&root, &g});
+    }
+    NoGradGuard no_grad;
+    std::shared_ptr<Node> node = edge_to(root);
+    Tensor& acc = grads[node.get()];
+    acc = acc.defined() ? acc + cast(g, root.dtype()) : cast(g, root.dtype());
+    if (std::find(starts.begin(), starts.end(), node.get()) == starts.end()) starts.push_back(node.get());
+    hold.push_back(std::move(node));
   }
   NoGradGuard no_grad;
-  const std::shared_ptr<Node> start = edge_to(root);
-  // Dependencies: how many edges point at each node from nodes reachable from start.
+  // Dependencies: how many edges point at each node from nodes reachable from the roots.
   std::unordered_map<Node*, int> deps;
-  std::vector<Node*> stack{start.get()};
-  deps[start.get()] = 0;
+  std::vector<Node*> stack;
+  for (Node* s : starts)
+    if (deps.try_emplace(s, 0).second) stack.push_back(s);
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
@@ -218,8 +291,16 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       if (inserted) stack.push_back(nx.get());
     }
   }
-  std::unordered_map<Node*, Tensor> grads;
-  grads[start.get()] = cast(g, root.dtype());
+  std::unordered_map<Node*, bool> leads;
+  if (capture) leads = leads_to_inputs(starts, *capture);
+  // Whether node n runs: always in backward; in autograd::grad when one of
+  // its children leads to an input.
+  auto runs = [&](const Node* n) {
+    if (!capture) return true;
+    for (const auto& nx : n->next)
+      if (nx && leads[nx.get()]) return true;
+    return false;
+  };
   // Note [Backward order]
   // Ready nodes run latest-created first (PyTorch's order), and a leaf's
   // AccumulateGrad as soon as it is ready: the gradients of the last layers
@@ -229,7 +310,8 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   // bias came last of all.)
   auto later = [](const Node* a, const Node* b) { return a->sequence_nr < b->sequence_nr; };
   std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
-  ready.push(start.get());
+  for (Node* s : starts)
+    if (deps[s] == 0) ready.push(s);
   // Note [Gradients of views]
   // A view node's rule would return a zero tensor of its input's shape with
   // the gradient in the view's place. When many views of one tensor get
@@ -257,10 +339,14 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     ready.pop();
     Tensor gn = std::move(grads[n]);
     grads.erase(n);
+    if (capture) {
+      if (auto it = capture->slots.find(n); it != capture->slots.end())
+        for (std::size_t k : it->second) capture->grads[k] = gn;
+      if (!runs(n)) continue;  // its rule stays for a later pass
+    }
     if (n->place) {
-      n->check_live();
+      (void)n->take_fn(retain_graph);  // checks the graph is live; frees it unless retained
       if (gn.defined() && n->next[0]) add_into_place(*n, gn, grads[n->next[0].get()]);
-      if (!retain_graph) n->fn = nullptr;
       if (Node* nx = n->next[0].get(); nx && --deps[nx] == 0) ready.push(nx);
       continue;
     }
@@ -268,9 +354,10 @@ void run_graph(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     if (gn.defined()) {
       const Device gd = gn.device();
       const profiler::detail::OpSpan span(profiler::detail::Kind::Backward, n->name.c_str(), &gd, {&gn});
-      outs = n->apply(gn);
+      outs = n->apply(gn, retain_graph);
+    } else if (!retain_graph) {
+      n->release();
     }
-    if (!retain_graph && n->fn) n->fn = nullptr;
     for (std::size_t i = 0; i < n->next.size(); ++i) {
       Node* nx = n->next[i].get();
       if (!nx) continue;
@@ -344,7 +431,30 @@ void queue_callback(std::function<void()> fn) {
 }
 
 void backward(const Tensor& output, const Tensor& gradient, bool retain_graph) {
-  detail::run_backward(output, gradient, retain_graph);
+  detail::run_backward("backward", {output}, {gradient}, retain_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+  constexpr const char* op = "autograd.grad";
+  ANVIL_CHECK(!inputs.empty(), ValueError, op, ": expected at least one input, got none");
+  detail::Capture capture;
+  capture.grads.resize(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    detail::check_defined(op, inputs[i], static_cast<int>(i));
+    ANVIL_CHECK(detail::requires_grad(inputs[i]), ValueError, op, ": input ", i,
+                " does not require grad; expected tensors with requires_grad_() or results of ops on them");
+    // For a leaf, its AccumulateGrad: the node the graph's edges point at.
+    std::shared_ptr<detail::Node> node = detail::edge_to(inputs[i]);
+    capture.slots[node.get()].push_back(i);
+    capture.hold.push_back(std::move(node));
+  }
+  detail::run_backward(op, outputs, grad_outputs, retain_graph, &capture);
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    ANVIL_CHECK(capture.grads[i].defined() || allow_unused, ValueError, op, ": input ", i,
+                " was not used in the graph; expected every input to reach the outputs; pass allow_unused = true "
+                "to get an undefined gradient for it");
+  return std::move(capture.grads);
 }
 
 Tensor make_differentiable(const std::string& name, const Tensor& output, const std::vector<Tensor>& inputs,
@@ -391,7 +501,10 @@ Tensor& Tensor::requires_grad_(bool on) {
 
 Tensor Tensor::grad() const {
   detail::check_defined("grad", *this);
-  return impl()->autograd ? impl()->autograd->grad : Tensor();
+  detail::AutogradMeta* m = impl()->autograd.get();
+  if (!m) return Tensor();
+  std::lock_guard lock(m->mutex);  // a backward pass on another thread may be accumulating
+  return m->grad;
 }
 
 void Tensor::set_grad(const Tensor& g) const {
@@ -404,7 +517,9 @@ void Tensor::set_grad(const Tensor& g) const {
     detail::check_same_device("set_grad", {this, &g});
   }
   if (!impl()->autograd && !g.defined()) return;
-  detail::meta_of(*this).grad = g;
+  detail::AutogradMeta& m = detail::meta_of(*this);
+  std::lock_guard lock(m.mutex);
+  m.grad = g;
 }
 
 void Tensor::zero_grad() const {
@@ -426,7 +541,7 @@ std::string Tensor::grad_fn_name() const {
 }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  detail::run_backward(*this, gradient, retain_graph);
+  detail::run_backward("backward", {*this}, {gradient}, retain_graph, nullptr);
 }
 
 Tensor Tensor::detach() const {

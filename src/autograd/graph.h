@@ -38,11 +38,22 @@ struct GradHookList {
   std::vector<std::pair<std::uint64_t, std::function<void(const Tensor&)>>> hooks;
 };
 
+// Note [Concurrent backward]
+// Several threads may run backward over graphs that share leaves (one model
+// trained from many threads, Hogwild) or share nodes (retain_graph). A
+// leaf's `grad` and its `grad_accumulator` are the only state two passes
+// write, so each leaf holds a mutex over exactly those two, as PyTorch's
+// AccumulateGrad does; a node's `fn` is taken (or copied, under
+// retain_graph) under the node's mutex, so a pass that frees a shared graph
+// fails the other with "already freed" instead of calling a freed rule.
+// Everything else a pass touches (its ready queue, dependency counts and
+// gradient buffers) is its own. Forward ops take no lock.
 struct AutogradMeta {
   bool requires_grad = false;
   std::shared_ptr<GradHookList> post_accumulate_hooks;  // null until one is registered
+  std::shared_ptr<Node> grad_fn;                        // null for leaves; set once, when the tensor is made
+  std::mutex mutex;                                     // guards the two below (Note [Concurrent backward])
   Tensor grad;
-  std::shared_ptr<Node> grad_fn;         // null for leaves
   std::weak_ptr<Node> grad_accumulator;  // leaves: their AccumulateGrad, made on first use
 };
 
@@ -64,19 +75,24 @@ struct Node {
   std::uint64_t sequence_nr = 0;
   std::vector<std::shared_ptr<Node>> next;  // per input; null when it needs no grad
   std::vector<InputInfo> inputs;
-  BackwardFn fn;  // released after backward unless retain_graph
+  BackwardFn fn;     // released after backward unless retain_graph; see take_fn
+  std::mutex mutex;  // guards fn while a backward pass runs (Note [Concurrent backward])
   // Views that select part of their one input (slice, select) also say
   // where: place(input's gradient) is the view that receives this node's
   // gradient, and the engine adds into it (Note [Gradients of views]).
   std::function<Tensor(const Tensor&)> place;
-  virtual std::vector<Tensor> apply(const Tensor& grad);
-  void check_live() const;  // ValueError once backward has freed `fn`
+  // Runs the rule; without retain_graph the rule is freed first.
+  virtual std::vector<Tensor> apply(const Tensor& grad, bool retain_graph);
+  // The rule, for one use: moved out (freeing the node's saved tensors) or,
+  // under retain_graph, copied. ValueError once a backward pass freed it.
+  BackwardFn take_fn(bool retain_graph);
+  void release() noexcept;  // frees the rule (no-op when already freed)
 };
 
-// Adds incoming gradients into a leaf's .grad.
+// Adds incoming gradients into a leaf's .grad, under the leaf's mutex.
 struct AccumulateGrad final : Node {
   std::shared_ptr<TensorImpl> leaf;
-  std::vector<Tensor> apply(const Tensor& grad) override;
+  std::vector<Tensor> apply(const Tensor& grad, bool retain_graph) override;
 };
 
 bool grad_mode_enabled() noexcept;
