@@ -78,8 +78,11 @@ class ImplicitSync : public Error {
 // .cpu(), .copy_to(device) and Event::elapsed_seconds — like PyTorch, where
 // `.cpu()` is a copy you wrote, while `.item()` in a loop is the wait users
 // regret. Queued ops never sync. CPU tensors never sync, so item() on a CPU
-// tensor is not flagged. The mode is process-wide (as PyTorch's is); guards
-// nest, and each restores the mode it found.
+// tensor is not flagged. A guard sets the mode for its own thread (like
+// NoGradGuard; anvil's worker threads, DataParallel's replicas, inherit the
+// mode of the thread that started them); guards nest, and each restores the
+// mode it found. A thread inside no guard follows the process-wide default,
+// set_sync_debug_mode (torch.cuda.set_sync_debug_mode), Off at start.
 class SyncGuard {
  public:
   explicit SyncGuard(SyncDebugMode mode) noexcept;
@@ -88,9 +91,13 @@ class SyncGuard {
   SyncGuard& operator=(const SyncGuard&) = delete;
 
  private:
-  SyncDebugMode previous_;
+  int previous_;  // this thread's mode before the guard; -1: none, the default applied
 };
+// The mode on this thread: its innermost SyncGuard's, else the default.
 SyncDebugMode sync_debug_mode() noexcept;
+// The process-wide default, for every thread inside no SyncGuard.
+void set_sync_debug_mode(SyncDebugMode mode) noexcept;
+SyncDebugMode default_sync_debug_mode() noexcept;
 
 namespace profiler {
 

@@ -13,7 +13,7 @@ from . import _anvil
 from ._anvil import (  # noqa: F401  (re-exported)
     Error, ShapeError, DTypeError, DeviceMismatchError, DeviceError, IndexError, ValueError,
     NotSupportedError, NotCompiledError, OutOfMemoryError, BackendError, IOError, CompileError, ImplicitSyncError,
-    SyncGuard, SyncDebugMode, sync_debug_mode,
+    SyncGuard, SyncDebugMode, sync_debug_mode, set_sync_debug_mode,
     DeviceType, device, DeviceProperties, device_scope, dtype, Tensor, ValuesIndices, MemoryStats,
     cpu, gpu, try_gpu, try_gpu_reason, try_all_gpus, gpu_count, device_count, device_unavailable_reason,
     all_devices, default_device, synchronize, promote_types, set_num_threads, get_num_threads,

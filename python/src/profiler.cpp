@@ -13,6 +13,8 @@
 // until the call returns; the profiler and ImplicitSync copy them before then.
 #include "anvil/profiler.h"
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -49,9 +51,11 @@ struct RecordFunction {
   std::vector<std::pair<std::thread::id, std::shared_ptr<profiler::Range>>> open;
 };
 
+// The mode is per thread, so a guard object entered on two threads keeps
+// each thread's guards apart and __exit__ ends the calling thread's own.
 struct PySyncGuard {
   SyncDebugMode mode;
-  std::vector<std::shared_ptr<SyncGuard>> active;  // one per nested `with`
+  std::vector<std::pair<std::thread::id, std::unique_ptr<SyncGuard>>> active;  // one per open `with`
 };
 
 SyncDebugMode sync_mode_from(const std::string& s) {
@@ -89,14 +93,22 @@ void bind_profiler(nb::module_& top) {
       .def("__enter__",
            [](nb::handle self) {
              PySyncGuard& g = nb::cast<PySyncGuard&>(self);
-             g.active.push_back(std::make_shared<SyncGuard>(g.mode));
+             g.active.emplace_back(std::this_thread::get_id(), std::make_unique<SyncGuard>(g.mode));
              return nb::borrow(self);
            })
       .def("__exit__", [](PySyncGuard& g, nb::args) {
-        if (!g.active.empty()) g.active.pop_back();
+        const auto mine = std::find_if(g.active.rbegin(), g.active.rend(),
+                                       [](const auto& e) { return e.first == std::this_thread::get_id(); });
+        if (mine != g.active.rend()) g.active.erase(std::next(mine).base());
         return false;
       });
-  top.def("sync_debug_mode", &sync_debug_mode, "The mode the innermost SyncGuard set (off outside any)");
+  top.def("sync_debug_mode", &sync_debug_mode,
+          "The mode on this thread: its innermost SyncGuard's, else the process-wide default");
+  top.def("set_sync_debug_mode", &set_sync_debug_mode, "mode"_a,
+          "The process-wide default for threads inside no SyncGuard (torch.cuda.set_sync_debug_mode)");
+  top.def(
+      "set_sync_debug_mode", [](const std::string& mode) { set_sync_debug_mode(sync_mode_from(mode)); }, "mode"_a,
+      "The process-wide default for threads inside no SyncGuard (torch.cuda.set_sync_debug_mode)");
 
   nb::module_ m = top.def_submodule("profiler", "per-op host and device time, copies, syncs (anvil/profiler.h)");
   nb::enum_<profiler::SortBy>(m, "SortBy")

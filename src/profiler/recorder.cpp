@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iostream>
 #include <set>
+#include <utility>
 
 #include "anvil/error.h"
 #include "anvil/tensor.h"
@@ -230,7 +231,10 @@ void end_span(Slot slot, std::uint64_t bytes) noexcept {
 
 namespace {
 thread_local const CallSite* t_site = nullptr;
+// The process-wide default (set_sync_debug_mode) and this thread's
+// SyncGuard, which wins while one is alive (-1: none).
 std::atomic<SyncDebugMode> g_sync_mode{SyncDebugMode::Off};
+thread_local int t_sync_override = -1;
 
 std::string site_text(const CallSite& site) {
   return anvil::detail::cat(site.location.file_name(), ":", site.location.line(), " (", site.location.function_name(),
@@ -238,7 +242,7 @@ std::string site_text(const CallSite& site) {
 }
 
 void check_guard(Device d) {
-  const SyncDebugMode mode = g_sync_mode.load(std::memory_order_relaxed);
+  const SyncDebugMode mode = anvil::sync_debug_mode();
   if (mode == SyncDebugMode::Off) return;
   const CallSite* site = t_site;
   if (site != nullptr && site->is_explicit) return;
@@ -522,9 +526,18 @@ void register_exit_handler() { std::atexit(finish_exit_profile); }
 namespace anvil {
 
 SyncGuard::SyncGuard(SyncDebugMode mode) noexcept
-    : previous_(profiler::detail::g_sync_mode.exchange(mode, std::memory_order_relaxed)) {}
-SyncGuard::~SyncGuard() { profiler::detail::g_sync_mode.store(previous_, std::memory_order_relaxed); }
-SyncDebugMode sync_debug_mode() noexcept { return profiler::detail::g_sync_mode.load(std::memory_order_relaxed); }
+    : previous_(std::exchange(profiler::detail::t_sync_override, static_cast<int>(mode))) {}
+SyncGuard::~SyncGuard() { profiler::detail::t_sync_override = previous_; }
+SyncDebugMode sync_debug_mode() noexcept {
+  const int mine = profiler::detail::t_sync_override;
+  return mine >= 0 ? static_cast<SyncDebugMode>(mine) : profiler::detail::g_sync_mode.load(std::memory_order_relaxed);
+}
+void set_sync_debug_mode(SyncDebugMode mode) noexcept {
+  profiler::detail::g_sync_mode.store(mode, std::memory_order_relaxed);
+}
+SyncDebugMode default_sync_debug_mode() noexcept {
+  return profiler::detail::g_sync_mode.load(std::memory_order_relaxed);
+}
 
 namespace profiler {
 
