@@ -16,7 +16,9 @@ namespace anvil {
 
 // One thread budget for everything anvil runs on the CPU: its own parallel
 // loops and OpenBLAS share a single OpenMP pool, so they never oversubscribe
-// the cores. Default: the number of cores (or OMP_NUM_THREADS).
+// the cores. Default: the number of cores (or OMP_NUM_THREADS). The budget
+// is the process's, as torch.set_num_threads's is: set on any thread, it
+// holds for every thread, those started later included.
 void set_num_threads(int n);
 int num_threads() noexcept;
 // Whether anvil chose OpenMP's wait policy (passive: idle threads sleep

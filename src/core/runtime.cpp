@@ -1,7 +1,5 @@
 #include "anvil/runtime.h"
 
-#include <omp.h>
-
 #include <ostream>
 
 #include "anvil/error.h"
@@ -12,6 +10,7 @@ namespace anvil {
 
 namespace cpu_backend {
 void set_thread_bound(int threads);  // src/backends/cpu/threads.h
+int thread_bound() noexcept;
 }  // namespace cpu_backend
 
 // Note [One thread pool]
@@ -27,7 +26,7 @@ void set_num_threads(int n) {
   cpu_backend::set_thread_bound(n);
 }
 
-int num_threads() noexcept { return omp_get_max_threads(); }
+int num_threads() noexcept { return cpu_backend::thread_bound(); }
 
 extern "C" bool anvil_openmp_wait_policy_defaulted();
 bool openmp_wait_policy_defaulted() noexcept { return anvil_openmp_wait_policy_defaulted(); }

@@ -226,7 +226,7 @@ void* pointer_of(const detail::KernelOperand& op, memory::data_type dt) {
 constexpr std::int64_t kReorderBytesPerThread = std::int64_t{1} << 20;
 
 void reorder(memory& from, memory& to, dnnl::stream& s) {
-  const auto most = static_cast<std::size_t>(omp_get_max_threads());
+  const auto most = static_cast<std::size_t>(thread_bound());
   const auto per_thread = static_cast<std::size_t>(scaled_work(kReorderBytesPerThread));
   const std::size_t by_size = std::max<std::size_t>(1, to.get_desc().get_size() / per_thread);
   const DnnlThreads threads(static_cast<int>(std::min(most, by_size)));

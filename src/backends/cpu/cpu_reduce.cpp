@@ -129,7 +129,7 @@ void reduce_typed(const ReduceArgs& a) {
 
   // Whole tensor, contiguous: partial results per thread, merged in order.
   if (nk == 0 && nr == 1 && rstride[0] == 1) {
-    const int nt = omp_get_max_threads();
+    const int nt = thread_bound();
     std::vector<Acc> partial(static_cast<std::size_t>(nt), Op::init());
     const std::int64_t n = a.reduce_numel;
     parallel_for(n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {

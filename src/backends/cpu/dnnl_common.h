@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "anvil/dtype.h"
+#include "backends/cpu/threads.h"
 #include "core/caching_allocator.h"
 
 namespace anvil::cpu_backend {
@@ -63,9 +64,7 @@ inline bool cpu_has_bf16_dot() noexcept {
 // primitive's cache key includes it), as BlasThreads does for OpenBLAS.
 class DnnlThreads {
  public:
-  explicit DnnlThreads(int threads) : bound_(omp_get_max_threads()), threads_(threads) {
-    omp_set_num_threads(threads_);
-  }
+  explicit DnnlThreads(int threads) : bound_(thread_bound()), threads_(threads) { omp_set_num_threads(threads_); }
   ~DnnlThreads() { omp_set_num_threads(bound_); }
   DnnlThreads(const DnnlThreads&) = delete;
   DnnlThreads& operator=(const DnnlThreads&) = delete;

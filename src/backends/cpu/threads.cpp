@@ -40,6 +40,12 @@ std::atomic<std::uint64_t> g_reorder_single{0};
 std::atomic<std::uint64_t> g_reorder_threaded{0};
 std::atomic<std::uint64_t> g_gemm_small{0};
 
+// set_num_threads's count and how many times it was called, as one word
+// (generation << 32 | count; 0 before the first call), and the word this
+// thread last applied: see thread_bound.
+std::atomic<std::uint64_t> g_bound_word{0};
+thread_local std::uint64_t t_bound_word = 0;
+
 // One library call counted by the thread count it may use.
 void count_call(int threads, std::atomic<std::uint64_t>& single, std::atomic<std::uint64_t>& threaded) noexcept {
   (threads == 1 ? single : threaded).fetch_add(1, std::memory_order_relaxed);
@@ -158,7 +164,7 @@ void store_wake(double us, int threads) noexcept {
 void update_wake_cost() noexcept {
   const double pinned = g_pinned_us.load(std::memory_order_relaxed);
   const double env = wake_us_from_env();
-  const int bound = omp_get_max_threads();
+  const int bound = thread_bound();
   const std::int64_t known = g_wake_ns.load(std::memory_order_acquire);
   if (pinned > 0 || env > 0) {
     if (known == 0) store_wake(pinned > 0 ? pinned : env, 0);
@@ -187,8 +193,17 @@ int threads_for_load(int max_threads, int cores, double others_busy) noexcept {
 
 void set_load_bound(bool enabled) noexcept { g_load_bound.store(enabled, std::memory_order_relaxed); }
 
+int thread_bound() noexcept {
+  const std::uint64_t word = g_bound_word.load(std::memory_order_acquire);
+  if (word != t_bound_word && !omp_in_parallel()) [[unlikely]] {
+    omp_set_num_threads(static_cast<int>(word & 0xffffffffU));
+    t_bound_word = word;
+  }
+  return omp_get_max_threads();
+}
+
 int usable_threads() noexcept {
-  const int bound = omp_get_max_threads();
+  const int bound = thread_bound();
   if (bound <= 1 || !g_load_bound.load(std::memory_order_relaxed)) return bound;
   const std::int64_t now = nanoseconds(CLOCK_MONOTONIC_COARSE);
   const std::int64_t last_ask = g_last_ask_ns.exchange(now, std::memory_order_relaxed);
@@ -275,7 +290,7 @@ int gemm_threads(std::int64_t m, std::int64_t n, std::int64_t k, int max_threads
 
 BlasThreads::BlasThreads(int threads) {
   if (omp_in_parallel()) return;
-  bound_ = omp_get_max_threads();
+  bound_ = thread_bound();
   threads = std::clamp(threads, 1, bound_);
   record_gemm_call(threads);
   g_blas_mutex.lock_shared();
@@ -307,6 +322,11 @@ void set_thread_bound(int threads) {
   if (threads != g_wake_threads.load(std::memory_order_relaxed) && g_pinned_us.load(std::memory_order_relaxed) <= 0 &&
       wake_us_from_env() <= 0)
     g_wake_ns.store(0, std::memory_order_release);
+  // Every thread adopts the new count at its next decision (thread_bound).
+  const std::uint64_t generation = (g_bound_word.load(std::memory_order_relaxed) >> 32) + 1;
+  const std::uint64_t word = generation << 32 | static_cast<std::uint32_t>(threads);
+  g_bound_word.store(word, std::memory_order_release);
+  t_bound_word = word;
   omp_set_num_threads(threads);
   std::unique_lock lock(g_blas_mutex);
   openblas_set_num_threads(threads);

@@ -127,8 +127,15 @@ double measure_parallel_wake_us(int threads) noexcept;
 // at most max_threads.
 int threads_for_load(int max_threads, int cores, double others_busy) noexcept;
 
-// omp_get_max_threads() lowered by the measured load (see the Note): the
-// bound for the thread count of OpenBLAS and oneDNN calls and of parallel_for.
+// The set_num_threads bound as this thread sees it: omp_get_max_threads(),
+// after adopting a bound set on any thread since this one last looked.
+// OpenMP's thread count is per thread (a new std::thread starts from
+// OMP_NUM_THREADS or the cores), and set_num_threads is for the process, as
+// torch.set_num_threads is; one relaxed compare when nothing changed.
+int thread_bound() noexcept;
+
+// thread_bound() lowered by the measured load (see the Note): the bound
+// for the thread count of OpenBLAS and oneDNN calls and of parallel_for.
 int usable_threads() noexcept;
 
 // Whether usable_threads() follows the load (the default). Tests that count
