@@ -7,6 +7,7 @@
 
 #include "anvil/nn/parallel.h"
 #include "anvil/ops.h"
+#include "core/thread_state.h"
 
 namespace anvil::nn {
 
@@ -32,19 +33,23 @@ std::vector<std::int64_t> chunk_sizes(std::int64_t batch, std::size_t devices) {
 }
 
 // Runs fn(i) for i in [0, n) in one host thread each (inline for one) and
-// rethrows the first error in index order once all have finished.
+// rethrows the first error in index order once all have finished. Each
+// thread runs with the caller's grad mode, autocast, SyncGuard mode and
+// default device (Note [Thread-local state]).
 template <typename Fn>
 void run_parallel(std::size_t n, Fn fn) {
   if (n == 1) {
     fn(std::size_t{0});
     return;
   }
+  const anvil::detail::ThreadLocalState caller;
   std::vector<std::exception_ptr> errors(n);
   std::vector<std::thread> threads;
   threads.reserve(n);
   for (std::size_t i = 0; i < n; ++i)
     threads.emplace_back([&, i] {
       try {
+        const anvil::detail::ThreadLocalStateGuard as_caller(caller);
         fn(i);
       } catch (...) {
         errors[i] = std::current_exception();
