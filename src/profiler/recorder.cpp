@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <set>
+#include <utility>
 
 #include "anvil/error.h"
 #include "anvil/tensor.h"
@@ -45,45 +47,82 @@ const char* category_name(Kind kind) noexcept {
 
 namespace {
 
-// The recording session; null when none records. Start and stop are
-// serialised by g_control; the hooks read g_session only after
-// recording() said yes.
+// The recording session (Note [Profile lifetime]). Start and stop are
+// serialised by g_control; g_current (under g_current_mutex, held only to
+// read or swap it) is the session threads join, and g_current_generation
+// says without a lock which one that is (0: none).
 std::mutex g_control;
-std::atomic<Session*> g_session{nullptr};
-std::atomic<std::uint32_t> g_generation{0};
+std::mutex g_current_mutex;
+std::shared_ptr<Session> g_current;
+std::atomic<std::uint32_t> g_current_generation{0};
+std::uint32_t g_generation = 0;  // under g_control
 
-thread_local ThreadLog* t_log = nullptr;
-thread_local std::uint32_t t_generation = 0;
+// The session this thread records into and its log there.
+struct ThreadState {
+  std::weak_ptr<Session> session;
+  ThreadLog* log = nullptr;
+  std::uint32_t generation = 0;
+};
+thread_local ThreadState t_state;
 
-Session* session() noexcept { return g_session.load(std::memory_order_acquire); }
+// A hook's hold on the recording session: null when none records (or this
+// thread's log could not be made). Keeps the session alive for the call.
+struct Current {
+  std::shared_ptr<Session> session;
+  ThreadLog* log = nullptr;
+  explicit operator bool() const noexcept { return session != nullptr; }
+};
 
-// This thread's log in `s`, registered on first use.
-ThreadLog* log_of(Session& s) noexcept {
-  if (t_generation == s.generation && t_log != nullptr) return t_log;
+Current current() noexcept {
+  const std::uint32_t generation = g_current_generation.load(std::memory_order_acquire);
+  if (generation == 0) return {};
+  if (t_state.generation == generation) {
+    if (auto s = t_state.session.lock()) return {std::move(s), t_state.log};
+    return {};
+  }
+  // This thread's first hook in this session: join it with a log of its own.
+  std::shared_ptr<Session> s;
+  {
+    std::lock_guard lock(g_current_mutex);
+    s = g_current;
+  }
+  if (s == nullptr) return {};
   try {
     auto log = std::make_unique<ThreadLog>();
     ThreadLog* raw = log.get();
-    std::lock_guard lock(s.mutex);
-    raw->thread = static_cast<int>(s.threads.size());
-    s.threads.push_back(std::move(log));
-    t_log = raw;
-    t_generation = s.generation;
-    return raw;
+    std::lock_guard lock(s->mutex);
+    if (s->stopped.load(std::memory_order_relaxed)) return {};
+    raw->thread = static_cast<int>(s->threads.size());
+    s->threads.push_back(std::move(log));
+    t_state.session = s;
+    t_state.log = raw;
+    t_state.generation = s->generation;
+    return {std::move(s), raw};
   } catch (...) {
-    return nullptr;
+    return {};
   }
 }
 
 void register_exit_handler();
 
-// The clock of `d`, tied to the host's on its first profiled op: waits for
-// the device (not counted by the ledger: the profile's own wait), then
-// records the reference marker on the now idle queue.
-const DeviceClock& clock_of(Session& s, Device d) {
+void release_marker(Device d, void* marker) noexcept {
+  if (marker == nullptr) return;
+  try {
+    anvil::detail::backend_for(d.type())->release_timestamp(d.index(), marker);
+  } catch (...) {
+  }
+}
+
+// The reference marker of `d`'s clock, tied to the host's on its first
+// profiled op: waits for the device (not counted by the ledger: the
+// profile's own wait), then records the reference marker on the now idle
+// queue. Null: no clock, or the session has stopped.
+void* clock_of(Session& s, Device d) {
   {
     std::lock_guard lock(s.mutex);
+    if (s.stopped.load(std::memory_order_relaxed)) return nullptr;
     auto it = s.clocks.find(d);
-    if (it != s.clocks.end() && it->second.tried) return it->second;
+    if (it != s.clocks.end() && it->second.tried) return it->second.reference;
   }
   DeviceClock c;
   c.tried = true;
@@ -93,17 +132,25 @@ const DeviceClock& clock_of(Session& s, Device d) {
     c.reference_host_ns = now_ns();
     c.reference = b->record_timestamp(d.index());
   }
-  std::lock_guard lock(s.mutex);
-  auto [it, inserted] = s.clocks.emplace(d, c);
-  if (!inserted && c.reference != nullptr) b->release_timestamp(d.index(), c.reference);  // another thread won
-  if (s.until_exit) register_exit_handler();  // after the device's runtime started: runs before its teardown
-  return it->second;
+  void* reference = nullptr;
+  bool keep = false;
+  {
+    std::lock_guard lock(s.mutex);
+    if (!s.stopped.load(std::memory_order_relaxed)) {
+      auto [it, inserted] = s.clocks.emplace(d, c);
+      keep = inserted;  // else another thread won
+      reference = it->second.reference;
+    }
+  }
+  if (!keep) release_marker(d, c.reference);
+  if (s.until_exit.load()) register_exit_handler();  // after the device's runtime started: runs before its teardown
+  return reference;
 }
 
 void* mark(Session& s, Device d) noexcept {
   if (d.is_cpu() || !s.options.device_time) return nullptr;
   try {
-    if (clock_of(s, d).reference == nullptr) return nullptr;
+    if (clock_of(s, d) == nullptr) return nullptr;
     return anvil::detail::backend_for(d.type())->record_timestamp(d.index());
   } catch (...) {
     return nullptr;  // a device that cannot be marked keeps host-only spans
@@ -129,24 +176,39 @@ void append_shapes(std::string& out, std::initializer_list<const Tensor*> inputs
 }
 
 // Opens a record on this thread; -1 when it should not be recorded.
-Slot open_record(Session& s, Kind kind, std::string&& name, Device d, std::string&& shapes) noexcept {
-  ThreadLog* log = log_of(s);
-  if (log == nullptr) return {};
+Slot open_record(const Current& c, Kind kind, std::string&& name, Device d, std::string&& shapes) noexcept {
+  if (c.log == nullptr) return {};
+  void* marker = nullptr;
   try {
-    void* marker = kind == Kind::Sync || kind == Kind::User || kind == Kind::Optimizer ? nullptr : mark(s, d);
-    std::lock_guard lock(log->mutex);
+    marker = kind == Kind::Sync || kind == Kind::User || kind == Kind::Optimizer ? nullptr : mark(*c.session, d);
+    std::lock_guard lock(c.log->mutex);
+    ThreadLog& log = *c.log;
+    if (log.closed) {
+      release_marker(d, std::exchange(marker, nullptr));
+      return {};
+    }
     Record r;
     r.kind = kind;
     r.name = std::move(name);
     r.shapes = std::move(shapes);
     r.device = d;
-    r.depth = static_cast<int>(log->open.size());
-    r.mark_start = marker;
+    r.depth = static_cast<int>(log.open.size());
     r.start_ns = now_ns();
-    log->records.push_back(std::move(r));
-    const int index = static_cast<int>(log->records.size()) - 1;
-    log->open.push_back(index);
-    return {index, s.generation};
+    log.records.push_back(std::move(r));
+    log.records.back().mark_start = std::exchange(marker, nullptr);
+    const int index = static_cast<int>(log.records.size()) - 1;
+    log.open.push_back(index);
+    return {index, c.session->generation};
+  } catch (...) {
+    release_marker(d, marker);
+    return {};
+  }
+}
+
+Slot begin_named(const Current& c, Kind kind, std::string_view name, Device d) noexcept {
+  if (!c) return {};
+  try {
+    return open_record(c, kind, std::string(name), d, {});
   } catch (...) {
     return {};
   }
@@ -155,8 +217,8 @@ Slot open_record(Session& s, Kind kind, std::string&& name, Device d, std::strin
 }  // namespace
 
 Slot begin_op(Kind kind, const char* name, const Device* device, std::initializer_list<const Tensor*> inputs) noexcept {
-  Session* s = session();
-  if (s == nullptr) return {};
+  const Current c = current();
+  if (!c || c.log == nullptr) return {};
   Device d = cpu();
   if (device != nullptr) {
     d = *device;
@@ -169,28 +231,24 @@ Slot begin_op(Kind kind, const char* name, const Device* device, std::initialize
   }
   // The same op already open on this thread (binary_op under add's span,
   // reduce_op under sum's): one span, not two.
-  if (ThreadLog* log = t_generation == s->generation ? t_log : nullptr; log != nullptr && !log->open.empty()) {
-    const Record& top = log->records[log->open.back()];
-    if (top.kind == kind && top.name == name) return {};
+  {
+    std::lock_guard lock(c.log->mutex);
+    if (c.log->closed) return {};
+    if (!c.log->open.empty()) {
+      const Record& top = c.log->records[c.log->open.back()];
+      if (top.kind == kind && top.name == name) return {};
+    }
   }
   try {
     std::string shapes;
-    if (s->options.record_shapes) append_shapes(shapes, inputs);
-    return open_record(*s, kind, name, d, std::move(shapes));
+    if (c.session->options.record_shapes) append_shapes(shapes, inputs);
+    return open_record(c, kind, name, d, std::move(shapes));
   } catch (...) {
     return {};
   }
 }
 
-Slot begin_named(Kind kind, std::string_view name, Device d) noexcept {
-  Session* s = session();
-  if (s == nullptr) return {};
-  try {
-    return open_record(*s, kind, std::string(name), d, {});
-  } catch (...) {
-    return {};
-  }
-}
+Slot begin_named(Kind kind, std::string_view name, Device d) noexcept { return begin_named(current(), kind, name, d); }
 
 Slot CopySpan::begin_copy(Device from, Device to) noexcept {
   try {
@@ -200,18 +258,27 @@ Slot CopySpan::begin_copy(Device from, Device to) noexcept {
   }
 }
 
-void end_span(Slot slot, std::uint64_t bytes) noexcept {
-  Session* s = session();
-  if (s == nullptr || slot.generation != s->generation || t_generation != s->generation || t_log == nullptr) return;
-  ThreadLog& log = *t_log;
-  void* marker = nullptr;
+namespace {
+void end_span(const Current& c, Slot slot, std::uint64_t bytes) noexcept {
+  if (!c || c.log == nullptr || slot.generation != c.session->generation) return;
+  ThreadLog& log = *c.log;
+  bool marked = false;
+  Device device;
   {
     std::lock_guard lock(log.mutex);
-    if (slot.index >= static_cast<int>(log.records.size()) || log.records[slot.index].closed) return;
+    if (log.closed || slot.index >= static_cast<int>(log.records.size()) || log.records[slot.index].closed) return;
     const Record& r = log.records[slot.index];
-    if (r.mark_start != nullptr) marker = mark(*s, r.device);
+    marked = r.mark_start != nullptr;
+    device = r.device;
   }
+  // The end marker is recorded outside the log's lock: clock_of takes the
+  // session's (Note [Profile lifetime]).
+  void* marker = marked ? mark(*c.session, device) : nullptr;
   std::lock_guard lock(log.mutex);
+  if (log.closed) {  // stopped meanwhile: stop() closed the span and released its start marker
+    release_marker(device, marker);
+    return;
+  }
   Record& r = log.records[slot.index];
   r.end_ns = now_ns();
   r.mark_end = marker;
@@ -225,6 +292,9 @@ void end_span(Slot slot, std::uint64_t bytes) noexcept {
     parent.memory += r.memory;
   }
 }
+}  // namespace
+
+void end_span(Slot slot, std::uint64_t bytes) noexcept { end_span(current(), slot, bytes); }
 
 // ---- call sites and the sync guard ---------------------------------------------
 
@@ -276,33 +346,34 @@ SyncSpan::SyncSpan(Device d) : device_(d) {
   if (d.is_cpu()) return;
   check_guard(d);
   if (!recording()) return;
-  Session* s = session();
-  if (s == nullptr) return;
-  slot_ = begin_named(Kind::Sync, "sync", d);
+  const Current c = current();
+  slot_ = begin_named(c, Kind::Sync, "sync", d);
   if (slot_.index < 0) return;
   const CallSite* site = t_site;
-  SyncSite key;
-  key.api = site ? site->api : "";
-  key.file = site ? site->location.file_name() : "";
-  key.line = site ? static_cast<int>(site->location.line()) : 0;
-  key.function = site ? site->location.function_name() : "";
-  key.implicit = site == nullptr || !site->is_explicit;
   int index = -1;
   try {
-    std::lock_guard lock(s->mutex);
-    for (std::size_t i = 0; i < s->sites.size() && index < 0; ++i) {
-      const SyncSite& k = s->sites[i];
+    SyncSite key;
+    key.api = site ? site->api : "";
+    key.file = site ? site->location.file_name() : "";
+    key.line = site ? static_cast<int>(site->location.line()) : 0;
+    key.function = site ? site->location.function_name() : "";
+    key.implicit = site == nullptr || !site->is_explicit;
+    std::lock_guard lock(c.session->mutex);
+    if (c.session->stopped.load(std::memory_order_relaxed)) return;
+    std::vector<SyncSite>& sites = c.session->sites;
+    for (std::size_t i = 0; i < sites.size() && index < 0; ++i) {
+      const SyncSite& k = sites[i];
       if (k.line == key.line && k.file == key.file && k.api == key.api && k.function == key.function)
         index = static_cast<int>(i);
     }
     if (index < 0) {
-      s->sites.push_back(std::move(key));
-      index = static_cast<int>(s->sites.size()) - 1;
+      sites.push_back(std::move(key));
+      index = static_cast<int>(sites.size()) - 1;
     }
   } catch (...) {
   }
-  std::lock_guard lock(t_log->mutex);
-  t_log->records[slot_.index].site = index;
+  std::lock_guard lock(c.log->mutex);
+  if (!c.log->closed) c.log->records[slot_.index].site = index;
 }
 
 SyncSpan::~SyncSpan() {
@@ -312,13 +383,15 @@ SyncSpan::~SyncSpan() {
 // ---- memory and collectives -------------------------------------------------------
 
 void memory_event(Device d, std::int64_t bytes) noexcept {
-  Session* s = session();
-  if (s == nullptr || !s->options.memory) return;
+  const Current c = current();
+  if (!c || !c.session->options.memory) return;
+  Session& s = *c.session;
   const std::int64_t ns = now_ns();
   try {
     {
-      std::lock_guard lock(s->mutex);
-      MemoryTotals& m = s->memory.try_emplace(d).first->second;
+      std::lock_guard lock(s.mutex);
+      if (s.stopped.load(std::memory_order_relaxed)) return;
+      MemoryTotals& m = s.memory.try_emplace(d).first->second;
       m.device = d;
       if (bytes >= 0) {
         ++m.allocations;
@@ -327,14 +400,14 @@ void memory_event(Device d, std::int64_t bytes) noexcept {
         ++m.frees;
         m.bytes_freed += static_cast<std::uint64_t>(-bytes);
       }
-      std::int64_t& live = s->live[d];
+      std::int64_t& live = s.live[d];
       live += bytes;
       m.peak_live_bytes = std::max(m.peak_live_bytes, live);
-      s->samples.push_back({ns, d, live});
+      s.samples.push_back({ns, d, live});
     }
-    if (t_generation == s->generation && t_log != nullptr) {
-      std::lock_guard lock(t_log->mutex);
-      if (!t_log->open.empty()) t_log->records[t_log->open.back()].memory += bytes;
+    if (c.log != nullptr) {
+      std::lock_guard lock(c.log->mutex);
+      if (!c.log->closed && !c.log->open.empty()) c.log->records[c.log->open.back()].memory += bytes;
     }
   } catch (...) {
   }
@@ -342,12 +415,15 @@ void memory_event(Device d, std::int64_t bytes) noexcept {
 
 void collective_event(Device d, std::uint64_t bytes) noexcept {
   if (!recording()) return;
+  const Current c = current();
+  if (!c || c.log == nullptr) return;
   // Inside an engine's collective span (a Range of category "collective"):
   // its bytes. Otherwise (the in-process groups) a span of its own.
-  if (Session* s = session(); s != nullptr && t_generation == s->generation && t_log != nullptr) {
-    std::lock_guard lock(t_log->mutex);
-    if (!t_log->open.empty()) {
-      Record& top = t_log->records[t_log->open.back()];
+  {
+    std::lock_guard lock(c.log->mutex);
+    if (c.log->closed) return;
+    if (!c.log->open.empty()) {
+      Record& top = c.log->records[c.log->open.back()];
       if (top.kind == Kind::Collective) {
         top.bytes += bytes;
         top.device = d;
@@ -355,12 +431,16 @@ void collective_event(Device d, std::uint64_t bytes) noexcept {
       }
     }
   }
-  const Slot slot = begin_named(Kind::Collective, "collective", d);
-  if (slot.index >= 0) end_span(slot, bytes);
+  const Slot slot = begin_named(c, Kind::Collective, "collective", d);
+  if (slot.index >= 0) end_span(c, slot, bytes);
 }
 
 // ---- stopping ------------------------------------------------------------------------
 
+namespace {
+
+// Reads the logs without their locks: stop_session closed them first, and no
+// thread writes a closed log (Note [Profile lifetime]).
 void resolve_device_spans(Session& s) {
   for (auto& [device, clock] : s.clocks) {
     if (clock.reference == nullptr) continue;
@@ -384,38 +464,56 @@ void resolve_device_spans(Session& s) {
         } catch (...) {
           r.has_device_span = false;
         }
-        if (r.mark_start != nullptr) b->release_timestamp(index, r.mark_start);
-        if (r.mark_end != nullptr) b->release_timestamp(index, r.mark_end);
+        release_marker(device, r.mark_start);
+        release_marker(device, r.mark_end);
         r.mark_start = r.mark_end = nullptr;
       }
     }
-    b->release_timestamp(index, clock.reference);
+    release_marker(device, clock.reference);
     clock.reference = nullptr;
   }
 }
 
+}  // namespace
+
 void stop_session(Session& s) {
   std::lock_guard control(g_control);
-  if (s.stopped) return;
-  if (g_session.load() == &s) {
-    g_recording.store(false, std::memory_order_relaxed);
-    g_session.store(nullptr, std::memory_order_release);
-  }
-  s.stopped = true;
-  s.stop_ns = now_ns();
-  for (auto& log : s.threads) {  // spans still open end now, without a device span
-    std::lock_guard lock(log->mutex);
-    for (int i : log->open) {
-      Record& r = log->records[i];
-      r.end_ns = s.stop_ns;
-      r.closed = true;
-      if (r.mark_start != nullptr && !r.device.is_cpu())
-        anvil::detail::backend_for(r.device.type())->release_timestamp(r.device.index(), r.mark_start);
-      r.mark_start = nullptr;
+  if (s.stopped.load()) return;
+  {
+    std::lock_guard lock(g_current_mutex);
+    if (g_current.get() == &s) {
+      g_recording.store(false, std::memory_order_relaxed);
+      g_current_generation.store(0, std::memory_order_release);
+      g_current.reset();
     }
-    log->open.clear();
+  }
+  {  // from here no thread joins the session, and its clocks, sites and memory stay as they are
+    std::lock_guard lock(s.mutex);
+    s.stopped.store(true);
+    s.stop_ns = now_ns();
+  }
+  for (auto& log : s.threads) {  // spans still open end now, without a device span
+    std::vector<std::pair<Device, void*>> markers;
+    {
+      std::lock_guard lock(log->mutex);
+      log->closed = true;
+      // Now, not stop_ns: a span may have opened on this thread since.
+      const std::int64_t end_ns = now_ns();
+      for (int i : log->open) {
+        Record& r = log->records[i];
+        r.end_ns = end_ns;
+        r.closed = true;
+        markers.emplace_back(r.device, std::exchange(r.mark_start, nullptr));
+      }
+      log->open.clear();
+    }
+    for (auto [d, marker] : markers) release_marker(d, marker);
   }
   resolve_device_spans(s);
+  // Host tracks 0, 1, ... for the threads that recorded a span (a thread that
+  // only allocated has a log but no track).
+  int track = 0;
+  for (auto& log : s.threads) log->thread = log->records.empty() ? -1 : track++;
   s.events.clear();
   for (auto& log : s.threads) {
     for (const Record& r : log->records) {
@@ -445,6 +543,7 @@ void stop_session(Session& s) {
       }
       s.events.push_back(std::move(e));
     }
+    log->records = {};  // the events hold them now
   }
   std::stable_sort(s.events.begin(), s.events.end(), [](const TraceEvent& a, const TraceEvent& b) {
     if (a.thread != b.thread) return a.thread < b.thread;
@@ -454,17 +553,19 @@ void stop_session(Session& s) {
 
 namespace {
 
-std::unique_ptr<Session> start_session(const Options& options, bool until_exit) {
+std::shared_ptr<Session> start_session(const Options& options) {
   std::lock_guard control(g_control);
-  ANVIL_CHECK(g_session.load() == nullptr, ValueError,
+  auto s = std::make_shared<Session>();
+  s->options = options;
+  if (++g_generation == 0) ++g_generation;  // 0 means none
+  s->generation = g_generation;
+  s->start_ns = now_ns();
+  std::lock_guard lock(g_current_mutex);
+  ANVIL_CHECK(g_current == nullptr, ValueError,
               "profiler: a profile is already recording; expected one profile at a time, got a second "
               "(ANVIL_PROFILE or --profile may have started one for the whole program)");
-  auto s = std::make_unique<Session>();
-  s->options = options;
-  s->until_exit = until_exit;
-  s->generation = g_generation.fetch_add(1) + 1;
-  s->start_ns = now_ns();
-  g_session.store(s.get(), std::memory_order_release);
+  g_current = s;
+  g_current_generation.store(s->generation, std::memory_order_release);
   g_recording.store(true, std::memory_order_relaxed);
   return s;
 }
@@ -529,15 +630,13 @@ SyncDebugMode sync_debug_mode() noexcept { return profiler::detail::g_sync_mode.
 namespace profiler {
 
 Profile::Profile(Options options) : state_(std::make_unique<State>()) {
-  state_->session = detail::start_session(options, false);
+  state_->session = detail::start_session(options);
 }
 
 Profile::~Profile() {
   if (!state_ || !state_->session) return;
   try {
-    const bool was_recording = !state_->session->stopped;
     stop();
-    (void)was_recording;
   } catch (const std::exception& e) {
     std::cerr << "anvil: profiler: " << e.what() << "\n";
   }
@@ -547,7 +646,7 @@ void Profile::stop() {
   detail::Session& s = *state_->session;
   if (s.stopped) return;
   detail::stop_session(s);
-  if (!s.options.trace_path.empty() && !s.until_exit) write_trace(s.options.trace_path);
+  if (!s.options.trace_path.empty() && !s.until_exit.load()) write_trace(s.options.trace_path);
 }
 
 bool Profile::recording() const noexcept { return state_ && state_->session && !state_->session->stopped; }
@@ -577,7 +676,7 @@ void profile_until_exit(const std::string& trace_path, int table_rows) {
   Options options;
   options.trace_path = trace_path;
   auto profile = std::make_unique<Profile>(options);
-  profile->state_->session->until_exit = true;
+  profile->state_->session->until_exit.store(true);
   if (detail::g_exit == nullptr) detail::g_exit = new detail::ExitProfile;
   detail::g_exit->profile = std::move(profile);
   detail::g_exit->path = trace_path;

@@ -2,6 +2,7 @@
 // read once it has stopped (report.cpp). Internal to src/profiler.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -43,10 +44,12 @@ struct Record {
   std::int64_t device_start_ns = 0, device_end_ns = 0;
 };
 
-// One host thread's records. Its mutex is uncontended while recording (only
-// its own thread writes); stop() takes it to close what is still open.
+// One host thread's records, owned by the session. Its mutex is uncontended
+// while recording (only its own thread writes); stop() takes it to close the
+// log, after which no thread writes it (Note [Profile lifetime]).
 struct ThreadLog {
   std::mutex mutex;
+  bool closed = false;  // set by stop(): what arrives later is dropped
   int thread = 0;
   std::vector<Record> records;
   std::vector<int> open;  // indices of the open spans, innermost last
@@ -68,14 +71,31 @@ struct MemorySample {
   std::int64_t live;
 };
 
+// Note [Profile lifetime]
+// Ops on any thread may record while another thread starts, stops or
+// destroys a profile, so a session is shared: the Profile owns it, and a hook
+// holds it (a weak_ptr locked for the call) only while it records. A thread
+// finds the session through g_current (a mutex) once per session, then
+// through its thread-local weak_ptr; a stopped or freed one is never
+// written. stop() marks the session and then each thread's log stopped under
+// their locks; a hook checks that mark under the same lock and drops what it
+// holds (releasing its device markers). Locks are taken one at a time (never a
+// log's inside the session's), so stopping cannot deadlock with a hook.
+// Off, ops still pay only recording() (Note [Profiler off]).
 struct Session {
+  // Set before the session is published, read-only afterwards:
   Options options;
   std::uint32_t generation = 0;
-  std::int64_t start_ns = 0, stop_ns = 0;
-  bool stopped = false;
-  bool until_exit = false;
+  std::int64_t start_ns = 0;
 
-  std::mutex mutex;  // everything below
+  // profile_until_exit's: set just after the start (its own exit handler is
+  // registered then too), read by any thread's first op on a device.
+  std::atomic<bool> until_exit{false};
+
+  std::atomic<bool> stopped{false};  // written under mutex; read by the owning Profile without it
+  std::int64_t stop_ns = 0;
+
+  std::mutex mutex;  // everything below, and stopped's writes
   std::vector<std::unique_ptr<ThreadLog>> threads;
   std::map<Device, DeviceClock, DeviceLess> clocks;
   std::vector<SyncSite> sites;
@@ -83,7 +103,7 @@ struct Session {
   std::map<Device, std::int64_t, DeviceLess> live;
   std::vector<MemorySample> samples;
 
-  // Built by stop():
+  // Built by stop(), read by the owning Profile only:
   std::vector<TraceEvent> events;
 };
 
@@ -94,6 +114,6 @@ void stop_session(Session& s);
 
 namespace anvil::profiler {
 struct Profile::State {
-  std::unique_ptr<detail::Session> session;
+  std::shared_ptr<detail::Session> session;  // see Note [Profile lifetime]
 };
 }  // namespace anvil::profiler
