@@ -89,6 +89,9 @@ TEST_P(Amp, Fp32OpsComeOutF32) {
     EXPECT_EQ(log(abs(y) + 1).dtype(), f32) << low;
     EXPECT_EQ(rsqrt(abs(y) + 1).dtype(), f32) << low;
     EXPECT_EQ(pow(y, 2.0).dtype(), f32) << low;
+    EXPECT_EQ(sinh(y).dtype(), f32) << low;  // PyTorch's list has sinh and cosh, not asinh
+    EXPECT_EQ(cosh(y).dtype(), f32) << low;
+    EXPECT_EQ(asinh(y).dtype(), low) << low;
     // Every op of one tensor as its row in anvil/ops.def says.
     for (int i = 0; i < static_cast<int>(detail::UnaryOp::Count); ++i) {
       const auto op = static_cast<detail::UnaryOp>(i);

@@ -54,6 +54,14 @@ std::vector<Case> cases() {
        {{9}},
        [](V x) { return asin(x[0] * 0.6) + acos(0.5 - x[0]) * x[0] + (x[0] * -0.6).asin() + (x[0] * 0.6).acos(); },
        true},
+      {"sinh_cosh_asinh",
+       {{9}},
+       [](V x) { return sinh(x[0] * 2.0) + x[0].cosh() * x[0] + asinh(x[0] * 3.0) + x[0].asinh(); }},
+      // acosh on x + 1 in (1.5, 2.5), atanh on ±0.6 x in (-0.9, 0.9).
+      {"acosh_atanh",
+       {{9}},
+       [](V x) { return acosh(x[0] + 1.0) + (x[0] + 1.0).acosh() * x[0] + atanh(x[0] * 0.6) + (x[0] * -0.6).atanh(); },
+       true},
       // Both sides of the threshold: x + 25 > 20 is the identity.
       {"softplus", {{9}}, [](V x) { return softplus(x[0]) + softplus(x[0] + 25.0) * x[0]; }},
       // Zero almost everywhere; the + x keeps the gradient nonzero.

@@ -207,6 +207,12 @@ std::vector<OpCase> cases() {
       un("atan", [](const Tensor& x) { return atan(x); }, kEvery, {4, 4}),  // measured 1, 1
       un("asin", [](const Tensor& x) { return asin(x); }, kEvery, {4, 4}),  // measured 0, 0
       un("acos", [](const Tensor& x) { return acos(x); }, kEvery, {4, 4}),  // measured 0, 1
+      // OpenCL 1.2 allows sinh, cosh, asinh and acosh 4 ulp, atanh 5.
+      un("sinh", [](const Tensor& x) { return sinh(x); }, kEvery, {4, 4}),    // measured 1, 1
+      un("cosh", [](const Tensor& x) { return cosh(x); }, kEvery, {4, 4}),    // measured 1, 1
+      un("asinh", [](const Tensor& x) { return asinh(x); }, kEvery, {4, 4}),  // measured 1, 1
+      un("acosh", [](const Tensor& x) { return acosh(x); }, kEvery, {4, 4}),  // measured 0, 1
+      un("atanh", [](const Tensor& x) { return atanh(x); }, kEvery, {5, 5}),  // measured 0, 1
       un(
           "clamp(-1,1)", [](const Tensor& x) { return clamp(x, -1.0, 1.0); }, kFloat),
       un(

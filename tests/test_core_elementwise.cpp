@@ -242,6 +242,29 @@ UNARY_TEST(
 UNARY_TEST(
     acos_method, [](const Tensor& x) { return x.acos(); }, [](double x) { return std::acos(x); }, Domain{-0.5, 0.5},
     kFloat)
+UNARY_TEST(
+    sinh, [](const Tensor& x) { return sinh(x); }, [](double x) { return std::sinh(x); }, Domain{-10, 10}, kFloat)
+UNARY_TEST(
+    sinh_method, [](const Tensor& x) { return x.sinh(); }, [](double x) { return std::sinh(x); }, kSym, kFloat)
+UNARY_TEST(
+    cosh, [](const Tensor& x) { return cosh(x); }, [](double x) { return std::cosh(x); }, Domain{-10, 10}, kFloat)
+UNARY_TEST(
+    cosh_method, [](const Tensor& x) { return x.cosh(); }, [](double x) { return std::cosh(x); }, kSym, kFloat)
+UNARY_TEST(
+    asinh, [](const Tensor& x) { return asinh(x); }, [](double x) { return std::asinh(x); }, Domain{-100, 100}, kFloat)
+UNARY_TEST(
+    asinh_method, [](const Tensor& x) { return x.asinh(); }, [](double x) { return std::asinh(x); }, kSym, kFloat)
+UNARY_TEST(
+    acosh, [](const Tensor& x) { return acosh(x); }, [](double x) { return std::acosh(x); }, Domain{1, 100}, kFloat)
+UNARY_TEST(
+    acosh_method, [](const Tensor& x) { return x.acosh(); }, [](double x) { return std::acosh(x); }, Domain{1, 3},
+    kFloat)
+UNARY_TEST(
+    atanh, [](const Tensor& x) { return atanh(x); }, [](double x) { return std::atanh(x); }, Domain{-0.99, 0.99},
+    kFloat)
+UNARY_TEST(
+    atanh_method, [](const Tensor& x) { return x.atanh(); }, [](double x) { return std::atanh(x); }, Domain{-0.5, 0.5},
+    kFloat)
 
 // Integer unary ops keep the integer dtype over a wider range.
 UNARY_TEST(
@@ -273,6 +296,21 @@ UNARY_TEST(
     kInt, Out::FloatForInt)
 UNARY_TEST(
     acos_of_ints, [](const Tensor& x) { return acos(x); }, [](double x) { return std::acos(x); }, Domain{-1, 1, true},
+    kInt, Out::FloatForInt)
+UNARY_TEST(
+    sinh_of_ints, [](const Tensor& x) { return sinh(x); }, [](double x) { return std::sinh(x); }, Domain{-5, 5, true},
+    kInt, Out::FloatForInt)
+UNARY_TEST(
+    cosh_of_ints, [](const Tensor& x) { return cosh(x); }, [](double x) { return std::cosh(x); }, Domain{-5, 5, true},
+    kInt, Out::FloatForInt)
+UNARY_TEST(
+    asinh_of_ints, [](const Tensor& x) { return asinh(x); }, [](double x) { return std::asinh(x); },
+    Domain{-50, 50, true}, kInt, Out::FloatForInt)
+UNARY_TEST(
+    acosh_of_ints, [](const Tensor& x) { return acosh(x); }, [](double x) { return std::acosh(x); },
+    Domain{1, 50, true}, kInt, Out::FloatForInt)
+UNARY_TEST(
+    atanh_of_ints, [](const Tensor& x) { return atanh(x); }, [](double x) { return std::atanh(x); }, Domain{0, 0, true},
     kInt, Out::FloatForInt)
 UNARY_TEST(
     gelu_of_ints, [](const Tensor& x) { return gelu(x); }, gelu_ref, Domain{-5, 5, true}, kInt, Out::FloatForInt)

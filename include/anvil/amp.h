@@ -22,7 +22,7 @@
 //     sum, prod, mean, norm, logsumexp, softmax, log_softmax, cross_entropy,
 //     mse_loss, layer_norm (LayerNorm), and the elementwise ops whose row in
 //     anvil/ops.def says Fp32 (exp, log, log1p, expm1, rsqrt, reciprocal,
-//     softplus, pow).
+//     softplus, sinh, cosh, pow).
 //     BatchNorm is built from mean and rsqrt, so it normalises in f32 too.
 //
 // Every other op runs in its inputs' dtype (promoted as usual): relu,

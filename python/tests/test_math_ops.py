@@ -1,4 +1,4 @@
-"""anvil.atan, asin, acos, atan2 and the integer bitwise ops (python/src/math_ops.cpp)
+"""anvil.atan, asin, acos, the hyperbolic functions, atan2 and the integer bitwise ops
 against NumPy, on the suite's device: values, special values, dtypes, errors."""
 
 import numpy as np
@@ -32,6 +32,23 @@ def test_inverse_trig_vs_numpy(dev, name):
         assert same_zero_signs(values(got), want)
     # integers compute in the default float dtype
     i = anvil.tensor([-1, 0, 1], dtype=anvil.int32, device=dev)
+    assert getattr(anvil, name)(i).dtype == anvil.float32
+
+
+@pytest.mark.parametrize("name", ["sinh", "cosh", "asinh", "acosh", "atanh"])
+def test_hyperbolic_vs_numpy(dev, name):
+    """Bound from the op table (anvil/ops.def), like every op of one tensor."""
+    x = np.array([-1.0, -0.5, -0.0, 0.0, 0.25, 1.0, 1.5, 800.0, -INF, INF, NAN])
+    ref = getattr(np, "arc" + name[1:] if name.startswith("a") else name)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        want = ref(x)
+    t = anvil.tensor(x.tolist(), dtype=anvil.float64, device=dev)
+    for got in (getattr(anvil, name)(t), getattr(t, name)()):
+        assert got.dtype == anvil.float64 and got.device == dev
+        np.testing.assert_allclose(values(got), want, rtol=1e-14, atol=0)
+        assert same_zero_signs(values(got), want)
+    assert name in getattr(anvil, name).__doc__  # the row's doc column: "(torch.sinh)"
+    i = anvil.tensor([1, 2, 3], dtype=anvil.int32, device=dev)
     assert getattr(anvil, name)(i).dtype == anvil.float32
 
 

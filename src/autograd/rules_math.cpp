@@ -223,6 +223,12 @@ ANVIL_UNARY_RULE(RoundBackward) { return zeros_like(g); }
 ANVIL_UNARY_RULE(AtanBackward) { return g / (x * x + 1.0); }
 ANVIL_UNARY_RULE(AsinBackward) { return g * rsqrt(1.0 - x * x); }
 ANVIL_UNARY_RULE(AcosBackward) { return -g * rsqrt(1.0 - x * x); }
+// g cosh(x), g sinh(x), g rsqrt(x² + 1), g rsqrt(x² - 1), g / (1 - x²) (derivatives.yaml).
+ANVIL_UNARY_RULE(SinhBackward) { return g * cosh(x); }
+ANVIL_UNARY_RULE(CoshBackward) { return g * sinh(x); }
+ANVIL_UNARY_RULE(AsinhBackward) { return g * rsqrt(x * x + 1.0); }
+ANVIL_UNARY_RULE(AcoshBackward) { return g * rsqrt(x * x - 1.0); }
+ANVIL_UNARY_RULE(AtanhBackward) { return g / (1.0 - x * x); }
 
 using UnaryRuleFn = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const UnaryParams&);
 constexpr UnaryRuleFn rule_NotDifferentiable = nullptr;  // logical_not: its bool result is never recorded

@@ -26,11 +26,15 @@ typedef float anvil_f32;
 typedef double anvil_f64;
 
 using std::acos;
+using std::acosh;
 using std::asin;
+using std::asinh;
 using std::atan;
 using std::atan2;
+using std::atanh;
 using std::ceil;
 using std::cos;
+using std::cosh;
 using std::erf;
 using std::expm1;
 using std::fabs;
@@ -40,6 +44,7 @@ using std::log1p;
 using std::pow;
 using std::rint;
 using std::sin;
+using std::sinh;
 using std::sqrt;
 
 ANVIL_FN float bits_to_float(std::uint32_t u) {

@@ -8,7 +8,8 @@
  * So it is written in what the three share: no templates, no headers, no
  * overloading of its own names, the prelude's fixed-width types, and math
  * through the overloaded names exp, log, sqrt, sin, cos, tanh, pow, fabs,
- * log1p, expm1, erf, floor, ceil, rint, atan, asin, acos, atan2.
+ * log1p, expm1, erf, floor, ceil, rint, atan, asin, acos, atan2, sinh, cosh,
+ * asinh, acosh, atanh.
  * The prelude also names the functions: ANVIL_SCALAR_NAME(anvil_f32, exp)
  * is anvil_f32_exp on the devices and the overload anvil_exp(float) in C++.
  *
@@ -40,7 +41,9 @@
  *    bounds stated in tests/test_conformance.cpp; their special values
  *    (exp(-inf) = 0, log(0) = -inf, sqrt(-0) = -0, log1p(-1) = -inf,
  *    expm1(-inf) = -1, erf(±inf) = ±1, atan(±inf) = ±pi/2 rounded,
- *    asin(±0) = ±0, asin and acos of |x| > 1 = NaN, …) are exact;
+ *    asin(±0) = ±0, asin and acos of |x| > 1 = NaN, sinh(±0) = asinh(±0) = ±0,
+ *    cosh(±inf) = inf, acosh(1) = 0, acosh(x < 1) = NaN, atanh(±1) = ±inf,
+ *    atanh of |x| > 1 = NaN, sinh and cosh overflow to ±inf, …) are exact;
  *  - atan2(a, b) is the platform's, with C99's special values: the signs of
  *    zeros and infinities pick the quadrant (atan2(±0, -0) = ±pi,
  *    atan2(±inf, -inf) = ±3pi/4), as NumPy and PyTorch;
@@ -135,6 +138,11 @@
   ANVIL_FN T ANVIL_SCALAR_NAME(T, atan)(T x) { return atan(x); }                                         \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, asin)(T x) { return asin(x); }                                         \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, acos)(T x) { return acos(x); }                                         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, sinh)(T x) { return sinh(x); }                                         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, cosh)(T x) { return cosh(x); }                                         \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, asinh)(T x) { return asinh(x); }                                       \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, acosh)(T x) { return acosh(x); }                                       \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, atanh)(T x) { return atanh(x); }                                       \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, add)(T a, T b) { return a + b; }                                       \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, sub)(T a, T b) { return a - b; }                                       \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, mul)(T a, T b) { return a * b; }                                       \
