@@ -20,8 +20,7 @@ from ._anvil import (  # noqa: F401  (re-exported)
     memory_stats, reset_peak_memory_stats, empty_cache, set_memory_limit,
     empty, zeros, ones, rand, randn, full, arange, linspace, eye, randint, manual_seed, tensor, from_dlpack,
     from_numpy, empty_like, zeros_like, ones_like, full_like, rand_like, randn_like, randint_like, scalar_tensor,
-    neg, abs, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, relu, sign, square, reciprocal, logical_not, log1p,
-    expm1, erf, gelu, softplus, floor, ceil, round, atan, asin, acos, t, contiguous, clone,
+    t, contiguous, clone,
     atan2, bitwise_and, bitwise_or, bitwise_xor, bitwise_left_shift, bitwise_right_shift,
     add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge,
     matmul, mm, bmm, dot, outer, addmm, baddbmm, clamp, where, masked_fill, tril, triu,
@@ -31,6 +30,10 @@ from ._anvil import (  # noqa: F401  (re-exported)
     allclose, equal, set_printoptions, is_grad_enabled, set_grad_enabled,
     save, load, save_npy, load_npy, ledger, LedgerReport, ledger_totals,
 )
+
+# The elementwise ops of one tensor, one per row of the op table (anvil/ops.def):
+# anvil.neg, abs, exp, log, …, sinh, cosh, asinh, acosh, atanh.
+globals().update({_name: getattr(_anvil, _name) for _name in _anvil._table_ops if _name})
 
 __version__ = "0.1.0"
 

@@ -677,6 +677,12 @@ void bind_tensor(nb::module_& m) {
       #name, [](const Tensor& x) { return anvil::name(x); }, "input"_a, doc(#name), ANVIL_NOGIL);
 #define ANVIL_UNARY_OP_WITH_PARAMS(...)
 #include "anvil/ops.def"
+  // Their names, which the package re-exports (anvil/__init__.py).
+  m.attr("_table_ops") = nb::make_tuple(
+#define ANVIL_UNARY_OP(Op, name, ...) #name,
+#define ANVIL_UNARY_OP_WITH_PARAMS(...)
+#include "anvil/ops.def"
+      "");
 #define ANVIL_FREE_UNARY(name) \
   m.def(                       \
       #name, [](const Tensor& x) { return anvil::name(x); }, "input"_a, doc(#name), ANVIL_NOGIL);
