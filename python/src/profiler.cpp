@@ -55,7 +55,7 @@ struct RecordFunction {
 // each thread's guards apart and __exit__ ends the calling thread's own.
 struct PySyncGuard {
   SyncDebugMode mode;
-  std::vector<std::pair<std::thread::id, std::unique_ptr<SyncGuard>>> active;  // one per open `with`
+  std::vector<std::pair<std::thread::id, std::shared_ptr<SyncGuard>>> active;  // one per open `with`
 };
 
 SyncDebugMode sync_mode_from(const std::string& s) {
@@ -93,7 +93,7 @@ void bind_profiler(nb::module_& top) {
       .def("__enter__",
            [](nb::handle self) {
              PySyncGuard& g = nb::cast<PySyncGuard&>(self);
-             g.active.emplace_back(std::this_thread::get_id(), std::make_unique<SyncGuard>(g.mode));
+             g.active.emplace_back(std::this_thread::get_id(), std::make_shared<SyncGuard>(g.mode));
              return nb::borrow(self);
            })
       .def("__exit__", [](PySyncGuard& g, nb::args) {
