@@ -185,6 +185,7 @@ Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Pow, a
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
 Tensor atan2(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Atan2, a, b); }
+Tensor copysign(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Copysign, a, b); }
 Tensor bitwise_and(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseAnd, a, b); }
 Tensor bitwise_or(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseOr, a, b); }
 Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseXor, a, b); }
@@ -390,6 +391,7 @@ Tensor Tensor::pow(const Scalar& e) const { return anvil::pow(*this, e); }
 Tensor Tensor::pow(const Tensor& e) const { return anvil::pow(*this, e); }
 Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return anvil::clamp(*this, lo, hi); }
 Tensor Tensor::atan2(const Tensor& o) const { return anvil::atan2(*this, o); }
+Tensor Tensor::copysign(const Tensor& o) const { return anvil::copysign(*this, o); }
 Tensor Tensor::bitwise_and(const Tensor& o) const { return anvil::bitwise_and(*this, o); }
 Tensor Tensor::bitwise_or(const Tensor& o) const { return anvil::bitwise_or(*this, o); }
 Tensor Tensor::bitwise_xor(const Tensor& o) const { return anvil::bitwise_xor(*this, o); }
