@@ -18,8 +18,9 @@ class Launch {
  public:
   // What one launch carries: each argument at an 8-byte boundary in a buffer
   // of kMaxArgBytes, at most kMaxArgs of them. test_cuda checks every kernel
-  // of src/kernels fits (fused batch norm takes 20).
-  static constexpr int kMaxArgs = 32;
+  // of src/kernels fits (the multi-tensor optimiser steps take up to 80,
+  // Note [Multi-tensor optimiser steps]; CUDA allows 4 KiB of parameters).
+  static constexpr int kMaxArgs = 96;
   static constexpr std::size_t kMaxArgBytes = 1024;
   // Where an argument of the buffer so far starts: 8-aligned, enough for any of ours.
   static constexpr std::size_t aligned(std::size_t used) noexcept { return (used + 7) / 8 * 8; }
