@@ -104,10 +104,11 @@ TEST_P(Optim, ForeachStateSavesAndLoads) {
   const Device d = device();
   manual_seed(9);
   std::vector<Tensor> a{randn({5, 3}, d).requires_grad_(), randn({7}, d).requires_grad_()};
-  std::vector<Tensor> b{a[0].detach().clone().requires_grad_(), a[1].detach().clone().requires_grad_()};
   optim::Adam oa(a, {.lr = 0.1});
   for (Tensor& p : a) p.set_grad(ones_like(p));
   oa.step();
+  // A copy of the parameters and of the state after that step.
+  std::vector<Tensor> b{a[0].detach().clone().requires_grad_(), a[1].detach().clone().requires_grad_()};
   optim::Adam ob(b, {.lr = 0.1});
   ob.load_state_dict(oa.state_dict());
   for (int s = 0; s < 2; ++s) {
