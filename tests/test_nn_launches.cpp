@@ -42,9 +42,10 @@ StepWork resnet18_step(Device d) {
   return {r.device_work(d), r};
 }
 
-// The launches of that step on opencl:0, measured when the bound was set;
-// lower it when a change saves launches.
-constexpr std::uint64_t kResNet18StepLaunchesOpenCL = 482;
+// The launches of that step on opencl:0, measured when the bound was set
+// (482 before the multi-tensor optimiser step, 409 after); lower it when a
+// change saves launches.
+constexpr std::uint64_t kResNet18StepLaunchesOpenCL = 409;
 
 TEST(Launches, ResNet18TrainingStepOnOpenCL) {
   if (device_count(DeviceType::OpenCL) == 0)
