@@ -25,7 +25,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "anvil/device.h"
@@ -34,6 +33,7 @@
 #include "backends/common/kernel_specs.h"
 #include "backends/cuda/cuda_api.h"
 #include "backends/cuda/cudnn_api.h"
+#include "backends/cuda/program_cache.h"
 #include "core/caching_allocator.h"
 
 namespace anvil::cuda {
@@ -51,33 +51,6 @@ using kernels::env_flag;
 // leaves it set (as PyTorch does); code of your own that uses the CUDA
 // runtime on the same thread should set its device itself.
 void set_device(int ordinal, const std::string& label);
-
-// Kernels of src/kernels compiled for one device (NVRTC, then
-// cudaLibraryLoadData), looked up by request (Note [Kernel cache keys]).
-class ProgramCache {
- public:
-  ProgramCache(std::string label, int major, int minor) : label_(std::move(label)), major_(major), minor_(minor) {}
-  ~ProgramCache();
-  ProgramCache(const ProgramCache&) = delete;
-  ProgramCache& operator=(const ProgramCache&) = delete;
-
-  template <typename Request>
-  cudaKernel_t kernel(const Request& request) {
-    const std::uint64_t key = request.key();
-    auto it = kernels_.find(key);
-    if (it != kernels_.end()) [[likely]]
-      return it->second;
-    return build(key, request.spec());
-  }
-
- private:
-  cudaKernel_t build(std::uint64_t key, const kernels::KernelSpec& spec);
-
-  std::string label_;
-  int major_, minor_;
-  std::unordered_map<std::string, cudaLibrary_t> programs_;
-  std::unordered_map<std::uint64_t, cudaKernel_t> kernels_;
-};
 
 class Launch;
 class Queue;

@@ -101,10 +101,10 @@ bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator&) {
   if (ev != nullptr) {
     // Note [A kernel's first run waits on CPU devices] (launch.h), for the
     // kernels CLBlast launches: they too compile at their first run.
-    if (programs.first_runs_wait()) {
+    if (first_runs.wait()) {
       const std::string call = detail::cat(kernels::dtype_name(a.dtype), a.a.trans, a.b.trans, ' ', a.batch > 1, ' ', m,
                                            'x', n, 'x', k, ' ', lda, ' ', ldb, ' ', ldc);
-      if (!programs.has_run_gemm(call) && clWaitForEvents(1, &ev) == CL_SUCCESS) programs.note_run_gemm(call);
+      if (!first_runs.has_run_gemm(call) && clWaitForEvents(1, &ev) == CL_SUCCESS) first_runs.note_run_gemm(call);
     }
     track(ev, "matmul");
   }

@@ -159,7 +159,8 @@ constexpr std::size_t kMaxStagedWrite = std::size_t{4} << 20;
 }  // namespace
 
 Queue::Queue(Runtime& runtime, int, const DeviceEntry& entry, const std::string& label)
-    : programs(runtime.context_for(entry, label), entry.id, label, entry.props.fp64),
+    : programs(ClCompiler(runtime.context_for(entry, label), entry.id, label, entry.props.fp64)),
+      first_runs(entry.id),
       label_(label),
       entry_(entry),
       context_(runtime.context_for(entry, label)) {

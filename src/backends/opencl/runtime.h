@@ -35,6 +35,7 @@
 #include "backends/common/device_backend.h"
 #include "backends/common/env_flags.h"
 #include "backends/opencl/cl_api.h"
+#include "backends/opencl/first_runs.h"
 #include "backends/opencl/program_cache.h"
 #include "core/caching_allocator.h"
 
@@ -144,6 +145,7 @@ class Queue {
 
   cl_command_queue handle = nullptr;
   ProgramCache programs;
+  FirstRuns first_runs;  // launch.h, gemm.cpp
 
  private:
   struct InFlight {
