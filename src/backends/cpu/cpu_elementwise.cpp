@@ -9,7 +9,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/dtype_switch.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/scalar_ops.h"

@@ -12,7 +12,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_gemm_dnnl.h"
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/dtype_switch.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/threads.h"
 
@@ -202,7 +202,7 @@ void gemm_typed(const GemmArgs& g, detail::CachingAllocator& allocator) {
     if (const XsmmKernel<T> kernel = xsmm_kernel<T>(g)) return xsmm_gemm<T>(g, kernel);
     if constexpr (std::is_same_v<T, float>)
       if (dnnl_gemm(g, allocator)) return;
-    // See Note [Fewer threads on a busy machine] in threads.h.
+    // See Note [Fewer threads on a busy machine] in machine_load.h.
     const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_threads()));
     for (std::int64_t i = 0; i < g.batch; ++i) blas_gemm<T>(g, i);
   } else if constexpr (detail::is_half_v<T>) {
