@@ -17,58 +17,42 @@
 // Note [The waiter runs its collective]
 // Handing a collective to the worker and its completion back costs two
 // thread wake-ups, each microseconds on a VM whose vCPU sleeps. So wait() on
-// a collective that is first in the queue while no other runs takes it out
-// of the queue and runs it on the waiting thread, as the worker would have;
-// a collective already started, or queued behind another, is waited for as
-// before, and an unwaited one (DDP's buckets during backward) still
-// progresses on the worker. Collectives of an engine that is not
-// any_thread() (NCCL: its communicator and the device's stream are set up
-// on the worker) stay on the worker. A collective that breaks the group on
-// the waiting thread throws there; the worker then gives the process its
-// grace and leaves, as for its own (leave_after_failure).
-// Measured with allreduce(t).wait() in a loop between two ranks on the
-// 2-core VM, against MPI_Iallreduce + MPI_Test in the same processes,
-// libraries alternating: 4 KiB took 5-6 us more than MPI before and 3-5
-// after; 1 MiB ran at 0.83-0.86x of MPI before and 0.84-0.96x after. Most
-// of what is left is the worker's wake-up when the collective is issued;
-// see Note [When the worker starts a collective].
+// a collective that is first in the queue while no other runs takes it out of
+// the queue and runs it on the waiting thread, as the worker would have; one
+// already started or queued behind another is waited for, and an unwaited one
+// (DDP's buckets) still progresses on the worker. Collectives of an engine
+// that is not any_thread() (NCCL) stay on the worker. A collective that breaks
+// the group on the waiting thread throws there; the worker then gives the
+// process its grace and leaves (leave_after_failure). allreduce(t).wait() of
+// 4 KiB between two ranks went from 5-6 us over MPI_Iallreduce to 3-5 us
+// (benchmarks/README.md).
 //
 // Note [When the worker starts a collective]
 // Issuing a collective wakes the worker, so that one nobody waits for yet
-// (DDP's buckets during backward) runs while the caller computes. That
-// only pays when the worker has a core to run on, or when the collective
-// mostly waits on a network. On a node whose cores the ranks' compute
-// threads already fill (ranks on this node x num_threads() >= usable CPUs)
-// and with every rank on this node, a CPU tensor's collective is memory
-// copies that need a core as much as the compute does: the woken worker
-// preempted the caller, ran the collective in its place and woke it again,
-// two context switches for no overlap. Measured with allreduce(t).wait()
-// between two ranks on the 2-core VM against MPI_Allreduce (1.0 us at
-// 4 KiB), three runs each: 4 KiB took 6.7 us with the wake-up and 1.3-1.4
-// us without; 1 MiB ran at 0.86-0.88x of MPI with it and 0.93-1.05x
-// without; DDP's 2-rank MLP epoch went from 0.160 to 0.157 s (medians of
-// six). There such a collective is only queued: the thread that waits for
-// it runs it (Note [The waiter runs its collective]), and a wait() that
-// cannot (another collective is ahead of it) or is_completed() wakes the
-// worker, as does the group's shutdown; a Work destroyed unwaited is
-// waited for by its destructor. Everywhere else (other devices, NCCL,
-// ranks on several nodes, a core to spare) the worker is woken at once, as
-// before.
+// (DDP's buckets) runs while the caller computes. That pays only when the
+// worker has a core, or the collective mostly waits on a network. So on a node
+// whose cores the ranks' compute threads fill (ranks on this node x
+// num_threads() >= usable CPUs), with every rank on this node, a CPU tensor's
+// collective is only queued: the thread that waits for it runs it (Note [The
+// waiter runs its collective]); a wait() that cannot, is_completed(), the
+// group's shutdown and an unwaited Work's destructor wake the worker. There
+// the woken worker had preempted the caller for no overlap: a 4 KiB
+// allreduce(t).wait() took 6.7 us with the wake-up, 1.3-1.4 us without
+// (benchmarks/README.md). Elsewhere (other devices, NCCL, several nodes, a
+// core to spare) the worker is woken at once.
 //
 // Note [Choosing the engine]
 // Whether a collective goes to NCCL must be the same decision on every rank,
-// or one rank waits in NCCL while another waits in MPI. A rank cannot decide
-// it from its own tensor: on a machine with one GPU, dist::device() is
-// cuda:0 on rank 0 and the CPU on rank 1. So the ranks agree once, when the
-// group starts, for each device engine of kDeviceEngines (NCCL for CUDA):
-// each rank says whether the engine loads for it and its device() is of
-// the engine's device type, and the group uses the engine only when every
-// rank says yes (WorldEngine::all_agree). Then that type's tensors go to
-// it, else they are staged through the host like OpenCL ones, on every rank
-// alike. A rank that then passes a CPU tensor where the others pass CUDA
-// ones is a mismatch like any other: ANVIL_DIST_DEBUG=1 names it (the
-// fingerprint holds the device type), and without it the watchdog ends it.
-// A barrier has no tensor: the world's engine runs it.
+// or one rank waits in NCCL while another waits in MPI; a rank cannot decide
+// from its own tensor (one GPU: cuda:0 on rank 0, the CPU on rank 1). So the
+// ranks agree once, at start, for each device engine of kDeviceEngines: each
+// says whether the engine loads for it and its device() is of the engine's
+// type, and the group uses it only when every rank says yes
+// (WorldEngine::all_agree). Else that type's tensors are staged through the
+// host like OpenCL ones, on every rank alike. A rank that then passes a CPU
+// tensor where the others pass CUDA ones is a mismatch like any other
+// (ANVIL_DIST_DEBUG=1 names it; else the watchdog ends it). A barrier has no
+// tensor: the world's engine runs it.
 #include "distributed/process_group.h"
 
 #include <sched.h>

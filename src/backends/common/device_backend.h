@@ -10,17 +10,6 @@
 //   template class kernels::DeviceBackend<MyRuntime>;  // in the backend's one .cpp
 //   Backend* make_my_backend() { return &kernels::backend_instance<MyRuntime>(); }
 //
-// Note [A template, not a virtual runtime]
-// The runtime is a template argument, not an object behind virtual calls:
-// device_primitives.h sets a kernel's arguments one call each, and through
-// a virtual interface every argument of every launch would pay an indirect
-// call. As a template the per-launch path is what each backend wrote by hand
-// before, and the code still exists once: each backend instantiates it in
-// one .cpp. Measured with anvil-opencl-bench launch (add_out of 16 f32 on
-// PoCL, enqueue to return, 8 alternating runs on a loaded 2-core machine):
-// best run 0.89 us before this base, 0.88-0.95 us after; median of the
-// runs' best 1.25 vs 1.24 us.
-//
 // What a runtime supplies (R):
 //   static constexpr DeviceType kType; static constexpr const char* kName;  // "opencl"
 //   using Entry = ...;   // one discovered device; has `DeviceProperties props`
@@ -48,6 +37,17 @@
 //   static bool has_device_clock(const Entry&) noexcept;
 //   void update_properties(DeviceProperties&);  // live values (free memory)
 //   bool fp64(), is_cpu(); int compute_units(); size_t local_size(), max_work_group();
+//
+// Note [A template, not a virtual runtime]
+// The runtime is a template argument, not an object behind virtual calls:
+// device_primitives.h sets a kernel's arguments one call each, and through
+// a virtual interface every argument of every launch would pay an indirect
+// call. As a template the per-launch path is what each backend wrote by hand
+// before, and the code still exists once: each backend instantiates it in
+// one .cpp. Measured with anvil-opencl-bench launch (add_out of 16 f32 on
+// PoCL, enqueue to return, 8 alternating runs on a loaded 2-core machine):
+// best run 0.89 us before this base, 0.88-0.95 us after; median of the
+// runs' best 1.25 vs 1.24 us.
 #pragma once
 
 #include <algorithm>

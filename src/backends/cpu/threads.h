@@ -13,25 +13,17 @@ namespace anvil::cpu_backend {
 
 // Note [Threads from the work's size]
 // Work too small to repay waking the pool's threads runs on the calling
-// thread without entering a parallel region at all; larger work takes one
-// thread per share that repays a wake, up to every thread that
-// anvil::set_num_threads allows (the upper bound, omp_get_max_threads()):
-//   - anvil's loops (parallel_for, parallel.h) by their element count and a
-//     grain per element's cost;
-//   - OpenBLAS by m·n·k (gemm_threads). Its OpenMP build runs on the same
-//     pool (Note [One thread pool]) and takes its thread count from a global
-//     that openblas_set_num_threads sets, so BlasThreads sets it around each
-//     call, changing it only when the wanted count differs from the last.
-//   - oneDNN's convolutions by the m·n·k of the GEMM with their
-//     multiply-adds (Note [oneDNN convolution in the CPU backend]), and the
-//     reorders around them by their bytes (Note [Reorder threads]).
-// How much work repays a thread follows from what a wake costs on the
-// machine that runs: Note [Threads from the measured wake cost].
-// What was measured, on issue 12's 2-core machine with passive waiting and
-// other builds running: a parallel region cost ~10 µs; OpenBLAS on two
-// threads was slower than on one for every square product up to n = 320
-// (n = 100: 74 against 44 µs; n = 200: 344 against 243 µs), even at
-// n = 512, because the second core was busy.
+// thread, outside any parallel region; larger work takes one thread per share
+// that repays a wake, up to the anvil::set_num_threads bound: anvil's loops
+// by element count and a grain per element's cost (parallel.h), OpenBLAS by
+// m·n·k (gemm_threads; BlasThreads sets its global count around each call),
+// oneDNN's convolutions and reorders by their GEMM's multiply-adds and their
+// bytes (Note [oneDNN convolution in the CPU backend], Note [Reorder
+// threads]). How much work repays a thread follows from the measured wake
+// cost (Note [Threads from the measured wake cost]). Settled by issue 12's
+// 2-core machine: OpenBLAS on two threads was slower than on one for every
+// square product up to n = 320 (n = 200: 344 against 243 µs); the figures
+// are in benchmarks/README.md, "Measurements behind the Notes".
 
 // The set_num_threads bound as this thread sees it: omp_get_max_threads(),
 // after adopting a bound set on any thread since this one last looked.

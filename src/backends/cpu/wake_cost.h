@@ -7,24 +7,18 @@
 namespace anvil::cpu_backend {
 
 // Note [Threads from the measured wake cost]
-// Each size threshold is a time budget: a thread's share must take about a
+// Each size threshold is a time budget: a thread's share must take about one
 // wake of the pool. The constants (parallel.h's grains, kGemmWorkPerThread,
-// kReorderBytesPerThread) are those budgets at kReferenceWakeUs, the 45 µs
-// a wake cost on the 2-core Zen 4 VM where they were tuned (a 1M-element
-// sum: 43 µs on one thread, 72 on two), and each is scaled by
-// wake / kReferenceWakeUs, `wake` measured by the running process: the
-// median of 15 empty parallel regions at the thread bound, each after 50 µs
-// without one (passive workers asleep, as between a step's ops), ~1 ms at
-// the first parallel decision and again after set_num_threads changes the
-// bound; not while other processes hold cores (usable_threads), at most
-// 5 ms, clamped to [kMinWakeUs, kMaxWakeUs]. Why: the constants capped the
-// 16-core Xeon host far below 16 threads (LeNet's 1.2M-element max-pool took
-// 4, its 409k-element layers one; LeNet 1.84x faster on 16 threads than on
-// one, PyTorch 6.53x), and wakes differ by machine: 4.4 µs on the 2-core
-// Xeon build machine (KVM, haltpoll) with a core free, ~29 µs in some
-// processes while builds held both cores, 45 µs on the Zen 4 VM.
-// ANVIL_PARALLEL_WAKE_US fixes it (45: the old thresholds), for benchmarks
-// and for the tests that count teams.
+// kReorderBytesPerThread) are those budgets at kReferenceWakeUs (45 µs, the
+// 2-core Zen 4 VM they were tuned on), each scaled by wake / kReferenceWakeUs,
+// `wake` measured by the running process: the median of 15 empty parallel
+// regions at the thread bound, each after 50 µs without one, at the first
+// parallel decision and after set_num_threads (never while other processes
+// hold cores; at most 5 ms; clamped to [kMinWakeUs, kMaxWakeUs]). Why: wakes
+// differ by machine (4.4 µs to 45 µs), and the fixed constants held the
+// 16-core host's LeNet to 1.84x on 16 threads against PyTorch's 6.53x
+// (benchmarks/README.md). ANVIL_PARALLEL_WAKE_US pins it (45: the old
+// thresholds) for benchmarks and the tests that count teams.
 inline constexpr double kReferenceWakeUs = 45.0;
 inline constexpr double kMinWakeUs = 1.0;
 inline constexpr double kMaxWakeUs = 100.0;

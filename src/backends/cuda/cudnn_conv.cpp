@@ -4,32 +4,18 @@
 //
 // Note [cuDNN convolution]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
-// - Which: f32, f64, f16 (sm 6+) and bf16 (sm 8+) convolutions of any
-//   strides, padding, dilation and groups, every tensor below 2^31 elements,
-//   while cuDNN is loaded and enabled (anvil::backends::cudnn, ANVIL_CUDNN);
-//   everything else takes the frontend's im2col + cuBLAS path. 16-bit
-//   convolutions accumulate in f32 (PyTorch's choice).
-// - Layouts: activations and output gradients go to cuDNN with their own
-//   strides (any dense layout, channels-last included) where cuDNN takes
-//   them; a weight that is not contiguous, and for the weight gradient any
-//   operand that is not, is copied into a contiguous block first (see
-//   conv2d_dnn). NHWC end to end (torch's channels_last) is not done: the
-//   frontend allocates NCHW outputs.
-// - Precision: f32 convolutions may use TF32 tensor cores unless
-//   set_allow_tf32(false) (CUDNN_FMA_MATH, and any algorithm cuDNN reports
-//   as tensor-op is skipped); 16-bit ones use tensor cores.
-// - Host cost: a plan (descriptors, algorithm, workspace size) is made once
-//   per (direction, dtype, geometry, strides, math) and cached per device,
-//   so a call is a hash lookup and one or two cuDNN calls; the workspace
-//   comes from the caching allocator and goes back to it after the call is
-//   enqueued (Note [Asynchronous CUDA execution]: only this stream reuses it).
-// - Algorithm: cuDNN's heuristics (cudnnGet*Algorithm_v7), the first that
-//   is supported, honours the TF32 switch and whose workspace can be
-//   allocated; with set_benchmark(true) (ANVIL_CUDNN_BENCHMARK=1) the first
-//   call of a geometry times them all (cudnnFind*AlgorithmEx), like
-//   torch.backends.cudnn.benchmark.
-// - Bias: cudnnAddTensor / cudnnConvolutionBackwardBias; where cuDNN does not
-//   support the dtype there, the shared broadcast add and sum kernels.
+// - Which: f32, f64, f16 (sm 6+) and bf16 (sm 8+) of any geometry, every
+//   tensor below 2^31 elements, while cuDNN is loaded and enabled; the rest
+//   takes im2col + cuBLAS. 16-bit convolutions accumulate in f32.
+// - Layouts: activations and output gradients with their own strides; a
+//   non-contiguous weight (and for the weight gradient any operand) is copied
+//   contiguous first. Outputs are NCHW (the frontend allocates them).
+// - Precision: TF32 unless set_allow_tf32(false) (CUDNN_FMA_MATH, tensor-op
+//   algorithms skipped); 16-bit ones use tensor cores.
+// - Plans (descriptors, algorithm, workspace size) are cached per device by
+//   direction, dtype, geometry, strides and math; the algorithm is cuDNN's
+//   heuristics' first usable one, or timed with set_benchmark(true). Bias:
+//   cudnnAddTensor / BackwardBias, else the shared kernels.
 #include <algorithm>
 #include <array>
 #include <atomic>

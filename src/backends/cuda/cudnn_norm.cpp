@@ -3,19 +3,14 @@
 //
 // Note [cuDNN batch norm]
 // ~~~~~~~~~~~~~~~~~~~~~~~
-// - Which: f32 in training, forward and backward, with at least two values
-//   per channel, while cuDNN is loaded and enabled (ANVIL_CUDNN,
-//   anvil::backends::cudnn::set_enabled; ANVIL_CUDNN_BATCH_NORM=0 alone keeps
-//   norm.kern for comparison). Evaluation takes norm.kern: the frontend hands
-//   over 1 / sqrt(running_var + eps), not the variance cuDNN's inference call
-//   wants, and that pass is a single elementwise one anyway.
+// - Which: f32 in training, with at least two values per channel, while cuDNN
+//   is loaded and enabled (ANVIL_CUDNN_BATCH_NORM=0 keeps norm.kern).
+//   Evaluation takes norm.kern: the frontend hands over invstd, not the
+//   variance cuDNN's inference call wants, and that pass is one elementwise.
 // - The frontend's contract is kept: the forward writes the batch mean, the
-//   biased variance and invstd (it updates the running statistics itself,
-//   with PyTorch's momentum and unbiased variance); the backward writes
-//   sum_g = S(g) and sum_gxc = S(g * (x - mean)). cuDNN's running variance is
-//   unbiased, so the forward takes it with factor 1 from zeroed scratch and
-//   scales it by (m - 1) / m; its dscale is S(g * (x - mean)) * invstd, so
-//   the backward divides by invstd (the shared elementwise kernel).
+//   biased variance and invstd (cuDNN's running variance is unbiased: taken
+//   with factor 1 from zeroed scratch and scaled by (m - 1) / m); the backward
+//   writes sum_g and sum_gxc (cuDNN's dscale divided by invstd).
 // - Layout: x [N, C, S] as a 4-d [N, C, S, 1] tensor, CUDNN_BATCHNORM_SPATIAL.
 #include <climits>
 

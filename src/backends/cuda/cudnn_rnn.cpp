@@ -8,32 +8,17 @@
 // Note [cuDNN's recurrent layers]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // anvil's parameters are PyTorch's (weight_ih_l<l> [G*H, in], weight_hh_l<l>
-// [G*H, H], bias_ih_l<l>, bias_hh_l<l> [G*H]; gates r, z, n for GRU and
-// i, f, g, o for LSTM), and cuDNN's cells compute the same functions with
-// the same gate order: its linLayerID g < G is gate g of weight_ih (and of
-// bias_ih with CUDNN_RNN_DOUBLE_BIAS), G + g gate g of weight_hh and bias_hh,
-// each gate's matrix [H, in] laid out as anvil's rows g*H .. (g+1)*H, and its
-// GRU's candidate is tanh(W_in x + b_in + r * (W_hn h + b_hn)), PyTorch's
-// (and anvil's composite's) formulation. So each gate's rows are copied as
-// they are to the address cudnnGetRNNWeightParams gives for them; adjacent
-// copies are merged (each parameter is one copy in practice).
-//
-// The weights are copied into a weight space from the caching allocator on
-// every call (device-to-device cudaMemcpyAsync, a few per layer, about the
-// cost of one elementwise pass over the parameters), not kept packed: a
-// training step changes every parameter anyway, so a cached copy would be
-// stale at each call, and a copy per call needs no invalidation when a
-// parameter is changed in place, reloaded or moved. The backward packs them
-// again from the tensors its rule saved, so a second forward before a
-// backward cannot change what that backward sees. The weight gradients
-// come back the same way, from a zeroed gradient space (cuDNN adds into it).
-//
-// Per device (Queue::dnn_rnn_state), descriptors and sizes are kept per
-// shape (a Plan), with the device copy of the sequence lengths cuDNN reads
-// asynchronously; a dropout descriptor per dropout probability, its
-// generator seeded once from anvil's (RnnArgs::dropout_seed) when it is
-// made. Workspaces come from the caching allocator per call; the reserve is
-// the frontend's tensor, kept by the autograd node until the backward.
+// [G*H, H], the two biases; gates r, z, n and i, f, g, o), and cuDNN's cells
+// compute the same functions in the same gate order (linLayerID g < G: gate g
+// of weight_ih, G + g: of weight_hh; its GRU candidate is PyTorch's). So each
+// gate's rows are copied as they are to where cudnnGetRNNWeightParams says,
+// adjacent copies merged. The weights are packed into a weight space on every
+// call, not cached: a step changes every parameter anyway, and a copy per call
+// needs no invalidation; the backward packs them again from what its rule
+// saved. Per device (Queue::dnn_rnn_state): a Plan of descriptors and sizes
+// per shape, and a dropout descriptor per probability, seeded once from
+// RnnArgs::dropout_seed. Workspaces come from the caching allocator per call;
+// the reserve is the frontend's tensor, kept by the autograd node.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
