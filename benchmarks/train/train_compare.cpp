@@ -99,6 +99,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../examples/d2l_flags.h"
 #include "../../examples/d2l_rnn.h"
 #include "../background_load.h"
 #include "../worker_process.h"
@@ -126,29 +127,6 @@ struct Options {
   double phase_seconds = 0;            // --busy: each worker's least time per phase (Note [Busy machine])
 };
 
-void usage() {
-  std::cout << "usage: bench_train [--models mlp,lenet] [--threads defaults,1,2] [--epochs N] [--train-images N]\n"
-               "                   [--seed S] [--markdown] [--anvil-env VAR=VALUE]\n"
-               "                   [--busy [--spinners N] [--phase-seconds S]]\n"
-               "  --models    which models, comma-separated: mlp, lenet, resnet18, gru, vit (default mlp,lenet;\n"
-               "              resnet18, gru and vit time steps on a fixed batch: s/step of 5 back to back per epoch)\n"
-               "  --threads   thread settings, one row each (default defaults,1,2): `defaults` is each library\n"
-               "              in its defaults; N is both at N threads (LibTorch's OpenBLAS held to N too)\n"
-               "  --epochs    epochs per model and library (default 10); s/epoch is the median of epochs 2..N\n"
-               "  --train-images N  epochs over the first N training images only (default: all 60,000)\n"
-               "  --seed      seed of both libraries' init and shuffling (default 0)\n"
-               "  --markdown  the table as Markdown\n"
-               "  --anvil-env VAR=VALUE  also time anvil with this environment variable set (repeatable;\n"
-               "              a context row, not the target configuration)\n"
-               "  --busy      each library alone and beside a background load of spinning processes: time alone,\n"
-               "              time busy, slowdown = busy / alone; target anvil's slowdown <= LibTorch's. Defaults\n"
-               "              here: --models mlp,lenet --threads defaults,1,2 --epochs 3 (busy phases, between\n"
-               "              4 alone ones) --train-images 12800 --phase-seconds 1; about 3 minutes on 2 cores\n"
-               "  --spinners  background processes for --busy (default: one per core)\n"
-               "  --phase-seconds S  --busy: in every phase each worker trains epochs back to back for at least\n"
-               "              S seconds (default 1; 0: one epoch), timed as their mean\n";
-}
-
 // A positive integer argument, or a typed error naming the flag.
 int positive(const std::string& flag, const std::string& v) {
   if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1)
@@ -160,68 +138,81 @@ Options parse(int argc, char** argv) {
   Options o;
   bool models_given = false, threads_given = false, epochs_given = false, images_given = false,
        phase_seconds_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--models") {
-      models_given = true;
-      o.models.clear();
-      std::istringstream in(value());
-      for (std::string m; std::getline(in, m, ',');) {
-        if (m != "mlp" && m != "lenet" && m != "resnet18" && m != "gru" && m != "vit")
-          throw std::runtime_error("--models: expected mlp, lenet, resnet18, gru or vit, got '" + m + "'");
-        o.models.push_back(m);
-      }
-    } else if (a == "--threads") {
-      threads_given = true;
-      o.threads.clear();
-      std::istringstream in(value());
-      for (std::string t; std::getline(in, t, ',');) {
-        if (t != "defaults" &&
-            (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || std::stoi(t) < 1))
-          throw std::runtime_error("--threads: expected `defaults` or a thread count >= 1, got '" + t + "'");
-        o.threads.push_back(t);
-      }
-      if (o.threads.empty()) throw std::runtime_error("--threads: expected at least one setting");
-    } else if (a == "--epochs") {
-      epochs_given = true;
-      o.epochs = positive(a, value());
-    } else if (a == "--train-images") {
-      images_given = true;
-      o.train_images = positive(a, value());
-      if (o.train_images < tb::kBatchSize)
-        throw std::runtime_error("--train-images: expected at least one batch (" + std::to_string(tb::kBatchSize) +
-                                 "), got " + std::to_string(o.train_images));
-    } else if (a == "--busy") {
-      o.busy = true;
-    } else if (a == "--phase-seconds") {
-      const std::string v = value();
-      char* end = nullptr;
-      o.phase_seconds = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || !(o.phase_seconds >= 0 && o.phase_seconds <= 600))
-        throw std::runtime_error("--phase-seconds: expected seconds from 0 to 600, got '" + v + "'");
-      phase_seconds_given = true;
-    } else if (a == "--spinners") {
-      o.spinners = positive(a, value());
-    } else if (a == "--seed") {
-      o.seed = std::stoull(value());
-    } else if (a == "--anvil-env") {
-      const std::string v = value();
-      if (v.find('=') == std::string::npos || v.front() == '=')
-        throw std::runtime_error("--anvil-env: expected VAR=VALUE, got '" + v + "'");
-      o.anvil_env.push_back(v);
-    } else if (a == "--markdown") {
-      o.markdown = true;
-    } else if (a == "-h" || a == "--help") {
-      usage();
-      std::exit(0);
-    } else {
-      throw std::runtime_error("unknown argument '" + a + "' (--help lists them)");
-    }
-  }
+  d2l::Flags::plain("bench_train")
+      .add("--models", "mlp,lenet",
+           [&](const std::string& v) {
+             models_given = true;
+             o.models.clear();
+             std::istringstream in(v);
+             for (std::string m; std::getline(in, m, ',');) {
+               if (m != "mlp" && m != "lenet" && m != "resnet18" && m != "gru" && m != "vit")
+                 throw std::runtime_error("--models: expected mlp, lenet, resnet18, gru or vit, got '" + m + "'");
+               o.models.push_back(m);
+             }
+           })
+      .add("--threads", "defaults,1,2",
+           [&](const std::string& v) {
+             threads_given = true;
+             o.threads.clear();
+             std::istringstream in(v);
+             for (std::string t; std::getline(in, t, ',');) {
+               if (t != "defaults" &&
+                   (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || std::stoi(t) < 1))
+                 throw std::runtime_error("--threads: expected `defaults` or a thread count >= 1, got '" + t + "'");
+               o.threads.push_back(t);
+             }
+             if (o.threads.empty()) throw std::runtime_error("--threads: expected at least one setting");
+           })
+      .add("--epochs", "N",
+           [&](const std::string& v) {
+             epochs_given = true;
+             o.epochs = positive("--epochs", v);
+           })
+      .add("--train-images", "N",
+           [&](const std::string& v) {
+             images_given = true;
+             o.train_images = positive("--train-images", v);
+             if (o.train_images < tb::kBatchSize)
+               throw std::runtime_error("--train-images: expected at least one batch (" +
+                                        std::to_string(tb::kBatchSize) + "), got " + std::to_string(o.train_images));
+           })
+      .add("--seed", o.seed, "S")
+      .add("--markdown", o.markdown)
+      .add("--anvil-env", "VAR=VALUE",
+           [&](const std::string& v) {
+             if (v.find('=') == std::string::npos || v.front() == '=')
+               throw std::runtime_error("--anvil-env: expected VAR=VALUE, got '" + v + "'");
+             o.anvil_env.push_back(v);
+           })
+      .add("--busy", o.busy)
+      .add("--spinners", "N", [&](const std::string& v) { o.spinners = positive("--spinners", v); })
+      .add("--phase-seconds", "S",
+           [&](const std::string& v) {
+             char* end = nullptr;
+             o.phase_seconds = std::strtod(v.c_str(), &end);
+             if (end == v.c_str() || *end != '\0' || !(o.phase_seconds >= 0 && o.phase_seconds <= 600))
+               throw std::runtime_error("--phase-seconds: expected seconds from 0 to 600, got '" + v + "'");
+             phase_seconds_given = true;
+           })
+      .details(
+          "  --models    which models, comma-separated: mlp, lenet, resnet18, gru, vit (default mlp,lenet;\n"
+          "              resnet18, gru and vit time steps on a fixed batch: s/step of 5 back to back per epoch)\n"
+          "  --threads   thread settings, one row each (default defaults,1,2): `defaults` is each library\n"
+          "              in its defaults; N is both at N threads (LibTorch's OpenBLAS held to N too)\n"
+          "  --epochs    epochs per model and library (default 10); s/epoch is the median of epochs 2..N\n"
+          "  --train-images N  epochs over the first N training images only (default: all 60,000)\n"
+          "  --seed      seed of both libraries' init and shuffling (default 0)\n"
+          "  --markdown  the table as Markdown\n"
+          "  --anvil-env VAR=VALUE  also time anvil with this environment variable set (repeatable;\n"
+          "              a context row, not the target configuration)\n"
+          "  --busy      each library alone and beside a background load of spinning processes: time alone,\n"
+          "              time busy, slowdown = busy / alone; target anvil's slowdown <= LibTorch's. Defaults\n"
+          "              here: --models mlp,lenet --threads defaults,1,2 --epochs 3 (busy phases, between\n"
+          "              4 alone ones) --train-images 12800 --phase-seconds 1; about 3 minutes on 2 cores\n"
+          "  --spinners  background processes for --busy (default: one per core)\n"
+          "  --phase-seconds S  --busy: in every phase each worker trains epochs back to back for at least\n"
+          "              S seconds (default 1; 0: one epoch), timed as their mean\n")
+      .parse(argc, argv);
   if (o.spinners != 0 && !o.busy) throw std::runtime_error("--spinners: only with --busy");
   if (phase_seconds_given && !o.busy) throw std::runtime_error("--phase-seconds: only with --busy");
   if (o.busy) {
