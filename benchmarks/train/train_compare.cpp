@@ -29,50 +29,17 @@
 // Note [Busy machine]
 // ~~~~~~~~~~~~~~~~~~~
 // `--busy` (issue 12) asks how much each library slows down when the machine
-// is not its own: every worker trains alone and then beside a fixed
-// background load, `--spinners N` processes (default: one per core) that each
-// spin on integer work (benchmarks/background_load.h). Phases alternate,
-// alone, busy, alone, ... alone (`--epochs N` busy phases between N + 1 alone
-// ones, after one warm-up epoch alone), every worker taking one turn per
-// phase in an order that rotates each phase, so drift in the machine's own
-// load falls on both conditions and on every worker. A turn is epochs back
-// to back for at least `--phase-seconds` (default 1 s), timed as their mean,
-// because a single short epoch measured the scheduler and the hypervisor more
-// than the library, both against the faster one:
-//   - beside the spinners, a worker woken onto a core that a spinner holds
-//     shares that core half and half until the balancer moves it: over
-//     anvil's 0.1 s MLP epoch it kept 0.47-0.61 of a core, over LibTorch's
-//     0.2 s one 0.51-0.69, so the same one thread "slowed down" 1.2-1.4x more
-//     in anvil; over 1 s turns both kept 0.64-0.68;
-//   - alone, after the other workers' turns the idle vCPU's wake-ups are slow
-//     (the guest's haltpoll cpuidle driver shortens its polling while idle):
-//     anvil's first 50-100 ms of two-thread work ran at 1.2 cores, so its
-//     single MLP epoch used 1.00 cores and took 0.054 s, against 1.48-1.53
-//     cores and 0.037-0.041 s for epochs back to back as training runs them.
-// alone and busy are the medians of their phases; slowdown = busy / alone
-// per library, and the target is anvil's slowdown <= LibTorch's in the same
-// row. Defaults in this mode: mlp and lenet, the `defaults`, `1` and `2`
-// thread settings (the slowdown depends mostly on how many threads a library
-// runs), 3 busy phases, and epochs over the first 12,800 training images (the
-// book's LeNet epoch on multiple GPUs), so a run takes ~3 minutes on 2
-// cores. The spinners share the workers' session and so their scheduler
-// autogroup: the kernel shares the cores thread by thread between them, as
-// between unrelated services.
-// Where the thread counts differ (`defaults` here: anvil 2, LibTorch 1), the
-// slowdown also holds what the extra thread gained alone: beside spinners on
-// every core a library keeps about one thread's share (anvil drops to one
-// thread, Note [Fewer threads on a busy machine]), so a library that is
-// faster alone on two threads than on one slows down by that much more. The
-// `1` row compares the two on equal terms. Every epoch's reply also carries
-// the worker's CPU seconds, so the table shows the cores each library used
-// alone and the share it kept busy: the split of a slowdown into "used more
-// cores alone" and "got less of the machine".
-// That split bounds the `defaults` row: n threads that never sleep beside S
-// spinners on C cores hold about C*n/(n + S) cores (2 and 2: one thread 0.67,
-// two 1.00), so LibTorch's one thread slows down at least ~1.5x and anvil's
-// two at least by their speed-up alone over one thread (1.40-1.50 for
-// LeNet), the latter only if no barrier ever waits for a thread left behind a
-// spinner; benchmarks/README.md gives the measurements.
+// is not its own: every worker trains alone, then beside `--spinners N`
+// processes spinning on integer work (background_load.h), phases alternating
+// alone, busy, ..., alone with every worker one turn per phase in a rotating
+// order, so drift in the machine's load falls on both conditions alike. A
+// turn is epochs back to back for at least `--phase-seconds` (1 s), timed as
+// their mean: a single short epoch measured the scheduler and the hypervisor
+// more than the library. alone and busy are the medians of their phases;
+// slowdown = busy / alone, the target anvil's <= LibTorch's. Each reply also
+// carries the worker's CPU seconds, splitting a slowdown into "used more cores
+// alone" and "got less of the machine". Why each choice, and the bounds on the
+// `defaults` row: benchmarks/README.md, "Measurements behind the Notes".
 //
 // Note [Same tensors]
 // ~~~~~~~~~~~~~~~~~~~
