@@ -7,8 +7,8 @@
 // shared kernels of device_primitives.h.
 //
 //   class MyRuntime { ... };                      // see "What a runtime supplies"
-//   template class kernels::DeviceBackend<MyRuntime>;  // in the backend's one .cpp
-//   Backend* make_my_backend() { return &kernels::backend_instance<MyRuntime>(); }
+//   template class device_common::DeviceBackend<MyRuntime>;  // in the backend's one .cpp
+//   Backend* make_my_backend() { return &device_common::backend_instance<MyRuntime>(); }
 //
 // What a runtime supplies (R):
 //   static constexpr DeviceType kType; static constexpr const char* kName;  // "opencl"
@@ -16,7 +16,7 @@
 //   using Kernel = ...;  // a compiled kernel handle
 //   class Queue;         // one device's in-order queue (below)
 //   class Launch;        // Launch(Queue&, Kernel): .buffer .arg .scalar .run (device_primitives.h)
-//   kernels::DeviceList<Entry> discover() noexcept;  // once; a reason when empty
+//   device_common::DeviceList<Entry> discover() noexcept;  // once; a reason when empty
 //   static bool is_accelerator(const Entry&) noexcept;  // counts for gpu(i)
 //   bool can_copy_direct(const std::vector<Entry>&, int dst, int src) noexcept;  // dst != src
 // R::Queue, created on a device's first use as Queue(R&, index, entry, label),
@@ -70,7 +70,7 @@
 #include "core/caching_allocator.h"
 #include "core/kernel_traffic.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 // Whether a device with properties `p` runs a primitive in dtype `t`, and if
 // not why (DESIGN §2 "Capabilities are asked once"). Every kernel family
@@ -272,27 +272,28 @@ class DeviceBackend final : public detail::Backend {
     return support_from(list_.devices[index].props, p, t);
   }
   void fill(int index, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) override {
-    run(index, "fill", {0, detail::dense_bytes(out, numel)}, [&](Slot& s) { kernels::fill(s, out, numel, value); });
+    run(index, "fill", {0, detail::dense_bytes(out, numel)},
+        [&](Slot& s) { device_common::fill(s, out, numel, value); });
   }
   void arange(int index, const detail::KernelOperand& out, std::int64_t numel, double start, double step) override {
     run(index, "arange", {0, detail::dense_bytes(out, numel)},
-        [&](Slot& s) { kernels::arange(s, out, numel, start, step); });
+        [&](Slot& s) { device_common::arange(s, out, numel, start, step); });
   }
   void copy(int index, const detail::ElementwiseArgs& a) override {
-    run(index, "copy", detail::traffic(a), [&](Slot& s) { kernels::copy(s, a); });
+    run(index, "copy", detail::traffic(a), [&](Slot& s) { device_common::copy(s, a); });
   }
   void unary(int index, detail::UnaryOp op, const detail::UnaryParams& params,
              const detail::ElementwiseArgs& a) override {
-    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { kernels::unary(s, op, params, a); });
+    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { device_common::unary(s, op, params, a); });
   }
   void binary(int index, detail::BinaryOp op, const detail::ElementwiseArgs& a) override {
-    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { kernels::binary(s, op, a); });
+    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { device_common::binary(s, op, a); });
   }
   void where(int index, const detail::ElementwiseArgs& a) override {
-    run(index, "where", detail::traffic(a), [&](Slot& s) { kernels::where(s, a); });
+    run(index, "where", detail::traffic(a), [&](Slot& s) { device_common::where(s, a); });
   }
   void reduce(int index, detail::ReduceOp op, const detail::ReduceArgs& a) override {
-    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { kernels::reduce(s, op, a); });
+    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { device_common::reduce(s, op, a); });
   }
   // The runtime's BLAS where it takes the operands (f32/f64, and f16/bf16
   // with f32 compute on cuBLAS); the tiled kernel (src/kernels/gemm.kern,
@@ -306,21 +307,22 @@ class DeviceBackend final : public detail::Backend {
         s.work.launch();
         return;
       }
-      kernels::gemm_tiled(s, a);
+      device_common::gemm_tiled(s, a);
     });
   }
   void index(int index, const detail::IndexArgs& a) override {
-    run(index, detail::name(a.op), detail::traffic(a), [&](Slot& s) { kernels::index(s, a); });
+    run(index, detail::name(a.op), detail::traffic(a), [&](Slot& s) { device_common::index(s, a); });
   }
   void random(int index, const detail::RandomArgs& a) override {
-    run(index, random_name(a.kind), {0, detail::dense_bytes(a.out, a.numel)}, [&](Slot& s) { kernels::random(s, a); });
+    run(index, random_name(a.kind), {0, detail::dense_bytes(a.out, a.numel)},
+        [&](Slot& s) { device_common::random(s, a); });
   }
 
   void scan(int index, const detail::ScanArgs& a) override {
-    run(index, "cumsum", detail::traffic(a), [&](Slot& s) { kernels::scan(s, a); });
+    run(index, "cumsum", detail::traffic(a), [&](Slot& s) { device_common::scan(s, a); });
   }
   void argsort(int index, const detail::SortArgs& a) override {
-    run(index, "sort", detail::traffic(a), [&](Slot& s) { kernels::argsort(s, a); });
+    run(index, "sort", detail::traffic(a), [&](Slot& s) { device_common::argsort(s, a); });
   }
 
   // The fused window kernels, interpolate and unary-into-binary, for the
@@ -358,38 +360,40 @@ class DeviceBackend final : public detail::Backend {
   }
   void unary_binary(int index, detail::BinaryOp op, const detail::BinaryPrologue& prologue,
                     const detail::ElementwiseArgs& a) override {
-    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { kernels::binary(s, op, a, prologue); });
+    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { device_common::binary(s, op, a, prologue); });
   }
   void im2col(int index, const detail::Im2colArgs& a) override {
-    run(index, "im2col", detail::traffic(a, false), [&](Slot& s) { kernels::im2col(s, a); });
+    run(index, "im2col", detail::traffic(a, false), [&](Slot& s) { device_common::im2col(s, a); });
   }
   void col2im(int index, const detail::Im2colArgs& a) override {
-    run(index, "col2im", detail::traffic(a, true), [&](Slot& s) { kernels::col2im(s, a); });
+    run(index, "col2im", detail::traffic(a, true), [&](Slot& s) { device_common::col2im(s, a); });
   }
   void max_pool2d(int index, const detail::Pool2dArgs& a) override {
-    run(index, "max_pool2d", detail::traffic(a, false), [&](Slot& s) { kernels::max_pool2d(s, a); });
+    run(index, "max_pool2d", detail::traffic(a, false), [&](Slot& s) { device_common::max_pool2d(s, a); });
   }
   void max_pool2d_backward(int index, const detail::Pool2dArgs& a) override {
-    run(index, "max_pool2d_backward", detail::traffic(a, true), [&](Slot& s) { kernels::max_pool2d_backward(s, a); });
+    run(index, "max_pool2d_backward", detail::traffic(a, true),
+        [&](Slot& s) { device_common::max_pool2d_backward(s, a); });
   }
   void interpolate(int index, const detail::InterpolateArgs& a) override {
-    run(index, "interpolate", detail::traffic(a, false), [&](Slot& s) { kernels::interpolate(s, a, false); });
+    run(index, "interpolate", detail::traffic(a, false), [&](Slot& s) { device_common::interpolate(s, a, false); });
   }
   void interpolate_backward(int index, const detail::InterpolateArgs& a) override {
-    run(index, "interpolate_backward", detail::traffic(a, true), [&](Slot& s) { kernels::interpolate(s, a, true); });
+    run(index, "interpolate_backward", detail::traffic(a, true),
+        [&](Slot& s) { device_common::interpolate(s, a, true); });
   }
   void batch_norm(int index, const detail::BatchNormArgs& a) override {
     run(index, "batch_norm", detail::traffic(a, false), [&](Slot& s) {
       if constexpr (DnnRuntime<R>)
         if (R::batch_norm_dnn(s, a, false)) return s.work.launch();
-      kernels::batch_norm(s, a);
+      device_common::batch_norm(s, a);
     });
   }
   void batch_norm_backward(int index, const detail::BatchNormArgs& a) override {
     run(index, "batch_norm_backward", detail::traffic(a, true), [&](Slot& s) {
       if constexpr (DnnRuntime<R>)
         if (R::batch_norm_dnn(s, a, true)) return s.work.launch();
-      kernels::batch_norm_backward(s, a);
+      device_common::batch_norm_backward(s, a);
     });
   }
 
@@ -437,13 +441,14 @@ class DeviceBackend final : public detail::Backend {
     return (t == DType::F32 || t == DType::F64) && supports(index, detail::Primitive::Fused, t).ok;
   }
   void optimizer_step(int index, const detail::OptimizerStepArgs& a) override {
-    run(index, detail::name(a.kind), detail::traffic(a), [&](Slot& s) { kernels::optimizer_step(s, a); });
+    run(index, detail::name(a.kind), detail::traffic(a), [&](Slot& s) { device_common::optimizer_step(s, a); });
   }
   bool supports_optimizer_step_list(detail::OptimizerKind k, DType t, int index) noexcept override {
     return supports_optimizer_step(k, t, index);
   }
   void optimizer_step_list(int index, const detail::OptimizerStepListArgs& a) override {
-    run(index, detail::name(a.step.kind), detail::traffic(a), [&](Slot& s) { kernels::optimizer_step_list(s, a); });
+    run(index, detail::name(a.step.kind), detail::traffic(a),
+        [&](Slot& s) { device_common::optimizer_step_list(s, a); });
   }
 
   // The device's state, created on first use. Throws DeviceError naming the
@@ -532,4 +537,4 @@ DeviceBackend<R>& backend_instance() {
   return *instance;
 }
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

@@ -1,7 +1,7 @@
 // The primitives of core/backend.h for a device that runs the kernels of
 // src/kernels, written once for every device backend (DESIGN §2): which
 // kernel, which variant, the argument block, the launch geometry. They run
-// on a kernels::DeviceSlot (device_backend.h), with its lock held, which
+// on a device_common::DeviceSlot (device_backend.h), with its lock held, which
 // gives them:
 //
 //   template <class Request> Kernel kernel(const Request&);  // compiled on first use
@@ -29,7 +29,7 @@
 #include "backends/common/scratch.h"
 #include "core/backend.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 // ---- argument blocks ------------------------------------------------------------
 
@@ -583,4 +583,4 @@ void interpolate(Q& q, const detail::InterpolateArgs& a, bool backward) {
       .run(total, backward ? "interpolate_backward" : "interpolate");
 }
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

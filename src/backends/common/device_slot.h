@@ -18,7 +18,7 @@
 #include "core/caching_allocator.h"
 #include "core/kernel_traffic.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 // What a runtime's discovery found: devices in the order of their index, or
 // why there are none.
@@ -190,4 +190,4 @@ class DeviceSlot {
   std::vector<IndexUse> index_uses_;
 };
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

@@ -22,7 +22,7 @@
 
 #include "backends/common/kernel_specs.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 template <class Compiler>
 class ProgramCache {
@@ -71,4 +71,4 @@ class ProgramCache {
   std::vector<std::string> names_;
 };
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

@@ -12,7 +12,7 @@
 
 #include "core/caching_allocator.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 class Scratch {
  public:
@@ -38,4 +38,4 @@ class Scratch {
   void* data_;
 };
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

@@ -289,7 +289,7 @@ void run_binary(const ElementwiseArgs& a, F f, std::int64_t grain = kParallelGra
 }
 
 // Clamp's bounds in the compute type, converted as the devices convert them
-// (kernels::scalar_arg: saturated to the type's range, NaN to 0 for integers).
+// (device_common::scalar_arg: saturated to the type's range, NaN to 0 for integers).
 template <typename C>
 C clamp_bound(double v) {
   if constexpr (std::is_floating_point_v<C>) {

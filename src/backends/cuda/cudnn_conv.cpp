@@ -38,7 +38,7 @@ namespace {
 using detail::Conv2dArgs;
 using detail::FusedOp;
 using detail::KernelOperand;
-using kernels::Scratch;
+using device_common::Scratch;
 
 std::atomic<std::uint64_t> plans_made{0};
 
@@ -274,7 +274,7 @@ void add_bias_shared(Slot& s, const Conv2dArgs& a) {
   std::fill(e.in[1].strides, e.in[1].strides + kMaxDims, 0);
   e.in[1].strides[1] = a.bias.strides[0];
   e.nin = 2;
-  kernels::binary(s, detail::BinaryOp::Add, e);
+  device_common::binary(s, detail::BinaryOp::Add, e);
 }
 
 // bias gradient [O] = the output gradient summed over N, OH, OW, with the
@@ -292,7 +292,7 @@ void bias_gradient_shared(Slot& s, const Conv2dArgs& a) {
   const std::int64_t* os = a.out.strides;
   const std::int64_t in_strides[4] = {os[1], os[0], os[2], os[3]};
   std::copy(in_strides, in_strides + 4, r.in.strides);
-  kernels::reduce(s, detail::ReduceOp::Sum, r);
+  device_common::reduce(s, detail::ReduceOp::Sum, r);
 }
 
 // to = from over a 4-d `shape` (the shared strided copy).
@@ -304,7 +304,7 @@ void copy4(Slot& s, const std::array<std::int64_t, 4>& shape, const KernelOperan
   e.out = to;
   e.in[0] = from;
   e.nin = 1;
-  kernels::copy(s, e);
+  device_common::copy(s, e);
 }
 
 // A contiguous stand-in for operand `o` of `shape` from the caching

@@ -25,7 +25,7 @@ namespace {
 
 using detail::BatchNormArgs;
 using detail::KernelOperand;
-using kernels::Scratch;
+using device_common::Scratch;
 
 float* at(const KernelOperand& o) noexcept { return static_cast<float*>(o.data) + o.offset; }
 
@@ -63,7 +63,7 @@ KernelOperand operand_of(const Scratch& block) noexcept {
 
 bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backward) {
   const CudnnApi* api = cudnn_if_enabled();
-  if (api == nullptr || a.dtype != DType::F32 || !a.training || kernels::env_flag_off("ANVIL_CUDNN_BATCH_NORM"))
+  if (api == nullptr || a.dtype != DType::F32 || !a.training || device_common::env_flag_off("ANVIL_CUDNN_BATCH_NORM"))
     return false;
   const std::int64_t m = a.n * a.s;
   if (m < 2 || a.c <= 0 || a.n > INT_MAX || a.c > INT_MAX || a.s > INT_MAX ||
@@ -83,7 +83,7 @@ bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backw
   float* scale = a.weight.data != nullptr ? at(a.weight) : nullptr;
   if (scale == nullptr) {
     ones = std::make_unique<Scratch>(s.allocator, cbytes);
-    kernels::fill(s, operand_of(*ones), c, Scalar(1.0f));
+    device_common::fill(s, operand_of(*ones), c, Scalar(1.0f));
     scale = ones->as<float>();
   }
 
@@ -125,7 +125,7 @@ bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backw
   e.in[0] = operand_of(dscale);
   e.in[1] = a.invstd;
   e.nin = 2;
-  kernels::binary(s, detail::BinaryOp::Div, e);
+  device_common::binary(s, detail::BinaryOp::Div, e);
   return true;
 }
 

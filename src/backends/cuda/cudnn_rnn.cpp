@@ -38,7 +38,7 @@ namespace {
 
 using detail::RnnArgs;
 using detail::RnnMode;
-using kernels::Scratch;
+using device_common::Scratch;
 
 // Plans kept per device before the cache starts again (a new sequence
 // length or batch size is a new plan; a training loop uses one or two).
@@ -396,6 +396,6 @@ void Runtime::rnn_dnn_backward(Slot& s, const detail::RnnArgs& a) {
 }
 
 // The shared backend sends the recurrent layers here only if this holds.
-static_assert(kernels::DnnRnnRuntime<Runtime>, "cuda::Runtime must supply the recurrent layers' hooks");
+static_assert(device_common::DnnRnnRuntime<Runtime>, "cuda::Runtime must supply the recurrent layers' hooks");
 
 }  // namespace anvil::cuda

@@ -5,9 +5,11 @@
 
 namespace anvil::cuda {
 
-std::string CudaCompiler::options(const kernels::KernelSpec& spec) const { return kernels::define_options(spec); }
+std::string CudaCompiler::options(const device_common::KernelSpec& spec) const {
+  return device_common::define_options(spec);
+}
 
-cudaLibrary_t CudaCompiler::compile(const kernels::KernelSpec& spec, const std::string&) const {
+cudaLibrary_t CudaCompiler::compile(const device_common::KernelSpec& spec, const std::string&) const {
   CompiledProgram compiled = compile_program_cached(spec, major_, minor_);
   cudaLibrary_t lib = nullptr;
   if (compiled.from_cache &&

@@ -18,8 +18,8 @@ class CudaCompiler {
 
   CudaCompiler(std::string label, int major, int minor) : label_(std::move(label)), major_(major), minor_(minor) {}
 
-  std::string options(const kernels::KernelSpec& spec) const;
-  cudaLibrary_t compile(const kernels::KernelSpec& spec, const std::string& options) const;
+  std::string options(const device_common::KernelSpec& spec) const;
+  cudaLibrary_t compile(const device_common::KernelSpec& spec, const std::string& options) const;
   cudaKernel_t kernel(cudaLibrary_t program, const std::string& name) const;
   static void release_kernel(cudaKernel_t) noexcept {}  // owned by its library
   static void release_program(cudaLibrary_t p) noexcept { cudaLibraryUnload(p); }
@@ -29,6 +29,6 @@ class CudaCompiler {
   int major_, minor_;
 };
 
-using ProgramCache = kernels::ProgramCache<CudaCompiler>;
+using ProgramCache = device_common::ProgramCache<CudaCompiler>;
 
 }  // namespace anvil::cuda

@@ -37,8 +37,8 @@ std::string no_device_reason(cudaError_t e) {
 
 }  // namespace
 
-kernels::DeviceList<DeviceEntry> Runtime::discover() noexcept {
-  kernels::DeviceList<DeviceEntry> out;
+device_common::DeviceList<DeviceEntry> Runtime::discover() noexcept {
+  device_common::DeviceList<DeviceEntry> out;
   try {
     int count = 0;  // stays 0 when the call fails (it may not write it)
     const cudaError_t e = cudaGetDeviceCount(&count);
@@ -274,11 +274,11 @@ cudnnHandle_t Queue::dnn(const CudnnApi& api, detail::CachingAllocator& allocato
   return dnn_;
 }
 
-kernels::DeviceFault Queue::wait() {
+device_common::DeviceFault Queue::wait() {
   make_current();
   const cudaError_t e = cudaStreamSynchronize(stream);
   for (Staging& s : staging_) s.busy = false;
-  kernels::DeviceFault fault;
+  device_common::DeviceFault fault;
   if (e != cudaSuccess) {
     cudaGetLastError();
     fault.status = error_text(e);

@@ -1,5 +1,5 @@
 // Setting a kernel's arguments and enqueueing it (the caller holds the
-// device's lock; see kernels::DeviceSlot::mutex).
+// device's lock; see device_common::DeviceSlot::mutex).
 //
 // Rule: a kernel's first launch on a CPU device waits for it. Launch::run
 // returns only once that command has completed, so a test that holds a
@@ -38,7 +38,7 @@ class Launch {
     return bytes(&value, sizeof(T));
   }
   Launch& buffer(const void* handle);  // a cl_mem, or null for an unused pointer argument
-  Launch& scalar(const kernels::ScalarArg& a) { return bytes(a.bytes, a.size); }
+  Launch& scalar(const device_common::ScalarArg& a) { return bytes(a.bytes, a.size); }
   Launch& bytes(const void* p, std::size_t n);
   // 1-D over n work-items in groups of the device's local size.
   void run(std::int64_t n, const char* op);

@@ -23,15 +23,15 @@ std::string build_log(cl_program program, cl_device_id device) {
 
 }  // namespace
 
-std::string ClCompiler::options(const kernels::KernelSpec& spec) const {
-  std::string options = kernels::define_options(spec) + " -cl-std=CL1.2";
+std::string ClCompiler::options(const device_common::KernelSpec& spec) const {
+  std::string options = device_common::define_options(spec) + " -cl-std=CL1.2";
   if (fp64_) options += " -DANVIL_HAS_FP64=1";
   return options;
 }
 
-cl_program ClCompiler::compile(const kernels::KernelSpec& spec, const std::string& options) const {
+cl_program ClCompiler::compile(const device_common::KernelSpec& spec, const std::string& options) const {
   const std::string& file = spec.file;
-  const std::string source = kernels::assemble_source("prelude_opencl.h", file);
+  const std::string source = device_common::assemble_source("prelude_opencl.h", file);
   const char* text = source.c_str();
   const std::size_t length = source.size();
   cl_int err = CL_SUCCESS;

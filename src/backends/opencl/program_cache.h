@@ -21,8 +21,8 @@ class ClCompiler {
   ClCompiler(cl_context context, cl_device_id device, std::string label, bool fp64)
       : context_(context), device_(device), label_(std::move(label)), fp64_(fp64) {}
 
-  std::string options(const kernels::KernelSpec& spec) const;
-  cl_program compile(const kernels::KernelSpec& spec, const std::string& options) const;
+  std::string options(const device_common::KernelSpec& spec) const;
+  cl_program compile(const device_common::KernelSpec& spec, const std::string& options) const;
   cl_kernel kernel(cl_program program, const std::string& name) const;
   static void release_kernel(cl_kernel k) noexcept { clReleaseKernel(k); }
   static void release_program(cl_program p) noexcept { clReleaseProgram(p); }
@@ -34,6 +34,6 @@ class ClCompiler {
   bool fp64_;
 };
 
-using ProgramCache = kernels::ProgramCache<ClCompiler>;
+using ProgramCache = device_common::ProgramCache<ClCompiler>;
 
 }  // namespace anvil::opencl

@@ -56,8 +56,8 @@ struct DeviceEntry {
   bool profiling = false;
 };
 
-using kernels::env_flag;
-using kernels::env_flag_off;
+using device_common::env_flag;
+using device_common::env_flag_off;
 
 class Launch;
 class Queue;
@@ -75,7 +75,7 @@ class Runtime {
   // Enumerates platforms and devices; never throws (a broken or missing ICD
   // is a reason, not a crash). ANVIL_OPENCL_NO_FP64=1 makes every device
   // report no fp64, to test what a user of such a device sees.
-  kernels::DeviceList<DeviceEntry> discover() noexcept;
+  device_common::DeviceList<DeviceEntry> discover() noexcept;
   // GPUs and accelerators; CPU devices only with ANVIL_OPENCL_CPU=1.
   static bool is_accelerator(const DeviceEntry& e) noexcept;
   // Devices of one platform share a context, so copies stay on the device side.
@@ -92,7 +92,7 @@ class Runtime {
 };
 
 // One device's in-order queue. Every member is called with the device's
-// lock held (kernels::DeviceSlot::mutex).
+// lock held (device_common::DeviceSlot::mutex).
 class Queue {
  public:
   Queue(Runtime& runtime, int index, const DeviceEntry& entry, const std::string& label);
@@ -126,7 +126,7 @@ class Queue {
   bool gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator& allocator);
 
   // clFinish, then the first command that failed since the last wait.
-  kernels::DeviceFault wait();
+  device_common::DeviceFault wait();
 
   // Timestamps on the device's clock (Note [Device clocks]).
   static bool has_device_clock(const DeviceEntry& e) noexcept { return e.profiling; }
@@ -168,10 +168,10 @@ class Queue {
 }  // namespace anvil::opencl
 
 namespace anvil {
-extern template class kernels::DeviceBackend<opencl::Runtime>;  // opencl_backend.cpp
+extern template class device_common::DeviceBackend<opencl::Runtime>;  // opencl_backend.cpp
 }  // namespace anvil
 
 namespace anvil::opencl {
 // The OpenCL backend: the shared device backend over this runtime.
-inline kernels::DeviceBackend<Runtime>& backend() { return kernels::backend_instance<Runtime>(); }
+inline device_common::DeviceBackend<Runtime>& backend() { return device_common::backend_instance<Runtime>(); }
 }  // namespace anvil::opencl
