@@ -16,65 +16,17 @@
 //
 // Note [oneDNN for CPU convolution]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Measured on issue 12's 2-core machine (AVX2, load average 6-7 from other
-// builds), with Debian's libdnnl 2.6.3, an OpenMP build on libgomp, the pool
-// anvil and its OpenBLAS already share. Batch 256 for the LeNets, 8 for
-// ResNet-18. A conv's cost = forward + input gradient + weight gradient
-// (+ bias); anvil's through conv2d and autograd, oneDNN's reorders counted.
-// oneDNN picks x64:gemm:jit (im2col + its own sgemm) for plain nchw and
-// jit:avx2 (direct, blocked nChw8c or channels-last) for `any` and nhwc.
-// Figures are oneDNN's time / anvil's time within one run (below 1: oneDNN
-// faster), the range over runs minutes apart; anvil's own ms for scale.
-//
-//   1 thread (4 runs; nhwc 2)   anvil ms     nchw        any         nhwc
-//   lenet c1 1->6 5x5 p2 28     40-52        0.77-1.36   1.11-1.41   1.03-1.37
-//   lenet c2 6->16 5x5 14       25-40        0.86-1.26   0.34-0.98   0.32-0.54
-//   d2l lenet 1->20 3x3 28      13-38        0.88-1.13   1.78-2.37   2.36-2.64
-//   d2l lenet 20->50 5x5 13     113-209      0.70-0.94   0.77-0.88   0.81-1.07
-//   resnet 64->64 3x3 56        190-224      1.06-1.15   0.64-0.79   0.74-0.85
-//   resnet 128->128 3x3 28      164-185      0.98-1.25   0.79-0.89   0.79-1.15
-//   resnet 256->256 3x3 14      161-196      0.92-1.04   0.77-0.99   0.66-0.96
-//   resnet 512->512 3x3 7       240-279      0.73-0.87   0.68-0.89   0.70-0.73
-//
-//   2 threads (3 runs; nhwc 1)  anvil ms     nchw        any         nhwc
-//   lenet c1 1->6 5x5 p2 28     31-51        7.5-40      1.03-2.22   0.79
-//   lenet c2 6->16 5x5 14       25-48        0.81-0.86   0.44-0.47   0.42
-//   d2l lenet 1->20 3x3 28      23-32        1.35-3.75   2.43-2.91   3.59
-//   d2l lenet 20->50 5x5 13     124-167      0.88-1.19   1.03-1.14   1.02
-//   resnet 64->64 3x3 56        200-222      1.21-1.42   0.84-0.89   0.88
-//   resnet 128->128 3x3 28      167-177      0.99-1.05   0.80-0.85   1.03
-//   resnet 256->256 3x3 14      174-205      0.80-0.89   0.65-0.79   0.68
-//   resnet 512->512 3x3 7       234-537      0.51-0.87   0.47-0.73   0.44
-//
-// What the numbers say:
-//   - oneDNN's nchw path is the same algorithm as ours (im2col + GEMM) and
-//     mostly runs at our speed: little to gain. Its backward-weight for one
-//     input channel on 2 threads is pathological: 0.2-1.6 s against ~20 ms
-//     on one (lenet c1, every run).
-//   - The direct jit:avx2 kernels (`any`, nhwc) win where the input has
-//     channels to vectorise over: LeNet's second conv at 0.3-0.5x of our time
-//     (one run 0.98), ResNet-18's 3x3 layers at 0.65-0.9x, mostly in the
-//     backward, where anvil spends two thirds of a conv's time.
-//   - They lose where C_in = 1 (the first layer of every LeNet): 1.0-1.4x
-//     (5x5 pad 2) and 1.8-2.6x (3x3); blocked layouts pad one channel to 8.
-//   - End to end (bench_train --models lenet --epochs 4, same load): anvil
-//     22.4 s/epoch, LibTorch 17.5 (1.28x), anvil on 1 thread 20.5 (1.17x),
-//     i.e. ~87 ms per step on 1 thread, of which the two convs above take
-//     ~65-90 ms by this benchmark. oneDNN on the second conv alone would save
-//     ~15-25 ms a step (~20%); the first conv (1 -> 6) stays the largest cost
-//     and neither library is fast on it (30 M multiply-adds forward in
-//     15-22 ms here, 7-15 ms in oneDNN).
-// Decision: oneDNN wins for C_in >= 6 and should go behind the CPU backend
-// for f32, direct convolution with activations channels-last (anvil's
-// conv2d output already is a channels-last view, so the forward's dst needs
-// no reorder) and weights in oneDNN's layout, primitives cached by shape;
-// im2col + OpenBLAS stays for C_in < 4 (measured: 1 loses, 6 wins) and for
-// what oneDNN's args do not carry. libgomp is one pool for anvil, OpenBLAS
-// and oneDNN; the backend must set omp_set_num_threads around each oneDNN
-// call from the work's size as BlasThreads does for OpenBLAS (Note [Threads
-// from the work's size]), and never pick the nchw gemm path (above).
-// Done in src/backends/cpu/cpu_conv.cpp (Note [oneDNN convolution in the CPU
-// backend]). Not measured: libxsmm and BLIS.
+// Measured on issue 12's 2-core AVX2 machine under load (libdnnl 2.6.3 on
+// libgomp), forward + both gradients, oneDNN's time / anvil's im2col path's:
+// oneDNN's nchw path is our algorithm (im2col + GEMM) at our speed; its direct
+// jit:avx2 kernels (`any`, nhwc) win where the input has channels to vectorise
+// over (LeNet's second conv 0.3-0.5x, ResNet-18's 3x3 layers 0.65-0.9x) and
+// lose where C_in = 1 (1.0-2.6x: blocked layouts pad one channel to 8).
+// Decision: oneDNN's direct convolution behind the CPU backend for f32 with
+// C_in >= 4 (1 loses, 6 wins), primitives cached by shape, threads set around
+// each call from the work's size as for OpenBLAS; never the nchw gemm path;
+// im2col + OpenBLAS for the rest. Done in cpu_conv.cpp (Note [oneDNN
+// convolution in the CPU backend]). The tables: benchmarks/README.md.
 #include <omp.h>
 
 #include <algorithm>

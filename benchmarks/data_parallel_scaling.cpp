@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "../examples/d2l_flags.h"
 #include "../examples/d2l_models.h"
 #include "anvil/anvil.h"
 #include "anvil/nn.h"
@@ -71,32 +72,18 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ValueError(s + " needs a value");
-      return argv[++i];
-    };
-    if (s == "--models") {
-      a.models.clear();
-      std::stringstream ss(value());
-      for (std::string m; std::getline(ss, m, ',');) a.models.push_back(m);
-    } else if (s == "--batch")
-      a.batch = std::stoll(value());
-    else if (s == "--steps")
-      a.steps = std::stoi(value());
-    else if (s == "--rounds")
-      a.rounds = std::stoi(value());
-    else if (s == "--warmup")
-      a.warmup = std::stoi(value());
-    else if (s == "-h" || s == "--help") {
-      std::cout << "usage: bench_data_parallel [--models mlp,lenet] [--batch 256] [--steps N] [--rounds 5] "
-                   "[--warmup 3]\n";
-      std::exit(0);
-    } else {
-      throw ValueError("unknown flag '" + s + "'; expected --models, --batch, --steps, --rounds or --warmup");
-    }
-  }
+  d2l::Flags::plain("bench_data_parallel")
+      .add("--models", "mlp,lenet",
+           [&a](const std::string& v) {
+             a.models.clear();
+             std::stringstream ss(v);
+             for (std::string m; std::getline(ss, m, ',');) a.models.push_back(m);
+           })
+      .add("--batch", a.batch)
+      .add("--steps", a.steps, "N")
+      .add("--rounds", a.rounds)
+      .add("--warmup", a.warmup)
+      .parse(argc, argv);
   for (const std::string& m : a.models)
     ANVIL_CHECK(m == "mlp" || m == "lenet", ValueError, "--models: expected mlp or lenet, got '", m, "'");
   ANVIL_CHECK(a.batch >= 2 && a.steps >= 0 && a.rounds > 0 && a.warmup >= 0, ValueError,

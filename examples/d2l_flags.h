@@ -7,7 +7,9 @@
 //   flags.add("--random-iter", a.random_iter);     // a bool is a switch
 //   flags.parse(argc, argv);              // --help prints the usage and exits 0
 //
-// The usage shows each flag with its default (or the placeholder given).
+// The usage shows each flag with its default (or the placeholder given),
+// then the text given to details(). Benchmarks and tools use it too:
+// d2l::Flags::plain("bench_compare") takes no --tensorboard/--profile.
 // An unknown flag, a missing value or a malformed number is an
 // anvil::ValueError naming the flag, what it expected and what came (the
 // examples' main() puts the program's name in front).
@@ -66,6 +68,14 @@ class Flags {
     add("--tensorboard", common_flags().tensorboard, "DIR");
     add("--profile", "FILE", start_profile);
   }
+  // Without the examples' common flags.
+  static Flags plain(std::string program) { return Flags(std::move(program), Plain{}); }
+
+  // What --help prints after the usage line (one line per flag, say).
+  Flags& details(std::string text) {
+    details_ = std::move(text);
+    return *this;
+  }
 
   // `target` keeps its value unless the flag is given; `placeholder` is what
   // the usage shows after the flag (default: the current value).
@@ -121,10 +131,13 @@ class Flags {
       out += item;
       line += item;
     }
-    return out + "\n";
+    return out + "\n" + details_;
   }
 
  private:
+  struct Plain {};
+  Flags(std::string program, Plain) : program_(std::move(program)) {}
+
   struct Flag {
     std::string name, placeholder;
     bool takes_value;
@@ -164,6 +177,7 @@ class Flags {
   }
 
   std::string program_;
+  std::string details_;
   std::vector<Flag> flags_;
 };
 

@@ -47,48 +47,24 @@ struct Args {
   std::uint64_t seed = 0;
 };
 
-[[noreturn]] void usage(int status) {
-  (status ? std::cerr : std::cout)
-      << "usage: multi_gpu_concise [--devices N] [--subset N] [--epochs N] [--batch B] [--lr LR] [--seed S]\n"
-         "                         [--profile FILE]\n"
-         "  --devices N  train on the first N of try_all_gpus() (default: 1, then 2 when there are two)\n"
-         "  --subset N   use the first N training and N test images (default 128; 0 = all 60,000 / 10,000)\n"
-         "  --epochs N   epochs per run (default 1; the book trains 10)\n"
-         "  --batch B    batch size per device; N devices take N*B per step (default 32; the book: 256)\n"
-         "  --lr LR      learning rate per device; N devices use N*LR (default 0.05; the book: 0.1)\n"
-         "  --seed S     initialisation and shuffling seed (default 0)\n"
-         "  --profile F  profile the run: a Chrome trace to F and the top ops at the end\n";
-  std::exit(status);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ValueError(s + " needs a value");
-      return argv[++i];
-    };
-    if (s == "--devices")
-      a.devices = std::stoi(value());
-    else if (s == "--subset")
-      a.subset = std::stoll(value());
-    else if (s == "--epochs")
-      a.epochs = std::stoi(value());
-    else if (s == "--batch")
-      a.batch = std::stoll(value());
-    else if (s == "--lr")
-      a.lr = std::stod(value());
-    else if (s == "--seed")
-      a.seed = std::stoull(value());
-    else if (s == "--profile")
-      d2l::start_profile(value());
-    else if (s == "-h" || s == "--help")
-      usage(0);
-    else
-      throw ValueError("unknown flag '" + s +
-                       "'; expected --devices, --subset, --epochs, --batch, --lr, --seed or --profile (see --help)");
-  }
+  d2l::Flags("multi_gpu_concise")
+      .add("--devices", a.devices, "N")
+      .add("--subset", a.subset, "N")
+      .add("--epochs", a.epochs, "N")
+      .add("--batch", a.batch, "B")
+      .add("--lr", a.lr, "LR")
+      .add("--seed", a.seed, "S")
+      .details(
+          "  --devices N  train on the first N of try_all_gpus() (default: 1, then 2 when there are two)\n"
+          "  --subset N   use the first N training and N test images (default 128; 0 = all 60,000 / 10,000)\n"
+          "  --epochs N   epochs per run (default 1; the book trains 10)\n"
+          "  --batch B    batch size per device; N devices take N*B per step (default 32; the book: 256)\n"
+          "  --lr LR      learning rate per device; N devices use N*LR (default 0.05; the book: 0.1)\n"
+          "  --seed S     initialisation and shuffling seed (default 0)\n"
+          "  --profile F  profile the run: a Chrome trace to F and the top ops at the end\n")
+      .parse(argc, argv);
   ANVIL_CHECK(a.devices >= 0 && a.subset >= 0 && a.epochs > 0 && a.batch > 0 && a.lr > 0, ValueError,
               "expected --devices >= 0, --subset >= 0, --epochs > 0, --batch > 0 and --lr > 0; got ", a.devices, ", ",
               a.subset, ", ", a.epochs, ", ", a.batch, ", ", a.lr);

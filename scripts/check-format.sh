@@ -2,6 +2,7 @@
 # scripts/check-format.sh [--fix] — every tracked C++ file must match
 # .clang-format (clang-format 14, Debian's `clang-format`). Without --fix it
 # lists the files that differ and exits non-zero; ./run tests runs it first.
+# It also runs scripts/check-notes.py: every Note a dozen lines or fewer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 clang_format="$(command -v clang-format-14 || command -v clang-format)" ||
@@ -21,3 +22,4 @@ if [[ ${#bad[@]} -gt 0 ]]; then
   exit 1
 fi
 echo "check-format: ${#files[@]} files match .clang-format"
+python3 scripts/check-notes.py

@@ -121,10 +121,10 @@ TEST(CudaBackend, TheLibrariesDoNotNeedTheDriverAndTheCoreNoToolkit) {
 // supports; every requested symbol must be an entry of it, with arguments
 // that cuda::Launch can carry.
 TEST(CudaKernels, EveryKernelCompilesForCudaWithTheSameSymbols) {
-  std::map<std::string, std::vector<kernels::KernelSpec>> programs;
-  for (const kernels::KernelSpec& spec : kernels::all_kernel_specs(true))
-    programs[spec.file + "|" + kernels::define_options(spec)].push_back(spec);
-  std::vector<const std::vector<kernels::KernelSpec>*> work;
+  std::map<std::string, std::vector<device_common::KernelSpec>> programs;
+  for (const device_common::KernelSpec& spec : device_common::all_kernel_specs(true))
+    programs[spec.file + "|" + device_common::define_options(spec)].push_back(spec);
+  std::vector<const std::vector<device_common::KernelSpec>*> work;
   for (const auto& [key, specs] : programs) work.push_back(&specs);
 
   const std::vector<int> archs = cuda::nvrtc_architectures();
@@ -142,7 +142,7 @@ TEST(CudaKernels, EveryKernelCompilesForCudaWithTheSameSymbols) {
       try {
         const cuda::CompiledProgram p = cuda::compile_program(specs.front(), arch / 10, arch % 10, /*ptx=*/true);
         const std::vector<cuda::PtxEntry> entries = cuda::ptx_entries(p.image);
-        for (const kernels::KernelSpec& s : specs) {
+        for (const device_common::KernelSpec& s : specs) {
           ++checked;
           const auto entry =
               std::find_if(entries.begin(), entries.end(), [&](const cuda::PtxEntry& e) { return e.name == s.name; });
@@ -183,15 +183,17 @@ TEST(CudaKernels, EveryKernelCompilesForCudaWithTheSameSymbols) {
 TEST(CudaKernels, CubinForTheNewestArchitecture) {
   const int arch = cuda::nvrtc_architectures().back();
   using detail::ReduceOp;
-  const kernels::KernelSpec specs[] = {
-      kernels::ReduceKernel{ReduceOp::ArgMax, DType::F32, DType::I64, true, false, kernels::ReduceVariant::PerGroup}
+  const device_common::KernelSpec specs[] = {
+      device_common::ReduceKernel{ReduceOp::ArgMax, DType::F32, DType::I64, true, false,
+                                  device_common::ReduceVariant::PerGroup}
           .spec(),
-      kernels::GemmKernel{DType::F64}.spec(),
-      kernels::RandomKernel{detail::RandomKind::Normal, DType::F32, true}.spec(),
-      kernels::BinaryKernel{detail::BinaryOp::Pow, DType::I32, DType::I32, DType::I32, kernels::BinaryVariant::Strided}
+      device_common::GemmKernel{DType::F64}.spec(),
+      device_common::RandomKernel{detail::RandomKind::Normal, DType::F32, true}.spec(),
+      device_common::BinaryKernel{detail::BinaryOp::Pow, DType::I32, DType::I32, DType::I32,
+                                  device_common::BinaryVariant::Strided}
           .spec(),
-      kernels::WindowKernel{detail::FusedOp::MaxPool2d, DType::F32}.spec()};
-  for (const kernels::KernelSpec& s : specs) {
+      device_common::WindowKernel{detail::FusedOp::MaxPool2d, DType::F32}.spec()};
+  for (const device_common::KernelSpec& s : specs) {
     const cuda::CompiledProgram p = cuda::compile_program(s, arch / 10, arch % 10);
     EXPECT_TRUE(p.is_cubin) << s.name;
     EXPECT_EQ(p.target, "sm_" + std::to_string(arch));
@@ -209,7 +211,7 @@ TEST(CudaKernels, CompiledImagesAreCachedOnDisk) {
   const std::string dir = ::testing::TempDir() + "anvil-cuda-cache-" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   ::setenv("ANVIL_CACHE_DIR", dir.c_str(), 1);
-  const kernels::KernelSpec spec = kernels::GemmKernel{DType::F32}.spec();
+  const device_common::KernelSpec spec = device_common::GemmKernel{DType::F32}.spec();
   const cuda::CompiledProgram first = cuda::compile_program_cached(spec, 8, 0);
   const cuda::CompiledProgram second = cuda::compile_program_cached(spec, 8, 0);
   const cuda::CompiledProgram other = cuda::compile_program_cached(spec, 9, 0);  // another architecture
@@ -251,7 +253,7 @@ TEST(CudaKernels, EveryKernelTheOpenCLBackendBuiltExistsForCuda) {
   (void)(y.to(DType::I32) / 3).to_vector<std::int32_t>();
   (void)z.to_vector<float>();
   std::set<std::string> cuda_names;
-  for (const kernels::KernelSpec& s : kernels::all_kernel_specs(true)) cuda_names.insert(s.name);
+  for (const device_common::KernelSpec& s : device_common::all_kernel_specs(true)) cuda_names.insert(s.name);
   const std::vector<std::string> built = opencl::testing::kernels_built(0);
   EXPECT_GT(built.size(), 8u);
   for (const std::string& name : built) EXPECT_TRUE(cuda_names.count(name)) << name << " has no CUDA twin";

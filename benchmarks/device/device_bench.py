@@ -12,7 +12,7 @@ that fails says "failed: <why>" and the rest still runs.
 
 Then, for cuda:0 and for the CPU, the top ops of the slowest model (the
 lowest anvil's speed): its example once more with --profile (issue 32's
-profiler), the trace summed per op.
+profiler), its per-op table as the profiler prints it.
 
 Writes <out>/device-bench.md (the table), <out>/device-bench.json (every
 figure, command and epoch) and <out>/runs/ (each child's output, the
@@ -515,8 +515,8 @@ def cpu_section(ctx, found, results):
 def profile_section(ctx, found, results, section):
     """The top ops of the slowest model of a section (the lowest anvil's speed
     at the defaults), from anvil's profiler (issue 32): that example runs once
-    more, 2 epochs, with --profile FILE, and the Chrome trace it writes is
-    summed per op name (top_ops)."""
+    more, 2 epochs, with --profile FILE, which prints the profiler's per-op
+    table at exit (profiler_table) and writes the Chrome trace beside it."""
     rows = [r for r in results if r["section"] == section]
     worst, worst_speed = None, None
     for r in rows:
@@ -537,59 +537,30 @@ def profile_section(ctx, found, results, section):
     cmd = [os.path.join(ctx.bin, "examples", cfg.example), "--device", "cuda:0" if section == "cuda" else "cpu",
            "--epochs", "2", "--out-dir", out_dir, "--profile", trace] + cfg.anvil_args
     t0 = time.monotonic()
-    _, _, why, _ = run_child(cmd, dict(os.environ), os.path.join(ctx.runs, name), 90, ctx.budget)
+    _, stdout, why, _ = run_child(cmd, dict(os.environ), os.path.join(ctx.runs, name), 90, ctx.budget)
     out["command"] = " ".join(cmd)
     out["wall_s"] = time.monotonic() - t0
     if why:
         out["error"] = "failed: " + why
     else:
         try:
-            out["ops"], out["table"] = top_ops(trace, 12)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            out["error"] = "failed: cannot read %s: %s" % (trace, e)
+            out["table"] = profiler_table(stdout)
+        except ValueError as e:
+            out["error"] = "failed: %s" % e
     log(ctx, "[%6.1f s] %s profile of %s: %s  (%.0f s)" %
         (ctx.budget.elapsed(), section, cfg.key, out.get("error", trace), out["wall_s"]))
     return out
 
 
-def top_ops(trace_path, limit):
-    """Sums a Chrome trace (Trace Event Format) per op name: the host spans
-    (complete events whose args name a device; their self time, nested
-    spans left out) and the device spans (those whose args name the host
-    thread that queued them). Returns the rows by
-    device time (host time where no device clock) and a text table."""
-    with open(trace_path) as f:
-        data = json.load(f)
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    ops = {}
-    for e in events:
-        if e.get("ph") != "X":
-            continue
-        args = e.get("args") or {}
-        row = ops.setdefault(e["name"], {"name": e["name"], "category": e.get("cat", ""), "calls": 0, "host_us": 0.0,
-                                         "device_us": 0.0})
-        if "host_thread" in args:
-            row["device_us"] += float(e.get("dur", 0))
-        else:
-            row["calls"] += 1
-            row["host_us"] += float(args.get("self_us", e.get("dur", 0)))
-    rows = [r for r in ops.values() if r["category"] not in ("user", "sync")]
-    device_total = sum(r["device_us"] for r in rows)
-    host_total = sum(r["host_us"] for r in rows)
-    key = "device_us" if device_total > 0 else "host_us"
-    rows.sort(key=lambda r: -r[key])
-    on_device = device_total > 0
-    head = "%-30s %-10s %8s %13s %6s" % ("op", "kind", "calls", "host self ms", "%")
-    lines = [head + (" %10s %6s" % ("device ms", "%") if on_device else "")]
-    for r in rows[:limit]:
-        line = "%-30s %-10s %8d %13.1f %5.1f%%" % (r["name"][:30], r["category"][:10], r["calls"], r["host_us"] / 1000,
-                                                  100 * r["host_us"] / host_total if host_total else 0)
-        if on_device:
-            line += " %10.1f %5.1f%%" % (r["device_us"] / 1000, 100 * r["device_us"] / device_total)
-        lines.append(line)
-    lines.append("(all ops: %.1f ms of host self time%s; 2 epochs, the first included)" %
-                 (host_total / 1000, ", %.1f ms of device time" % (device_total / 1000) if on_device else ""))
-    return rows[:limit], "\n".join(lines)
+def profiler_table(stdout):
+    """The per-op table anvil's profiler prints itself at exit under --profile
+    (anvil::profiler::profile_until_exit: the top ops by host time with their
+    device time, then the host syncs by call site), cut from the example's
+    output."""
+    start = stdout.find("\nprofile: the top ")
+    if start < 0:
+        raise ValueError("the output has no profiler table")
+    return stdout[start + 1:].rstrip()
 
 
 def progress(ctx, section, cfg, variants, secs):
@@ -693,7 +664,7 @@ def table(ctx, found, results, scaling, profiles):
         w("## Top ops of the slowest model on %s" % where)
         w("")
         if "model" in profile:
-            w("%s, anvil's speed %.2f×: `%s` (`--profile`, 2 epochs), summed per op from its trace." %
+            w("%s, anvil's speed %.2f×: `%s` (`--profile`, 2 epochs), the profiler's own per-op table." %
               (profile["label"], profile["speed"], profile.get("command", "").replace(REPO + os.sep, "")))
             w("")
         if "table" in profile:

@@ -22,10 +22,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "../../examples/d2l_flags.h"
 #include "anvil/anvil.h"
 #include "anvil/dist.h"
 #include "timing.h"
@@ -36,9 +36,11 @@ using anvil::bench::median;
 int main(int argc, char** argv) {
   double min_ms = 100;
   int samples = 7;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--min-ms") == 0) min_ms = std::stod(argv[i + 1]);
-    if (std::strcmp(argv[i], "--samples") == 0) samples = std::stoi(argv[i + 1]);
+  try {
+    d2l::Flags::plain("allreduce_bench").add("--min-ms", min_ms).add("--samples", samples).parse(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
+    return 2;
   }
   auto& world = anvil::dist::init();
   const int rank = world.rank();

@@ -6,7 +6,7 @@ after the first, on the CPU, each at its defaults.
         [--images 10240] [--epochs 2] [--bin build/release] [--device cpu]
 
 The three train the same network (examples/python/train_fashion_mnist.py's
-LeNet; PyTorch's twin below; the C++ example's d2l_models.h) with the same
+LeNet; PyTorch's twin, benchmarks/device/d2l_torch.py's lenet(); the C++ example's d2l_models.h) with the same
 loop as d2l::fit: batch 256, SGD at lr 0.1, the loss and the count of correct
 predictions summed on the device and read back every 20 batches (fit's
 progress line), images reshuffled per epoch.
@@ -68,10 +68,11 @@ def torch_epochs(images, labels, epochs):
     import torch
     from torch import nn
 
+    sys.path.insert(0, os.path.join(REPO, "benchmarks", "device"))
+    import d2l_torch  # the PyTorch twins of the book's models, one place for every benchmark
+
     torch.manual_seed(0)
-    net = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
-                        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
-                        nn.Linear(84, 10))
+    net = d2l_torch.lenet()
     x_all, y_all = torch.from_numpy(images), torch.from_numpy(labels).long()
     data = torch.utils.data.TensorDataset(x_all, y_all)
     loader = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=True)

@@ -7,46 +7,31 @@ with DistributedDataParallel and a DistributedSampler. Rank 0 prints the same
 `key value` lines (see ddp_anvil.cpp for their meaning).
 """
 import argparse
-import gzip
 import os
 import statistics
+import sys
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "device"))
+import d2l_torch  # noqa: E402  the models and the IDX reader, shared with device-bench
+
 ROOT = os.environ.get("ANVIL_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
 
 
-def read_idx(name):
-    with gzip.open(os.path.join(ROOT, name), "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
-
-
 def load(split, subset):
-    prefix = "train" if split == "train" else "t10k"
-    x = torch.from_numpy(read_idx(f"{prefix}-images-idx3-ubyte.gz").astype(np.float32) / 255.0).reshape(-1, 1, 28, 28)
-    y = torch.from_numpy(read_idx(f"{prefix}-labels-idx1-ubyte.gz").astype(np.int64))
+    x, y = d2l_torch.fashion_mnist(ROOT, split)
     if subset:
         x, y = x[:subset], y[:subset]
     return x, y
 
 
 def make_model(name):
-    if name == "mlp":
-        net = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
-        for layer in (net[1], net[3]):
-            nn.init.normal_(layer.weight, 0.0, 0.01)
-        return net
-    return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
-                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
-                         nn.Linear(84, 10))
+    return d2l_torch.mlp() if name == "mlp" else d2l_torch.lenet()
 
 
 def worker(rank, args):

@@ -29,50 +29,17 @@
 // Note [Busy machine]
 // ~~~~~~~~~~~~~~~~~~~
 // `--busy` (issue 12) asks how much each library slows down when the machine
-// is not its own: every worker trains alone and then beside a fixed
-// background load, `--spinners N` processes (default: one per core) that each
-// spin on integer work (benchmarks/background_load.h). Phases alternate,
-// alone, busy, alone, ... alone (`--epochs N` busy phases between N + 1 alone
-// ones, after one warm-up epoch alone), every worker taking one turn per
-// phase in an order that rotates each phase, so drift in the machine's own
-// load falls on both conditions and on every worker. A turn is epochs back
-// to back for at least `--phase-seconds` (default 1 s), timed as their mean,
-// because a single short epoch measured the scheduler and the hypervisor more
-// than the library, both against the faster one:
-//   - beside the spinners, a worker woken onto a core that a spinner holds
-//     shares that core half and half until the balancer moves it: over
-//     anvil's 0.1 s MLP epoch it kept 0.47-0.61 of a core, over LibTorch's
-//     0.2 s one 0.51-0.69, so the same one thread "slowed down" 1.2-1.4x more
-//     in anvil; over 1 s turns both kept 0.64-0.68;
-//   - alone, after the other workers' turns the idle vCPU's wake-ups are slow
-//     (the guest's haltpoll cpuidle driver shortens its polling while idle):
-//     anvil's first 50-100 ms of two-thread work ran at 1.2 cores, so its
-//     single MLP epoch used 1.00 cores and took 0.054 s, against 1.48-1.53
-//     cores and 0.037-0.041 s for epochs back to back as training runs them.
-// alone and busy are the medians of their phases; slowdown = busy / alone
-// per library, and the target is anvil's slowdown <= LibTorch's in the same
-// row. Defaults in this mode: mlp and lenet, the `defaults`, `1` and `2`
-// thread settings (the slowdown depends mostly on how many threads a library
-// runs), 3 busy phases, and epochs over the first 12,800 training images (the
-// book's LeNet epoch on multiple GPUs), so a run takes ~3 minutes on 2
-// cores. The spinners share the workers' session and so their scheduler
-// autogroup: the kernel shares the cores thread by thread between them, as
-// between unrelated services.
-// Where the thread counts differ (`defaults` here: anvil 2, LibTorch 1), the
-// slowdown also holds what the extra thread gained alone: beside spinners on
-// every core a library keeps about one thread's share (anvil drops to one
-// thread, Note [Fewer threads on a busy machine]), so a library that is
-// faster alone on two threads than on one slows down by that much more. The
-// `1` row compares the two on equal terms. Every epoch's reply also carries
-// the worker's CPU seconds, so the table shows the cores each library used
-// alone and the share it kept busy: the split of a slowdown into "used more
-// cores alone" and "got less of the machine".
-// That split bounds the `defaults` row: n threads that never sleep beside S
-// spinners on C cores hold about C*n/(n + S) cores (2 and 2: one thread 0.67,
-// two 1.00), so LibTorch's one thread slows down at least ~1.5x and anvil's
-// two at least by their speed-up alone over one thread (1.40-1.50 for
-// LeNet), the latter only if no barrier ever waits for a thread left behind a
-// spinner; benchmarks/README.md gives the measurements.
+// is not its own: every worker trains alone, then beside `--spinners N`
+// processes spinning on integer work (background_load.h), phases alternating
+// alone, busy, ..., alone with every worker one turn per phase in a rotating
+// order, so drift in the machine's load falls on both conditions alike. A
+// turn is epochs back to back for at least `--phase-seconds` (1 s), timed as
+// their mean: a single short epoch measured the scheduler and the hypervisor
+// more than the library. alone and busy are the medians of their phases;
+// slowdown = busy / alone, the target anvil's <= LibTorch's. Each reply also
+// carries the worker's CPU seconds, splitting a slowdown into "used more cores
+// alone" and "got less of the machine". Why each choice, and the bounds on the
+// `defaults` row: benchmarks/README.md, "Measurements behind the Notes".
 //
 // Note [Same tensors]
 // ~~~~~~~~~~~~~~~~~~~
@@ -99,6 +66,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../examples/d2l_flags.h"
 #include "../../examples/d2l_rnn.h"
 #include "../background_load.h"
 #include "../worker_process.h"
@@ -126,29 +94,6 @@ struct Options {
   double phase_seconds = 0;            // --busy: each worker's least time per phase (Note [Busy machine])
 };
 
-void usage() {
-  std::cout << "usage: bench_train [--models mlp,lenet] [--threads defaults,1,2] [--epochs N] [--train-images N]\n"
-               "                   [--seed S] [--markdown] [--anvil-env VAR=VALUE]\n"
-               "                   [--busy [--spinners N] [--phase-seconds S]]\n"
-               "  --models    which models, comma-separated: mlp, lenet, resnet18, gru, vit (default mlp,lenet;\n"
-               "              resnet18, gru and vit time steps on a fixed batch: s/step of 5 back to back per epoch)\n"
-               "  --threads   thread settings, one row each (default defaults,1,2): `defaults` is each library\n"
-               "              in its defaults; N is both at N threads (LibTorch's OpenBLAS held to N too)\n"
-               "  --epochs    epochs per model and library (default 10); s/epoch is the median of epochs 2..N\n"
-               "  --train-images N  epochs over the first N training images only (default: all 60,000)\n"
-               "  --seed      seed of both libraries' init and shuffling (default 0)\n"
-               "  --markdown  the table as Markdown\n"
-               "  --anvil-env VAR=VALUE  also time anvil with this environment variable set (repeatable;\n"
-               "              a context row, not the target configuration)\n"
-               "  --busy      each library alone and beside a background load of spinning processes: time alone,\n"
-               "              time busy, slowdown = busy / alone; target anvil's slowdown <= LibTorch's. Defaults\n"
-               "              here: --models mlp,lenet --threads defaults,1,2 --epochs 3 (busy phases, between\n"
-               "              4 alone ones) --train-images 12800 --phase-seconds 1; about 3 minutes on 2 cores\n"
-               "  --spinners  background processes for --busy (default: one per core)\n"
-               "  --phase-seconds S  --busy: in every phase each worker trains epochs back to back for at least\n"
-               "              S seconds (default 1; 0: one epoch), timed as their mean\n";
-}
-
 // A positive integer argument, or a typed error naming the flag.
 int positive(const std::string& flag, const std::string& v) {
   if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1)
@@ -160,68 +105,81 @@ Options parse(int argc, char** argv) {
   Options o;
   bool models_given = false, threads_given = false, epochs_given = false, images_given = false,
        phase_seconds_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--models") {
-      models_given = true;
-      o.models.clear();
-      std::istringstream in(value());
-      for (std::string m; std::getline(in, m, ',');) {
-        if (m != "mlp" && m != "lenet" && m != "resnet18" && m != "gru" && m != "vit")
-          throw std::runtime_error("--models: expected mlp, lenet, resnet18, gru or vit, got '" + m + "'");
-        o.models.push_back(m);
-      }
-    } else if (a == "--threads") {
-      threads_given = true;
-      o.threads.clear();
-      std::istringstream in(value());
-      for (std::string t; std::getline(in, t, ',');) {
-        if (t != "defaults" &&
-            (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || std::stoi(t) < 1))
-          throw std::runtime_error("--threads: expected `defaults` or a thread count >= 1, got '" + t + "'");
-        o.threads.push_back(t);
-      }
-      if (o.threads.empty()) throw std::runtime_error("--threads: expected at least one setting");
-    } else if (a == "--epochs") {
-      epochs_given = true;
-      o.epochs = positive(a, value());
-    } else if (a == "--train-images") {
-      images_given = true;
-      o.train_images = positive(a, value());
-      if (o.train_images < tb::kBatchSize)
-        throw std::runtime_error("--train-images: expected at least one batch (" + std::to_string(tb::kBatchSize) +
-                                 "), got " + std::to_string(o.train_images));
-    } else if (a == "--busy") {
-      o.busy = true;
-    } else if (a == "--phase-seconds") {
-      const std::string v = value();
-      char* end = nullptr;
-      o.phase_seconds = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || !(o.phase_seconds >= 0 && o.phase_seconds <= 600))
-        throw std::runtime_error("--phase-seconds: expected seconds from 0 to 600, got '" + v + "'");
-      phase_seconds_given = true;
-    } else if (a == "--spinners") {
-      o.spinners = positive(a, value());
-    } else if (a == "--seed") {
-      o.seed = std::stoull(value());
-    } else if (a == "--anvil-env") {
-      const std::string v = value();
-      if (v.find('=') == std::string::npos || v.front() == '=')
-        throw std::runtime_error("--anvil-env: expected VAR=VALUE, got '" + v + "'");
-      o.anvil_env.push_back(v);
-    } else if (a == "--markdown") {
-      o.markdown = true;
-    } else if (a == "-h" || a == "--help") {
-      usage();
-      std::exit(0);
-    } else {
-      throw std::runtime_error("unknown argument '" + a + "' (--help lists them)");
-    }
-  }
+  d2l::Flags::plain("bench_train")
+      .add("--models", "mlp,lenet",
+           [&](const std::string& v) {
+             models_given = true;
+             o.models.clear();
+             std::istringstream in(v);
+             for (std::string m; std::getline(in, m, ',');) {
+               if (m != "mlp" && m != "lenet" && m != "resnet18" && m != "gru" && m != "vit")
+                 throw std::runtime_error("--models: expected mlp, lenet, resnet18, gru or vit, got '" + m + "'");
+               o.models.push_back(m);
+             }
+           })
+      .add("--threads", "defaults,1,2",
+           [&](const std::string& v) {
+             threads_given = true;
+             o.threads.clear();
+             std::istringstream in(v);
+             for (std::string t; std::getline(in, t, ',');) {
+               if (t != "defaults" &&
+                   (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || std::stoi(t) < 1))
+                 throw std::runtime_error("--threads: expected `defaults` or a thread count >= 1, got '" + t + "'");
+               o.threads.push_back(t);
+             }
+             if (o.threads.empty()) throw std::runtime_error("--threads: expected at least one setting");
+           })
+      .add("--epochs", "N",
+           [&](const std::string& v) {
+             epochs_given = true;
+             o.epochs = positive("--epochs", v);
+           })
+      .add("--train-images", "N",
+           [&](const std::string& v) {
+             images_given = true;
+             o.train_images = positive("--train-images", v);
+             if (o.train_images < tb::kBatchSize)
+               throw std::runtime_error("--train-images: expected at least one batch (" +
+                                        std::to_string(tb::kBatchSize) + "), got " + std::to_string(o.train_images));
+           })
+      .add("--seed", o.seed, "S")
+      .add("--markdown", o.markdown)
+      .add("--anvil-env", "VAR=VALUE",
+           [&](const std::string& v) {
+             if (v.find('=') == std::string::npos || v.front() == '=')
+               throw std::runtime_error("--anvil-env: expected VAR=VALUE, got '" + v + "'");
+             o.anvil_env.push_back(v);
+           })
+      .add("--busy", o.busy)
+      .add("--spinners", "N", [&](const std::string& v) { o.spinners = positive("--spinners", v); })
+      .add("--phase-seconds", "S",
+           [&](const std::string& v) {
+             char* end = nullptr;
+             o.phase_seconds = std::strtod(v.c_str(), &end);
+             if (end == v.c_str() || *end != '\0' || !(o.phase_seconds >= 0 && o.phase_seconds <= 600))
+               throw std::runtime_error("--phase-seconds: expected seconds from 0 to 600, got '" + v + "'");
+             phase_seconds_given = true;
+           })
+      .details(
+          "  --models    which models, comma-separated: mlp, lenet, resnet18, gru, vit (default mlp,lenet;\n"
+          "              resnet18, gru and vit time steps on a fixed batch: s/step of 5 back to back per epoch)\n"
+          "  --threads   thread settings, one row each (default defaults,1,2): `defaults` is each library\n"
+          "              in its defaults; N is both at N threads (LibTorch's OpenBLAS held to N too)\n"
+          "  --epochs    epochs per model and library (default 10); s/epoch is the median of epochs 2..N\n"
+          "  --train-images N  epochs over the first N training images only (default: all 60,000)\n"
+          "  --seed      seed of both libraries' init and shuffling (default 0)\n"
+          "  --markdown  the table as Markdown\n"
+          "  --anvil-env VAR=VALUE  also time anvil with this environment variable set (repeatable;\n"
+          "              a context row, not the target configuration)\n"
+          "  --busy      each library alone and beside a background load of spinning processes: time alone,\n"
+          "              time busy, slowdown = busy / alone; target anvil's slowdown <= LibTorch's. Defaults\n"
+          "              here: --models mlp,lenet --threads defaults,1,2 --epochs 3 (busy phases, between\n"
+          "              4 alone ones) --train-images 12800 --phase-seconds 1; about 3 minutes on 2 cores\n"
+          "  --spinners  background processes for --busy (default: one per core)\n"
+          "  --phase-seconds S  --busy: in every phase each worker trains epochs back to back for at least\n"
+          "              S seconds (default 1; 0: one epoch), timed as their mean\n")
+      .parse(argc, argv);
   if (o.spinners != 0 && !o.busy) throw std::runtime_error("--spinners: only with --busy");
   if (phase_seconds_given && !o.busy) throw std::runtime_error("--phase-seconds: only with --busy");
   if (o.busy) {

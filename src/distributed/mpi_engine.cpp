@@ -18,19 +18,15 @@
 //
 // Note [Waiting for a late rank]
 // Until every rank has announced the collective (Note [Who did not arrive])
-// there is nothing for MPI to move, and a spinning worker only takes CPU:
-// its own rank's other threads', and on a loaded machine the late rank's
-// too, which makes it later still. sched_yield() alone does not give the
-// core away when the scheduler has nothing else queued on it: a rank that
-// waited 0.6 s for a late peer used 0.31 s of CPU on a loaded 2-core
-// machine, a whole core on an idle one. So after kSpinBeforeNap of waiting
-// the worker naps kNap between tests while a peer is missing (a late rank
-// then costs at most about one nap of latency; an on-time one nothing), and
-// spins again once every rank is in, since then each test moves data
-// (giving the core away after a millisecond, like Open MPI's
-// yield_when_idle). Measured on the 2-rank MLP of bench_ddp_anvil at load
-// 7 on 2 cores: epoch 3.95-4.15 s -> 3.83-4.00 s, CPU per epoch over both
-// ranks 2.2-2.4 s -> 1.9-2.1 s; on an idle machine no change beyond noise.
+// there is nothing for MPI to move, and a spinning worker only takes CPU from
+// its own rank's threads and, on a loaded machine, from the late rank.
+// sched_yield() alone does not give the core away when nothing else is queued
+// on it (a rank that waited 0.6 s for a late peer used 0.31 s of CPU). So
+// after kSpinBeforeNap of waiting the worker naps kNap between tests while a
+// peer is missing (a late rank costs at most about one nap of latency), and
+// spins again once every rank is in, since then each test moves data. On the
+// 2-rank MLP of bench_ddp_anvil at load 7 on 2 cores the epoch went from
+// 3.95-4.15 s to 3.83-4.00 s; on an idle machine no change beyond noise.
 
 // The C API only: mpi.h would otherwise pull in the C++ bindings (libmpi_cxx).
 #define OMPI_SKIP_MPICXX 1

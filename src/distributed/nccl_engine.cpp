@@ -5,20 +5,16 @@
 //
 // Note [NCCL]
 // NCCL's communicator is made at the group's first CUDA collective from a
-// unique id that rank 0 broadcasts over the world's engine (MPI),
-// nonblocking (ncclCommInitRankConfig with blocking = 0): the engine polls
-// its state with ncclCommGetAsyncError against the collective's deadline
-// and, past it, aborts it (ncclCommAbort) and raises DistTimeout, so a rank
-// that never joins cannot hang the others in NCCL's init. On such a
-// communicator any NCCL call may return ncclInProgress, after which nothing
-// may be enqueued until the state is ncclSuccess again: every call is polled
-// the same way. Every NCCL call is made by the group's worker thread (in
-// issue order, like the MPI collectives) on the device's own stream
-// (Backend::native_stream). Such a collective's Work completes once it is
-// enqueued: the result is then queued on the stream ahead of anything
-// enqueued later. The watchdog covers the unique id's broadcast, the init
-// and the enqueueing but not the kernels themselves: a rank missing from an
-// NCCL collective shows as a wait at the next synchronize.
+// unique id rank 0 broadcasts over MPI, nonblocking (ncclCommInitRankConfig,
+// blocking = 0): the engine polls it with ncclCommGetAsyncError against the
+// collective's deadline and past it aborts (ncclCommAbort) and raises
+// DistTimeout, so a rank that never joins cannot hang the others in NCCL's
+// init. Any call may then return ncclInProgress: every call is polled the
+// same way. Every NCCL call is made by the group's worker thread, in issue
+// order, on the device's own stream (Backend::native_stream), and its Work
+// completes once enqueued: the result is queued ahead of later work. The
+// watchdog covers the id's broadcast, the init and the enqueueing, not the
+// kernels: a rank missing from an NCCL collective shows at the next sync.
 #include <sched.h>
 
 #include <string>

@@ -1,8 +1,8 @@
 // A collective's life, written once for every engine (engine.h): checked on
 // the caller's thread, numbered and queued; then, on the thread that runs it,
-// the deadline, the fingerprint check, staging, the arrival announcement, the
-// engine's raw call, the result written back, the ledger's record, and its
-// Work finished. See process_group.h.
+// the deadline and the fingerprint check (watchdog.h), staging and the
+// arrival announcement (staging.h), the engine's raw call, the result written
+// back, the ledger's record, and its Work finished. See process_group.h.
 //
 // Note [One engine thread]
 // The world's engine (MPI) is initialised MPI_THREAD_SERIALIZED by the
@@ -17,78 +17,42 @@
 // Note [The waiter runs its collective]
 // Handing a collective to the worker and its completion back costs two
 // thread wake-ups, each microseconds on a VM whose vCPU sleeps. So wait() on
-// a collective that is first in the queue while no other runs takes it out
-// of the queue and runs it on the waiting thread, as the worker would have;
-// a collective already started, or queued behind another, is waited for as
-// before, and an unwaited one (DDP's buckets during backward) still
-// progresses on the worker. Collectives of an engine that is not
-// any_thread() (NCCL: its communicator and the device's stream are set up
-// on the worker) stay on the worker. A collective that breaks the group on
-// the waiting thread throws there; the worker then gives the process its
-// grace and leaves, as for its own (leave_after_failure).
-// Measured with allreduce(t).wait() in a loop between two ranks on the
-// 2-core VM, against MPI_Iallreduce + MPI_Test in the same processes,
-// libraries alternating: 4 KiB took 5-6 us more than MPI before and 3-5
-// after; 1 MiB ran at 0.83-0.86x of MPI before and 0.84-0.96x after. Most
-// of what is left is the worker's wake-up when the collective is issued;
-// see Note [When the worker starts a collective].
+// a collective that is first in the queue while no other runs takes it out of
+// the queue and runs it on the waiting thread, as the worker would have; one
+// already started or queued behind another is waited for, and an unwaited one
+// (DDP's buckets) still progresses on the worker. Collectives of an engine
+// that is not any_thread() (NCCL) stay on the worker. A collective that breaks
+// the group on the waiting thread throws there; the worker then gives the
+// process its grace and leaves (leave_after_failure). allreduce(t).wait() of
+// 4 KiB between two ranks went from 5-6 us over MPI_Iallreduce to 3-5 us
+// (benchmarks/README.md).
 //
 // Note [When the worker starts a collective]
 // Issuing a collective wakes the worker, so that one nobody waits for yet
-// (DDP's buckets during backward) runs while the caller computes. That
-// only pays when the worker has a core to run on, or when the collective
-// mostly waits on a network. On a node whose cores the ranks' compute
-// threads already fill (ranks on this node x num_threads() >= usable CPUs)
-// and with every rank on this node, a CPU tensor's collective is memory
-// copies that need a core as much as the compute does: the woken worker
-// preempted the caller, ran the collective in its place and woke it again,
-// two context switches for no overlap. Measured with allreduce(t).wait()
-// between two ranks on the 2-core VM against MPI_Allreduce (1.0 us at
-// 4 KiB), three runs each: 4 KiB took 6.7 us with the wake-up and 1.3-1.4
-// us without; 1 MiB ran at 0.86-0.88x of MPI with it and 0.93-1.05x
-// without; DDP's 2-rank MLP epoch went from 0.160 to 0.157 s (medians of
-// six). There such a collective is only queued: the thread that waits for
-// it runs it (Note [The waiter runs its collective]), and a wait() that
-// cannot (another collective is ahead of it) or is_completed() wakes the
-// worker, as does the group's shutdown; a Work destroyed unwaited is
-// waited for by its destructor. Everywhere else (other devices, NCCL,
-// ranks on several nodes, a core to spare) the worker is woken at once, as
-// before.
-//
-// Note [Who did not arrive]
-// Before each collective every rank tells every other rank "arrived at #N"
-// on a channel of its own (WorldEngine::announce: small nonblocking MPI
-// messages, one receive kept posted from each peer). When a collective
-// passes its deadline, the ranks not heard from at #N are the ranks that
-// did not arrive: a rank that died, hung, or skipped the collective. MPI
-// cannot recover from that, so the group is then broken: the collective's
-// wait() throws DistTimeout, every later collective fails at once with it,
-// and the process leaves with status 1 — at exit, or after
-// kExitGraceSeconds if it is still running then (the message is printed to
-// stderr first).
+// (DDP's buckets) runs while the caller computes. That pays only when the
+// worker has a core, or the collective mostly waits on a network. So on a node
+// whose cores the ranks' compute threads fill (ranks on this node x
+// num_threads() >= usable CPUs), with every rank on this node, a CPU tensor's
+// collective is only queued: the thread that waits for it runs it (Note [The
+// waiter runs its collective]); a wait() that cannot, is_completed(), the
+// group's shutdown and an unwaited Work's destructor wake the worker. There
+// the woken worker had preempted the caller for no overlap: a 4 KiB
+// allreduce(t).wait() took 6.7 us with the wake-up, 1.3-1.4 us without
+// (benchmarks/README.md). Elsewhere (other devices, NCCL, several nodes, a
+// core to spare) the worker is woken at once.
 //
 // Note [Choosing the engine]
 // Whether a collective goes to NCCL must be the same decision on every rank,
-// or one rank waits in NCCL while another waits in MPI. A rank cannot decide
-// it from its own tensor: on a machine with one GPU, dist::device() is
-// cuda:0 on rank 0 and the CPU on rank 1. So the ranks agree once, when the
-// group starts, for each device engine of kDeviceEngines (NCCL for CUDA):
-// each rank says whether the engine loads for it and its device() is of
-// the engine's device type, and the group uses the engine only when every
-// rank says yes (WorldEngine::all_agree). Then that type's tensors go to
-// it, else they are staged through the host like OpenCL ones, on every rank
-// alike. A rank that then passes a CPU tensor where the others pass CUDA
-// ones is a mismatch like any other: ANVIL_DIST_DEBUG=1 names it (the
-// fingerprint holds the device type), and without it the watchdog ends it.
-// A barrier has no tensor: the world's engine runs it.
-//
-// Note [Staging]
-// An engine on the host (MPI) takes CPU tensors as they are. Tensors on
-// other devices are copied into one host buffer per group (grown as needed,
-// reused) with the ledger-counted copy path of Tensor::to, reduced there and
-// copied back; the copy back is enqueued on the device's queue, so later
-// work on the device sees it. An engine on the device (NCCL) takes the
-// tensors where they are, made contiguous there when they are not.
+// or one rank waits in NCCL while another waits in MPI; a rank cannot decide
+// from its own tensor (one GPU: cuda:0 on rank 0, the CPU on rank 1). So the
+// ranks agree once, at start, for each device engine of kDeviceEngines: each
+// says whether the engine loads for it and its device() is of the engine's
+// type, and the group uses it only when every rank says yes
+// (WorldEngine::all_agree). Else that type's tensors are staged through the
+// host like OpenCL ones, on every rank alike. A rank that then passes a CPU
+// tensor where the others pass CUDA ones is a mismatch like any other
+// (ANVIL_DIST_DEBUG=1 names it; else the watchdog ends it). A barrier has no
+// tensor: the world's engine runs it.
 #include "distributed/process_group.h"
 
 #include <sched.h>
@@ -110,6 +74,8 @@
 #include "core/tensor_impl.h"
 #include "distributed/collective.h"
 #include "distributed/engine.h"
+#include "distributed/staging.h"
+#include "distributed/watchdog.h"
 #include "ops/op_common.h"
 
 namespace anvil::dist::detail {
@@ -130,230 +96,6 @@ double env_seconds(const char* name, double fallback) {
               " must be a positive number of seconds; expected e.g. 300, got \"", v, "\"");
   return s;
 }
-
-// What ANVIL_DIST_DEBUG=1 compares across ranks (Note [Who did not arrive]).
-struct Fingerprint {
-  std::int64_t seq = 0;
-  std::int32_t kind = 0, op = 0, root = 0, dtype = 0, ndim = 0, device_type = 0;
-  std::int64_t dims[kMaxDims] = {};
-};
-
-Fingerprint fingerprint_of(const CollectiveInfo& info) {
-  Fingerprint f;
-  f.seq = static_cast<std::int64_t>(info.seq);
-  f.kind = static_cast<std::int32_t>(info.kind);
-  const bool reduces = info.kind == CollectiveKind::Allreduce || info.kind == CollectiveKind::ReduceScatter;
-  f.op = reduces ? static_cast<std::int32_t>(info.op) : 0;
-  f.root = info.kind == CollectiveKind::Broadcast ? info.root : 0;
-  if (info.kind != CollectiveKind::Barrier) {
-    f.dtype = static_cast<std::int32_t>(info.dtype);
-    // The type, not the index: rank r works on its own cuda:r or opencl:r.
-    f.device_type = static_cast<std::int32_t>(info.device.type());
-    f.ndim = info.shape.size();
-    for (int i = 0; i < f.ndim; ++i) f.dims[i] = info.shape[i];
-  }
-  return f;
-}
-
-Shape shape_of(const Fingerprint& f) {
-  Shape s;
-  for (int i = 0; i < f.ndim; ++i) s.push_back(f.dims[i]);
-  return s;
-}
-
-// The first field in which `b` (rank rb) differs from `a` (rank ra), as a
-// message; "" when they agree.
-std::string fingerprint_difference(const Fingerprint& a, int ra, const Fingerprint& b, int rb) {
-  auto both = [&](const std::string& field, const std::string& va, const std::string& vb) {
-    return cat("ranks disagree on the ", field, "; rank ", ra, " has ", va, ", rank ", rb, " has ", vb);
-  };
-  if (a.kind != b.kind)
-    return both("collective", name(static_cast<CollectiveKind>(a.kind)), name(static_cast<CollectiveKind>(b.kind)));
-  if (a.seq != b.seq) return both("sequence number", cat("#", a.seq), cat("#", b.seq));
-  if (a.op != b.op)
-    return both("reduce op", to_string(static_cast<ReduceOp>(a.op)), to_string(static_cast<ReduceOp>(b.op)));
-  if (a.root != b.root) return both("root", cat(a.root), cat(b.root));
-  if (a.dtype != b.dtype)
-    return both("dtype", std::string(to_string(static_cast<DType>(a.dtype))),
-                std::string(to_string(static_cast<DType>(b.dtype))));
-  bool same_shape = a.ndim == b.ndim;
-  for (int i = 0; same_shape && i < a.ndim; ++i) same_shape = a.dims[i] == b.dims[i];
-  if (!same_shape) return both("shape", shape_of(a).str(), shape_of(b).str());
-  if (a.device_type != b.device_type)
-    return both("device type", std::string(to_string(static_cast<DeviceType>(a.device_type))),
-                std::string(to_string(static_cast<DeviceType>(b.device_type))));
-  return "";
-}
-
-// A view of host storage at `byte_offset` as a contiguous tensor.
-Tensor host_view(const std::shared_ptr<anvil::detail::Storage>& storage, std::size_t byte_offset, const Shape& shape,
-                 DType dtype) {
-  return Tensor(std::make_shared<anvil::detail::TensorImpl>(
-      storage, shape, contiguous_strides(shape), static_cast<std::int64_t>(byte_offset / element_size(dtype)), dtype));
-}
-
-void* data_of(const Tensor& t) {
-  const auto& impl = t.impl_ref();
-  return static_cast<char*>(impl.storage()->data()) +
-         static_cast<std::size_t>(impl.offset()) * element_size(impl.dtype());
-}
-
-Buffer buffer_of(const Tensor& t) { return Buffer{data_of(t), static_cast<std::size_t>(t.numel()), t.dtype()}; }
-
-std::size_t round_up(std::size_t n) { return (n + 63) / 64 * 64; }
-
-// One collective's deadline and the watchdog that its engine's calls poll
-// (engine.h).
-class Watchdog final : public Watch {
- public:
-  Watchdog(WorldEngine& world, const CollectiveInfo& info, double timeout_s)
-      : world_(world),
-        info_(info),
-        timeout_s_(timeout_s),
-        deadline_(Clock::now() +
-                  std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s))) {}
-
-  const CollectiveInfo& info() const override { return info_; }
-
-  bool peers_arrived() override {
-    const std::vector<std::uint64_t>& heard = world_.heard();
-    for (int r = 0; r < world_.size(); ++r)
-      if (r != world_.rank() && heard[r] < info_.seq) return false;
-    return true;
-  }
-
-  bool expired() override {
-    world_.heard();  // take in the arrivals, for timed_out's message
-    return Clock::now() > deadline_;
-  }
-
-  [[noreturn]] void timed_out(const char* waiting_for) override {
-    const std::vector<std::uint64_t>& heard = world_.heard();
-    std::string missing, last;
-    for (int r = 0; r < world_.size(); ++r) {
-      if (heard[r] >= info_.seq) continue;
-      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      last +=
-          cat(last.empty() ? "" : ", ", "rank ", r, " at ", heard[r] == 0 ? std::string("none") : cat("#", heard[r]));
-    }
-    const std::string who = missing.empty()
-                                ? std::string(
-                                      "every rank arrived, so they disagree on the collective (run with "
-                                      "ANVIL_DIST_DEBUG=1 to find the difference)")
-                                : cat("ranks that did not arrive: [", missing, "] (last collective heard from: ", last,
-                                      "); a rank died, hung, or skipped this collective");
-    throw DistTimeout(cat("dist: ", info_.str(), " did not complete within ", timeout_s_,
-                          " s (ANVIL_DIST_TIMEOUT) on rank ", world_.rank(),
-                          waiting_for != nullptr ? cat(" (waiting in ", waiting_for, ")") : std::string(), "; ", who,
-                          "; the group is unusable and this process exits with status 1"));
-  }
-
- private:
-  WorldEngine& world_;
-  const CollectiveInfo& info_;
-  double timeout_s_;
-  Clock::time_point deadline_;
-};
-
-// One collective on the thread that runs it: where its engine's buffers are
-// (Note [Staging]), and its raw calls, each announced first (Note [Who did
-// not arrive]). The collectives below say which buffers they need; this
-// makes them on the host or on the device, as the engine takes them.
-class Call {
- public:
-  Call(Engine& engine, WorldEngine& world, Watchdog& watch, std::shared_ptr<anvil::detail::Storage>& staging)
-      : engine_(engine),
-        world_(world),
-        watch_(watch),
-        staging_(staging),
-        host_(engine.memory() == Engine::Memory::Host) {}
-
-  const CollectiveInfo& info() const { return watch_.info(); }
-
-  // The host staging buffer holds at least `bytes` (for an engine on the host).
-  void reserve(std::size_t bytes) {
-    if (!host_ || (staging_ && staging_->nbytes() >= bytes)) return;
-    staging_.reset();  // return the old buffer first
-    staging_ = std::make_shared<anvil::detail::Storage>(cpu(), std::max<std::size_t>(bytes, 64));
-  }
-
-  // A contiguous buffer the engine can take for `t`, holding t's data when
-  // `copy`: `t` itself when it is one already, else one at `offset` in the
-  // staging buffer (host) or a contiguous copy on t's device.
-  Tensor in(const Tensor& t, std::size_t offset, bool copy) {
-    if (host_) {
-      if (t.device().is_cpu() && t.is_contiguous()) return t;
-      Tensor host = host_view(staging_, offset, t.shape(), t.dtype());
-      if (copy) anvil::detail::transfer_into(host, t);
-      return host;
-    }
-    if (t.is_contiguous()) return t;
-    return copy ? t.contiguous() : empty(t.shape(), t.dtype(), t.device());
-  }
-
-  // A buffer of `shape` in the collective's dtype, at `offset` in the staging
-  // buffer (host) or new on the collective's device.
-  Tensor scratch(std::size_t offset, const Shape& shape) {
-    if (host_) return host_view(staging_, offset, shape, info().dtype);
-    return empty(shape, info().dtype, info().device);
-  }
-
-  // Block `r` of a buffer that scratch() made with one more leading dimension.
-  Tensor block(const Tensor& all, int r) {
-    if (!host_) return all[r];
-    Shape shape = all.shape();
-    shape.erase(0);
-    const std::size_t size = static_cast<std::size_t>(all.numel() / all.shape()[0]) * element_size(all.dtype());
-    const std::size_t offset = static_cast<std::size_t>(all.impl_ref().offset()) * element_size(all.dtype());
-    return host_view(staging_, offset + size * static_cast<std::size_t>(r), shape, all.dtype());
-  }
-
-  // A buffer's data from `src` (any device).
-  void fill(const Tensor& buf, const Tensor& src) {
-    if (host_) {
-      anvil::detail::transfer_into(buf, src);
-    } else {
-      Tensor(buf).copy_(src);
-    }
-  }
-
-  // Writes `buf` (as in() or block() returned) into `t` when it is not `t`.
-  void out(const Tensor& t, const Tensor& buf) {
-    if (buf.is_same(t)) return;
-    if (host_ && t.is_contiguous()) {
-      anvil::detail::transfer_into(t, buf);
-    } else {
-      Tensor strided = t;
-      strided.copy_(host_ ? buf.to(t.device()) : buf);
-    }
-  }
-
-  void allreduce(const Tensor& buf) {
-    arrive();
-    engine_.allreduce(buffer_of(buf), info().op, watch_);
-  }
-  void broadcast(const Tensor& buf) {
-    arrive();
-    engine_.broadcast(buffer_of(buf), info().root, watch_);
-  }
-  void allgather(const Tensor& in, const Tensor& out) {
-    arrive();
-    engine_.allgather(buffer_of(in), buffer_of(out), watch_);
-  }
-  void reduce_scatter(const Tensor& in, const Tensor& out) {
-    arrive();
-    engine_.reduce_scatter(buffer_of(in), buffer_of(out), info().op, watch_);
-  }
-
- private:
-  void arrive() { world_.announce(info().seq); }
-
-  Engine& engine_;
-  WorldEngine& world_;
-  Watchdog& watch_;
-  std::shared_ptr<anvil::detail::Storage>& staging_;
-  bool host_;
-};
 
 // Note [Choosing the engine]: the engines that take one device type's
 // tensors in place of the world's, each agreed on at start in this order.
@@ -430,7 +172,6 @@ class EngineGroup final : public ProcessGroup {
   // for the program to shut the group down, else leaves with status 1.
   void leave_after_failure();
   void fail_broken(const std::string& message);
-  void check_fingerprints(Watchdog& watch);
 
   // Note [Choosing the engine]: the engine of `d`'s tensors.
   Engine& engine_of(Device d) const {
@@ -555,23 +296,11 @@ void EngineGroup::agree_on_engines(const std::function<Device()>& world_device) 
   }
 }
 
-void EngineGroup::check_fingerprints(Watchdog& watch) {
-  const Fingerprint mine = fingerprint_of(watch.info());
-  std::vector<Fingerprint> all(static_cast<std::size_t>(size_));
-  world_->exchange(&mine, sizeof(Fingerprint), all.data(), watch);
-  for (int r = 0; r < size_; ++r) {
-    const std::string diff = fingerprint_difference(mine, rank_, all[r], r);
-    if (!diff.empty())
-      throw CollectiveMismatch(cat("dist: ", watch.info().str(), ": ", diff, " (ANVIL_DIST_DEBUG=1 check, on rank ",
-                                   rank_, "); every rank must issue the same collectives in the same order"));
-  }
-}
-
 void EngineGroup::run(Task& task) {
   const CollectiveInfo& info = task.info;
   const anvil::profiler::Range span(name(info.kind), "collective");  // the profiler's collective span
   Watchdog watch(*world_, info, timeout_s_);
-  if (debug_) check_fingerprints(watch);
+  if (debug_) check_fingerprints(*world_, watch);
   if (info.kind == CollectiveKind::Barrier) {  // no tensor: the world's engine (Note [Choosing the engine])
     world_->announce(info.seq);
     world_->barrier(watch);

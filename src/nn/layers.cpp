@@ -1,21 +1,12 @@
 // The layers of anvil/nn.h and the initialisers.
 #include <cmath>
-#include <sstream>
 #include <utility>
 
 #include "anvil/autograd.h"
 #include "anvil/nn.h"
+#include "nn/repr.h"
 
 namespace anvil::nn {
-
-namespace {
-std::string str(const auto&... parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  return os.str();
-}
-const char* b2s(bool b) { return b ? "true" : "false"; }
-}  // namespace
 
 // --- Linear -----------------------------------------------------------------------------
 Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias) : in_(in_features), out_(out_features) {
@@ -39,7 +30,7 @@ Tensor Linear::forward(const Tensor& x) {
 }
 
 std::string Linear::name() const {
-  return str("Linear(in_features=", in_, ", out_features=", out_, ", bias=", b2s(b_.defined()), ")");
+  return detail::cat("Linear(in_features=", in_, ", out_features=", out_, ", bias=", bool_text(b_.defined()), ")");
 }
 
 // --- Sequential -------------------------------------------------------------------------
@@ -68,8 +59,8 @@ Module& Sequential::operator[](std::size_t i) const {
   return *layers_[i];
 }
 
-std::string Softmax::name() const { return str("Softmax(dim=", dim_, ")"); }
-std::string Flatten::name() const { return str("Flatten(start_dim=", start_, ", end_dim=", end_, ")"); }
+std::string Softmax::name() const { return detail::cat("Softmax(dim=", dim_, ")"); }
+std::string Flatten::name() const { return detail::cat("Flatten(start_dim=", start_, ", end_dim=", end_, ")"); }
 
 // --- Dropout ----------------------------------------------------------------------------
 Dropout::Dropout(double p) : p_(p) {
@@ -78,7 +69,7 @@ Dropout::Dropout(double p) : p_(p) {
 
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training()); }
 
-std::string Dropout::name() const { return str("Dropout(p=", p_, ")"); }
+std::string Dropout::name() const { return detail::cat("Dropout(p=", p_, ")"); }
 
 // --- Conv2d and pools ---------------------------------------------------------------------
 namespace {
@@ -111,8 +102,9 @@ std::pair<Tensor, Tensor> conv_params(const Shape& weight_shape, bool bias) {
 std::string conv_extra(std::int64_t dilation, std::int64_t groups, bool one_d) {
   std::string s;
   if (dilation != 1)
-    s += one_d ? str(", dilation=(", dilation, ",)") : str(", dilation=(", dilation, ", ", dilation, ")");
-  if (groups != 1) s += str(", groups=", groups);
+    s += one_d ? detail::cat(", dilation=(", dilation, ",)")
+               : detail::cat(", dilation=(", dilation, ", ", dilation, ")");
+  if (groups != 1) s += detail::cat(", groups=", groups);
   return s;
 }
 }  // namespace
@@ -137,9 +129,9 @@ Tensor Conv2d::forward(const Tensor& x) {
 }
 
 std::string Conv2d::name() const {
-  return str("Conv2d(", in_, ", ", out_, ", kernel_size=(", k_, ", ", k_, "), stride=(", stride_, ", ", stride_,
-             "), padding=(", padding_, ", ", padding_, ")", conv_extra(dilation_, groups_, false),
-             ", bias=", b2s(b_.defined()), ")");
+  return detail::cat("Conv2d(", in_, ", ", out_, ", kernel_size=(", k_, ", ", k_, "), stride=(", stride_, ", ", stride_,
+                     "), padding=(", padding_, ", ", padding_, ")", conv_extra(dilation_, groups_, false),
+                     ", bias=", bool_text(b_.defined()), ")");
 }
 
 Conv1d::Conv1d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, std::int64_t stride,
@@ -160,22 +152,22 @@ Conv1d::Conv1d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t
 Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, w_, b_, stride_, padding_, dilation_, groups_); }
 
 std::string Conv1d::name() const {
-  return str("Conv1d(", in_, ", ", out_, ", kernel_size=(", k_, ",), stride=(", stride_, ",), padding=(", padding_,
-             ",)", conv_extra(dilation_, groups_, true), ", bias=", b2s(b_.defined()), ")");
+  return detail::cat("Conv1d(", in_, ", ", out_, ", kernel_size=(", k_, ",), stride=(", stride_, ",), padding=(",
+                     padding_, ",)", conv_extra(dilation_, groups_, true), ", bias=", bool_text(b_.defined()), ")");
 }
 
 MaxPool2d::MaxPool2d(std::int64_t kernel_size, std::int64_t stride, std::int64_t padding)
     : k_(kernel_size), stride_(stride == 0 ? kernel_size : stride), padding_(padding) {}
 Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, {k_, k_}, {stride_, stride_}, {padding_, padding_}); }
 std::string MaxPool2d::name() const {
-  return str("MaxPool2d(kernel_size=", k_, ", stride=", stride_, ", padding=", padding_, ")");
+  return detail::cat("MaxPool2d(kernel_size=", k_, ", stride=", stride_, ", padding=", padding_, ")");
 }
 
 AvgPool2d::AvgPool2d(std::int64_t kernel_size, std::int64_t stride, std::int64_t padding)
     : k_(kernel_size), stride_(stride == 0 ? kernel_size : stride), padding_(padding) {}
 Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, {k_, k_}, {stride_, stride_}, {padding_, padding_}); }
 std::string AvgPool2d::name() const {
-  return str("AvgPool2d(kernel_size=", k_, ", stride=", stride_, ", padding=", padding_, ")");
+  return detail::cat("AvgPool2d(kernel_size=", k_, ", stride=", stride_, ", padding=", padding_, ")");
 }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(std::array<std::int64_t, 2> output_size) : size_(output_size) {
@@ -185,7 +177,7 @@ AdaptiveAvgPool2d::AdaptiveAvgPool2d(std::array<std::int64_t, 2> output_size) : 
 }
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, size_); }
 std::string AdaptiveAvgPool2d::name() const {
-  return str("AdaptiveAvgPool2d(output_size=(", size_[0], ", ", size_[1], "))");
+  return detail::cat("AdaptiveAvgPool2d(output_size=(", size_[0], ", ", size_[1], "))");
 }
 
 AdaptiveMaxPool2d::AdaptiveMaxPool2d(std::array<std::int64_t, 2> output_size) : size_(output_size) {
@@ -195,7 +187,7 @@ AdaptiveMaxPool2d::AdaptiveMaxPool2d(std::array<std::int64_t, 2> output_size) : 
 }
 Tensor AdaptiveMaxPool2d::forward(const Tensor& x) { return adaptive_max_pool2d(x, size_); }
 std::string AdaptiveMaxPool2d::name() const {
-  return str("AdaptiveMaxPool2d(output_size=(", size_[0], ", ", size_[1], "))");
+  return detail::cat("AdaptiveMaxPool2d(output_size=(", size_[0], ", ", size_[1], "))");
 }
 
 Upsample::Upsample(InterpolateOptions options) : options_(std::move(options)) {}
@@ -203,17 +195,17 @@ Tensor Upsample::forward(const Tensor& x) { return interpolate(x, options_); }
 std::string Upsample::name() const {
   // PyTorch's repr: what was given, one number when both dims agree, floats as Python prints them.
   const auto real = [](double v) {
-    std::string s = str(v);
+    std::string s = detail::cat(v);
     return s.find_first_of(".einf") == std::string::npos ? s + ".0" : s;
   };
   const auto [h, w] = options_.size;
   const auto [sh, sw] = options_.scale_factor;
   std::string info;
   if (sh != 0 || sw != 0)
-    info = sh == sw ? "scale_factor=" + real(sh) : str("scale_factor=(", real(sh), ", ", real(sw), ")");
+    info = sh == sw ? "scale_factor=" + real(sh) : detail::cat("scale_factor=(", real(sh), ", ", real(sw), ")");
   else
-    info = h == w ? str("size=", h) : str("size=(", h, ", ", w, ")");
-  return str("Upsample(", info, ", mode=", options_.mode, ")");
+    info = h == w ? detail::cat("size=", h) : detail::cat("size=(", h, ", ", w, ")");
+  return detail::cat("Upsample(", info, ", mode=", options_.mode, ")");
 }
 
 // --- BatchNorm ----------------------------------------------------------------------------
@@ -243,10 +235,10 @@ Tensor BatchNorm::forward(const Tensor& x) {
 }
 
 std::string BatchNorm1d::name() const {
-  return str("BatchNorm1d(", features_, ", eps=", eps_, ", momentum=", momentum_, ")");
+  return detail::cat("BatchNorm1d(", features_, ", eps=", eps_, ", momentum=", momentum_, ")");
 }
 std::string BatchNorm2d::name() const {
-  return str("BatchNorm2d(", features_, ", eps=", eps_, ", momentum=", momentum_, ")");
+  return detail::cat("BatchNorm2d(", features_, ", eps=", eps_, ", momentum=", momentum_, ")");
 }
 
 // --- init -----------------------------------------------------------------------------------

@@ -3,19 +3,13 @@
 
 #include <cmath>
 #include <limits>
-#include <sstream>
 
 #include "anvil/autograd.h"
+#include "nn/repr.h"
 
 namespace anvil::nn {
 
 namespace {
-std::string str(const auto&... parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  return os.str();
-}
-const char* b2s(bool b) { return b ? "true" : "false"; }
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 }  // namespace
 
@@ -32,7 +26,7 @@ Embedding::Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim)
 
 Tensor Embedding::forward(const Tensor& indices) { return embedding(indices, w_); }
 
-std::string Embedding::name() const { return str("Embedding(", num_, ", ", dim_, ")"); }
+std::string Embedding::name() const { return detail::cat("Embedding(", num_, ", ", dim_, ")"); }
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
     : shape_(normalized_shape), eps_(eps) {
@@ -47,7 +41,7 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
 Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, shape_, w_, b_, eps_); }
 
 std::string LayerNorm::name() const {
-  return str("LayerNorm(", shape_, ", eps=", eps_, ", elementwise_affine=", b2s(w_.defined()), ")");
+  return detail::cat("LayerNorm(", shape_, ", eps=", eps_, ", elementwise_affine=", bool_text(w_.defined()), ")");
 }
 
 // --- RNN, GRU, LSTM ---------------------------------------------------------------------------
@@ -73,7 +67,7 @@ RecurrentBase::RecurrentBase(Cell cell, std::int64_t input_size, std::int64_t hi
     return t;
   };
   for (std::int64_t l = 0; l < num_layers; ++l) {
-    const std::string sfx = str("_l", l);
+    const std::string sfx = detail::cat("_l", l);
     std::vector<Tensor> w;
     w.push_back(
         register_parameter("weight_ih" + sfx, uniform({gates * hidden_size, l == 0 ? input_size : hidden_size})));
@@ -131,12 +125,12 @@ std::vector<Tensor> RecurrentBase::run(const Tensor& x, const Tensor& h0, const 
 }
 
 std::string RecurrentBase::describe(const char* kind) const {
-  std::string s = str(kind, "(", input_, ", ", hidden_);
-  if (layers_ != 1) s += str(", num_layers=", layers_);
+  std::string s = detail::cat(kind, "(", input_, ", ", hidden_);
+  if (layers_ != 1) s += detail::cat(", num_layers=", layers_);
   if (cell_ == Cell::ReLU) s += ", nonlinearity=relu";
   if (!bias_) s += ", bias=false";
   if (batch_first_) s += ", batch_first=true";
-  if (dropout_ != 0.0) s += str(", dropout=", dropout_);
+  if (dropout_ != 0.0) s += detail::cat(", dropout=", dropout_);
   return s + ")";
 }
 
@@ -238,7 +232,7 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
 }
 
 std::string MultiheadAttention::name() const {
-  return str("MultiheadAttention(embed_dim=", embed_, ", num_heads=", heads_, ")");
+  return detail::cat("MultiheadAttention(embed_dim=", embed_, ", num_heads=", heads_, ")");
 }
 
 // --- TransformerEncoderLayer --------------------------------------------------------------------
@@ -282,8 +276,8 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
 }
 
 std::string TransformerEncoderLayer::name() const {
-  return str("TransformerEncoderLayer(d_model=", d_model_, ", nhead=", nhead_, ", dim_feedforward=", ff_,
-             ", activation=", gelu_ ? "gelu" : "relu", ", norm_first=", b2s(norm_first_), ")");
+  return detail::cat("TransformerEncoderLayer(d_model=", d_model_, ", nhead=", nhead_, ", dim_feedforward=", ff_,
+                     ", activation=", gelu_ ? "gelu" : "relu", ", norm_first=", bool_text(norm_first_), ")");
 }
 
 }  // namespace anvil::nn

@@ -7,19 +7,8 @@
 // shared kernels of device_primitives.h.
 //
 //   class MyRuntime { ... };                      // see "What a runtime supplies"
-//   template class kernels::DeviceBackend<MyRuntime>;  // in the backend's one .cpp
-//   Backend* make_my_backend() { return &kernels::backend_instance<MyRuntime>(); }
-//
-// Note [A template, not a virtual runtime]
-// The runtime is a template argument, not an object behind virtual calls:
-// device_primitives.h sets a kernel's arguments one call each, and through
-// a virtual interface every argument of every launch would pay an indirect
-// call. As a template the per-launch path is what each backend wrote by hand
-// before, and the code still exists once: each backend instantiates it in
-// one .cpp. Measured with anvil-opencl-bench launch (add_out of 16 f32 on
-// PoCL, enqueue to return, 8 alternating runs on a loaded 2-core machine):
-// best run 0.89 us before this base, 0.88-0.95 us after; median of the
-// runs' best 1.25 vs 1.24 us.
+//   template class device_common::DeviceBackend<MyRuntime>;  // in the backend's one .cpp
+//   Backend* make_my_backend() { return &device_common::backend_instance<MyRuntime>(); }
 //
 // What a runtime supplies (R):
 //   static constexpr DeviceType kType; static constexpr const char* kName;  // "opencl"
@@ -27,7 +16,7 @@
 //   using Kernel = ...;  // a compiled kernel handle
 //   class Queue;         // one device's in-order queue (below)
 //   class Launch;        // Launch(Queue&, Kernel): .buffer .arg .scalar .run (device_primitives.h)
-//   kernels::DeviceList<Entry> discover() noexcept;  // once; a reason when empty
+//   device_common::DeviceList<Entry> discover() noexcept;  // once; a reason when empty
 //   static bool is_accelerator(const Entry&) noexcept;  // counts for gpu(i)
 //   bool can_copy_direct(const std::vector<Entry>&, int dst, int src) noexcept;  // dst != src
 // R::Queue, created on a device's first use as Queue(R&, index, entry, label),
@@ -48,6 +37,17 @@
 //   static bool has_device_clock(const Entry&) noexcept;
 //   void update_properties(DeviceProperties&);  // live values (free memory)
 //   bool fp64(), is_cpu(); int compute_units(); size_t local_size(), max_work_group();
+//
+// Note [A template, not a virtual runtime]
+// The runtime is a template argument, not an object behind virtual calls:
+// device_primitives.h sets a kernel's arguments one call each, and through
+// a virtual interface every argument of every launch would pay an indirect
+// call. As a template the per-launch path is what each backend wrote by hand
+// before, and the code still exists once: each backend instantiates it in
+// one .cpp. Measured with anvil-opencl-bench launch (add_out of 16 f32 on
+// PoCL, enqueue to return, 8 alternating runs on a loaded 2-core machine):
+// best run 0.89 us before this base, 0.88-0.95 us after; median of the
+// runs' best 1.25 vs 1.24 us.
 #pragma once
 
 #include <algorithm>
@@ -63,28 +63,14 @@
 
 #include "anvil/error.h"
 #include "backends/common/device_primitives.h"
+#include "backends/common/device_slot.h"
 #include "backends/common/env_flags.h"
 #include "backends/common/op_scope.h"
 #include "core/backend.h"
 #include "core/caching_allocator.h"
 #include "core/kernel_traffic.h"
 
-namespace anvil::kernels {
-
-// What a runtime's discovery found: devices in the order of their index, or
-// why there are none.
-template <class Entry>
-struct DeviceList {
-  std::vector<Entry> devices;
-  std::string reason;  // why `devices` is empty
-};
-
-// What a runtime's wait found: the first failure since the last wait.
-struct DeviceFault {
-  std::string status;        // "CL_OUT_OF_RESOURCES (-5)"; empty when nothing failed
-  const char* op = nullptr;  // the op that failed, when the runtime can tell
-  explicit operator bool() const noexcept { return !status.empty(); }
-};
+namespace anvil::device_common {
 
 // Whether a device with properties `p` runs a primitive in dtype `t`, and if
 // not why (DESIGN §2 "Capabilities are asked once"). Every kernel family
@@ -94,9 +80,6 @@ inline detail::Support support_from(const DeviceProperties& p, detail::Primitive
   if (t == DType::F64 && !p.fp64) return {false, "the device has no fp64", DType::F32};
   return {};
 }
-
-template <class R>
-class DeviceSlot;
 
 // A runtime with a vendor library for convolution and batch norm (CUDA:
 // cuDNN, runtime.h) supplies these static hooks; the others run the shared
@@ -126,161 +109,6 @@ concept DnnRnnRuntime = requires(DeviceSlot<R>& s, const typename R::Entry& e, c
   { R::rnn_dnn_reserve_bytes(s, a) } -> std::same_as<std::size_t>;
   R::rnn_dnn_forward(s, a);
   R::rnn_dnn_backward(s, a);
-};
-
-// One device's state: its runtime queue, caching allocator, and what the
-// host knows about the work in flight. It is also the device type the
-// shared primitives of device_primitives.h run on. Members are declared in
-// construction order (label_ before the queue, which keeps a reference to
-// it; raw_ before the allocator), hence the alternating sections.
-template <class R>
-class DeviceSlot {
- public:
-  using Queue = typename R::Queue;
-
-  DeviceSlot(R& runtime, int index, const typename R::Entry& entry)
-      : label_(Device(R::kType, index).str()),
-        queue(runtime, index, entry, label_),
-        raw_(queue.raw_allocator()),
-        allocator(label_, raw_, entry.props.memory_total),
-        work(detail::work_counters(Device(R::kType, index))),
-        sync_every_op_(env_flag("ANVIL_SYNC")) {
-    allocator.set_limit(detail::memory_limit_from_env(Device(R::kType, index)));
-  }
-  ~DeviceSlot() {
-    // Runs at most at exit (backends are leaked on purpose); the driver may
-    // be going away, so nothing here reports.
-    try {
-      queue.make_current();
-      (void)queue.wait();
-    } catch (...) {
-    }
-    if (index_error_ != nullptr) raw_.release(index_error_, kIndexErrorBytes);
-  }
-  DeviceSlot(const DeviceSlot&) = delete;
-  DeviceSlot& operator=(const DeviceSlot&) = delete;
-
-  const std::string& label() const noexcept { return label_; }  // "opencl:0"
-
- private:
-  std::string label_;  // before queue: the queue keeps a reference
-
- public:
-  // Held while enqueueing (a kernel's arguments are shared state) and while
-  // touching the bookkeeping below.
-  std::mutex mutex;
-  Queue queue;
-
- private:
-  detail::CachingAllocator::Raw raw_;
-
- public:
-  detail::CachingAllocator allocator;
-  // The ledger's counters for this device (Note [What a launch is]): every
-  // launch() and copy_within() below counts one; a vendor-library call
-  // counts itself where the backend makes it.
-  detail::WorkCounters& work;
-
-  // Notes that primitive `op` was enqueued (lock held); with ANVIL_SYNC=1
-  // waits for it, so an error names the op that caused it.
-  void enqueued_locked(const char* op) {
-    ++ops_since_wait_;
-    if (nrecent_ < kRecent &&
-        std::none_of(recent_, recent_ + nrecent_, [op](const char* r) { return r == op || std::strcmp(r, op) == 0; }))
-      recent_[nrecent_++] = op;
-    if (sync_every_op_) finish_locked();
-  }
-
-  // Waits for everything enqueued, then reports the first device error since
-  // the last wait (BackendError naming the op, or the ops since the last
-  // wait when the runtime cannot tell which) or an out-of-range index seen
-  // by an index kernel (IndexError). Lock held.
-  void finish_locked() {
-    const DeviceFault fault = queue.wait();
-    const std::uint64_t count = ops_since_wait_;
-    const int nrecent = nrecent_;
-    ops_since_wait_ = 0;
-    nrecent_ = 0;
-    if (fault) {
-      std::string ops;
-      for (int i = 0; i < nrecent; ++i) ops += (i == 0 ? "" : ", ") + std::string(recent_[i]);
-      const char* op = fault.op != nullptr ? fault.op : count == 1 && nrecent == 1 ? recent_[0] : current_op();
-      throw BackendError(detail::cat(op, ": the device reported ", fault.status, " on ", label_,
-                                     "; it surfaced at the next sync, after ", count, " op(s) [", ops,
-                                     "]; run with ANVIL_SYNC=1 to stop at the failing op"));
-    }
-    if (index_uses_.empty()) return;
-    std::int64_t flag[2] = {0, 0};
-    queue.copy_to_host(flag, index_error_, 0, sizeof flag);
-    const std::vector<IndexUse> uses = std::move(index_uses_);
-    index_uses_.clear();
-    if (flag[0] == 0) return;
-    queue.zero(index_error_, sizeof flag);
-    std::string ops;
-    for (const IndexUse& x : uses)
-      if (ops.find(x.op) == std::string::npos) ops += (ops.empty() ? "" : " or ") + std::string(x.op);
-    throw IndexError(detail::cat(ops, ": index out of range on ", label_, "; expected 0 <= index < ",
-                                 uses.front().dim_size, ", got ", flag[1],
-                                 " (found by the device, reported at the next sync; the output holds 0 there)"));
-  }
-
-  const char* current_op() const noexcept { return current_op_or(R::kName); }
-
-  // ---- what device_primitives.h needs of a device (lock held) ----------------
-  template <class Request>
-  typename R::Kernel kernel(const Request& r) {
-    return queue.programs.kernel(r);
-  }
-  // Each Launch made here is run once (device_primitives.h).
-  typename R::Launch launch(typename R::Kernel k) {
-    work.launch();
-    return typename R::Launch(queue, k);
-  }
-  void copy_within(void* dst, std::size_t dst_byte, const void* src, std::size_t src_byte, std::size_t bytes,
-                   const char* op) {
-    work.launch();
-    queue.copy_within(dst, dst_byte, src, src_byte, bytes, op);
-  }
-  // The device block index kernels flag out-of-range indices in ({flag,
-  // index} as two i64), and a note that op `op` used it.
-  void* index_error_buffer_locked(const char* op, std::int64_t dim_size) {
-    if (index_error_ == nullptr) {
-      void* p = raw_.allocate(kIndexErrorBytes);
-      ANVIL_CHECK(p != nullptr, BackendError, op, ": could not allocate ", kIndexErrorBytes, " bytes on ", label_,
-                  " for the index check; expected free device memory, got none");
-      try {
-        queue.zero(p, kIndexErrorBytes);
-      } catch (...) {
-        raw_.release(p, kIndexErrorBytes);
-        throw;
-      }
-      index_error_ = p;
-    }
-    // One entry per op name: a loop that never syncs must not grow this.
-    if (std::none_of(index_uses_.begin(), index_uses_.end(), [&](const IndexUse& u) { return u.op == op; }))
-      index_uses_.push_back({op, dim_size});
-    return index_error_;
-  }
-  bool fp64() const noexcept { return queue.fp64(); }
-  bool is_cpu() const noexcept { return queue.is_cpu(); }
-  int compute_units() const noexcept { return queue.compute_units(); }
-  std::size_t local_size() const noexcept { return queue.local_size(); }
-  std::size_t max_work_group() const noexcept { return queue.max_work_group(); }
-
- private:
-  static constexpr std::size_t kIndexErrorBytes = 2 * sizeof(std::int64_t);
-  static constexpr int kRecent = 8;
-  struct IndexUse {
-    const char* op;
-    std::int64_t dim_size;
-  };
-
-  bool sync_every_op_ = false;
-  std::uint64_t ops_since_wait_ = 0;
-  const char* recent_[kRecent] = {};  // distinct ops since the last wait, for error messages
-  int nrecent_ = 0;
-  void* index_error_ = nullptr;
-  std::vector<IndexUse> index_uses_;
 };
 
 template <class R>
@@ -395,7 +223,7 @@ class DeviceBackend final : public detail::Backend {
     s.queue.make_current();
     s.finish_locked();
   }
-  // For a library that enqueues on the device's own queue (NCCL in src/dist):
+  // For a library that enqueues on the device's own queue (NCCL in src/distributed):
   // a runtime whose Queue has native_stream() gives it, with the device made
   // the calling thread's current one.
   void* native_stream(int index) noexcept override {
@@ -444,27 +272,28 @@ class DeviceBackend final : public detail::Backend {
     return support_from(list_.devices[index].props, p, t);
   }
   void fill(int index, const detail::KernelOperand& out, std::int64_t numel, const Scalar& value) override {
-    run(index, "fill", {0, detail::dense_bytes(out, numel)}, [&](Slot& s) { kernels::fill(s, out, numel, value); });
+    run(index, "fill", {0, detail::dense_bytes(out, numel)},
+        [&](Slot& s) { device_common::fill(s, out, numel, value); });
   }
   void arange(int index, const detail::KernelOperand& out, std::int64_t numel, double start, double step) override {
     run(index, "arange", {0, detail::dense_bytes(out, numel)},
-        [&](Slot& s) { kernels::arange(s, out, numel, start, step); });
+        [&](Slot& s) { device_common::arange(s, out, numel, start, step); });
   }
   void copy(int index, const detail::ElementwiseArgs& a) override {
-    run(index, "copy", detail::traffic(a), [&](Slot& s) { kernels::copy(s, a); });
+    run(index, "copy", detail::traffic(a), [&](Slot& s) { device_common::copy(s, a); });
   }
   void unary(int index, detail::UnaryOp op, const detail::UnaryParams& params,
              const detail::ElementwiseArgs& a) override {
-    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { kernels::unary(s, op, params, a); });
+    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { device_common::unary(s, op, params, a); });
   }
   void binary(int index, detail::BinaryOp op, const detail::ElementwiseArgs& a) override {
-    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { kernels::binary(s, op, a); });
+    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { device_common::binary(s, op, a); });
   }
   void where(int index, const detail::ElementwiseArgs& a) override {
-    run(index, "where", detail::traffic(a), [&](Slot& s) { kernels::where(s, a); });
+    run(index, "where", detail::traffic(a), [&](Slot& s) { device_common::where(s, a); });
   }
   void reduce(int index, detail::ReduceOp op, const detail::ReduceArgs& a) override {
-    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { kernels::reduce(s, op, a); });
+    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { device_common::reduce(s, op, a); });
   }
   // The runtime's BLAS where it takes the operands (f32/f64, and f16/bf16
   // with f32 compute on cuBLAS); the tiled kernel (src/kernels/gemm.kern,
@@ -478,21 +307,22 @@ class DeviceBackend final : public detail::Backend {
         s.work.launch();
         return;
       }
-      kernels::gemm_tiled(s, a);
+      device_common::gemm_tiled(s, a);
     });
   }
   void index(int index, const detail::IndexArgs& a) override {
-    run(index, detail::name(a.op), detail::traffic(a), [&](Slot& s) { kernels::index(s, a); });
+    run(index, detail::name(a.op), detail::traffic(a), [&](Slot& s) { device_common::index(s, a); });
   }
   void random(int index, const detail::RandomArgs& a) override {
-    run(index, random_name(a.kind), {0, detail::dense_bytes(a.out, a.numel)}, [&](Slot& s) { kernels::random(s, a); });
+    run(index, random_name(a.kind), {0, detail::dense_bytes(a.out, a.numel)},
+        [&](Slot& s) { device_common::random(s, a); });
   }
 
   void scan(int index, const detail::ScanArgs& a) override {
-    run(index, "cumsum", detail::traffic(a), [&](Slot& s) { kernels::scan(s, a); });
+    run(index, "cumsum", detail::traffic(a), [&](Slot& s) { device_common::scan(s, a); });
   }
   void argsort(int index, const detail::SortArgs& a) override {
-    run(index, "sort", detail::traffic(a), [&](Slot& s) { kernels::argsort(s, a); });
+    run(index, "sort", detail::traffic(a), [&](Slot& s) { device_common::argsort(s, a); });
   }
 
   // The fused window kernels, interpolate and unary-into-binary, for the
@@ -530,38 +360,40 @@ class DeviceBackend final : public detail::Backend {
   }
   void unary_binary(int index, detail::BinaryOp op, const detail::BinaryPrologue& prologue,
                     const detail::ElementwiseArgs& a) override {
-    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { kernels::binary(s, op, a, prologue); });
+    run(index, detail::name(op), detail::traffic(a), [&](Slot& s) { device_common::binary(s, op, a, prologue); });
   }
   void im2col(int index, const detail::Im2colArgs& a) override {
-    run(index, "im2col", detail::traffic(a, false), [&](Slot& s) { kernels::im2col(s, a); });
+    run(index, "im2col", detail::traffic(a, false), [&](Slot& s) { device_common::im2col(s, a); });
   }
   void col2im(int index, const detail::Im2colArgs& a) override {
-    run(index, "col2im", detail::traffic(a, true), [&](Slot& s) { kernels::col2im(s, a); });
+    run(index, "col2im", detail::traffic(a, true), [&](Slot& s) { device_common::col2im(s, a); });
   }
   void max_pool2d(int index, const detail::Pool2dArgs& a) override {
-    run(index, "max_pool2d", detail::traffic(a, false), [&](Slot& s) { kernels::max_pool2d(s, a); });
+    run(index, "max_pool2d", detail::traffic(a, false), [&](Slot& s) { device_common::max_pool2d(s, a); });
   }
   void max_pool2d_backward(int index, const detail::Pool2dArgs& a) override {
-    run(index, "max_pool2d_backward", detail::traffic(a, true), [&](Slot& s) { kernels::max_pool2d_backward(s, a); });
+    run(index, "max_pool2d_backward", detail::traffic(a, true),
+        [&](Slot& s) { device_common::max_pool2d_backward(s, a); });
   }
   void interpolate(int index, const detail::InterpolateArgs& a) override {
-    run(index, "interpolate", detail::traffic(a, false), [&](Slot& s) { kernels::interpolate(s, a, false); });
+    run(index, "interpolate", detail::traffic(a, false), [&](Slot& s) { device_common::interpolate(s, a, false); });
   }
   void interpolate_backward(int index, const detail::InterpolateArgs& a) override {
-    run(index, "interpolate_backward", detail::traffic(a, true), [&](Slot& s) { kernels::interpolate(s, a, true); });
+    run(index, "interpolate_backward", detail::traffic(a, true),
+        [&](Slot& s) { device_common::interpolate(s, a, true); });
   }
   void batch_norm(int index, const detail::BatchNormArgs& a) override {
     run(index, "batch_norm", detail::traffic(a, false), [&](Slot& s) {
       if constexpr (DnnRuntime<R>)
         if (R::batch_norm_dnn(s, a, false)) return s.work.launch();
-      kernels::batch_norm(s, a);
+      device_common::batch_norm(s, a);
     });
   }
   void batch_norm_backward(int index, const detail::BatchNormArgs& a) override {
     run(index, "batch_norm_backward", detail::traffic(a, true), [&](Slot& s) {
       if constexpr (DnnRuntime<R>)
         if (R::batch_norm_dnn(s, a, true)) return s.work.launch();
-      kernels::batch_norm_backward(s, a);
+      device_common::batch_norm_backward(s, a);
     });
   }
 
@@ -609,13 +441,14 @@ class DeviceBackend final : public detail::Backend {
     return (t == DType::F32 || t == DType::F64) && supports(index, detail::Primitive::Fused, t).ok;
   }
   void optimizer_step(int index, const detail::OptimizerStepArgs& a) override {
-    run(index, detail::name(a.kind), detail::traffic(a), [&](Slot& s) { kernels::optimizer_step(s, a); });
+    run(index, detail::name(a.kind), detail::traffic(a), [&](Slot& s) { device_common::optimizer_step(s, a); });
   }
   bool supports_optimizer_step_list(detail::OptimizerKind k, DType t, int index) noexcept override {
     return supports_optimizer_step(k, t, index);
   }
   void optimizer_step_list(int index, const detail::OptimizerStepListArgs& a) override {
-    run(index, detail::name(a.step.kind), detail::traffic(a), [&](Slot& s) { kernels::optimizer_step_list(s, a); });
+    run(index, detail::name(a.step.kind), detail::traffic(a),
+        [&](Slot& s) { device_common::optimizer_step_list(s, a); });
   }
 
   // The device's state, created on first use. Throws DeviceError naming the
@@ -704,4 +537,4 @@ DeviceBackend<R>& backend_instance() {
   return *instance;
 }
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

@@ -1,6 +1,6 @@
 #include "backends/common/device_primitives.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 EwLayout ew_layout(const detail::ElementwiseArgs& a) {
   EwLayout L{};
@@ -153,4 +153,4 @@ detail::KernelOperand contiguous_image(const detail::KernelOperand& img, const d
   return o;
 }
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

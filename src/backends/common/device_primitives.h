@@ -1,7 +1,7 @@
 // The primitives of core/backend.h for a device that runs the kernels of
 // src/kernels, written once for every device backend (DESIGN §2): which
 // kernel, which variant, the argument block, the launch geometry. They run
-// on a kernels::DeviceSlot (device_backend.h), with its lock held, which
+// on a device_common::DeviceSlot (device_backend.h), with its lock held, which
 // gives them:
 //
 //   template <class Request> Kernel kernel(const Request&);  // compiled on first use
@@ -26,9 +26,10 @@
 #include "anvil/error.h"
 #include "backends/common/kernel_specs.h"
 #include "backends/common/layouts.h"
+#include "backends/common/scratch.h"
 #include "core/backend.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 // ---- argument blocks ------------------------------------------------------------
 
@@ -245,37 +246,25 @@ void reduce(Q& q, detail::ReduceOp op, const detail::ReduceArgs& a) {
     return;
   }
   const std::size_t nparts = static_cast<std::size_t>(M * parts);
-  void* part_v = q.allocator.allocate(nparts * element_size(ta));
-  void* part_i = nullptr;
-  try {
-    part_i = q.allocator.allocate(nparts * sizeof(std::int64_t));
-    q.launch(q.kernel(request(ReduceVariant::PerGroup)))
-        .buffer(a.out.data)
-        .buffer(a.in.data)
-        .buffer(part_v)
-        .buffer(part_i)
-        .scalar(scale)
-        .arg(L)
-        .run(2, global, local, opname);
-    const std::size_t L1 = std::min(L0, pow2_at_most(static_cast<std::size_t>(parts)));
-    const std::size_t g2[2] = {L1, static_cast<std::size_t>(M)};
-    const std::size_t l2[2] = {L1, 1};
-    q.launch(q.kernel(request(ReduceVariant::Finish)))
-        .buffer(a.out.data)
-        .buffer(part_v)
-        .buffer(part_i)
-        .scalar(scale)
-        .arg(L)
-        .run(2, g2, l2, opname);
-  } catch (...) {
-    q.allocator.deallocate(part_v, nparts * element_size(ta));
-    if (part_i) q.allocator.deallocate(part_i, nparts * sizeof(std::int64_t));
-    throw;
-  }
-  // Safe to free now: a block's next user is queued behind these kernels on
-  // the same in-order queue.
-  q.allocator.deallocate(part_v, nparts * element_size(ta));
-  q.allocator.deallocate(part_i, nparts * sizeof(std::int64_t));
+  const Scratch part_v(q.allocator, nparts * element_size(ta)), part_i(q.allocator, nparts * sizeof(std::int64_t));
+  q.launch(q.kernel(request(ReduceVariant::PerGroup)))
+      .buffer(a.out.data)
+      .buffer(a.in.data)
+      .buffer(part_v.get())
+      .buffer(part_i.get())
+      .scalar(scale)
+      .arg(L)
+      .run(2, global, local, opname);
+  const std::size_t L1 = std::min(L0, pow2_at_most(static_cast<std::size_t>(parts)));
+  const std::size_t g2[2] = {L1, static_cast<std::size_t>(M)};
+  const std::size_t l2[2] = {L1, 1};
+  q.launch(q.kernel(request(ReduceVariant::Finish)))
+      .buffer(a.out.data)
+      .buffer(part_v.get())
+      .buffer(part_i.get())
+      .scalar(scale)
+      .arg(L)
+      .run(2, g2, l2, opname);
 }
 
 // ---- index, gemm, random ----------------------------------------------------------
@@ -594,4 +583,4 @@ void interpolate(Q& q, const detail::InterpolateArgs& a, bool backward) {
       .run(total, backward ? "interpolate_backward" : "interpolate");
 }
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

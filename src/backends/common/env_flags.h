@@ -3,7 +3,7 @@
 
 #include "core/env_flag.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 using detail::env_flag;
 using detail::env_flag_off;
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

@@ -6,7 +6,7 @@
 #include "anvil/error.h"
 #include "backends/common/layouts.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 namespace {
 void append_resolved(const std::string& name, std::set<std::string>& seen, std::string& out) {
@@ -44,4 +44,4 @@ std::string assemble_source(const char* prelude, const std::string& file) {
   return out;
 }
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

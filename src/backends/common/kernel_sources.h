@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <string>
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 struct EmbeddedSource {
   const char* name;  // file name in src/kernels, e.g. "binary.kern"
@@ -23,4 +23,4 @@ const char* embedded_source(const std::string& name) noexcept;
 // `#include "x"` line replaced by the embedded x (once each).
 std::string assemble_source(const char* prelude, const std::string& file);
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

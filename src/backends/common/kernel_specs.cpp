@@ -9,7 +9,7 @@
 
 #include "core/half.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 using detail::BinaryOp;
 using detail::FusedOp;
@@ -371,4 +371,4 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
   return out;
 }
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

@@ -19,7 +19,7 @@
 #include "anvil/dtype.h"
 #include "core/backend.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 struct KernelSpec {
   std::string file;                  // "binary.kern"
@@ -241,4 +241,4 @@ struct RowKernel {
 // CUDA parity test compiles them all.
 std::vector<KernelSpec> all_kernel_specs(bool fp64);
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

@@ -7,7 +7,7 @@
 
 #include "anvil/shape.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 // The kernels' ANVIL_MAX_DIMS is defined from this by assemble_source
 // (kernel_sources.cpp): one limit, anvil::kMaxDims, for tensors, the
@@ -74,4 +74,4 @@ struct InterpLayout {
 };
 static_assert(sizeof(InterpLayout) == 8 * 14);
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

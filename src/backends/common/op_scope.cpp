@@ -1,6 +1,6 @@
 #include "backends/common/op_scope.h"
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 namespace {
 thread_local const char* t_current_op = nullptr;
@@ -11,4 +11,4 @@ const char* current_op_or(const char* fallback) noexcept { return t_current_op ?
 OpScope::OpScope(const char* op) noexcept : previous_(t_current_op) { t_current_op = op; }
 OpScope::~OpScope() { t_current_op = previous_; }
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

@@ -2,7 +2,7 @@
 // backend (a failed native call, a compile error) name the user's op.
 #pragma once
 
-namespace anvil::kernels {
+namespace anvil::device_common {
 
 // The op of the innermost live OpScope on this thread, or `fallback`.
 const char* current_op_or(const char* fallback) noexcept;
@@ -18,4 +18,4 @@ class OpScope {
   const char* previous_;
 };
 
-}  // namespace anvil::kernels
+}  // namespace anvil::device_common

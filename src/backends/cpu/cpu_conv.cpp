@@ -20,48 +20,18 @@ namespace anvil::cpu_backend {
 
 // Note [oneDNN convolution in the CPU backend]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// - Which convolutions: f32, and bf16 on CPUs with bf16 instructions (all
-//   four operands bf16, f32 accumulation inside oneDNN, as LibTorch runs
-//   them there), with at least min_channels_per_group() input channels
-//   per group: 4, or 1 for ungrouped f32 convolutions on AVX-512. With fewer
-//   (LeNet's first layer on AVX2, depthwise), oneDNN's blocked kernels pad
-//   the channels to 8 and lose to im2col + OpenBLAS, which the frontend
-//   then uses (supports_fused_conv2d says no).
-// - Layouts: every operand in oneDNN's choice (`any`: on AVX2 the blocked
-//   nChw8c for activations, as in LibTorch), reordered from anvil's layout
-//   into a temporary before the call and an output reordered back after it.
-//   The frontend allocates outputs contiguous (NCHW), the layout the
-//   elementwise ops after a convolution (batch norm, ReLU) produce anyway.
-//   Measured on issue 12's 2-core machine, a ResNet-18 step (batch 32,
-//   28x28, 1 thread, medians of 5, three alternating runs): channels-last
-//   operands and outputs (the earlier choice) 2.07-2.36 s; blocked inside,
-//   channels-last outputs 1.62-2.12 s; blocked inside, contiguous outputs
-//   1.65-1.78 s. The blocked kernels themselves are faster (forward 526
-//   against 651 ms a step, weight gradient 766 against 841), and nothing
-//   after a convolution walks a permuted layout.
-// - Threads: conv_threads() picks the count from the work's size, at most
-//   the cores other processes leave idle (Note [Fewer threads on a busy
-//   machine]), and DnnlThreads holds it around both the primitive's
-//   creation and its run (dnnl_common.h; Note [Threads from the work's
-//   size]), so a small convolution never wakes the pool; the count is part
-//   of the cache key.
-// - Creating a primitive costs far more than a small convolution: primitives
-//   are cached by (direction, geometry, bias, threads), the least recently
-//   used dropped past kCacheCapacity. Scratchpads are the caller's (user
-//   mode), taken per call from the caching allocator with the reordered
-//   operands (DnnlTemporaries), so one primitive can run on several host
-//   threads at once (DataParallel's replicas).
-// - Measured (issue 12's 2-core machine, load average 5-9 from other builds;
-//   ratios within one run): bench_conv_dnnl, conv2d forward + both
-//   gradients through autograd, default path / forced im2col path, 1 thread:
-//   LeNet 6->16 0.43, 20->50 0.81, ResNet 3x3 64: 0.87, 128: 1.06, 256: 1.27,
-//   512: 0.58 (2 threads: 0.43, 0.87, 1.13, 1.60, 1.07, 0.98). Training,
-//   bench_train, median s/epoch: LeNet on 1 thread 18.6 s against 24.5 s for
-//   im2col and 21.0 s for LibTorch (0.89x); ResNet-18 on 2 threads 5.5 s/step
-//   against 14.9 s (LibTorch 2.0). LeNet on 2 threads under that load is
-//   noisy: one run 39-95 s per epoch (median 95 against im2col's 72), a
-//   second 42-50 s against 65-86 s. Not done: caching
-//   the reordered weights across the steps of one optimizer step.
+// - Which: f32, and bf16 where the CPU has bf16 instructions, with at least
+//   min_channels_per_group() input channels per group (4; 1 for ungrouped f32
+//   on AVX-512); with fewer oneDNN pads to 8 channels and loses to im2col.
+// - Layouts: oneDNN's choice (`any`) inside, reordered from and back to
+//   anvil's contiguous NCHW; that beat channels-last throughout (a ResNet-18
+//   step 1.65-1.78 s against 2.07-2.36 s).
+// - Threads: conv_threads() from the work's size and usable_threads(), held by
+//   DnnlThreads around creation and run; the count is part of the cache key.
+// - Primitives are cached (LRU, kCacheCapacity); scratchpads come per call
+//   from the caching allocator, so a primitive runs on several threads at once.
+// - Why: LeNet on 1 thread 18.6 s/epoch against 24.5 s with im2col (LibTorch
+//   21.0 s). All figures: benchmarks/README.md, "Measurements behind the Notes".
 
 namespace {
 
@@ -212,17 +182,13 @@ void* pointer_of(const detail::KernelOperand& op, memory::data_type dt) {
 // Note [Reorder threads]
 // A reorder is a copy: one thread moves about 20 GB/s here, so waking a
 // passive pool thread (about 45 us on the 2-core VM) pays only when each
-// thread gets at least kReorderBytesPerThread. With the convolution's
-// thread count for every reorder, a ResNet-18 step on two threads spent
-// 11.1 ms (180 calls over 15 steps) on 64x64x3x3 weight reorders that took
-// 3.2 ms on one thread, and 29.4 ms against 15.0 on 32x512x4x4
-// activations; from 2.4 MB (256x256x3x3) two threads won (0.18 against
-// 0.25 ms a call). So each reorder takes at most one thread per
-// kReorderBytesPerThread of its output, and never more than the convolution.
-// The step then took 0.245-0.274 s against 0.257-0.313 s (four alternating
-// runs each; the VM's noise is as large as the gain, about 2%). Like every
-// threshold it is scaled to the measured wake cost (Note [Threads from the
-// measured wake cost]).
+// thread gets at least kReorderBytesPerThread. With the convolution's thread
+// count for every reorder, a ResNet-18 step on two threads spent 11.1 ms on
+// 64x64x3x3 weight reorders that took 3.2 ms on one thread; from 2.4 MB two
+// threads won. So each reorder takes at most one thread per
+// kReorderBytesPerThread of its output, and never more than the convolution;
+// like every threshold it is scaled to the measured wake cost (Note [Threads
+// from the measured wake cost]). Figures: benchmarks/README.md.
 constexpr std::int64_t kReorderBytesPerThread = std::int64_t{1} << 20;
 
 void reorder(memory& from, memory& to, dnnl::stream& s) {

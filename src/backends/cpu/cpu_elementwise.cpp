@@ -9,7 +9,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/dtype_switch.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/scalar_ops.h"
@@ -115,20 +115,14 @@ void binary_row_blocked(O* o, const I* a, const I* b, std::int64_t n, std::int64
 // Note [16-bit rows convert in the loop]
 // A contiguous 16-bit row (each operand contiguous or one scalar) converts
 // eight elements at a time in registers: load eight halves, widen, the op's
-// float loop over those eight (vectorised as f32's), narrow, store. The
-// blocked rows above made three passes over L1 buffers with a call per
-// pass. On the 2-core EPYC, one thread, against f32 in the same run (CPU
-// time): 1M elements (in L3), f16 add 1.4x f32's time became 0.85-1.2x,
-// neg 1.6x became 0.7-0.9x; 16M (from DRAM) add went from 0.61-0.69x to
-// 0.56-0.65x, the memory system now the limit (docs/mixed-precision.md).
-// Eight lanes that hold a NaN, in or out, take the scalar conversions
-// (Note [F16C keeps our meaning except for NaN] in core/half.cpp), so the
-// result is the same bits as the blocked rows'.
-// Runs only where half_rows_available(); the blocked rows are the fallback.
-// Only for the memory-bound ops, those of kParallelGrain (a load's cost per
-// element): for exp, sigmoid and the libm functions the blocked rows stayed
-// faster (exp of 16M f16, one thread: 1.1-1.3x f32's time blocked, 1.4-1.8x
-// fused; the 8-lane loop reloads the polynomial's constants every group).
+// float loop over those eight, narrow, store; the blocked rows made three
+// passes over L1 buffers. On the 2-core EPYC, f16 add of 1M elements went from
+// 1.4x f32's time to 0.85-1.2x (benchmarks/README.md). Eight lanes holding a
+// NaN take the scalar conversions (Note [F16C keeps our meaning except for
+// NaN] in core/half.cpp), so the bits match the blocked rows'. Only where
+// half_rows_available(), and only for the memory-bound ops of kParallelGrain:
+// for exp, sigmoid and libm the blocked rows stayed faster (the 8-lane loop
+// reloads the polynomial's constants every group).
 inline bool half_rows_available() noexcept { return detail::cpu_has_f16c() && detail::cpu_has_avx2(); }
 
 // A stride the fused rows take: contiguous, or 0 (a scalar or broadcast).
@@ -295,7 +289,7 @@ void run_binary(const ElementwiseArgs& a, F f, std::int64_t grain = kParallelGra
 }
 
 // Clamp's bounds in the compute type, converted as the devices convert them
-// (kernels::scalar_arg: saturated to the type's range, NaN to 0 for integers).
+// (device_common::scalar_arg: saturated to the type's range, NaN to 0 for integers).
 template <typename C>
 C clamp_bound(double v) {
   if constexpr (std::is_floating_point_v<C>) {

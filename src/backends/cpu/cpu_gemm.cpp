@@ -12,63 +12,23 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_gemm_dnnl.h"
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/dtype_switch.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/threads.h"
 
 // Note [libxsmm for small GEMMs]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Issue 12 asked for the libraries made for small products to be measured
-// against OpenBLAS. The bench_gemm_small program measures single-threaded
-// f32/f64 GEMMs (the calling thread's CPU time, median of 9, on the 2-core
-// AVX2 machine under load) with OpenBLAS 0.3.21 as called here, libxsmm
-// 1.17's JIT kernels and BLIS 0.9. Time of libxsmm / time of OpenBLAS, square
-// row-major n×n×n (below 1: libxsmm faster):
-//
-//      n     f32 NN  f32 TN  f64 NN  f64 TN
-//      4-8   0.08-0.15       0.07-0.22          (OpenBLAS's per-call cost)
-//     16     0.29    0.33    0.47    0.47
-//     32     0.47    0.45    0.58    0.59
-//     64     0.54    0.69    0.85    0.92
-//     80     0.66    0.74    0.78    0.99
-//    100     0.90    1.14    0.79    1.29
-//    128     1.05    1.54    0.67    1.19
-//
-// and on the rectangular shapes anvil meets (f32, GFLOP/s OpenBLAS / libxsmm
-// / BLIS): the chapter's 100³ NN 72/75/88; a GRU step 32×256×768 NN
-// 65/43/65, its weight gradient 256×32×768 TN 59/63/70; the MLP's 256×784×
-// 256 86/51/68 and 256×256×10 42/16/40; LeNet's conv GEMMs per sample
-// (6×25×784, 16×150×100, batch 256) within 7% of each other. So libxsmm
-// wins only below m·n·k ≈ 80³ and loses badly beyond, most where a kernel's
-// k is long and its output row short. Row-major NT (x·Wᵀ, a linear layer's
-// forward) is libxsmm's TRANS_A, which 1.17's JIT does not generate: dispatch
-// returns null and those stay on OpenBLAS. BLIS wins some mid-size shapes
-// (100³ NN by ~1.2x) but exports the same BLAS/CBLAS symbols as OpenBLAS, so
-// it cannot share a process with it (Note [One process per BLAS] in
-// the benchmarks' CMakeLists.txt); it is not used.
-//
-// Output rows of a length that is no multiple of the vector (8 f32) and short
-// lose too: 64×256×n at n = 10, 12, 20 ran at 0.40, 0.68, 0.89x OpenBLAS's
-// speed, at n = 16, 40 at 1.28, 1.06x; 64×32×10 at 0.69x; n = 100 is fine.
-// Small batched products gain most: 64 × 32³ at 2.1x, 256 × 8×64×8 at 1.6x.
-//
-// Remeasured on an AMD EPYC (Zen, AVX2) when quiet, the square NN products
-// cross over later: libxsmm / OpenBLAS time 0.84 at 96³, 0.91 at 100³ (the
-// chapter's exercise: 74 against 64 GFLOP/s), 1.16 at 112³; TN crosses at
-// ~90³ as before.
-//
-// Hence: a product goes to libxsmm when m·n·k ≤ kXsmmMaxWork (80³), or when
-// neither operand is transposed and k ≤ 128, m·n·k ≤ 100³; its
-// output rows (n) are a multiple of an AVX2 register's lanes or at least 8
-// registers long, alpha is 1 and beta 0 or 1 (what 1.17's kernels do
-// natively), B is not transposed, and libxsmm dispatches a kernel; anything
-// else goes to OpenBLAS. Dispatch
-// is a lookup in libxsmm's code registry (~30 ns against the ≥ 1 µs it saves
-// at these sizes), so kernels are dispatched per call, not cached here. A
-// batch runs one kernel call per item, over the batch on anvil's pool when
-// the batch's work repays threads (gemm_threads' rule); the kernels are
-// reentrant, unlike OpenBLAS's serialised entry (see gemm_typed). libxsmm
-// starts no threads and prints only when LIBXSMM_VERBOSE is set.
+// A product goes to libxsmm when m·n·k ≤ kXsmmMaxWork (80³), or when neither
+// operand is transposed and k ≤ 128, m·n·k ≤ 100³; and only when its output
+// rows (n) are a multiple of an AVX2 register's lanes or at least 8 registers
+// long, alpha is 1 and beta 0 or 1, B is not transposed (1.17's JIT has no
+// TRANS_A) and libxsmm dispatches a kernel; else OpenBLAS. Why: measured by
+// bench_gemm_small, libxsmm takes 0.08-0.5x OpenBLAS's time up to 32³ but
+// loses beyond ~80³ and on short odd rows (benchmarks/README.md has the
+// tables). Dispatch is a registry lookup (~30 ns), so kernels are not cached
+// here. A batch runs one kernel call per item, over anvil's pool when the
+// work repays threads (gemm_threads). BLIS wins some mid sizes but exports
+// OpenBLAS's symbols (Note [One process per BLAS]), so it is not used.
 
 namespace anvil::cpu_backend {
 
@@ -202,7 +162,7 @@ void gemm_typed(const GemmArgs& g, detail::CachingAllocator& allocator) {
     if (const XsmmKernel<T> kernel = xsmm_kernel<T>(g)) return xsmm_gemm<T>(g, kernel);
     if constexpr (std::is_same_v<T, float>)
       if (dnnl_gemm(g, allocator)) return;
-    // See Note [Fewer threads on a busy machine] in threads.h.
+    // See Note [Fewer threads on a busy machine] in machine_load.h.
     const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_threads()));
     for (std::int64_t i = 0; i < g.batch; ++i) blas_gemm<T>(g, i);
   } else if constexpr (detail::is_half_v<T>) {

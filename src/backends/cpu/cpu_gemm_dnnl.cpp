@@ -19,31 +19,17 @@ namespace anvil::cpu_backend {
 
 // Note [GEMM through oneDNN]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
-// bf16: Debian's OpenBLAS has no bf16 GEMM (cpu_gemm.cpp), so bf16 products
-// were widened to f32 for sgemm and rounded back. Where the CPU has bf16
-// dot-product instructions (AVX512_BF16: Cooper Lake, Sapphire Rapids,
-// Zen 4), oneDNN's matmul computes on bf16 directly with f32 accumulation
-// and one rounding of each result, the same contract, as LibTorch does on
-// such CPUs. Measured on a 2-core Zen 4 (bench_compare, both threads),
-// matmul n = 256 and 1024: the widening path 90 and 168 GFLOP/s, oneDNN
-// alone 536 and 545 (430 and 440 on one thread); LibTorch's bf16 459 and
-// 505. Elsewhere oneDNN would emulate bf16 and the widening path stays.
-//
-// f32: OpenBLAS 0.3.21 runs its AVX2 (Haswell) kernels on Zen 4, and has no
-// AVX-512 ones for it; oneDNN's matmul has. On the same machine (bench_compare
-// --baseline, both threads, one run) oneDNN against OpenBLAS called directly,
-// n = 128 / 256 / 512 / 1024 / 4096: 1.07 / 1.17 / 1.71 / 1.87 / 1.67x,
-// where anvil on OpenBLAS measured 0.57 / 0.70 / 0.96 / 1.01 / 0.99x; the
-// GRU language model's step (32×256×768 products and their gradients) 17.4
-// -> 11.5 ms on one thread. With oneDNN held to AVX2 the two libraries were
-// even (n = 128 / 256 / 1024: 0.62 / 0.88 / 1.00x against 0.58 / 0.81 /
-// 1.01x), so without AVX-512 OpenBLAS keeps f32. Products small enough for
-// libxsmm (Note [libxsmm for small GEMMs]) stay there; f64 stays on OpenBLAS.
-//
-// The whole batch is one primitive call (a broadcast operand has batch 1);
-// alpha is an output scale and beta a sum post-op; primitives are cached by
-// shape, layout, dtype, alpha, beta and thread count; threads follow the
-// product's size as for OpenBLAS (Note [Threads from the work's size]).
+// bf16: Debian's OpenBLAS has no bf16 GEMM, so bf16 products were widened to
+// f32 for sgemm; where the CPU has AVX512_BF16, oneDNN's matmul computes on
+// bf16 with f32 accumulation and one rounding, the same contract (LibTorch's
+// too): on a 2-core Zen 4, n = 1024, 545 against 168 GFLOP/s widened.
+// f32: OpenBLAS 0.3.21 has no AVX-512 kernels for Zen 4 and oneDNN has: on
+// AVX-512 CPUs oneDNN takes f32 products (1.87x OpenBLAS's speed at n = 1024);
+// without AVX-512 the two were even, so OpenBLAS keeps them. Products small
+// enough for libxsmm stay there; f64 stays on OpenBLAS. The whole batch is one
+// call; alpha is an output scale, beta a sum post-op; primitives are cached by
+// shape, layout, dtype, alpha, beta and threads; threads follow the product's
+// size (Note [Threads from the work's size]). Figures: benchmarks/README.md.
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/dtype_switch.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::cpu_backend {

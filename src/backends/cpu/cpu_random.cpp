@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/dtype_switch.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::cpu_backend {

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/dtype_switch.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/parallel.h"

@@ -23,31 +23,18 @@ namespace anvil::cpu_backend {
 
 // Note [oneDNN's recurrent layers]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// - Which: f32 (oneDNN has no f64 RNN: supports_fused_rnn says no, and the
-//   frontend runs the composite), RNN (tanh, relu), GRU and LSTM. PyTorch's
-//   GRU is oneDNN's lbr_gru (linear before reset: r multiplies W_hn h + b_hn).
-// - One primitive per layer: oneDNN's multi-layer primitive wants every
-//   layer's input as wide as H, and dropout between layers is anvil's, here
-//   (a counter-based hash of RnnArgs::dropout_seed, the element and the
-//   layer; its mask is kept in the reserve for the backward).
-// - Parameters: anvil's (PyTorch's) weight_ih [G*H, in] is oneDNN's ldgoi
-//   layout as it is; LSTM gates are i, f, g, o in both; oneDNN's GRU gates are
-//   u (PyTorch's z), r, o (n), so GRU weights are copied with the first two
-//   gates swapped. oneDNN has one bias per gate (b_ih + b_hh, summed here),
-//   and for lbr_gru a fourth, b_hn; a layer without biases gets zeros (oneDNN
-//   2.6 made no LSTM primitive without one). The weights are reordered into the
-//   primitive's layout on every call, as cuDNN's path copies them (Note
-//   [cuDNN's recurrent layers]): no cache to invalidate when a parameter
-//   changes. oneDNN adds the weight gradients into zeroed buffers; b_ih and
-//   b_hh get the same gradient (n's apart for the GRU).
-// - Layouts: x, y and their gradients as they are (tnc, or ntc when
-//   batch_first), states ldnc, weights in oneDNN's choice (`any`).
-// - Reserve, per layer: oneDNN's workspace, then for every layer but the
-//   last its output y_l, and with dropout its scale (0 or 1 / (1 - p)) and
-//   the next layer's input y_l * scale.
-// - Threads: DnnlThreads holds the count of the whole sequence's GEMM work
-//   (gemm_threads, at most usable_threads()) around creation and run; it is
-//   part of the cache key, as for the convolutions.
+// - Which: f32 RNN (tanh, relu), GRU and LSTM (no f64 RNN in oneDNN: the
+//   frontend runs the composite). PyTorch's GRU is oneDNN's lbr_gru.
+// - One primitive per layer (oneDNN's multi-layer one wants every input H
+//   wide); dropout between layers is anvil's, its mask kept in the reserve.
+// - Parameters: weight_ih is oneDNN's ldgoi as it is; GRU gates are copied
+//   with the first two swapped (oneDNN: u, r, o); one bias per gate (b_ih +
+//   b_hh; lbr_gru adds b_hn); zeros for a layer without biases. Weights are
+//   reordered on every call, as cuDNN's path copies them: no cache to
+//   invalidate when a parameter changes.
+// - Layouts: x, y as they are (tnc or ntc), states ldnc, weights `any`.
+// - Threads: DnnlThreads holds the sequence's GEMM work's count (gemm_threads,
+//   at most usable_threads()) around creation and run; part of the cache key.
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/dtype_switch.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/parallel.h"
 

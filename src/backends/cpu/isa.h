@@ -25,7 +25,7 @@
 // kernels() runs the highest the CPU has, or ANVIL_CPU_ISA's. The trap is the
 // ODR: an inline function compiled for AVX-512, merged by the linker with its
 // AVX2 twin, runs on a CPU without AVX-512. So the kernel sources and their
-// headers (parallel.h, loops.h, dispatch.h, scalar_ops.h) put all their code
+// headers (parallel.h, loops.h, dtype_switch.h, scalar_ops.h) put all their code
 // in `inline namespace ANVIL_CPU_ISA`: each build's symbols have their own
 // names. What remains shared (libstdc++'s and core/half.h's inline code) the
 // linker takes from the first object, the library's own: the builds link

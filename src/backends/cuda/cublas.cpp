@@ -18,8 +18,8 @@ namespace anvil::cuda {
 // order with the same ld: so cuBLAS gets B first, with the same transposes.
 bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator& allocator) {
   std::int64_t lda = 0, ldb = 0, ldc = 0;
-  if (!kernels::blas_ld(a.a, a.m, a.k, lda) || !kernels::blas_ld(a.b, a.k, a.n, ldb) ||
-      !kernels::blas_ld(a.c, a.m, a.n, ldc))
+  if (!device_common::blas_ld(a.a, a.m, a.k, lda) || !device_common::blas_ld(a.b, a.k, a.n, ldb) ||
+      !device_common::blas_ld(a.c, a.m, a.n, ldc))
     return false;
   if (a.a.batch_stride < 0 || a.b.batch_stride < 0 || a.c.batch_stride < 0) return false;
   for (std::int64_t v : {a.m, a.n, a.k, lda, ldb, ldc, a.batch})
@@ -78,7 +78,7 @@ bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator& alloc
               static_cast<double*>(a.c.data), cublasDgemm, cublasDgemmStridedBatched);
   ANVIL_CHECK(st == CUBLAS_STATUS_SUCCESS, BackendError, "matmul: cuBLAS gemm failed with ", cublasGetStatusName(st),
               " on ", label_, " for [", a.batch, ", ", a.m, ", ", a.k, "] @ [", a.k, ", ", a.n, "] ",
-              kernels::dtype_name(a.dtype));
+              device_common::dtype_name(a.dtype));
   return true;
 }
 

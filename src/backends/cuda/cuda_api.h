@@ -17,8 +17,8 @@
 
 namespace anvil::cuda {
 
-using kernels::OpScope;
-inline const char* current_op() noexcept { return kernels::current_op_or("cuda"); }
+using device_common::OpScope;
+inline const char* current_op() noexcept { return device_common::current_op_or("cuda"); }
 
 // "cudaErrorMemoryAllocation (2): out of memory"
 std::string error_text(cudaError_t e);

@@ -8,8 +8,8 @@
 
 namespace anvil {
 // cuDNN's convolution and batch norm (cudnn_conv.cpp, cudnn_norm.cpp) are wired in.
-static_assert(kernels::DnnRuntime<cuda::Runtime>);
-template class kernels::DeviceBackend<cuda::Runtime>;
+static_assert(device_common::DnnRuntime<cuda::Runtime>);
+template class device_common::DeviceBackend<cuda::Runtime>;
 }  // namespace anvil
 
 namespace anvil::detail {

@@ -1,7 +1,7 @@
 // cuDNN 9, loaded at run time (dlopen "libcudnn.so.9"; never linked), for
 // the CUDA backend's convolution, batch norm and recurrent layers (DESIGN §2
 // "Vendor libraries behind the primitives"). Modelled on NCCL's loader
-// (src/dist/nccl.h): nothing here needs libcudnn, a driver or a GPU to build
+// (src/distributed/nccl.h): nothing here needs libcudnn, a driver or a GPU to build
 // or to start. Without cuDNN load_cudnn() says why and the generic paths run
 // (im2col + cuBLAS for conv2d, norm.kern for batch norm).
 //
@@ -27,6 +27,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "anvil/dtype.h"
 
 namespace anvil::cuda {
 
@@ -125,6 +127,21 @@ const CudnnApi* cudnn_if_enabled() noexcept;
 // How many convolution plans (descriptors and a chosen algorithm) were made
 // in this process, on every device: a test sees a cache hit as no change.
 std::uint64_t cudnn_conv_plans_made() noexcept;
+
+// The cuDNN data type of an anvil dtype the cuDNN paths take (f32, f64, f16,
+// bf16); f32 for any other, which the paths' *_takes() turn away first.
+inline cudnnDataType_t cudnn_data_type(DType t) noexcept {
+  switch (t) {
+    case DType::F64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::F16:
+      return CUDNN_DATA_HALF;
+    case DType::BF16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      return CUDNN_DATA_FLOAT;
+  }
+}
 
 // Throws BackendError: "<op>: <expr> failed with CUDNN_STATUS_… (<code>) on
 // <device> at <file>:<line>".

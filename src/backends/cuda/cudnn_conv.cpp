@@ -4,32 +4,18 @@
 //
 // Note [cuDNN convolution]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
-// - Which: f32, f64, f16 (sm 6+) and bf16 (sm 8+) convolutions of any
-//   strides, padding, dilation and groups, every tensor below 2^31 elements,
-//   while cuDNN is loaded and enabled (anvil::backends::cudnn, ANVIL_CUDNN);
-//   everything else takes the frontend's im2col + cuBLAS path. 16-bit
-//   convolutions accumulate in f32 (PyTorch's choice).
-// - Layouts: activations and output gradients go to cuDNN with their own
-//   strides (any dense layout, channels-last included) where cuDNN takes
-//   them; a weight that is not contiguous, and for the weight gradient any
-//   operand that is not, is copied into a contiguous block first (see
-//   conv2d_dnn). NHWC end to end (torch's channels_last) is not done: the
-//   frontend allocates NCHW outputs.
-// - Precision: f32 convolutions may use TF32 tensor cores unless
-//   set_allow_tf32(false) (CUDNN_FMA_MATH, and any algorithm cuDNN reports
-//   as tensor-op is skipped); 16-bit ones use tensor cores.
-// - Host cost: a plan (descriptors, algorithm, workspace size) is made once
-//   per (direction, dtype, geometry, strides, math) and cached per device,
-//   so a call is a hash lookup and one or two cuDNN calls; the workspace
-//   comes from the caching allocator and goes back to it after the call is
-//   enqueued (Note [Asynchronous CUDA execution]: only this stream reuses it).
-// - Algorithm: cuDNN's heuristics (cudnnGet*Algorithm_v7), the first that
-//   is supported, honours the TF32 switch and whose workspace can be
-//   allocated; with set_benchmark(true) (ANVIL_CUDNN_BENCHMARK=1) the first
-//   call of a geometry times them all (cudnnFind*AlgorithmEx), like
-//   torch.backends.cudnn.benchmark.
-// - Bias: cudnnAddTensor / cudnnConvolutionBackwardBias; where cuDNN does not
-//   support the dtype there, the shared broadcast add and sum kernels.
+// - Which: f32, f64, f16 (sm 6+) and bf16 (sm 8+) of any geometry, every
+//   tensor below 2^31 elements, while cuDNN is loaded and enabled; the rest
+//   takes im2col + cuBLAS. 16-bit convolutions accumulate in f32.
+// - Layouts: activations and output gradients with their own strides; a
+//   non-contiguous weight (and for the weight gradient any operand) is copied
+//   contiguous first. Outputs are NCHW (the frontend allocates them).
+// - Precision: TF32 unless set_allow_tf32(false) (CUDNN_FMA_MATH, tensor-op
+//   algorithms skipped); 16-bit ones use tensor cores.
+// - Plans (descriptors, algorithm, workspace size) are cached per device by
+//   direction, dtype, geometry, strides and math; the algorithm is cuDNN's
+//   heuristics' first usable one, or timed with set_benchmark(true). Bias:
+//   cudnnAddTensor / BackwardBias, else the shared kernels.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -40,6 +26,7 @@
 #include <vector>
 
 #include "anvil/error.h"
+#include "backends/common/scratch.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/runtime.h"
 #include "core/backend_settings.h"
@@ -51,21 +38,9 @@ namespace {
 using detail::Conv2dArgs;
 using detail::FusedOp;
 using detail::KernelOperand;
+using device_common::Scratch;
 
 std::atomic<std::uint64_t> plans_made{0};
-
-cudnnDataType_t dnn_type(DType t) noexcept {
-  switch (t) {
-    case DType::F64:
-      return CUDNN_DATA_DOUBLE;
-    case DType::F16:
-      return CUDNN_DATA_HALF;
-    case DType::BF16:
-      return CUDNN_DATA_BFLOAT16;
-    default:
-      return CUDNN_DATA_FLOAT;
-  }
-}
 
 void* at(const KernelOperand& o, DType t) noexcept {
   return static_cast<char*>(o.data) + o.offset * static_cast<std::int64_t>(element_size(t));
@@ -155,24 +130,6 @@ bool workspace_fits(Slot& s, std::size_t bytes) {
   }
 }
 
-// A workspace block from the caching allocator, back to it at scope exit.
-class Workspace {
- public:
-  Workspace(Slot& s, std::size_t bytes) : s_(s), bytes_(bytes), p_(bytes > 0 ? s.allocator.allocate(bytes) : nullptr) {}
-  ~Workspace() {
-    if (p_ != nullptr) s_.allocator.deallocate(p_, bytes_);
-  }
-  Workspace(const Workspace&) = delete;
-  Workspace& operator=(const Workspace&) = delete;
-  void* get() const noexcept { return p_; }
-  std::size_t bytes() const noexcept { return bytes_; }
-
- private:
-  Slot& s_;
-  std::size_t bytes_;
-  void* p_;
-};
-
 // The pointers one call runs on.
 struct ConvPointers {
   void* x;  // image (or its gradient)
@@ -219,9 +176,9 @@ void choose(Slot& s, ConvPlan& plan, bool strict_f32, bool benchmark, int max_co
     if (usable(perf[i], strict_f32)) most = std::max(most, perf[i].memory);
   while (most > 0 && !workspace_fits(s, most)) most /= 2;
   {
-    Workspace ws(s, most);
+    Scratch ws(s.allocator, most);
     int found = 0;
-    ANVIL_CUDNN_CHECK(label, find(max_count, &found, perf.data(), ws.get(), ws.bytes()));
+    ANVIL_CUDNN_CHECK(label, find(max_count, &found, perf.data(), ws.get(), ws.size()));
     count = found;
   }
   if (pick()) return;
@@ -235,7 +192,7 @@ std::unique_ptr<ConvPlan> make_plan(Slot& s, const CudnnApi& api, cudnnHandle_t 
                                     bool tf32, bool benchmark, const ConvPointers& p) {
   const std::string& label = s.label();
   const detail::Window2dGeometry& g = a.g;
-  const cudnnDataType_t t = dnn_type(a.dtype);
+  const cudnnDataType_t t = cudnn_data_type(a.dtype);
   auto plan = std::make_unique<ConvPlan>(api);
   const auto i32 = [](std::int64_t v) { return static_cast<int>(v); };
   ANVIL_CUDNN_CHECK(label, api.cudnnCreateTensorDescriptor(&plan->x));
@@ -317,7 +274,7 @@ void add_bias_shared(Slot& s, const Conv2dArgs& a) {
   std::fill(e.in[1].strides, e.in[1].strides + kMaxDims, 0);
   e.in[1].strides[1] = a.bias.strides[0];
   e.nin = 2;
-  kernels::binary(s, detail::BinaryOp::Add, e);
+  device_common::binary(s, detail::BinaryOp::Add, e);
 }
 
 // bias gradient [O] = the output gradient summed over N, OH, OW, with the
@@ -335,7 +292,7 @@ void bias_gradient_shared(Slot& s, const Conv2dArgs& a) {
   const std::int64_t* os = a.out.strides;
   const std::int64_t in_strides[4] = {os[1], os[0], os[2], os[3]};
   std::copy(in_strides, in_strides + 4, r.in.strides);
-  kernels::reduce(s, detail::ReduceOp::Sum, r);
+  device_common::reduce(s, detail::ReduceOp::Sum, r);
 }
 
 // to = from over a 4-d `shape` (the shared strided copy).
@@ -347,15 +304,15 @@ void copy4(Slot& s, const std::array<std::int64_t, 4>& shape, const KernelOperan
   e.out = to;
   e.in[0] = from;
   e.nin = 1;
-  kernels::copy(s, e);
+  device_common::copy(s, e);
 }
 
 // A contiguous stand-in for operand `o` of `shape` from the caching
 // allocator, held by `block`; with `fill` it starts as a copy of `o`.
 KernelOperand contiguous_block(Slot& s, const KernelOperand& o, const std::array<std::int64_t, 4>& shape, DType t,
-                               std::unique_ptr<Workspace>& block, bool fill) {
-  block = std::make_unique<Workspace>(
-      s, static_cast<std::size_t>(shape[0] * shape[1] * shape[2] * shape[3]) * element_size(t));
+                               std::unique_ptr<Scratch>& block, bool fill) {
+  block = std::make_unique<Scratch>(
+      s.allocator, static_cast<std::size_t>(shape[0] * shape[1] * shape[2] * shape[3]) * element_size(t));
   KernelOperand c = o;
   c.data = block->get();
   c.offset = 0;
@@ -431,7 +388,7 @@ void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArg
   const std::array<std::int64_t, 4> xshape{a.g.n, a.g.c, a.g.h, a.g.w};
   const std::array<std::int64_t, 4> yshape{a.g.n, a.out_channels, a.g.oh, a.g.ow};
   const bool weight_gradient = which == FusedOp::Conv2dBackwardWeight;
-  std::unique_ptr<Workspace> wblock, xblock, yblock;
+  std::unique_ptr<Scratch> wblock, xblock, yblock;
   if (!is_contiguous(a.weight, wshape))
     a.weight = contiguous_block(s, args.weight, wshape, a.dtype, wblock, !weight_gradient);
   if (weight_gradient && !is_contiguous(a.image, xshape))
@@ -453,11 +410,11 @@ void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArg
   const bool f64 = a.dtype == DType::F64;
   const void* one = f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* zero = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
-  Workspace ws(s, plan.workspace);
+  Scratch ws(s.allocator, plan.workspace);
   if (which == FusedOp::Conv2d) {
     ANVIL_CUDNN_CHECK(label, api->cudnnConvolutionForward(h, one, plan.x, p.x, plan.w, p.w, plan.conv,
                                                           static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), ws.get(),
-                                                          ws.bytes(), zero, plan.y, p.y));
+                                                          ws.size(), zero, plan.y, p.y));
     if (p.b != nullptr) {
       if (plan.bias_by_cudnn) {
         const cudnnStatus_t st = api->cudnnAddTensor(h, one, plan.b, p.b, one, plan.y, p.y);
@@ -471,12 +428,12 @@ void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArg
   } else if (which == FusedOp::Conv2dBackwardData) {
     ANVIL_CUDNN_CHECK(label, api->cudnnConvolutionBackwardData(h, one, plan.w, p.w, plan.y, p.y, plan.conv,
                                                                static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
-                                                               ws.get(), ws.bytes(), zero, plan.x, p.x));
+                                                               ws.get(), ws.size(), zero, plan.x, p.x));
   } else {
     ANVIL_CUDNN_CHECK(
         label, api->cudnnConvolutionBackwardFilter(h, one, plan.x, p.x, plan.y, p.y, plan.conv,
                                                    static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws.get(),
-                                                   ws.bytes(), zero, plan.w, p.w));
+                                                   ws.size(), zero, plan.w, p.w));
     if (wblock) copy4(s, wshape, a.weight, args.weight);
     if (p.b != nullptr) {
       if (plan.bias_by_cudnn) {

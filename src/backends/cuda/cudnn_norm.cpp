@@ -3,23 +3,19 @@
 //
 // Note [cuDNN batch norm]
 // ~~~~~~~~~~~~~~~~~~~~~~~
-// - Which: f32 in training, forward and backward, with at least two values
-//   per channel, while cuDNN is loaded and enabled (ANVIL_CUDNN,
-//   anvil::backends::cudnn::set_enabled; ANVIL_CUDNN_BATCH_NORM=0 alone keeps
-//   norm.kern for comparison). Evaluation takes norm.kern: the frontend hands
-//   over 1 / sqrt(running_var + eps), not the variance cuDNN's inference call
-//   wants, and that pass is a single elementwise one anyway.
+// - Which: f32 in training, with at least two values per channel, while cuDNN
+//   is loaded and enabled (ANVIL_CUDNN_BATCH_NORM=0 keeps norm.kern).
+//   Evaluation takes norm.kern: the frontend hands over invstd, not the
+//   variance cuDNN's inference call wants, and that pass is one elementwise.
 // - The frontend's contract is kept: the forward writes the batch mean, the
-//   biased variance and invstd (it updates the running statistics itself,
-//   with PyTorch's momentum and unbiased variance); the backward writes
-//   sum_g = S(g) and sum_gxc = S(g * (x - mean)). cuDNN's running variance is
-//   unbiased, so the forward takes it with factor 1 from zeroed scratch and
-//   scales it by (m - 1) / m; its dscale is S(g * (x - mean)) * invstd, so
-//   the backward divides by invstd (the shared elementwise kernel).
+//   biased variance and invstd (cuDNN's running variance is unbiased: taken
+//   with factor 1 from zeroed scratch and scaled by (m - 1) / m); the backward
+//   writes sum_g and sum_gxc (cuDNN's dscale divided by invstd).
 // - Layout: x [N, C, S] as a 4-d [N, C, S, 1] tensor, CUDNN_BATCHNORM_SPATIAL.
 #include <climits>
 
 #include "anvil/error.h"
+#include "backends/common/scratch.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/runtime.h"
 
@@ -29,6 +25,7 @@ namespace {
 
 using detail::BatchNormArgs;
 using detail::KernelOperand;
+using device_common::Scratch;
 
 float* at(const KernelOperand& o) noexcept { return static_cast<float*>(o.data) + o.offset; }
 
@@ -54,32 +51,19 @@ class TensorDesc {
   cudnnTensorDescriptor_t d_ = nullptr;
 };
 
-// A block from the caching allocator, back to it at scope exit.
-class Scratch {
- public:
-  Scratch(Slot& s, std::size_t bytes) : s_(s), bytes_(bytes), p_(s.allocator.allocate(bytes)) {}
-  ~Scratch() { s_.allocator.deallocate(p_, bytes_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* get() const noexcept { return static_cast<float*>(p_); }
-  KernelOperand operand() const noexcept {
-    KernelOperand o;
-    o.data = p_;
-    o.strides[0] = 1;
-    return o;
-  }
-
- private:
-  Slot& s_;
-  std::size_t bytes_;
-  void* p_;
-};
+// A contiguous f32 operand over scratch memory (the shared kernels' input).
+KernelOperand operand_of(const Scratch& block) noexcept {
+  KernelOperand o;
+  o.data = block.get();
+  o.strides[0] = 1;
+  return o;
+}
 
 }  // namespace
 
 bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backward) {
   const CudnnApi* api = cudnn_if_enabled();
-  if (api == nullptr || a.dtype != DType::F32 || !a.training || kernels::env_flag_off("ANVIL_CUDNN_BATCH_NORM"))
+  if (api == nullptr || a.dtype != DType::F32 || !a.training || device_common::env_flag_off("ANVIL_CUDNN_BATCH_NORM"))
     return false;
   const std::int64_t m = a.n * a.s;
   if (m < 2 || a.c <= 0 || a.n > INT_MAX || a.c > INT_MAX || a.s > INT_MAX ||
@@ -98,25 +82,26 @@ bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backw
   std::unique_ptr<Scratch> ones;
   float* scale = a.weight.data != nullptr ? at(a.weight) : nullptr;
   if (scale == nullptr) {
-    ones = std::make_unique<Scratch>(s, cbytes);
-    kernels::fill(s, ones->operand(), c, Scalar(1.0f));
-    scale = ones->get();
+    ones = std::make_unique<Scratch>(s.allocator, cbytes);
+    device_common::fill(s, operand_of(*ones), c, Scalar(1.0f));
+    scale = ones->as<float>();
   }
 
   if (!backward) {
     // [running mean | running var] with factor 1: the batch's mean and
     // unbiased variance (the scratch is zeroed: cuDNN reads the old values).
-    Scratch running(s, 3 * cbytes);
-    float* bias = a.bias.data != nullptr ? at(a.bias) : running.get() + 2 * c;
-    ANVIL_CUDA_CHECK(label,
-                     cudaMemsetAsync(running.get(), 0, a.bias.data != nullptr ? 2 * cbytes : 3 * cbytes, q.stream));
-    ANVIL_CUDNN_CHECK(label, api->cudnnBatchNormalizationForwardTraining(
-                                 h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x, at(a.x), x, at(a.y), per_channel, scale,
-                                 bias, 1.0, running.get(), running.get() + c, a.eps, at(a.mean), at(a.invstd)));
+    Scratch running(s.allocator, 3 * cbytes);
+    float* bias = a.bias.data != nullptr ? at(a.bias) : running.as<float>() + 2 * c;
+    ANVIL_CUDA_CHECK(
+        label, cudaMemsetAsync(running.as<float>(), 0, a.bias.data != nullptr ? 2 * cbytes : 3 * cbytes, q.stream));
+    ANVIL_CUDNN_CHECK(
+        label, api->cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x, at(a.x), x,
+                                                           at(a.y), per_channel, scale, bias, 1.0, running.as<float>(),
+                                                           running.as<float>() + c, a.eps, at(a.mean), at(a.invstd)));
     // The biased variance the frontend's contract names.
     const float unbiased_to_biased = static_cast<float>(static_cast<double>(m - 1) / static_cast<double>(m));
-    ANVIL_CUDNN_CHECK(label, api->cudnnTransformTensor(h, &unbiased_to_biased, per_channel, running.get() + c, &zero,
-                                                       per_channel, at(a.var)));
+    ANVIL_CUDNN_CHECK(label, api->cudnnTransformTensor(h, &unbiased_to_biased, per_channel, running.as<float>() + c,
+                                                       &zero, per_channel, at(a.var)));
     return true;
   }
 
@@ -124,23 +109,23 @@ bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backw
   std::unique_ptr<Scratch> dx_scratch;
   float* dx = a.grad_x.data != nullptr ? at(a.grad_x) : nullptr;
   if (dx == nullptr) {
-    dx_scratch = std::make_unique<Scratch>(s, static_cast<std::size_t>(m) * cbytes);
-    dx = dx_scratch->get();
+    dx_scratch = std::make_unique<Scratch>(s.allocator, static_cast<std::size_t>(m) * cbytes);
+    dx = dx_scratch->as<float>();
   }
-  Scratch dscale(s, cbytes);
+  Scratch dscale(s.allocator, cbytes);
   ANVIL_CUDNN_CHECK(label, api->cudnnBatchNormalizationBackward(
                                h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, x, at(a.x), x, at(a.grad), x, dx,
-                               per_channel, scale, dscale.get(), at(a.sum_g), a.eps, at(a.mean), at(a.invstd)));
+                               per_channel, scale, dscale.as<float>(), at(a.sum_g), a.eps, at(a.mean), at(a.invstd)));
   // sum_gxc = dscale / invstd.
   detail::ElementwiseArgs e;
   e.ndim = 1;
   e.shape[0] = c;
   e.numel = c;
   e.out = a.sum_gxc;
-  e.in[0] = dscale.operand();
+  e.in[0] = operand_of(dscale);
   e.in[1] = a.invstd;
   e.nin = 2;
-  kernels::binary(s, detail::BinaryOp::Div, e);
+  device_common::binary(s, detail::BinaryOp::Div, e);
   return true;
 }
 

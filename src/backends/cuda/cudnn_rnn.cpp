@@ -8,32 +8,17 @@
 // Note [cuDNN's recurrent layers]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // anvil's parameters are PyTorch's (weight_ih_l<l> [G*H, in], weight_hh_l<l>
-// [G*H, H], bias_ih_l<l>, bias_hh_l<l> [G*H]; gates r, z, n for GRU and
-// i, f, g, o for LSTM), and cuDNN's cells compute the same functions with
-// the same gate order: its linLayerID g < G is gate g of weight_ih (and of
-// bias_ih with CUDNN_RNN_DOUBLE_BIAS), G + g gate g of weight_hh and bias_hh,
-// each gate's matrix [H, in] laid out as anvil's rows g*H .. (g+1)*H, and its
-// GRU's candidate is tanh(W_in x + b_in + r * (W_hn h + b_hn)), PyTorch's
-// (and anvil's composite's) formulation. So each gate's rows are copied as
-// they are to the address cudnnGetRNNWeightParams gives for them; adjacent
-// copies are merged (each parameter is one copy in practice).
-//
-// The weights are copied into a weight space from the caching allocator on
-// every call (device-to-device cudaMemcpyAsync, a few per layer, about the
-// cost of one elementwise pass over the parameters), not kept packed: a
-// training step changes every parameter anyway, so a cached copy would be
-// stale at each call, and a copy per call needs no invalidation when a
-// parameter is changed in place, reloaded or moved. The backward packs them
-// again from the tensors its rule saved, so a second forward before a
-// backward cannot change what that backward sees. The weight gradients
-// come back the same way, from a zeroed gradient space (cuDNN adds into it).
-//
-// Per device (Queue::dnn_rnn_state), descriptors and sizes are kept per
-// shape (a Plan), with the device copy of the sequence lengths cuDNN reads
-// asynchronously; a dropout descriptor per dropout probability, its
-// generator seeded once from anvil's (RnnArgs::dropout_seed) when it is
-// made. Workspaces come from the caching allocator per call; the reserve is
-// the frontend's tensor, kept by the autograd node until the backward.
+// [G*H, H], the two biases; gates r, z, n and i, f, g, o), and cuDNN's cells
+// compute the same functions in the same gate order (linLayerID g < G: gate g
+// of weight_ih, G + g: of weight_hh; its GRU candidate is PyTorch's). So each
+// gate's rows are copied as they are to where cudnnGetRNNWeightParams says,
+// adjacent copies merged. The weights are packed into a weight space on every
+// call, not cached: a step changes every parameter anyway, and a copy per call
+// needs no invalidation; the backward packs them again from what its rule
+// saved. Per device (Queue::dnn_rnn_state): a Plan of descriptors and sizes
+// per shape, and a dropout descriptor per probability, seeded once from
+// RnnArgs::dropout_seed. Workspaces come from the caching allocator per call;
+// the reserve is the frontend's tensor, kept by the autograd node.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -43,6 +28,7 @@
 #include <vector>
 
 #include "anvil/error.h"
+#include "backends/common/scratch.h"
 #include "backends/cuda/runtime.h"
 #include "core/backend_settings.h"
 
@@ -52,12 +38,11 @@ namespace {
 
 using detail::RnnArgs;
 using detail::RnnMode;
+using device_common::Scratch;
 
 // Plans kept per device before the cache starts again (a new sequence
 // length or batch size is a new plan; a training loop uses one or two).
 constexpr std::size_t kMaxPlans = 64;
-
-cudnnDataType_t data_type(DType t) noexcept { return t == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
 
 cudnnRNNMode_t cell(RnnMode m) noexcept {
   switch (m) {
@@ -162,27 +147,6 @@ struct RnnState {
   }
 };
 
-// Scratch device memory for one call, from the caching allocator. Freed
-// when the call returns, while cuDNN's kernels may still be queued: safe,
-// see Note [Asynchronous CUDA execution] (runtime.h).
-class Scratch {
- public:
-  Scratch(detail::CachingAllocator& allocator, std::size_t bytes)
-      : allocator_(allocator), bytes_(bytes), data_(bytes > 0 ? allocator.allocate(bytes) : nullptr) {}
-  ~Scratch() {
-    if (data_ != nullptr) allocator_.deallocate(data_, bytes_);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* get() const noexcept { return data_; }
-  char* bytes() const noexcept { return static_cast<char*>(data_); }
-
- private:
-  detail::CachingAllocator& allocator_;
-  std::size_t bytes_;
-  void* data_;
-};
-
 // The address of an operand's first element; null for an absent one.
 void* address(const detail::KernelOperand& o) noexcept {
   if (o.data == nullptr) return nullptr;
@@ -253,7 +217,7 @@ std::vector<Piece> weight_pieces(Slot& s, const CudnnApi& api, cudnnHandle_t h, 
         const bool recurrent = id >= G;
         const std::int64_t gate = id % G, cols = recurrent ? H : in_l;
         auto add = [&](void* at, std::size_t param, std::size_t param_byte, std::size_t bytes) {
-          const std::ptrdiff_t off = static_cast<char*>(at) - space.bytes();
+          const std::ptrdiff_t off = static_cast<char*>(at) - space.as<char>();
           ANVIL_CHECK(at != nullptr && off >= 0 && static_cast<std::size_t>(off) + bytes <= p.weight_bytes,
                       BackendError, current_op(), ": cudnnGetRNNWeightParams gave layer ", l, " matrix ", id,
                       " outside the weight space on ", label, "; expected ", bytes, " bytes within ", p.weight_bytes,
@@ -304,7 +268,7 @@ Plan& plan_of(Slot& s, const CudnnApi& api, cudnnHandle_t h, const RnnArgs& a) {
 
   const std::string& label = s.label();
   auto p = std::make_unique<Plan>(&api);
-  const cudnnDataType_t dt = data_type(a.dtype);
+  const cudnnDataType_t dt = cudnn_data_type(a.dtype);
   const auto i32 = [](std::int64_t v) { return static_cast<std::int32_t>(v); };
   ANVIL_CUDNN_CHECK(label, api.cudnnCreateRNNDescriptor(&p->rnn));
   ANVIL_CUDNN_CHECK(label, api.cudnnCreateRNNDataDescriptor(&p->x));
@@ -393,7 +357,7 @@ void Runtime::rnn_dnn_forward(Slot& s, const detail::RnnArgs& a) {
   ANVIL_ASSERT(!a.training || a.reserve_bytes >= p.reserve_bytes, current_op(), ": reserve of ", a.reserve_bytes,
                " bytes; expected ", p.reserve_bytes);
   Scratch weights(s.allocator, p.weight_bytes), work(s.allocator, p.work_bytes);
-  copy_weights(s, p, a.weights, weights.bytes(), true);
+  copy_weights(s, p, a.weights, weights.as<char>(), true);
   ANVIL_CUDNN_CHECK(
       s.label(), api.cudnnRNNForward(h, p.rnn, a.training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
                                      static_cast<const std::int32_t*>(p.dev_seq_lengths), p.x, address(a.x), p.y,
@@ -411,7 +375,7 @@ void Runtime::rnn_dnn_backward(Slot& s, const detail::RnnArgs& a) {
   ANVIL_ASSERT(a.reserve_bytes >= p.reserve_bytes, current_op(), ": reserve of ", a.reserve_bytes, " bytes; expected ",
                p.reserve_bytes);
   Scratch weights(s.allocator, p.weight_bytes), work(s.allocator, p.work_bytes);
-  copy_weights(s, p, a.weights, weights.bytes(), true);
+  copy_weights(s, p, a.weights, weights.as<char>(), true);
   const auto* lengths = static_cast<const std::int32_t*>(p.dev_seq_lengths);
   // dx always (cuDNN computes it and the weights' gradient needs this call
   // first); dh0 and dc0 where asked; dhy and dcy null mean zero.
@@ -428,10 +392,10 @@ void Runtime::rnn_dnn_backward(Slot& s, const detail::RnnArgs& a) {
                     api.cudnnRNNBackwardWeights_v8(h, p.rnn, CUDNN_WGRAD_MODE_ADD, lengths, p.x, address(a.x), p.h,
                                                    address(a.h0), p.y, address(a.y), p.weight_bytes, grads.get(),
                                                    p.work_bytes, work.get(), p.reserve_bytes, address(a.reserve)));
-  copy_weights(s, p, a.dweights, grads.bytes(), false);
+  copy_weights(s, p, a.dweights, grads.as<char>(), false);
 }
 
 // The shared backend sends the recurrent layers here only if this holds.
-static_assert(kernels::DnnRnnRuntime<Runtime>, "cuda::Runtime must supply the recurrent layers' hooks");
+static_assert(device_common::DnnRnnRuntime<Runtime>, "cuda::Runtime must supply the recurrent layers' hooks");
 
 }  // namespace anvil::cuda

@@ -1,5 +1,5 @@
 // Collecting a kernel's arguments and launching it on the device's stream
-// (the caller holds the device's lock; see kernels::DeviceSlot::mutex).
+// (the caller holds the device's lock; see device_common::DeviceSlot::mutex).
 #pragma once
 
 #include <climits>
@@ -34,7 +34,7 @@ class Launch {
     return bytes(&value, sizeof(T));
   }
   Launch& buffer(const void* handle) { return arg(handle); }  // a device pointer, or null
-  Launch& scalar(const kernels::ScalarArg& a) { return bytes(a.bytes, a.size); }
+  Launch& scalar(const device_common::ScalarArg& a) { return bytes(a.bytes, a.size); }
   Launch& bytes(const void* p, std::size_t n) {
     used_ = aligned(used_);
     ANVIL_ASSERT(used_ + n <= sizeof storage_ && count_ < kMaxArgs, "cuda: too many kernel arguments");

@@ -1,13 +1,5 @@
 // The module's entry point: the registry (core/registry.cpp) dlopens
 // libanvil_backend_cuda.so and calls this. See Note [Backend modules].
-#include "core/backend_module.h"
+#include "backends/common/module_entry.h"
 
-namespace anvil::detail {
-Backend* make_cuda_backend();
-}  // namespace anvil::detail
-
-extern "C" ANVIL_BACKEND_MODULE_EXPORT const char* anvil_backend_cuda_abi() { return ANVIL_BACKEND_ABI; }
-
-extern "C" ANVIL_BACKEND_MODULE_EXPORT anvil::detail::Backend* anvil_backend_cuda_init() {
-  return anvil::detail::make_cuda_backend();
-}
+ANVIL_BACKEND_MODULE_ENTRY(cuda)

@@ -41,7 +41,7 @@ std::string program_log(nvrtcProgram p) {
   return log;
 }
 
-void check(nvrtcResult r, const char* what, const kernels::KernelSpec& spec) {
+void check(nvrtcResult r, const char* what, const device_common::KernelSpec& spec) {
   if (r == NVRTC_SUCCESS) return;
   throw CompileError(detail::cat("cuda: ", what, " failed with ", nvrtcGetErrorString(r), " for kernel source ",
                                  spec.file, " (", spec.name, ")"));
@@ -64,7 +64,7 @@ std::string nvrtc_version() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-CompiledProgram compile_program(const kernels::KernelSpec& spec, int major, int minor, bool ptx) {
+CompiledProgram compile_program(const device_common::KernelSpec& spec, int major, int minor, bool ptx) {
   const int wanted = major * 10 + minor;
   const std::vector<int> archs = nvrtc_architectures();
   ANVIL_CHECK(!archs.empty(), CompileError, "cuda: NVRTC ", nvrtc_version(), " reports no GPU architectures");
@@ -81,7 +81,7 @@ CompiledProgram compile_program(const kernels::KernelSpec& spec, int major, int 
   out.is_cubin = known && !ptx;
   out.target = (out.is_cubin ? "sm_" : "compute_") + std::to_string(arch);
 
-  const std::string source = kernels::assemble_source("prelude_cuda.h", spec.file);
+  const std::string source = device_common::assemble_source("prelude_cuda.h", spec.file);
   Program prog;
   check(nvrtcCreateProgram(&prog.p, source.c_str(), spec.file.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram",
         spec);
@@ -129,13 +129,14 @@ std::filesystem::path cache_dir() {
 
 }  // namespace
 
-CompiledProgram compile_program_cached(const kernels::KernelSpec& spec, int major, int minor) {
+CompiledProgram compile_program_cached(const device_common::KernelSpec& spec, int major, int minor) {
   const std::filesystem::path dir = cache_dir();
   if (detail::env_flag_off("ANVIL_CUDA_CACHE") || dir.empty()) return compile_program(spec, major, minor);
   // The key covers everything the image depends on: the assembled source,
   // the defines, the device's architecture and the compiler.
-  std::uint64_t key = fnv1a(kernels::assemble_source("prelude_cuda.h", spec.file));
-  key = fnv1a(kernels::define_options(spec) + "|" + std::to_string(major * 10 + minor) + "|" + nvrtc_version(), key);
+  std::uint64_t key = fnv1a(device_common::assemble_source("prelude_cuda.h", spec.file));
+  key = fnv1a(device_common::define_options(spec) + "|" + std::to_string(major * 10 + minor) + "|" + nvrtc_version(),
+              key);
   char name[32];
   std::snprintf(name, sizeof name, "%016llx.bin", static_cast<unsigned long long>(key));
   const std::filesystem::path file = dir / name;

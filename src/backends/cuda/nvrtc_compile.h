@@ -24,14 +24,14 @@ struct CompiledProgram {
 // NVRTC knows it, otherwise PTX for the newest architecture it knows that is
 // not newer than the device (the driver JITs it). `ptx` forces PTX.
 // Throws CompileError with NVRTC's log.
-CompiledProgram compile_program(const kernels::KernelSpec& spec, int major, int minor, bool ptx = false);
+CompiledProgram compile_program(const device_common::KernelSpec& spec, int major, int minor, bool ptx = false);
 
 // compile_program through a disk cache, so a process's first use of a
 // kernel costs a file read rather than a compile: one file per (source,
 // defines, target, NVRTC version) in $ANVIL_CACHE_DIR/cuda (default
 // ${XDG_CACHE_HOME:-~/.cache}/anvil/cuda), written atomically. ANVIL_CUDA_CACHE=0
 // turns it off; a cache that cannot be read or written is skipped silently.
-CompiledProgram compile_program_cached(const kernels::KernelSpec& spec, int major, int minor);
+CompiledProgram compile_program_cached(const device_common::KernelSpec& spec, int major, int minor);
 
 // The architectures this NVRTC can target ("75", "80", …), and its version.
 std::vector<int> nvrtc_architectures();

@@ -37,8 +37,8 @@ std::string no_device_reason(cudaError_t e) {
 
 }  // namespace
 
-kernels::DeviceList<DeviceEntry> Runtime::discover() noexcept {
-  kernels::DeviceList<DeviceEntry> out;
+device_common::DeviceList<DeviceEntry> Runtime::discover() noexcept {
+  device_common::DeviceList<DeviceEntry> out;
   try {
     int count = 0;  // stays 0 when the call fails (it may not write it)
     const cudaError_t e = cudaGetDeviceCount(&count);
@@ -125,35 +125,6 @@ bool Runtime::can_copy_direct(const std::vector<DeviceEntry>& devices, int dst_i
   return p == 1;
 }
 
-// ---- ProgramCache -----------------------------------------------------------------
-
-ProgramCache::~ProgramCache() {
-  for (auto& [key, lib] : programs_) cudaLibraryUnload(lib);
-}
-
-cudaKernel_t ProgramCache::build(std::uint64_t key, const kernels::KernelSpec& spec) {
-  const std::string program_key = spec.file + '|' + kernels::define_options(spec);
-  auto it = programs_.find(program_key);
-  if (it == programs_.end()) {
-    CompiledProgram compiled = compile_program_cached(spec, major_, minor_);
-    cudaLibrary_t lib = nullptr;
-    if (compiled.from_cache &&
-        cudaLibraryLoadData(&lib, compiled.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0) != cudaSuccess) {
-      cudaGetLastError();  // a stale or damaged cache file: compile afresh
-      lib = nullptr;
-      compiled = compile_program(spec, major_, minor_);
-    }
-    if (lib == nullptr)
-      ANVIL_CUDA_CHECK(label_,
-                       cudaLibraryLoadData(&lib, compiled.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-    it = programs_.emplace(program_key, lib).first;
-  }
-  cudaKernel_t k = nullptr;
-  ANVIL_CUDA_CHECK(label_, cudaLibraryGetKernel(&k, it->second, spec.name.c_str()));
-  kernels_.emplace(key, k);
-  return k;
-}
-
 // ---- Queue ------------------------------------------------------------------------
 
 namespace {
@@ -166,7 +137,7 @@ constexpr std::size_t kMinStagingBlock = std::size_t{1} << 20;
 }  // namespace
 
 Queue::Queue(Runtime&, int, const DeviceEntry& entry, const std::string& label)
-    : programs(label, entry.major, entry.minor), label_(label), entry_(entry) {
+    : programs(CudaCompiler(label, entry.major, entry.minor)), label_(label), entry_(entry) {
   make_current();
   ANVIL_CUDA_CHECK(label_, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 }
@@ -303,11 +274,11 @@ cudnnHandle_t Queue::dnn(const CudnnApi& api, detail::CachingAllocator& allocato
   return dnn_;
 }
 
-kernels::DeviceFault Queue::wait() {
+device_common::DeviceFault Queue::wait() {
   make_current();
   const cudaError_t e = cudaStreamSynchronize(stream);
   for (Staging& s : staging_) s.busy = false;
-  kernels::DeviceFault fault;
+  device_common::DeviceFault fault;
   if (e != cudaSuccess) {
     cudaGetLastError();
     fault.status = error_text(e);

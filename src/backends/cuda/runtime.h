@@ -25,7 +25,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "anvil/device.h"
@@ -34,6 +33,7 @@
 #include "backends/common/kernel_specs.h"
 #include "backends/cuda/cuda_api.h"
 #include "backends/cuda/cudnn_api.h"
+#include "backends/cuda/program_cache.h"
 #include "core/caching_allocator.h"
 
 namespace anvil::cuda {
@@ -45,44 +45,17 @@ struct DeviceEntry {
   int max_threads_per_block = 1024;
 };
 
-using kernels::env_flag;
+using device_common::env_flag;
 
 // Makes runtime device `ordinal` the calling thread's current device. anvil
 // leaves it set (as PyTorch does); code of your own that uses the CUDA
 // runtime on the same thread should set its device itself.
 void set_device(int ordinal, const std::string& label);
 
-// Kernels of src/kernels compiled for one device (NVRTC, then
-// cudaLibraryLoadData), looked up by request (Note [Kernel cache keys]).
-class ProgramCache {
- public:
-  ProgramCache(std::string label, int major, int minor) : label_(std::move(label)), major_(major), minor_(minor) {}
-  ~ProgramCache();
-  ProgramCache(const ProgramCache&) = delete;
-  ProgramCache& operator=(const ProgramCache&) = delete;
-
-  template <typename Request>
-  cudaKernel_t kernel(const Request& request) {
-    const std::uint64_t key = request.key();
-    auto it = kernels_.find(key);
-    if (it != kernels_.end()) [[likely]]
-      return it->second;
-    return build(key, request.spec());
-  }
-
- private:
-  cudaKernel_t build(std::uint64_t key, const kernels::KernelSpec& spec);
-
-  std::string label_;
-  int major_, minor_;
-  std::unordered_map<std::string, cudaLibrary_t> programs_;
-  std::unordered_map<std::uint64_t, cudaKernel_t> kernels_;
-};
-
 class Launch;
 class Queue;
 class Runtime;
-using Slot = kernels::DeviceSlot<Runtime>;
+using Slot = device_common::DeviceSlot<Runtime>;
 
 // What the shared backend needs of CUDA as a whole.
 class Runtime {
@@ -99,7 +72,7 @@ class Runtime {
   // for is left out (named in `reason`), so try_gpu() does not pick a device
   // whose first kernel would fail. Never throws: no driver is a reason, not
   // a crash.
-  kernels::DeviceList<DeviceEntry> discover() noexcept;
+  device_common::DeviceList<DeviceEntry> discover() noexcept;
   static bool is_accelerator(const DeviceEntry&) noexcept { return true; }
   // Peer access where the driver allows it (NVLink or PCIe P2P), enabled in
   // both directions on first ask; the frontend goes through the host otherwise.
@@ -127,7 +100,7 @@ class Runtime {
 };
 
 // One device's stream. Every member is called with the device's lock held
-// (kernels::DeviceSlot::mutex) after make_current().
+// (device_common::DeviceSlot::mutex) after make_current().
 class Queue {
  public:
   Queue(Runtime& runtime, int index, const DeviceEntry& entry, const std::string& label);
@@ -165,7 +138,7 @@ class Queue {
   bool gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator& allocator);
 
   // Waits for the stream; the error it reports, if any.
-  kernels::DeviceFault wait();
+  device_common::DeviceFault wait();
 
   // Timestamps on the GPU's clock (cudaEventElapsedTime).
   static bool has_device_clock(const DeviceEntry&) noexcept { return true; }
@@ -216,10 +189,10 @@ class Queue {
 }  // namespace anvil::cuda
 
 namespace anvil {
-extern template class kernels::DeviceBackend<cuda::Runtime>;  // cuda_backend.cpp
+extern template class device_common::DeviceBackend<cuda::Runtime>;  // cuda_backend.cpp
 }  // namespace anvil
 
 namespace anvil::cuda {
 // The CUDA backend: the shared device backend over this runtime.
-inline kernels::DeviceBackend<Runtime>& backend() { return kernels::backend_instance<Runtime>(); }
+inline device_common::DeviceBackend<Runtime>& backend() { return device_common::backend_instance<Runtime>(); }
 }  // namespace anvil::cuda

@@ -24,8 +24,8 @@ std::string status_name(cl_int status);
                                  const std::string& device);
 
 // The primitive the current thread is running, for error messages.
-using kernels::OpScope;
-inline const char* current_op() noexcept { return kernels::current_op_or("opencl"); }
+using device_common::OpScope;
+inline const char* current_op() noexcept { return device_common::current_op_or("opencl"); }
 
 }  // namespace anvil::opencl
 

@@ -57,8 +57,8 @@ bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator&) {
   if (is_half(a.dtype)) return false;
 #ifdef ANVIL_HAVE_CLBLAST
   std::int64_t ld[3] = {};
-  if (!kernels::blas_ld(a.a, a.m, a.k, ld[0]) || !kernels::blas_ld(a.b, a.k, a.n, ld[1]) ||
-      !kernels::blas_ld(a.c, a.m, a.n, ld[2]))
+  if (!device_common::blas_ld(a.a, a.m, a.k, ld[0]) || !device_common::blas_ld(a.b, a.k, a.n, ld[1]) ||
+      !device_common::blas_ld(a.c, a.m, a.n, ld[2]))
     return false;
   const auto lda = static_cast<std::size_t>(ld[0]), ldb = static_cast<std::size_t>(ld[1]),
              ldc = static_cast<std::size_t>(ld[2]);
@@ -96,15 +96,16 @@ bool Queue::gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator&) {
     default:
       throw BackendError(detail::cat("matmul: CLBlast gemm failed with status ", static_cast<int>(st), " (",
                                      status_name(static_cast<cl_int>(st)), ") on ", label_, " for [", a.batch, ", ",
-                                     a.m, ", ", a.k, "] @ [", a.k, ", ", a.n, "] ", kernels::dtype_name(a.dtype)));
+                                     a.m, ", ", a.k, "] @ [", a.k, ", ", a.n, "] ",
+                                     device_common::dtype_name(a.dtype)));
   }
   if (ev != nullptr) {
     // Note [A kernel's first run waits on CPU devices] (launch.h), for the
     // kernels CLBlast launches: they too compile at their first run.
-    if (programs.first_runs_wait()) {
-      const std::string call = detail::cat(kernels::dtype_name(a.dtype), a.a.trans, a.b.trans, ' ', a.batch > 1, ' ', m,
-                                           'x', n, 'x', k, ' ', lda, ' ', ldb, ' ', ldc);
-      if (!programs.has_run_gemm(call) && clWaitForEvents(1, &ev) == CL_SUCCESS) programs.note_run_gemm(call);
+    if (first_runs.wait()) {
+      const std::string call = detail::cat(device_common::dtype_name(a.dtype), a.a.trans, a.b.trans, ' ', a.batch > 1,
+                                           ' ', m, 'x', n, 'x', k, ' ', lda, ' ', ldb, ' ', ldc);
+      if (!first_runs.has_run_gemm(call) && clWaitForEvents(1, &ev) == CL_SUCCESS) first_runs.note_run_gemm(call);
     }
     track(ev, "matmul");
   }

@@ -32,8 +32,8 @@ namespace {
 // grid narrower than this in every dimension gets its own compiled function.
 constexpr std::size_t kSmallGridLimit = 65535;
 
-ProgramCache::RunShape run_shape(cl_kernel k, cl_uint dims, const std::size_t* global, const std::size_t* local) {
-  ProgramCache::RunShape shape{k, dims, {0, 0, 0}, true};
+FirstRuns::RunShape run_shape(cl_kernel k, cl_uint dims, const std::size_t* global, const std::size_t* local) {
+  FirstRuns::RunShape shape{k, dims, {0, 0, 0}, true};
   for (cl_uint i = 0; i < dims && i < 3; ++i) {
     // Without a local size the driver picks one from the global size.
     shape.local[i] = local != nullptr ? local[i] : global[i];
@@ -47,15 +47,15 @@ ProgramCache::RunShape run_shape(cl_kernel k, cl_uint dims, const std::size_t* g
 
 void Launch::run(cl_uint dims, const std::size_t* global, const std::size_t* local, const char* op) {
   cl_event ev = nullptr;
-  if (q_.programs.first_runs_wait()) {
+  if (q_.first_runs.wait()) {
     // See Note [A kernel's first run waits on CPU devices] in launch.h.
-    const ProgramCache::RunShape shape = run_shape(k_, dims, global, local);
-    if (!q_.programs.has_run(shape)) [[unlikely]] {
+    const FirstRuns::RunShape shape = run_shape(k_, dims, global, local);
+    if (!q_.first_runs.has_run(shape)) [[unlikely]] {
       ANVIL_CL_CHECK(q_.label(), clEnqueueNDRangeKernel(q_.handle, k_, dims, nullptr, global, local, 0, nullptr, &ev));
       // A failure raises nothing here: the next wait reports it at the next
       // sync, naming the op, as for every command. A command that did not
       // run compiled nothing, so the next launch of this shape waits again.
-      if (clWaitForEvents(1, &ev) == CL_SUCCESS) q_.programs.note_run(shape);
+      if (clWaitForEvents(1, &ev) == CL_SUCCESS) q_.first_runs.note_run(shape);
       q_.track(ev, op);
       return;
     }

@@ -1,5 +1,5 @@
 // Setting a kernel's arguments and enqueueing it (the caller holds the
-// device's lock; see kernels::DeviceSlot::mutex).
+// device's lock; see device_common::DeviceSlot::mutex).
 //
 // Rule: a kernel's first launch on a CPU device waits for it. Launch::run
 // returns only once that command has completed, so a test that holds a
@@ -8,26 +8,18 @@
 // same kernel, local size and grid class return at once (a hash lookup).
 //
 // Note [A kernel's first run waits on CPU devices]
-// PoCL compiles a kernel's work-group function on a device worker thread
-// when a command of it first runs, not when it is built or enqueued: one
-// function per local size, and (PoCL 3.1) per grid class, narrower than
-// 65535 groups in every dimension or not. If the process exits while that
-// compile runs, exit() has already destroyed LLVM's statics (ones the
-// compile itself created lazily, so no atexit handler of ours could run
-// before their destructors) and the worker crashes inside LLVM: SIGSEGV in
-// llvm::TargetPassConfig::addPass or SelectionDAG, or "Failed to create
-// kernel compiler pass inline-kernels" and abort. It needs a cold
-// POCL_CACHE_DIR (a warm one loads the compiled binary) and happens with one
-// device as with two. So on a CPU device the first launch of each
-// (kernel, work dims, local size, grid class) waits until its command has
-// completed: every compile then happens inside a call of ours, never at
-// exit. The wait raises nothing; a failure is reported at the next sync by
-// kernels::DeviceSlot::finish_locked as for any command. Two devices may compile at
-// once: PoCL serialises its compiles with a lock of its own (its dlhandle
-// cache lock), so no lock of ours is needed, and none is taken while
-// waiting except the device's own. A CLBlast GEMM waits the same way the
-// first time each (dtype, transposes, batching, shape, leading dims) runs
-// (gemm.cpp): CLBlast picks its kernels and their sizes from those.
+// PoCL compiles a kernel's work-group function on a device worker thread when
+// a command of it first runs: one per local size and (PoCL 3.1) grid class,
+// narrower than 65535 groups or not. If the process exits during that compile,
+// exit() has already destroyed LLVM's statics and the worker crashes inside
+// LLVM (SIGSEGV in TargetPassConfig::addPass, or an abort); it takes a cold
+// POCL_CACHE_DIR. So on a CPU device the first launch of each (kernel, work
+// dims, local size, grid class) waits until its command has completed (the
+// FirstRuns of first_runs.h): every compile happens inside a call of ours,
+// never at exit. The wait raises nothing; a failure surfaces at the next sync
+// as for any command. PoCL serialises its compiles itself, so no lock of ours
+// is taken. A CLBlast GEMM waits the same way the first time each (dtype,
+// transposes, batching, shape, leading dims) runs (gemm.cpp).
 #pragma once
 
 #include <cstddef>
@@ -46,7 +38,7 @@ class Launch {
     return bytes(&value, sizeof(T));
   }
   Launch& buffer(const void* handle);  // a cl_mem, or null for an unused pointer argument
-  Launch& scalar(const kernels::ScalarArg& a) { return bytes(a.bytes, a.size); }
+  Launch& scalar(const device_common::ScalarArg& a) { return bytes(a.bytes, a.size); }
   Launch& bytes(const void* p, std::size_t n);
   // 1-D over n work-items in groups of the device's local size.
   void run(std::int64_t n, const char* op);

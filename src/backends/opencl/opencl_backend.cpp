@@ -5,7 +5,7 @@
 #include "backends/opencl/runtime.h"
 
 namespace anvil {
-template class kernels::DeviceBackend<opencl::Runtime>;
+template class device_common::DeviceBackend<opencl::Runtime>;
 }  // namespace anvil
 
 namespace anvil::detail {

@@ -23,26 +23,15 @@ std::string build_log(cl_program program, cl_device_id device) {
 
 }  // namespace
 
-ProgramCache::ProgramCache(cl_context context, cl_device_id device, std::string label, bool fp64)
-    : context_(context), device_(device), label_(std::move(label)), fp64_(fp64) {
-  cl_device_type type = 0;
-  if (clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, nullptr) == CL_SUCCESS)
-    first_runs_wait_ = (type & CL_DEVICE_TYPE_CPU) != 0;
-}
-
-ProgramCache::~ProgramCache() {
-  for (auto& [key, k] : kernels_) clReleaseKernel(k);
-  for (auto& [key, p] : programs_) clReleaseProgram(p);
-}
-
-cl_program ProgramCache::program(const std::string& file, const std::string& defines) {
-  std::string options = defines + " -cl-std=CL1.2";
+std::string ClCompiler::options(const device_common::KernelSpec& spec) const {
+  std::string options = device_common::define_options(spec) + " -cl-std=CL1.2";
   if (fp64_) options += " -DANVIL_HAS_FP64=1";
-  const std::string key = file + '|' + options;
-  auto it = programs_.find(key);
-  if (it != programs_.end()) return it->second;
+  return options;
+}
 
-  const std::string source = kernels::assemble_source("prelude_opencl.h", file);
+cl_program ClCompiler::compile(const device_common::KernelSpec& spec, const std::string& options) const {
+  const std::string& file = spec.file;
+  const std::string source = device_common::assemble_source("prelude_opencl.h", file);
   const char* text = source.c_str();
   const std::size_t length = source.size();
   cl_int err = CL_SUCCESS;
@@ -61,17 +50,13 @@ cl_program ProgramCache::program(const std::string& file, const std::string& def
       std::fprintf(stderr, "anvil: build log of %s (%s) on %s:\n%s\n", file.c_str(), options.c_str(), label_.c_str(),
                    log.c_str());
   }
-  programs_.emplace(key, program);
   return program;
 }
 
-cl_kernel ProgramCache::build(std::uint64_t key, const kernels::KernelSpec& spec) {
-  cl_program p = program(spec.file, kernels::define_options(spec));
+cl_kernel ClCompiler::kernel(cl_program program, const std::string& name) const {
   cl_int err = CL_SUCCESS;
   cl_kernel k = nullptr;
-  ANVIL_CL_CHECK(label_, (k = clCreateKernel(p, spec.name.c_str(), &err), err));
-  kernels_.emplace(key, k);
-  names_.push_back(spec.name);
+  ANVIL_CL_CHECK(label_, (k = clCreateKernel(program, name.c_str(), &err), err));
   return k;
 }
 

@@ -72,8 +72,8 @@ std::vector<cl_device_id> split_into_cores(cl_device_id id) {
 
 }  // namespace
 
-kernels::DeviceList<DeviceEntry> Runtime::discover() noexcept {
-  kernels::DeviceList<DeviceEntry> out;
+device_common::DeviceList<DeviceEntry> Runtime::discover() noexcept {
+  device_common::DeviceList<DeviceEntry> out;
   std::vector<std::vector<cl_device_id>> platform_ids;
   try {
     cl_uint nplatforms = 0;
@@ -159,7 +159,8 @@ constexpr std::size_t kMaxStagedWrite = std::size_t{4} << 20;
 }  // namespace
 
 Queue::Queue(Runtime& runtime, int, const DeviceEntry& entry, const std::string& label)
-    : programs(runtime.context_for(entry, label), entry.id, label, entry.props.fp64),
+    : programs(ClCompiler(runtime.context_for(entry, label), entry.id, label, entry.props.fp64)),
+      first_runs(entry.id),
       label_(label),
       entry_(entry),
       context_(runtime.context_for(entry, label)) {
@@ -265,10 +266,10 @@ void Queue::retire_completed(bool all) {
   }
 }
 
-kernels::DeviceFault Queue::wait() {
+device_common::DeviceFault Queue::wait() {
   const cl_int finish_status = clFinish(handle);
   retire_completed(true);
-  kernels::DeviceFault fault;
+  device_common::DeviceFault fault;
   if (failed_op_ == nullptr && finish_status == CL_SUCCESS) return fault;
   const cl_int status = failed_op_ != nullptr ? failed_status_ : finish_status;
   fault.status = detail::cat(status_name(status), " (", status, ")");

@@ -35,6 +35,7 @@
 #include "backends/common/device_backend.h"
 #include "backends/common/env_flags.h"
 #include "backends/opencl/cl_api.h"
+#include "backends/opencl/first_runs.h"
 #include "backends/opencl/program_cache.h"
 #include "core/caching_allocator.h"
 
@@ -55,8 +56,8 @@ struct DeviceEntry {
   bool profiling = false;
 };
 
-using kernels::env_flag;
-using kernels::env_flag_off;
+using device_common::env_flag;
+using device_common::env_flag_off;
 
 class Launch;
 class Queue;
@@ -74,7 +75,7 @@ class Runtime {
   // Enumerates platforms and devices; never throws (a broken or missing ICD
   // is a reason, not a crash). ANVIL_OPENCL_NO_FP64=1 makes every device
   // report no fp64, to test what a user of such a device sees.
-  kernels::DeviceList<DeviceEntry> discover() noexcept;
+  device_common::DeviceList<DeviceEntry> discover() noexcept;
   // GPUs and accelerators; CPU devices only with ANVIL_OPENCL_CPU=1.
   static bool is_accelerator(const DeviceEntry& e) noexcept;
   // Devices of one platform share a context, so copies stay on the device side.
@@ -91,7 +92,7 @@ class Runtime {
 };
 
 // One device's in-order queue. Every member is called with the device's
-// lock held (kernels::DeviceSlot::mutex).
+// lock held (device_common::DeviceSlot::mutex).
 class Queue {
  public:
   Queue(Runtime& runtime, int index, const DeviceEntry& entry, const std::string& label);
@@ -125,7 +126,7 @@ class Queue {
   bool gemm_blas(const detail::GemmArgs& a, detail::CachingAllocator& allocator);
 
   // clFinish, then the first command that failed since the last wait.
-  kernels::DeviceFault wait();
+  device_common::DeviceFault wait();
 
   // Timestamps on the device's clock (Note [Device clocks]).
   static bool has_device_clock(const DeviceEntry& e) noexcept { return e.profiling; }
@@ -144,6 +145,7 @@ class Queue {
 
   cl_command_queue handle = nullptr;
   ProgramCache programs;
+  FirstRuns first_runs;  // launch.h, gemm.cpp
 
  private:
   struct InFlight {
@@ -166,10 +168,10 @@ class Queue {
 }  // namespace anvil::opencl
 
 namespace anvil {
-extern template class kernels::DeviceBackend<opencl::Runtime>;  // opencl_backend.cpp
+extern template class device_common::DeviceBackend<opencl::Runtime>;  // opencl_backend.cpp
 }  // namespace anvil
 
 namespace anvil::opencl {
 // The OpenCL backend: the shared device backend over this runtime.
-inline kernels::DeviceBackend<Runtime>& backend() { return kernels::backend_instance<Runtime>(); }
+inline device_common::DeviceBackend<Runtime>& backend() { return device_common::backend_instance<Runtime>(); }
 }  // namespace anvil::opencl

@@ -1,4 +1,4 @@
-// Dtype dispatch for CPU kernels: ANVIL_DISPATCH(dtype, T, body) runs `body`
+// A switch over dtypes for CPU kernels: ANVIL_DISPATCH(dtype, T, body) runs `body`
 // with T bound to the C++ type of `dtype`.
 #pragma once
 
