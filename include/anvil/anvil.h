@@ -25,6 +25,7 @@
 #include "anvil/profiler.h"
 #include "anvil/runtime.h"
 #include "anvil/shape.h"
+#include "anvil/sync_guard.h"
 #include "anvil/tensor.h"
 #include "anvil/timer.h"
 #include "anvil/version.h"

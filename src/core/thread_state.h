@@ -23,7 +23,7 @@
 #include "anvil/amp.h"
 #include "anvil/device.h"
 #include "anvil/dtype.h"
-#include "anvil/profiler.h"
+#include "anvil/sync_guard.h"
 
 namespace anvil::detail {
 

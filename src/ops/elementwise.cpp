@@ -7,9 +7,9 @@
 
 #include "anvil/amp.h"
 #include "autograd/graph.h"
+#include "core/observer.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/env_flag.h"
-#include "profiler/hooks.h"
+#include "core/observer.h"
 
 namespace anvil::detail {
 

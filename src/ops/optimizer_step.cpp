@@ -2,9 +2,9 @@
 
 #include "anvil/ops.h"
 #include "core/env_flag.h"
+#include "core/observer.h"
 #include "ops/op_common.h"
 #include "ops/tensor_make.h"
-#include "profiler/hooks.h"
 
 namespace anvil::detail {
 

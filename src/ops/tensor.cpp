@@ -5,9 +5,9 @@
 
 #include "autograd/graph.h"
 #include "core/ledger_counters.h"
+#include "core/observer.h"
 #include "ops/host_dispatch.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -52,7 +52,7 @@ void transfer_into(const Tensor& out, const Tensor& src) {
   const Device from = si.device();
   const std::size_t bytes = out.nbytes();
   if (bytes == 0) return;
-  profiler::detail::CopySpan copy_span(from, dst, bytes);
+  detail::CopySpan copy_span(from, dst, bytes);
   const std::size_t src_off = static_cast<std::size_t>(si.offset()) * element_size(si.dtype());
   const std::size_t dst_off = static_cast<std::size_t>(oi.offset()) * element_size(oi.dtype());
   void* dst_data = oi.storage()->data();
@@ -64,7 +64,7 @@ void transfer_into(const Tensor& out, const Tensor& src) {
                                bytes);
   } else if (dst.is_cpu()) {
     {
-      const profiler::detail::SyncSpan wait(from);
+      const detail::SyncSpan wait(from);
       src_backend.copy_to_host(from.index(), static_cast<char*>(dst_data) + dst_off, si.storage()->data(), src_off,
                                bytes);
     }
@@ -73,7 +73,7 @@ void transfer_into(const Tensor& out, const Tensor& src) {
     Tensor staging = make_empty(si.shape(), si.dtype(), cpu());
     void* host = staging.impl_ref().storage()->data();
     {
-      const profiler::detail::SyncSpan wait(from);
+      const detail::SyncSpan wait(from);
       src_backend.copy_to_host(from.index(), host, si.storage()->data(), src_off, bytes);
     }
     record_sync(from);
@@ -92,7 +92,7 @@ Tensor host_contiguous(const Tensor& t) {
 
 Tensor Tensor::to(Device d, SourceLocation loc) const {
   if (impl_ref().device() == d) return *this;
-  const profiler::detail::SiteScope site("to", loc, true);
+  const detail::SiteScope site("to", loc, true);
   Tensor r = detail::transfer(*this, d);
   detail::record_to_device(r, *this);
   return r;
@@ -108,7 +108,7 @@ Tensor Tensor::to(Device d, DType t) const {
 
 Tensor Tensor::copy_to(Device d, SourceLocation loc) const {
   impl_ref();
-  const profiler::detail::SiteScope site("copy_to", loc, true);
+  const detail::SiteScope site("copy_to", loc, true);
   Tensor r = detail::transfer(*this, d);
   detail::record_to_device(r, *this);
   return r;
@@ -116,7 +116,7 @@ Tensor Tensor::copy_to(Device d, SourceLocation loc) const {
 
 template <HasDType T>
 T Tensor::item(SourceLocation loc) const {
-  const profiler::detail::SiteScope site("item", loc, false);
+  const detail::SiteScope site("item", loc, false);
   ANVIL_CHECK(numel() == 1, ShapeError,
               "item: only one-element tensors can be read as a scalar; expected 1 element, got ", numel(), " (shape ",
               shape(), ")");
@@ -130,7 +130,7 @@ T Tensor::item(SourceLocation loc) const {
 
 template <HasDType T>
 std::vector<T> Tensor::to_vector(SourceLocation loc) const {
-  const profiler::detail::SiteScope site("to_vector", loc, false);
+  const detail::SiteScope site("to_vector", loc, false);
   // Converted where the data is, unless the device cannot hold T's dtype
   // (to_vector<double>() of a GPU without fp64): then on the host.
   const Device d = impl_ref().device();
