@@ -20,7 +20,7 @@
 #include <array>
 #include <optional>
 
-#include "anvil/amp.h"
+#include "anvil/autocast.h"
 #include "anvil/device.h"
 #include "anvil/dtype.h"
 #include "anvil/sync_guard.h"

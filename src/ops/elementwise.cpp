@@ -5,7 +5,7 @@
 #include <limits>
 #include <optional>
 
-#include "anvil/amp.h"
+#include "anvil/autocast.h"
 #include "autograd/graph.h"
 #include "core/observer.h"
 #include "ops/autocast.h"
@@ -125,7 +125,7 @@ Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params) {
   const char* opname = name(op);
   ANVIL_PROFILE_OP(opname, &x);
   check_defined(opname, x);
-  // Autocast's f32 list (anvil/amp.h): the ops whose 16-bit results lose the
+  // Autocast's f32 list (anvil/autocast.h): the ops whose 16-bit results lose the
   // most (exponentials, logarithms, reciprocals), marked Fp32 in anvil/ops.def.
   if (row(op).autocast == AutocastPolicy::Fp32)
     if (auto c = autocast_inputs(AutocastList::Fp32, {&x})) return unary_op(op, (*c)[0], params);
