@@ -103,14 +103,15 @@
 #include <mutex>
 #include <thread>
 
+#include "anvil/ops.h"
 #include "anvil/profiler.h"
 #include "anvil/runtime.h"
 #include "core/env_flag.h"
 #include "core/ledger_counters.h"
 #include "core/tensor_impl.h"
+#include "core/transfer.h"
 #include "distributed/collective.h"
 #include "distributed/engine.h"
-#include "ops/op_common.h"
 
 namespace anvil::dist::detail {
 
@@ -284,7 +285,7 @@ class Call {
     if (host_) {
       if (t.device().is_cpu() && t.is_contiguous()) return t;
       Tensor host = host_view(staging_, offset, t.shape(), t.dtype());
-      if (copy) anvil::detail::transfer_into(host, t);
+      if (copy) anvil::detail::transfer_into(host.impl_ref(), t.contiguous().impl_ref());
       return host;
     }
     if (t.is_contiguous()) return t;
@@ -311,7 +312,7 @@ class Call {
   // A buffer's data from `src` (any device).
   void fill(const Tensor& buf, const Tensor& src) {
     if (host_) {
-      anvil::detail::transfer_into(buf, src);
+      anvil::detail::transfer_into(buf.impl_ref(), src.contiguous().impl_ref());
     } else {
       Tensor(buf).copy_(src);
     }
@@ -321,7 +322,7 @@ class Call {
   void out(const Tensor& t, const Tensor& buf) {
     if (buf.is_same(t)) return;
     if (host_ && t.is_contiguous()) {
-      anvil::detail::transfer_into(t, buf);
+      anvil::detail::transfer_into(t.impl_ref(), buf.impl_ref());
     } else {
       Tensor strided = t;
       strided.copy_(host_ ? buf.to(t.device()) : buf);
