@@ -559,7 +559,7 @@ std::optional<Tensor> try_unary_binary(BinaryOp op, const Lazy* a, const Lazy* b
       s ? elementwise_args(out, {inputs[0], inputs[1]}, {*s}, t) : elementwise_args(out, {inputs[0], inputs[1]});
   check_supported(name(op), Primitive::Binary, t, d);
   ANVIL_PROFILE_OP(name(op), inputs[0], inputs[1]);
-  backend_of(x).unary_binary(d.index(), op, prologue, args);
+  dispatch::unary_binary(d, op, prologue, args);
   return out;
 }
 

@@ -167,7 +167,7 @@ Tensor from_host(const void* data, const Shape& shape, DType t, Device d) {
   ANVIL_CHECK(data != nullptr, ValueError, "from_host: data is null; expected a pointer to ", bytes, " bytes");
   const detail::TensorImpl& oi = out.impl_ref();
   detail::CopySpan copy_span(cpu(), d, bytes);
-  oi.backend().copy_from_host(d.index(), oi.storage()->data(), 0, data, bytes);
+  detail::dispatch::copy_from_host(d, oi.storage()->data(), 0, data, bytes);
   if (!d.is_cpu()) detail::record_copy(cpu(), d, bytes);
   return out;
 }
