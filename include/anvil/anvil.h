@@ -8,6 +8,7 @@
 #pragma once
 
 #include "anvil/amp.h"
+#include "anvil/autocast.h"
 #include "anvil/autograd.h"
 #include "anvil/backends.h"
 #include "anvil/data.h"
@@ -15,6 +16,7 @@
 #include "anvil/device_log.h"
 #include "anvil/dtype.h"
 #include "anvil/error.h"
+#include "anvil/grad_scaler.h"
 #include "anvil/io.h"
 #include "anvil/ledger.h"
 #include "anvil/nn.h"
@@ -25,6 +27,7 @@
 #include "anvil/profiler.h"
 #include "anvil/runtime.h"
 #include "anvil/shape.h"
+#include "anvil/sync_guard.h"
 #include "anvil/tensor.h"
 #include "anvil/timer.h"
 #include "anvil/version.h"

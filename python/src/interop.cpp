@@ -8,98 +8,52 @@
 #include <cstring>
 #include <string>
 
+#include "anvil/dlpack.h"
 #include "common.h"
-#include "core/tensor_impl.h"
 
 namespace anvil::python {
 namespace {
 
-nb::dlpack::dtype dlpack_dtype(DType t) {
-  using nb::dlpack::dtype_code;
-  auto make = [](dtype_code c, int bits) {
-    return nb::dlpack::dtype{static_cast<std::uint8_t>(c), static_cast<std::uint8_t>(bits), 1};
-  };
-  switch (t) {
-    case DType::Bool:
-      return make(dtype_code::Bool, 8);
-    case DType::U8:
-      return make(dtype_code::UInt, 8);
-    case DType::I32:
-      return make(dtype_code::Int, 32);
-    case DType::I64:
-      return make(dtype_code::Int, 64);
-    case DType::F32:
-      return make(dtype_code::Float, 32);
-    case DType::F64:
-      return make(dtype_code::Float, 64);
-    case DType::F16:
-      return make(dtype_code::Float, 16);
-    case DType::BF16:
-      return make(dtype_code::Bfloat, 16);
-  }
-  return make(dtype_code::Float, 32);
+// A DLManagedTensor (anvil/dlpack.h) as the owner of Python-side views: its
+// deleter runs when the last of them dies.
+nb::capsule owner_of(DLManagedTensor* m) {
+  return nb::capsule(m, [](void* p) noexcept {
+    auto* managed = static_cast<DLManagedTensor*>(p);
+    managed->deleter(managed);
+  });
 }
 
-std::optional<DType> anvil_dtype(nb::dlpack::dtype d) {
-  using nb::dlpack::dtype_code;
-  if (d.lanes != 1) return std::nullopt;
-  switch (static_cast<dtype_code>(d.code)) {
-    case dtype_code::Bool:
-      if (d.bits == 8) return DType::Bool;
-      break;
-    case dtype_code::UInt:
-      if (d.bits == 8) return DType::U8;
-      break;
-    case dtype_code::Int:
-      if (d.bits == 32) return DType::I32;
-      if (d.bits == 64) return DType::I64;
-      break;
-    case dtype_code::Float:
-      if (d.bits == 16) return DType::F16;
-      if (d.bits == 32) return DType::F32;
-      if (d.bits == 64) return DType::F64;
-      break;
-    case dtype_code::Bfloat:
-      if (d.bits == 16) return DType::BF16;
-      break;
-    default:
-      break;
-  }
-  return std::nullopt;
-}
-
-// DLPack's device types.
-constexpr int kDLCPU = 1, kDLCUDA = 2;
-
-// The tensor's memory as an nb::ndarray of framework F; the array holds a
-// handle to the tensor, so the storage outlives every view of it.
+// The tensor's memory as an nb::ndarray of framework F (anvil::to_dlpack,
+// which waits for a CUDA device's queue first).
 template <typename... F>
-nb::ndarray<F...> export_array(const Tensor& t, const char* op) {
-  const Device d = t.device();
-  int device_type = 0;
-  if (d.type() == DeviceType::CPU) {
-    device_type = kDLCPU;
-  } else if (d.type() == DeviceType::CUDA) {
-    device_type = kDLCUDA;
-    // The consumer reads on its own stream: let every queued op finish first.
+nb::ndarray<F...> export_array(const Tensor& t) {
+  DLManagedTensor* m = nullptr;
+  {
     nb::gil_scoped_release release;
-    synchronize(d);
-  } else {
-    throw NotSupported(detail::cat(op, ": ", d, " memory cannot be shared through DLPack (CPU and CUDA only); ",
-                                   "copy it with .cpu() first"));
+    m = to_dlpack(t);
   }
-  const detail::TensorImpl& impl = t.impl_ref();
-  char* base = static_cast<char*>(impl.storage()->data());
-  void* data = base + static_cast<std::size_t>(t.offset()) * element_size(t.dtype());
-  std::vector<std::size_t> shape(static_cast<std::size_t>(t.dim()));
-  std::vector<std::int64_t> strides(static_cast<std::size_t>(t.dim()));
-  for (int i = 0; i < t.dim(); ++i) {
-    shape[static_cast<std::size_t>(i)] = static_cast<std::size_t>(t.size(i));
-    strides[static_cast<std::size_t>(i)] = t.stride(i);
+  const DLTensor& dl = m->dl_tensor;
+  nb::capsule owner = owner_of(m);
+  std::vector<std::size_t> shape(static_cast<std::size_t>(dl.ndim));
+  for (std::size_t i = 0; i < shape.size(); ++i) shape[i] = static_cast<std::size_t>(dl.shape[i]);
+  const nb::dlpack::dtype dtype{dl.dtype.code, dl.dtype.bits, dl.dtype.lanes};
+  return nb::ndarray<F...>(dl.data, shape.size(), shape.data(), owner, dl.strides, dtype, dl.device.device_type,
+                           dl.device.device_id);
+}
+
+// DLPack's "dltensor" capsule: a consumer renames it "used_dltensor" and
+// calls the deleter itself; one nobody consumed is deleted with the capsule.
+nb::object dltensor_capsule(DLManagedTensor* m) {
+  PyObject* capsule = PyCapsule_New(m, "dltensor", [](PyObject* self) {
+    if (!PyCapsule_IsValid(self, "dltensor")) return;  // consumed
+    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(self, "dltensor"));
+    managed->deleter(managed);
+  });
+  if (capsule == nullptr) {
+    m->deleter(m);
+    throw nb::python_error();
   }
-  nb::object owner = nb::cast(t);  // a Python handle to the same storage
-  return nb::ndarray<F...>(data, shape.size(), shape.data(), owner, strides.data(), dlpack_dtype(t.dtype()),
-                           device_type, d.index());
+  return nb::steal(capsule);
 }
 
 }  // namespace
@@ -111,7 +65,7 @@ nb::object to_numpy(const Tensor& t) {
             .c_str());
   if (t.dtype() == DType::BF16)
     throw nb::type_error("numpy: NumPy has no bfloat16; convert with .to(anvil.float32) first");
-  return nb::cast(export_array<nb::numpy>(t, "numpy"));
+  return nb::cast(export_array<nb::numpy>(t));
 }
 
 // The array API's __dlpack__ (2023.12). max_version: nanobind makes the
@@ -120,7 +74,7 @@ nb::object to_numpy(const Tensor& t) {
 // CPU (a copy); copy=False where a copy is needed is a BufferError.
 nb::object dlpack_capsule(const Tensor& t, nb::handle stream, nb::handle max_version, nb::handle dl_device,
                           std::optional<bool> copy) {
-  (void)stream;  // export_array synchronises the device, so any stream may read
+  (void)stream;  // to_dlpack synchronises the device, so any stream may read
   (void)max_version;
   Tensor out = t;
   if (!dl_device.is_none()) {
@@ -144,14 +98,18 @@ nb::object dlpack_capsule(const Tensor& t, nb::handle stream, nb::handle max_ver
     nb::gil_scoped_release release;
     out = t.clone();
   }
-  // nanobind hands an ndarray of no framework to Python as a DLPack capsule.
-  return nb::cast(export_array<>(out, "__dlpack__"));
+  DLManagedTensor* m = nullptr;
+  {
+    nb::gil_scoped_release release;
+    m = to_dlpack(out);
+  }
+  return dltensor_capsule(m);
 }
 
 nb::tuple dlpack_device(const Tensor& t) {
   const Device d = t.device();
-  if (d.type() == DeviceType::CPU) return nb::make_tuple(kDLCPU, 0);
-  if (d.type() == DeviceType::CUDA) return nb::make_tuple(kDLCUDA, d.index());
+  if (d.type() == DeviceType::CPU) return nb::make_tuple(static_cast<int>(kDLCPU), 0);
+  if (d.type() == DeviceType::CUDA) return nb::make_tuple(static_cast<int>(kDLCUDA), d.index());
   throw NotSupported(detail::cat("__dlpack_device__: ", d, " has no DLPack device type (CPU and CUDA only)"));
 }
 
@@ -165,42 +123,39 @@ Tensor from_dlpack(nb::handle obj) {
                           " has neither __dlpack__ nor the buffer protocol")
                              .c_str());
   }
-  const std::optional<DType> dtype = anvil_dtype(array.dtype());
-  if (!dtype) throw DTypeError("from_dlpack: the array's element type has no anvil dtype");
-  Device device;
-  if (array.device_type() == kDLCPU) {
-    device = cpu();
-  } else if (array.device_type() == kDLCUDA) {
-    device = Device(DeviceType::CUDA, array.device_id());
-  } else {
-    throw NotSupported(detail::cat("from_dlpack: DLPack device type ", array.device_type(),
-                                   " is not one anvil shares memory with (CPU and CUDA only)"));
-  }
-  std::vector<std::int64_t> shape(array.ndim()), strides(array.ndim());
-  // The byte range the view reaches, to size the adopted storage.
-  std::int64_t lo = 0, hi = 0;
-  std::int64_t numel = 1;
-  for (std::size_t i = 0; i < array.ndim(); ++i) {
-    shape[i] = static_cast<std::int64_t>(array.shape(i));
-    strides[i] = array.stride(i);
-    numel *= shape[i];
-    if (shape[i] > 0) (strides[i] < 0 ? lo : hi) += strides[i] * (shape[i] - 1);
-  }
-  if (lo < 0) throw NotSupported("from_dlpack: negative strides (a reversed NumPy view); pass a copy");
-  const std::size_t elem = element_size(*dtype);
-  const std::size_t nbytes = numel == 0 ? 0 : static_cast<std::size_t>(hi + 1) * elem;
-  // The storage holds a reference to the producer's array; dropping it may
-  // run Python code (NumPy's deallocator), so it takes the GIL, from
+  // The producer's array (through whichever protocol nanobind read it) as a
+  // DLManagedTensor for anvil::from_dlpack. Dropping the array may run
+  // Python code (NumPy's deallocator), so the deleter takes the GIL, from
   // whichever thread the last view dies on.
-  auto* keep = new nb::ndarray<>(array);
-  auto release = [keep] {
+  struct Imported {
+    nb::ndarray<> array;
+    std::vector<std::int64_t> shape, strides;
+    DLManagedTensor managed{};
+  };
+  auto* imported = new Imported{array, {}, {}, {}};
+  for (std::size_t i = 0; i < array.ndim(); ++i) {
+    imported->shape.push_back(static_cast<std::int64_t>(array.shape(i)));
+    imported->strides.push_back(array.stride(i));
+  }
+  DLTensor& dl = imported->managed.dl_tensor;
+  dl.data = const_cast<void*>(array.data());
+  dl.device = {static_cast<DLDeviceType>(array.device_type()), array.device_id()};
+  dl.ndim = static_cast<std::int32_t>(array.ndim());
+  dl.dtype = {array.dtype().code, array.dtype().bits, array.dtype().lanes};
+  dl.shape = imported->shape.data();
+  dl.strides = imported->strides.data();
+  imported->managed.manager_ctx = imported;
+  imported->managed.deleter = [](DLManagedTensor* self) {
     if (!Py_IsInitialized()) return;  // at exit, the producer is gone already
     nb::gil_scoped_acquire gil;
-    delete keep;
+    delete static_cast<Imported*>(self->manager_ctx);
   };
-  auto storage = std::make_shared<detail::Storage>(device, nbytes, const_cast<void*>(array.data()), release);
-  auto impl = std::make_shared<detail::TensorImpl>(std::move(storage), Shape(shape), Strides(strides), 0, *dtype);
-  return Tensor(std::move(impl));
+  try {
+    return anvil::from_dlpack(&imported->managed);
+  } catch (...) {
+    delete imported;  // not taken (anvil/dlpack.h); the GIL is held here
+    throw;
+  }
 }
 
 namespace {

@@ -10,9 +10,9 @@
 
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
+#include "core/observer.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -186,7 +186,7 @@ void run_graph(const char* op, const std::vector<Tensor>& roots, const std::vect
 
 void run_backward(const char* op, const std::vector<Tensor>& roots, const std::vector<Tensor>& gradients,
                   bool retain_graph, Capture* capture) {
-  const profiler::detail::OpSpan span(profiler::detail::Kind::Backward, op, nullptr, {&roots.front()});
+  const detail::OpSpan span(detail::SpanKind::Backward, op, nullptr, {&roots.front()});
   // Gradient rules compute in their forward op's dtypes, not autocast's.
   AutocastSuspend no_autocast;
   std::vector<std::function<void()>> callbacks;
@@ -353,7 +353,7 @@ void run_graph(const char* op, const std::vector<Tensor>& roots, const std::vect
     std::vector<Tensor> outs;
     if (gn.defined()) {
       const Device gd = gn.device();
-      const profiler::detail::OpSpan span(profiler::detail::Kind::Backward, n->name.c_str(), &gd, {&gn});
+      const detail::OpSpan span(detail::SpanKind::Backward, n->name.c_str(), &gd, {&gn});
       outs = n->apply(gn, retain_graph);
     } else if (!retain_graph) {
       n->release();

@@ -8,7 +8,7 @@
 #include "core/backend.h"
 #include "core/backend_module.h"
 #include "core/ledger_counters.h"
-#include "profiler/hooks.h"
+#include "core/observer.h"
 
 namespace anvil {
 
@@ -162,10 +162,10 @@ std::vector<Device> all_devices() noexcept {
 DeviceProperties properties(Device d) { return detail::backend_checked(d, "properties").properties(d.index()); }
 
 void synchronize(Device d, SourceLocation loc) {
-  const profiler::detail::SiteScope site("synchronize", loc, true);
+  const detail::SiteScope site("synchronize", loc, true);
   detail::Backend& b = detail::backend_checked(d, "synchronize");
   {
-    const profiler::detail::SyncSpan wait(d);
+    const detail::SyncSpan wait(d);
     b.synchronize(d.index());
   }
   detail::record_sync(d);

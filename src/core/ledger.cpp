@@ -6,7 +6,7 @@
 
 #include "core/caching_allocator.h"
 #include "core/ledger_counters.h"
-#include "profiler/hooks.h"
+#include "core/observer.h"
 
 namespace anvil {
 
@@ -42,7 +42,7 @@ WorkCounters& work_counters(Device d) noexcept {
 }
 
 void record_collective(Device d, std::uint64_t bytes) {
-  profiler::detail::collective_event(d, bytes);
+  detail::observe_collective(d, bytes);
   std::lock_guard lock(g_mutex);
   Transfer& t = totals().collectives[d];
   ++t.copies;

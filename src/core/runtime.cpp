@@ -1,35 +1,13 @@
+// anvil/runtime.h's memory controls, asked of each device's backend; the
+// thread controls are the CPU backend's (backends/cpu/cpu_runtime.cpp).
 #include "anvil/runtime.h"
 
 #include <ostream>
 
-#include "anvil/error.h"
 #include "core/backend.h"
 #include "core/caching_allocator.h"
 
 namespace anvil {
-
-namespace cpu_backend {
-void set_thread_bound(int threads);  // src/backends/cpu/threads.h
-int thread_bound() noexcept;
-}  // namespace cpu_backend
-
-// Note [One thread pool]
-// anvil's CPU loops run on OpenMP and link the OpenMP build of OpenBLAS, so
-// BLAS calls reuse the same worker threads. With two pools (OpenMP workers
-// spinning while OpenBLAS's pthreads run, LibTorch's configuration after
-// set_num_threads) a 2-core machine runs 5x slower; with one pool there is
-// nothing to oversubscribe. set_num_threads() sets both, as an upper bound:
-// each loop and each BLAS call takes at most that many threads, and small
-// ones take one (Note [Threads from the work's size]).
-void set_num_threads(int n) {
-  ANVIL_CHECK(n >= 1, ValueError, "set_num_threads: expected a thread count >= 1, got ", n);
-  cpu_backend::set_thread_bound(n);
-}
-
-int num_threads() noexcept { return cpu_backend::thread_bound(); }
-
-extern "C" bool anvil_openmp_wait_policy_defaulted();
-bool openmp_wait_policy_defaulted() noexcept { return anvil_openmp_wait_policy_defaulted(); }
 
 std::ostream& operator<<(std::ostream& os, const MemoryStats& s) {
   using detail::format_bytes;

@@ -2,7 +2,7 @@
 
 #include "anvil/error.h"
 #include "core/ledger_counters.h"
-#include "profiler/hooks.h"
+#include "core/observer.h"
 
 namespace anvil::detail {
 
@@ -10,7 +10,7 @@ Storage::Storage(Device device, std::size_t nbytes)
     : device_(device), nbytes_(nbytes), backend_(&backend_checked(device, "allocate")) {
   if (nbytes_ > 0) data_ = backend_->allocate(device.index(), nbytes_);
   work_counters(device_).allocation(nbytes_);
-  profiler::detail::on_memory(device_, static_cast<std::int64_t>(nbytes_));
+  observe_memory(device_, static_cast<std::int64_t>(nbytes_));
 }
 
 Storage::Storage(Device device, std::size_t nbytes, void* data, std::function<void()> release)
@@ -25,7 +25,7 @@ Storage::~Storage() {
     release_();
   } else {
     if (data_ != nullptr) backend_->deallocate(device_.index(), data_, nbytes_);
-    profiler::detail::on_memory(device_, -static_cast<std::int64_t>(nbytes_));
+    observe_memory(device_, -static_cast<std::int64_t>(nbytes_));
   }
 }
 

@@ -25,8 +25,8 @@ class Storage {
   Storage(Device device, std::size_t nbytes);
   // Adopts `nbytes` at `data` (the backend's handle), memory that someone
   // else owns: a NumPy array or a DLPack producer's buffer. `release` runs
-  // when the last view dies, instead of the backend's deallocate. What the
-  // Python package's zero-copy import (anvil.from_dlpack) builds on.
+  // when the last view dies, instead of the backend's deallocate. What
+  // anvil::from_dlpack (anvil/dlpack.h) builds on.
   Storage(Device device, std::size_t nbytes, void* data, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;

@@ -20,10 +20,10 @@
 #include <array>
 #include <optional>
 
-#include "anvil/amp.h"
+#include "anvil/autocast.h"
 #include "anvil/device.h"
 #include "anvil/dtype.h"
-#include "anvil/profiler.h"
+#include "anvil/sync_guard.h"
 
 namespace anvil::detail {
 

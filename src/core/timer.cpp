@@ -29,7 +29,7 @@
 #include "anvil/error.h"
 #include "core/backend.h"
 #include "core/ledger_counters.h"
-#include "profiler/hooks.h"
+#include "core/observer.h"
 
 namespace anvil {
 
@@ -89,8 +89,8 @@ double Event::elapsed_seconds(const Event& end) const {
   if (!stamp_->device_clock) return std::chrono::duration<double>(end.stamp_->host_time - stamp_->host_time).count();
   double seconds = 0;
   {
-    const profiler::detail::SiteScope site("Event::elapsed_seconds", SourceLocation::current(), true);
-    const profiler::detail::SyncSpan wait(d);
+    const detail::SiteScope site("Event::elapsed_seconds", SourceLocation::current(), true);
+    const detail::SyncSpan wait(d);
     seconds = detail::backend_checked(d, "Event::elapsed_seconds")
                   .timestamp_elapsed(d.index(), stamp_->handle, end.stamp_->handle);
   }

@@ -67,16 +67,17 @@
 #include <mutex>
 #include <thread>
 
+#include "anvil/ops.h"
 #include "anvil/profiler.h"
 #include "anvil/runtime.h"
 #include "core/env_flag.h"
 #include "core/ledger_counters.h"
 #include "core/tensor_impl.h"
+#include "core/transfer.h"
 #include "distributed/collective.h"
 #include "distributed/engine.h"
 #include "distributed/staging.h"
 #include "distributed/watchdog.h"
-#include "ops/op_common.h"
 
 namespace anvil::dist::detail {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "ops/op_common.h"  // anvil::detail::transfer_into
+#include "core/transfer.h"
 
 namespace anvil::dist::detail {
 
@@ -35,7 +35,7 @@ Tensor Call::in(const Tensor& t, std::size_t offset, bool copy) {
   if (host_) {
     if (t.device().is_cpu() && t.is_contiguous()) return t;
     Tensor host = host_view(staging_, offset, t.shape(), t.dtype());
-    if (copy) anvil::detail::transfer_into(host, t);
+    if (copy) anvil::detail::transfer_into(host.impl_ref(), t.contiguous().impl_ref());
     return host;
   }
   if (t.is_contiguous()) return t;
@@ -58,7 +58,7 @@ Tensor Call::block(const Tensor& all, int r) {
 
 void Call::fill(const Tensor& buf, const Tensor& src) {
   if (host_) {
-    anvil::detail::transfer_into(buf, src);
+    anvil::detail::transfer_into(buf.impl_ref(), src.contiguous().impl_ref());
   } else {
     Tensor(buf).copy_(src);
   }
@@ -67,7 +67,7 @@ void Call::fill(const Tensor& buf, const Tensor& src) {
 void Call::out(const Tensor& t, const Tensor& buf) {
   if (buf.is_same(t)) return;
   if (host_ && t.is_contiguous()) {
-    anvil::detail::transfer_into(t, buf);
+    anvil::detail::transfer_into(t.impl_ref(), buf.impl_ref());
   } else {
     Tensor strided = t;
     strided.copy_(host_ ? buf.to(t.device()) : buf);

@@ -28,7 +28,6 @@
 #include "distributed/collective.h"
 #include "distributed/engine.h"
 #include "distributed/process_group.h"
-#include "ops/op_common.h"
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,7 @@
 // Autocast state (thread-local, per device type) and the cast policy.
 #include "ops/autocast.h"
 
-#include "anvil/amp.h"
+#include "anvil/autocast.h"
 #include "anvil/error.h"
 #include "ops/op_common.h"
 

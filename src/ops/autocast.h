@@ -1,4 +1,4 @@
-// The autocast policy (anvil/amp.h): the one place that decides how an op's
+// The autocast policy (anvil/autocast.h): the one place that decides how an op's
 // inputs are cast while an AutocastGuard is active. An op on one of the two
 // lists starts with
 //

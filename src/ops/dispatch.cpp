@@ -77,5 +77,49 @@ void argsort(const char* op, Device d, const SortArgs& a) {
   checked(op, Primitive::Sort, d, {a.dtype, DType::I64}).argsort(d.index(), a);
 }
 
+void copy_from_host(Device d, void* dst, std::size_t dst_offset, const void* src, std::size_t bytes) {
+  backend_for(d.type())->copy_from_host(d.index(), dst, dst_offset, src, bytes);
+}
+
+// ---- the fused families ----------------------------------------------------------
+
+namespace {
+// The backend of `d`, a device a tensor already lives on (so it exists).
+Backend& of(Device d) { return *backend_for(d.type()); }
+}  // namespace
+
+bool supports_fused(Device d, FusedOp op, DType t) noexcept { return of(d).supports_fused(op, t, d.index()); }
+bool supports_fused_conv2d(Device d, const Conv2dArgs& a) noexcept { return of(d).supports_fused_conv2d(d.index(), a); }
+bool supports_fused_rnn(Device d, const RnnArgs& a) noexcept { return of(d).supports_fused_rnn(d.index(), a); }
+bool supports_optimizer_step(Device d, OptimizerKind kind, DType t) noexcept {
+  return of(d).supports_optimizer_step(kind, t, d.index());
+}
+bool supports_optimizer_step_list(Device d, OptimizerKind kind, DType t) noexcept {
+  return of(d).supports_optimizer_step_list(kind, t, d.index());
+}
+
+void im2col(Device d, const Im2colArgs& a) { of(d).im2col(d.index(), a); }
+void col2im(Device d, const Im2colArgs& a) { of(d).col2im(d.index(), a); }
+void max_pool2d(Device d, const Pool2dArgs& a) { of(d).max_pool2d(d.index(), a); }
+void max_pool2d_backward(Device d, const Pool2dArgs& a) { of(d).max_pool2d_backward(d.index(), a); }
+void conv2d(Device d, const Conv2dArgs& a) { of(d).conv2d(d.index(), a); }
+void conv2d_backward_data(Device d, const Conv2dArgs& a) { of(d).conv2d_backward_data(d.index(), a); }
+void conv2d_backward_weight(Device d, const Conv2dArgs& a) { of(d).conv2d_backward_weight(d.index(), a); }
+void conv2d_backward(Device d, const Conv2dArgs& data, const Conv2dArgs& weight) {
+  of(d).conv2d_backward(d.index(), data, weight);
+}
+void unary_binary(Device d, BinaryOp op, const BinaryPrologue& prologue, const ElementwiseArgs& a) {
+  of(d).unary_binary(d.index(), op, prologue, a);
+}
+void batch_norm(Device d, const BatchNormArgs& a) { of(d).batch_norm(d.index(), a); }
+void batch_norm_backward(Device d, const BatchNormArgs& a) { of(d).batch_norm_backward(d.index(), a); }
+std::size_t rnn_reserve_bytes(Device d, const RnnArgs& a) { return of(d).rnn_reserve_bytes(d.index(), a); }
+void rnn_forward(Device d, const RnnArgs& a) { of(d).rnn_forward(d.index(), a); }
+void rnn_backward(Device d, const RnnArgs& a) { of(d).rnn_backward(d.index(), a); }
+void interpolate(Device d, const InterpolateArgs& a) { of(d).interpolate(d.index(), a); }
+void interpolate_backward(Device d, const InterpolateArgs& a) { of(d).interpolate_backward(d.index(), a); }
+void optimizer_step(Device d, const OptimizerStepArgs& a) { of(d).optimizer_step(d.index(), a); }
+void optimizer_step_list(Device d, const OptimizerStepListArgs& a) { of(d).optimizer_step_list(d.index(), a); }
+
 }  // namespace dispatch
 }  // namespace anvil::detail

@@ -40,5 +40,37 @@ void random(const char* op, Device d, const RandomArgs& a);
 void scan(const char* op, Device d, const ScanArgs& a);
 void argsort(const char* op, Device d, const SortArgs& a);
 
+// Host data into a new tensor's storage on `d` (from_host).
+void copy_from_host(Device d, void* dst, std::size_t dst_offset, const void* src, std::size_t bytes);
+
+// The fused families (backend.h, FusedOp), which a backend may add for
+// speed. The frontend asks the supports_* entries first and runs its
+// composite where they say no (has_fused), so the entries after them only
+// forward to the backend of `d`.
+bool supports_fused(Device d, FusedOp op, DType t) noexcept;
+bool supports_fused_conv2d(Device d, const Conv2dArgs& a) noexcept;
+bool supports_fused_rnn(Device d, const RnnArgs& a) noexcept;
+bool supports_optimizer_step(Device d, OptimizerKind kind, DType t) noexcept;
+bool supports_optimizer_step_list(Device d, OptimizerKind kind, DType t) noexcept;
+
+void im2col(Device d, const Im2colArgs& a);
+void col2im(Device d, const Im2colArgs& a);
+void max_pool2d(Device d, const Pool2dArgs& a);
+void max_pool2d_backward(Device d, const Pool2dArgs& a);
+void conv2d(Device d, const Conv2dArgs& a);
+void conv2d_backward_data(Device d, const Conv2dArgs& a);
+void conv2d_backward_weight(Device d, const Conv2dArgs& a);
+void conv2d_backward(Device d, const Conv2dArgs& data, const Conv2dArgs& weight);
+void unary_binary(Device d, BinaryOp op, const BinaryPrologue& prologue, const ElementwiseArgs& a);
+void batch_norm(Device d, const BatchNormArgs& a);
+void batch_norm_backward(Device d, const BatchNormArgs& a);
+std::size_t rnn_reserve_bytes(Device d, const RnnArgs& a);
+void rnn_forward(Device d, const RnnArgs& a);
+void rnn_backward(Device d, const RnnArgs& a);
+void interpolate(Device d, const InterpolateArgs& a);
+void interpolate_backward(Device d, const InterpolateArgs& a);
+void optimizer_step(Device d, const OptimizerStepArgs& a);
+void optimizer_step_list(Device d, const OptimizerStepListArgs& a);
+
 }  // namespace dispatch
 }  // namespace anvil::detail

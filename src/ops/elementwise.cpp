@@ -5,11 +5,11 @@
 #include <limits>
 #include <optional>
 
-#include "anvil/amp.h"
+#include "anvil/autocast.h"
 #include "autograd/graph.h"
+#include "core/observer.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -125,7 +125,7 @@ Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params) {
   const char* opname = name(op);
   ANVIL_PROFILE_OP(opname, &x);
   check_defined(opname, x);
-  // Autocast's f32 list (anvil/amp.h): the ops whose 16-bit results lose the
+  // Autocast's f32 list (anvil/autocast.h): the ops whose 16-bit results lose the
   // most (exponentials, logarithms, reciprocals), marked Fp32 in anvil/ops.def.
   if (row(op).autocast == AutocastPolicy::Fp32)
     if (auto c = autocast_inputs(AutocastList::Fp32, {&x})) return unary_op(op, (*c)[0], params);
@@ -559,7 +559,7 @@ std::optional<Tensor> try_unary_binary(BinaryOp op, const Lazy* a, const Lazy* b
       s ? elementwise_args(out, {inputs[0], inputs[1]}, {*s}, t) : elementwise_args(out, {inputs[0], inputs[1]});
   check_supported(name(op), Primitive::Binary, t, d);
   ANVIL_PROFILE_OP(name(op), inputs[0], inputs[1]);
-  backend_of(x).unary_binary(d.index(), op, prologue, args);
+  dispatch::unary_binary(d, op, prologue, args);
   return out;
 }
 

@@ -4,9 +4,9 @@
 #include <mutex>
 
 #include "core/ledger_counters.h"
+#include "core/observer.h"
 #include "ops/host_dispatch.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -166,8 +166,8 @@ Tensor from_host(const void* data, const Shape& shape, DType t, Device d) {
   if (bytes == 0) return out;
   ANVIL_CHECK(data != nullptr, ValueError, "from_host: data is null; expected a pointer to ", bytes, " bytes");
   const detail::TensorImpl& oi = out.impl_ref();
-  profiler::detail::CopySpan copy_span(cpu(), d, bytes);
-  oi.backend().copy_from_host(d.index(), oi.storage()->data(), 0, data, bytes);
+  detail::CopySpan copy_span(cpu(), d, bytes);
+  detail::dispatch::copy_from_host(d, oi.storage()->data(), 0, data, bytes);
   if (!d.is_cpu()) detail::record_copy(cpu(), d, bytes);
   return out;
 }

@@ -12,8 +12,8 @@
 
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
+#include "core/observer.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -139,7 +139,7 @@ Tensor interpolate_fused(const Tensor& x, const InterpolateArgs& shape) {
   InterpolateArgs a = shape;
   Tensor out = detail::make_empty({a.n, a.c, a.oh, a.ow}, x.dtype(), x.device());
   a.image = detail::operand(x), a.out = detail::operand(out);
-  if (out.numel() > 0) detail::backend_of(x).interpolate(x.device().index(), a);
+  if (out.numel() > 0) detail::dispatch::interpolate(x.device(), a);
   detail::record_interpolate(out, x, shape);
   return out;
 }
@@ -156,7 +156,7 @@ Tensor interpolate_backward(const Tensor& grad, const InterpolateArgs& shape) {
   const Tensor g = grad.dtype() == a.dtype ? grad.contiguous() : grad.to(a.dtype).contiguous();
   Tensor image = make_empty({a.n, a.c, a.h, a.w}, a.dtype, grad.device());
   a.image = operand(image), a.out = operand(g);
-  if (image.numel() > 0) backend_of(grad).interpolate_backward(grad.device().index(), a);
+  if (image.numel() > 0) dispatch::interpolate_backward(grad.device(), a);
   return image;
 }
 

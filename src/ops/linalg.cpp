@@ -3,9 +3,9 @@
 // a backend only ever sees a strided batched GEMM.
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
+#include "core/observer.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 

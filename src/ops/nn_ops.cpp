@@ -13,9 +13,9 @@
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
 #include "core/env_flag.h"
+#include "core/observer.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -146,12 +146,10 @@ using detail::operand;
 // compare the two); ANVIL_NO_FUSED=1 turns off both.
 bool has_fused_conv2d(const Tensor& x, const detail::Conv2dArgs& shape) {
   if (detail::env_flag("ANVIL_NO_FUSED") || detail::env_flag("ANVIL_CONV_IM2COL")) return false;
-  detail::Backend& b = detail::backend_of(x);
-  const int index = x.device().index();
-  for (detail::FusedOp op :
-       {detail::FusedOp::Conv2d, detail::FusedOp::Conv2dBackwardData, detail::FusedOp::Conv2dBackwardWeight})
-    if (!b.supports_fused(op, x.dtype(), index)) return false;
-  return b.supports_fused_conv2d(index, shape);
+  if (!has_fused(x,
+                 {detail::FusedOp::Conv2d, detail::FusedOp::Conv2dBackwardData, detail::FusedOp::Conv2dBackwardWeight}))
+    return false;
+  return detail::dispatch::supports_fused_conv2d(x.device(), shape);
 }
 
 // [N, C*KH*KW, OH*OW]: the window matrix of x, one column per output pixel.
@@ -159,8 +157,7 @@ Tensor im2col(const Tensor& x, const detail::Window2d& w) {
   ANVIL_PROFILE_OP("im2col", &x);
   Tensor cols = detail::make_empty({w.n, w.c * w.kh * w.kw, w.oh * w.ow}, x.dtype(), x.device());
   if (cols.numel() > 0)
-    detail::backend_of(x).im2col(x.device().index(),
-                                 {.dtype = x.dtype(), .g = w, .image = operand(x), .cols = operand(cols)});
+    detail::dispatch::im2col(x.device(), {.dtype = x.dtype(), .g = w, .image = operand(x), .cols = operand(cols)});
   detail::record_im2col(cols, x, w);
   return cols;
 }
@@ -175,8 +172,7 @@ Tensor col2im(const Tensor& cols, const Window2d& w) {
                "col2im: unexpected cols ", cols.shape());
   Tensor image = make_empty({w.n, w.c, w.h, w.w}, cols.dtype(), cols.device());
   if (image.numel() > 0)
-    backend_of(cols).col2im(cols.device().index(),
-                            {.dtype = cols.dtype(), .g = w, .image = operand(image), .cols = operand(cols)});
+    dispatch::col2im(cols.device(), {.dtype = cols.dtype(), .g = w, .image = operand(image), .cols = operand(cols)});
   return image;
 }
 
@@ -194,7 +190,7 @@ Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   const Tensor xd = dense(x), wd = dense(weight), bd = bias.defined() ? dense(bias) : Tensor{};
   a.image = operand(xd), a.weight = operand(wd), a.out = operand(out);
   if (bd.defined()) a.bias = operand(bd);
-  backend_of(x).conv2d(x.device().index(), a);
+  dispatch::conv2d(x.device(), a);
   record_conv2d_fused(out, x, weight, bias, shape);
   return out;
 }
@@ -222,7 +218,7 @@ Tensor conv2d_backward_data(const Tensor& grad, const Tensor& weight, const Conv
   ANVIL_PROFILE_OP("conv2d_backward_data", &grad, &weight);
   const Window2d& w = shape.g;
   Tensor image = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
-  backend_of(grad).conv2d_backward_data(grad.device().index(), data_gradient(shape, dense(grad), dense(weight), image));
+  dispatch::conv2d_backward_data(grad.device(), data_gradient(shape, dense(grad), dense(weight), image));
   return image;
 }
 
@@ -231,7 +227,7 @@ std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad, const Tenso
   ANVIL_PROFILE_OP("conv2d_backward_weight", &grad, &x);
   Tensor gw = make_empty(weight_shape, grad.dtype(), grad.device());
   Tensor gb = want_bias ? make_empty({shape.out_channels}, grad.dtype(), grad.device()) : Tensor{};
-  backend_of(grad).conv2d_backward_weight(grad.device().index(), weight_gradient(shape, dense(grad), dense(x), gw, gb));
+  dispatch::conv2d_backward_weight(grad.device(), weight_gradient(shape, dense(grad), dense(x), gw, gb));
   return {gw, gb};
 }
 
@@ -244,8 +240,8 @@ ConvGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& wei
   out.weight = make_empty(weight.shape(), grad.dtype(), grad.device());
   if (want_bias) out.bias = make_empty({shape.out_channels}, grad.dtype(), grad.device());
   const Tensor gd = dense(grad);
-  backend_of(grad).conv2d_backward(grad.device().index(), data_gradient(shape, gd, dense(weight), out.input),
-                                   weight_gradient(shape, gd, dense(x), out.weight, out.bias));
+  dispatch::conv2d_backward(grad.device(), data_gradient(shape, gd, dense(weight), out.input),
+                            weight_gradient(shape, gd, dense(x), out.weight, out.bias));
   return out;
 }
 
@@ -255,8 +251,8 @@ Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Wind
                grad.shape());
   Tensor image = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
   if (image.numel() > 0)
-    backend_of(grad).max_pool2d_backward(
-        grad.device().index(),
+    dispatch::max_pool2d_backward(
+        grad.device(),
         {.dtype = grad.dtype(), .g = w, .image = operand(image), .out = operand(grad), .indices = operand(indices)});
   return image;
 }
@@ -353,8 +349,8 @@ Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
     Tensor out = detail::make_empty({w.n, w.c, w.oh, w.ow}, x.dtype(), x.device());
     Tensor indices = detail::make_empty(out.shape(), DType::I64, x.device());
     if (out.numel() > 0)
-      detail::backend_of(x).max_pool2d(
-          x.device().index(),
+      detail::dispatch::max_pool2d(
+          x.device(),
           {.dtype = x.dtype(), .g = w, .image = operand(x), .out = operand(out), .indices = operand(indices)});
     detail::record_max_pool2d_indices(out, x, indices, w);
     return out;
@@ -514,7 +510,7 @@ Tensor batch_norm_fused(const Tensor& input, const Tensor& running_mean, const T
     a.x = operand(x), a.y = operand(out), a.mean = operand(mean), a.invstd = operand(invstd);
     if (w.defined()) a.weight = operand(w);
     if (b.defined()) a.bias = operand(b);
-    detail::backend_of(x).batch_norm(x.device().index(), a);
+    detail::dispatch::batch_norm(x.device(), a);
     if (training) update_running_statistics(running_mean, running_var, mean, var, a.n * a.s, momentum);
   }
   detail::record_batch_norm_fused(out, x, weight, bias, mean, invstd, training);
@@ -540,7 +536,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
   a.grad = operand(g), a.x = operand(x), a.mean = operand(mean), a.invstd = operand(invstd);
   a.sum_g = operand(out.sum_g), a.sum_gxc = operand(out.sum_gxc);
   if (w.defined()) a.weight = operand(w);
-  backend_of(x).batch_norm_backward(x.device().index(), a);
+  dispatch::batch_norm_backward(x.device(), a);
   return out;
 }
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/env_flag.h"
-#include "profiler/hooks.h"
+#include "core/observer.h"
 
 namespace anvil::detail {
 
@@ -17,9 +17,9 @@ void check_defined(const char* op, const Tensor& t, int arg) {
 
 bool has_fused(const Tensor& x, std::initializer_list<FusedOp> ops) {
   if (env_flag("ANVIL_NO_FUSED")) return false;
-  Backend& b = backend_of(x);
+  const Device d = x.device();
   for (FusedOp op : ops)
-    if (!b.supports_fused(op, x.dtype(), x.device().index())) return false;
+    if (!dispatch::supports_fused(d, op, x.dtype())) return false;
   return true;
 }
 

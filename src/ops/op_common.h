@@ -55,13 +55,6 @@ Tensor cast(const Tensor& t, DType dtype);
 // Runs the copy primitive: dst = src (broadcast, converted); same device.
 void copy_into(const Tensor& dst, const Tensor& src, const char* op = "copy");
 
-// Copies `src` into `dst` across devices (dst contiguous, same dtype and
-// numel): the path Tensor::to takes, counted by the ledger, into storage
-// that already exists (the collectives' reused host staging buffers).
-void transfer_into(const Tensor& dst, const Tensor& src);
-
-inline Backend& backend_of(const Tensor& t) { return t.impl_ref().backend(); }
-
 // An activation's gradient as one elementwise op (BinaryOp ReluBackward…,
 // Note [Activation backward as one op]): `saved` is the forward's output
 // (relu, sigmoid, tanh) or input (gelu, softplus). Recorded for autograd.

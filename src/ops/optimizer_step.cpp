@@ -2,9 +2,9 @@
 
 #include "anvil/ops.h"
 #include "core/env_flag.h"
+#include "core/observer.h"
 #include "ops/op_common.h"
 #include "ops/tensor_make.h"
-#include "profiler/hooks.h"
 
 namespace anvil::detail {
 
@@ -16,8 +16,7 @@ bool fused_optimizer_step(OptimizerStepArgs args, const Tensor& param, const Ten
                             t->shape() == param.shape() && t->is_contiguous());
   };
   if (!fits(&param) || !fits(&grad) || !fits(state0) || !fits(state1)) return false;
-  Backend& b = backend_of(param);
-  if (!b.supports_optimizer_step(args.kind, param.dtype(), param.device().index())) return false;
+  if (!dispatch::supports_optimizer_step(param.device(), args.kind, param.dtype())) return false;
   ANVIL_PROFILE_OP("optimizer_step", &param, &grad);
   args.dtype = param.dtype();
   args.numel = param.numel();
@@ -25,13 +24,12 @@ bool fused_optimizer_step(OptimizerStepArgs args, const Tensor& param, const Ten
   args.grad = operand(grad);
   if (state0) args.state0 = operand(*state0);
   if (state1) args.state1 = operand(*state1);
-  if (args.numel > 0) b.optimizer_step(param.device().index(), args);
+  if (args.numel > 0) dispatch::optimizer_step(param.device(), args);
   return true;
 }
 
 bool has_optimizer_step_list(OptimizerKind kind, const Tensor& param) {
-  return !env_flag("ANVIL_NO_FUSED") &&
-         backend_of(param).supports_optimizer_step_list(kind, param.dtype(), param.device().index());
+  return !env_flag("ANVIL_NO_FUSED") && dispatch::supports_optimizer_step_list(param.device(), kind, param.dtype());
 }
 
 bool fused_optimizer_step_list(OptimizerStepArgs args, const std::vector<ForeachTensor>& list, ForeachTable& table) {
@@ -50,8 +48,7 @@ bool fused_optimizer_step_list(OptimizerStepArgs args, const std::vector<Foreach
                  x.state1.offset() != x.state0.offset()))
       return false;
   }
-  Backend& b = backend_of(head);
-  if (!b.supports_optimizer_step_list(args.kind, head.dtype(), head.device().index())) return false;
+  if (!dispatch::supports_optimizer_step_list(head.device(), args.kind, head.dtype())) return false;
   ANVIL_PROFILE_OP("optimizer_step", &head);
   const auto n = static_cast<std::int64_t>(list.size());
   std::vector<std::int64_t> host(static_cast<std::size_t>(4 * n + 1), 0);
@@ -81,7 +78,7 @@ bool fused_optimizer_step_list(OptimizerStepArgs args, const std::vector<Foreach
     t.first = x.first;
     a.tensors.push_back(t);
   }
-  b.optimizer_step_list(head.device().index(), a);
+  dispatch::optimizer_step_list(head.device(), a);
   return true;
 }
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/observer.h"
 #include "ops/host_dispatch.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -187,7 +187,7 @@ PrintOptions printoptions() {
 std::ostream& operator<<(std::ostream& os, const PrintedTensor& printed) {
   const Tensor& t = printed.tensor;
   if (!t.defined()) return os << "tensor(undefined)";
-  const profiler::detail::SiteScope site("print", printed.location, false);
+  const detail::SiteScope site("print", printed.location, false);
   const PrintOptions opt = printoptions();
   const Tensor h = detail::host_contiguous(t);
   const Shape& shape = h.shape();

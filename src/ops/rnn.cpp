@@ -9,9 +9,9 @@
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
 #include "core/env_flag.h"
+#include "core/observer.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -105,7 +105,7 @@ bool fused_rnn_applies(const Tensor& x, const Tensor& h0, const Tensor& c0, cons
   for (const Tensor& w : weights)
     if (w.dtype() != x.dtype()) return false;
   if (detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&x})) return false;
-  return detail::backend_of(x).supports_fused_rnn(x.device().index(), shape);
+  return detail::dispatch::supports_fused_rnn(x.device(), shape);
 }
 
 }  // namespace
@@ -188,15 +188,13 @@ std::vector<Tensor> rnn_fused(const RnnArgs& shape, const Tensor& x, const Tenso
   }
   // Training mode keeps what the backward needs, and is the mode that drops out.
   a.training = record || a.dropout > 0.0;
-  Backend& b = backend_of(x);
-  const int index = x.device().index();
   Tensor reserve;
   if (a.training) {
-    a.reserve_bytes = b.rnn_reserve_bytes(index, a);
+    a.reserve_bytes = dispatch::rnn_reserve_bytes(x.device(), a);
     reserve = make_empty({static_cast<std::int64_t>(a.reserve_bytes)}, DType::U8, x.device());
     a.reserve = operand(reserve);
   }
-  b.rnn_forward(index, a);
+  dispatch::rnn_forward(x.device(), a);
   if (record) record_rnn_fused(packed, shape, xd, h0d, c0d, wd, reserve);
 
   const Shape y_shape =
@@ -240,7 +238,7 @@ RnnGrads rnn_backward(const Tensor& grad, const RnnArgs& shape, const Tensor& x,
       out.weights.push_back(make_empty(w.shape(), a.dtype, x.device()));
       a.dweights.push_back(operand(out.weights.back()));
     }
-  backend_of(x).rnn_backward(x.device().index(), a);
+  dispatch::rnn_backward(x.device(), a);
   return out;
 }
 

@@ -3,9 +3,9 @@
 // contiguous here, once, so a backend sees plain rows.
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
+#include "core/observer.h"
 #include "ops/dispatch.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 

@@ -8,9 +8,9 @@
 
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
+#include "core/observer.h"
 #include "ops/autocast.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 

@@ -5,9 +5,10 @@
 
 #include "autograd/graph.h"
 #include "core/ledger_counters.h"
+#include "core/observer.h"
+#include "core/transfer.h"
 #include "ops/host_dispatch.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 
@@ -37,49 +38,8 @@ Tensor transfer(const Tensor& src, Device dst) {
   backend_checked(dst, "to");
   check_supported("to", Primitive::Storage, src.impl_ref().dtype(), dst);
   Tensor out = make_empty(src.shape(), src.dtype(), dst);
-  transfer_into(out, src);
+  transfer_into(out.impl_ref(), contiguous(src).impl_ref());
   return out;
-}
-
-void transfer_into(const Tensor& out, const Tensor& src) {
-  const TensorImpl& oi = out.impl_ref();
-  ANVIL_ASSERT(oi.is_contiguous() && oi.dtype() == src.dtype() && oi.numel() == src.numel(),
-               "transfer_into: a contiguous destination of the source's dtype and size");
-  const Device dst = oi.device();
-  Backend& dst_backend = oi.backend();
-  const Tensor s = contiguous(src);
-  const TensorImpl& si = s.impl_ref();
-  const Device from = si.device();
-  const std::size_t bytes = out.nbytes();
-  if (bytes == 0) return;
-  profiler::detail::CopySpan copy_span(from, dst, bytes);
-  const std::size_t src_off = static_cast<std::size_t>(si.offset()) * element_size(si.dtype());
-  const std::size_t dst_off = static_cast<std::size_t>(oi.offset()) * element_size(oi.dtype());
-  void* dst_data = oi.storage()->data();
-  Backend& src_backend = si.backend();
-  if (from.type() == dst.type() && src_backend.can_copy_direct(dst.index(), from.index())) {
-    dst_backend.copy_device(dst.index(), dst_data, dst_off, from.index(), si.storage()->data(), src_off, bytes);
-  } else if (from.is_cpu()) {
-    dst_backend.copy_from_host(dst.index(), dst_data, dst_off, static_cast<const char*>(si.storage()->data()) + src_off,
-                               bytes);
-  } else if (dst.is_cpu()) {
-    {
-      const profiler::detail::SyncSpan wait(from);
-      src_backend.copy_to_host(from.index(), static_cast<char*>(dst_data) + dst_off, si.storage()->data(), src_off,
-                               bytes);
-    }
-    record_sync(from);
-  } else {  // across backends or contexts: through the host
-    Tensor staging = make_empty(si.shape(), si.dtype(), cpu());
-    void* host = staging.impl_ref().storage()->data();
-    {
-      const profiler::detail::SyncSpan wait(from);
-      src_backend.copy_to_host(from.index(), host, si.storage()->data(), src_off, bytes);
-    }
-    record_sync(from);
-    dst_backend.copy_from_host(dst.index(), dst_data, dst_off, host, bytes);
-  }
-  record_copy(from, dst, bytes);
 }
 
 // A contiguous host copy of `t` (itself when already a contiguous CPU tensor).
@@ -92,7 +52,7 @@ Tensor host_contiguous(const Tensor& t) {
 
 Tensor Tensor::to(Device d, SourceLocation loc) const {
   if (impl_ref().device() == d) return *this;
-  const profiler::detail::SiteScope site("to", loc, true);
+  const detail::SiteScope site("to", loc, true);
   Tensor r = detail::transfer(*this, d);
   detail::record_to_device(r, *this);
   return r;
@@ -108,7 +68,7 @@ Tensor Tensor::to(Device d, DType t) const {
 
 Tensor Tensor::copy_to(Device d, SourceLocation loc) const {
   impl_ref();
-  const profiler::detail::SiteScope site("copy_to", loc, true);
+  const detail::SiteScope site("copy_to", loc, true);
   Tensor r = detail::transfer(*this, d);
   detail::record_to_device(r, *this);
   return r;
@@ -116,7 +76,7 @@ Tensor Tensor::copy_to(Device d, SourceLocation loc) const {
 
 template <HasDType T>
 T Tensor::item(SourceLocation loc) const {
-  const profiler::detail::SiteScope site("item", loc, false);
+  const detail::SiteScope site("item", loc, false);
   ANVIL_CHECK(numel() == 1, ShapeError,
               "item: only one-element tensors can be read as a scalar; expected 1 element, got ", numel(), " (shape ",
               shape(), ")");
@@ -130,7 +90,7 @@ T Tensor::item(SourceLocation loc) const {
 
 template <HasDType T>
 std::vector<T> Tensor::to_vector(SourceLocation loc) const {
-  const profiler::detail::SiteScope site("to_vector", loc, false);
+  const detail::SiteScope site("to_vector", loc, false);
   // Converted where the data is, unless the device cannot hold T's dtype
   // (to_vector<double>() of a GPU without fp64): then on the host.
   const Device d = impl_ref().device();

@@ -4,8 +4,8 @@
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
 #include "core/ledger_counters.h"
+#include "core/observer.h"
 #include "ops/op_common.h"
-#include "profiler/hooks.h"
 
 namespace anvil {
 

@@ -1,11 +1,10 @@
-// GradScaler (anvil/amp.h): PyTorch's dynamic loss scaling.
-#include "anvil/amp.h"
-
+// GradScaler (anvil/grad_scaler.h): PyTorch's dynamic loss scaling.
 #include <cmath>
 #include <utility>
 
 #include "anvil/autograd.h"
 #include "anvil/error.h"
+#include "anvil/grad_scaler.h"
 #include "anvil/ops.h"
 
 namespace anvil::amp {

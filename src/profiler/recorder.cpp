@@ -1,5 +1,5 @@
-// Recording: the hooks of hooks.h, the session they write into, and
-// Profile's lifetime. The reports are in report.cpp.
+// Recording: the profiler's observer (core/observer.h), the session it
+// writes into, and Profile's lifetime. The reports are in report.cpp.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,7 +13,6 @@
 #include "anvil/error.h"
 #include "anvil/tensor.h"
 #include "core/backend.h"
-#include "core/tensor_impl.h"
 #include "profiler/session.h"
 
 namespace anvil::profiler::detail {
@@ -225,7 +224,7 @@ Slot begin_op(Kind kind, const char* name, const Device* device, std::initialize
   } else {
     for (const Tensor* t : inputs)
       if (t != nullptr && t->defined()) {
-        d = t->impl()->storage()->device();
+        d = t->device();
         break;
       }
   }
@@ -250,7 +249,7 @@ Slot begin_op(Kind kind, const char* name, const Device* device, std::initialize
 
 Slot begin_named(Kind kind, std::string_view name, Device d) noexcept { return begin_named(current(), kind, name, d); }
 
-Slot CopySpan::begin_copy(Device from, Device to) noexcept {
+Slot begin_copy(Device from, Device to) noexcept {
   try {
     return begin_named(Kind::Copy, "copy " + from.str() + " -> " + to.str(), to.is_cpu() ? from : to);
   } catch (...) {
@@ -296,63 +295,15 @@ void end_span(const Current& c, Slot slot, std::uint64_t bytes) noexcept {
 
 void end_span(Slot slot, std::uint64_t bytes) noexcept { end_span(current(), slot, bytes); }
 
-// ---- call sites and the sync guard ---------------------------------------------
+// ---- syncs ---------------------------------------------------------------------------
 
 namespace {
-thread_local const CallSite* t_site = nullptr;
-// The process-wide default (set_sync_debug_mode) and this thread's
-// SyncGuard, which wins while one is alive (-1: none).
-std::atomic<SyncDebugMode> g_sync_mode{SyncDebugMode::Off};
-thread_local int t_sync_override = -1;
 
-std::string site_text(const CallSite& site) {
-  return anvil::detail::cat(site.location.file_name(), ":", site.location.line(), " (", site.location.function_name(),
-                            ")");
-}
-
-void check_guard(Device d) {
-  const SyncDebugMode mode = anvil::sync_debug_mode();
-  if (mode == SyncDebugMode::Off) return;
-  const CallSite* site = t_site;
-  if (site != nullptr && site->is_explicit) return;
-  const std::string api = site ? site->api : "an internal wait";
-  const std::string where = site ? site_text(*site) : "inside anvil (no public call on this thread)";
-  if (mode == SyncDebugMode::Warn) {
-    static std::mutex warned_mutex;
-    static std::set<std::string> warned;
-    std::lock_guard lock(warned_mutex);
-    if (!warned.insert(where + " " + d.str()).second) return;
-    std::cerr << "anvil: warning: implicit host sync on " << d << " by " << api << " at " << where
-              << " (SyncGuard); move it out of the loop, or keep the value on the device\n";
-    return;
-  }
-  throw ImplicitSync(
-      anvil::detail::cat(api, ": implicit host sync on ", d, " inside SyncGuard(SyncDebugMode::Error) at ", where,
-                         "; expected no host waits here; keep the value on the device, or ",
-                         "copy it explicitly with .to(cpu()) if the wait is meant"),
-      api, site ? site->location.file_name() : "", site ? static_cast<int>(site->location.line()) : 0,
-      site ? site->location.function_name() : "");
-}
-}  // namespace
-
-const CallSite* current_call_site() noexcept { return t_site; }
-
-SiteScope::SiteScope(const char* api, const SourceLocation& location, bool is_explicit) noexcept
-    : site_{api, location, is_explicit}, owner_(t_site == nullptr) {
-  if (owner_) t_site = &site_;
-}
-SiteScope::~SiteScope() {
-  if (owner_) t_site = nullptr;
-}
-
-SyncSpan::SyncSpan(Device d) : device_(d) {
-  if (d.is_cpu()) return;
-  check_guard(d);
-  if (!recording()) return;
+// A host wait, filed under the call site that asked for it.
+Slot begin_sync(Device d, const anvil::detail::CallSite* site) noexcept {
   const Current c = current();
-  slot_ = begin_named(c, Kind::Sync, "sync", d);
-  if (slot_.index < 0) return;
-  const CallSite* site = t_site;
+  const Slot slot = begin_named(c, Kind::Sync, "sync", d);
+  if (slot.index < 0) return slot;
   int index = -1;
   try {
     SyncSite key;
@@ -362,7 +313,7 @@ SyncSpan::SyncSpan(Device d) : device_(d) {
     key.function = site ? site->location.function_name() : "";
     key.implicit = site == nullptr || !site->is_explicit;
     std::lock_guard lock(c.session->mutex);
-    if (c.session->stopped.load(std::memory_order_relaxed)) return;
+    if (c.session->stopped.load(std::memory_order_relaxed)) return slot;
     std::vector<SyncSite>& sites = c.session->sites;
     for (std::size_t i = 0; i < sites.size() && index < 0; ++i) {
       const SyncSite& k = sites[i];
@@ -376,11 +327,8 @@ SyncSpan::SyncSpan(Device d) : device_(d) {
   } catch (...) {
   }
   std::lock_guard lock(c.log->mutex);
-  if (!c.log->closed) c.log->records[slot_.index].site = index;
-}
-
-SyncSpan::~SyncSpan() {
-  if (slot_.index >= 0) end_span(slot_);
+  if (!c.log->closed) c.log->records[slot.index].site = index;
+  return slot;
 }
 
 // ---- memory and collectives -------------------------------------------------------
@@ -417,7 +365,6 @@ void memory_event(Device d, std::int64_t bytes) noexcept {
 }
 
 void collective_event(Device d, std::uint64_t bytes) noexcept {
-  if (!recording()) return;
   const Current c = current();
   if (!c || c.log == nullptr) return;
   // Inside an engine's collective span (a Range of category "collective"):
@@ -437,6 +384,19 @@ void collective_event(Device d, std::uint64_t bytes) noexcept {
   const Slot slot = begin_named(c, Kind::Collective, "collective", d);
   if (slot.index >= 0) end_span(c, slot, bytes);
 }
+
+}  // namespace
+
+// What the profiler receives from the core while it records (Note [Observer off]).
+constinit const anvil::detail::Observer kObserver{
+    .begin_op = begin_op,
+    .begin_named = begin_named,
+    .begin_copy = begin_copy,
+    .begin_sync = begin_sync,
+    .end_span = end_span,
+    .memory = memory_event,
+    .collective = collective_event,
+};
 
 // ---- stopping ------------------------------------------------------------------------
 
@@ -485,6 +445,7 @@ void stop_session(Session& s) {
   {
     std::lock_guard lock(g_current_mutex);
     if (g_current.get() == &s) {
+      anvil::detail::set_observer(nullptr);
       g_recording.store(false, std::memory_order_relaxed);
       g_current_generation.store(0, std::memory_order_release);
       g_current.reset();
@@ -570,6 +531,7 @@ std::shared_ptr<Session> start_session(const Options& options) {
   g_current = s;
   g_current_generation.store(s->generation, std::memory_order_release);
   g_recording.store(true, std::memory_order_relaxed);
+  anvil::detail::set_observer(&kObserver);
   return s;
 }
 
@@ -625,20 +587,6 @@ void register_exit_handler() { std::atexit(finish_exit_profile); }
 
 namespace anvil {
 
-SyncGuard::SyncGuard(SyncDebugMode mode) noexcept
-    : previous_(std::exchange(profiler::detail::t_sync_override, static_cast<int>(mode))) {}
-SyncGuard::~SyncGuard() { profiler::detail::t_sync_override = previous_; }
-SyncDebugMode sync_debug_mode() noexcept {
-  const int mine = profiler::detail::t_sync_override;
-  return mine >= 0 ? static_cast<SyncDebugMode>(mine) : profiler::detail::g_sync_mode.load(std::memory_order_relaxed);
-}
-void set_sync_debug_mode(SyncDebugMode mode) noexcept {
-  profiler::detail::g_sync_mode.store(mode, std::memory_order_relaxed);
-}
-SyncDebugMode default_sync_debug_mode() noexcept {
-  return profiler::detail::g_sync_mode.load(std::memory_order_relaxed);
-}
-
 namespace profiler {
 
 Profile::Profile(Options options) : state_(std::make_unique<State>()) {
@@ -679,7 +627,7 @@ Range::Range(std::string_view name, const char* category) {
 }
 
 Range::~Range() {
-  if (slot_ >= 0) detail::end_span({slot_, generation_});
+  if (slot_ >= 0) detail::end_span({slot_, generation_}, 0);
 }
 
 bool enabled() noexcept { return detail::recording(); }

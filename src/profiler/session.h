@@ -11,11 +11,21 @@
 #include <vector>
 
 #include "anvil/profiler.h"
-#include "profiler/hooks.h"
+#include "core/observer.h"
 
 namespace anvil::profiler::detail {
 
 std::int64_t now_ns() noexcept;
+
+// Whether a profile records: what Range and enabled() ask; the core's
+// events reach the profiler through its observer table (core/observer.h),
+// registered while a profile records.
+extern std::atomic<bool> g_recording;
+inline bool recording() noexcept { return g_recording.load(std::memory_order_relaxed); }
+
+using Kind = anvil::detail::SpanKind;
+using Slot = anvil::detail::SpanHandle;
+const char* category_name(Kind kind) noexcept;
 
 struct DeviceLess {
   bool operator()(Device a, Device b) const noexcept {
@@ -81,7 +91,7 @@ struct MemorySample {
 // their locks; a hook checks that mark under the same lock and drops what it
 // holds (releasing its device markers). Locks are taken one at a time (never a
 // log's inside the session's), so stopping cannot deadlock with a hook.
-// Off, ops still pay only recording() (Note [Profiler off]).
+// Off, ops pay only the observer check (Note [Observer off]).
 struct Session {
   // Set before the session is published, read-only afterwards:
   Options options;
