@@ -51,6 +51,13 @@ std::vector<Case> cases() {
       // d/da is +-1 away from a = 0 (gradcheck's inputs), d/db 0.
       {"copysign_broadcast", {{3, 4}, {4}}, [](V x) { return copysign(x[0], x[1]) * x[1] + x[1].copysign(x[0]); }},
       {"atan", {{9}}, [](V x) { return atan(x[0] * 2.0) + x[0].atan() * x[0]; }},
+      {"hypot_logaddexp_broadcast",
+       {{3, 4}, {4}},
+       [](V x) { return hypot(x[0], x[1] - 1.0) * x[1] + logaddexp(x[0] * 3.0, x[1]) + x[1].logaddexp(x[0]); }},
+      // Between the jumps of a // b: d/da = 1, d/db = -(a // b), with a scalar on either side.
+      {"remainder",
+       {{3, 4}, {4}},
+       [](V x) { return remainder(x[0] * 5.0, x[1]) * x[1] + remainder(x[0] * 4.0, 1.5) + remainder(7.0, x[1]); }},
       // Inside (-1, 1), where the derivatives are finite: x * 0.6 in (0.3, 0.9).
       {"asin_acos",
        {{9}},

@@ -214,6 +214,12 @@ std::vector<OpCase> cases() {
       un("acosh", [](const Tensor& x) { return acosh(x); }, kEvery, {4, 4}),  // measured 0, 1
       un("atanh", [](const Tensor& x) { return atanh(x); }, kEvery, {5, 5}),  // measured 0, 1
       un(
+          "isnan", [](const Tensor& x) { return isnan(x); }, kEvery),
+      un(
+          "isinf", [](const Tensor& x) { return isinf(x); }, kEvery),
+      un(
+          "isfinite", [](const Tensor& x) { return isfinite(x); }, kEvery),
+      un(
           "clamp(-1,1)", [](const Tensor& x) { return clamp(x, -1.0, 1.0); }, kFloat),
       un(
           "clamp(0.5,)", [](const Tensor& x) { return clamp(x, 0.5, std::nullopt); }, kFloat),
@@ -264,6 +270,15 @@ std::vector<OpCase> cases() {
       bin("atan2", [](const Tensor& a, const Tensor& b) { return atan2(a, b); }, nullptr, kEvery, {6, 6}),
       bin(
           "copysign", [](const Tensor& a, const Tensor& b) { return copysign(a, b); }, nullptr, kEvery),
+      // OpenCL 1.2 allows hypot 4 ulp; logaddexp adds exp's and log1p's.
+      bin("hypot", [](const Tensor& a, const Tensor& b) { return hypot(a, b); }, nullptr, kEvery, {4, 4}),
+      bin("logaddexp", [](const Tensor& a, const Tensor& b) { return logaddexp(a, b); }, nullptr, kEvery, {8, 8}),
+      bin(
+          "floor_divide", [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); },
+          [](const Tensor& a, const Scalar& s) { return floor_divide(a, s); }, kNumeric),
+      bin(
+          "remainder", [](const Tensor& a, const Tensor& b) { return remainder(a, b); },
+          [](const Tensor& a, const Scalar& s) { return remainder(a, s); }, kNumeric),
       bin(
           "bitwise_and", [](const Tensor& a, const Tensor& b) { return bitwise_and(a, b); },
           [](const Tensor& a, const Scalar& s) { return bitwise_and(a, s); }, {i32, i64, u8, boolean}),

@@ -174,6 +174,19 @@ UNARY_TEST(
 UNARY_TEST(
     logical_not, [](const Tensor& x) { return logical_not(x); }, [](double x) { return x == 0 ? 1.0 : 0.0; },
     Domain{-2, 2, true}, kAll, Out::Bool)
+// NaN and inf made inside the op chain (the random inputs are finite).
+UNARY_TEST(
+    isnan_of_log, [](const Tensor& x) { return isnan(log(x)); }, [](double x) { return x < 0 ? 1.0 : 0.0; },
+    Domain{-2, 2, true}, kFloat, Out::Bool)
+UNARY_TEST(
+    isinf_of_reciprocal, [](const Tensor& x) { return reciprocal(x).isinf(); },
+    [](double x) { return x == 0 ? 1.0 : 0.0; }, Domain{-2, 2, true}, kFloat, Out::Bool)
+UNARY_TEST(
+    isfinite_of_log, [](const Tensor& x) { return isfinite(log(x)); }, [](double x) { return x > 0 ? 1.0 : 0.0; },
+    Domain{-2, 2, true}, kFloat, Out::Bool)
+UNARY_TEST(
+    isnan_isinf_isfinite_of_ints, [](const Tensor& x) { return isfinite(x) & logical_not(isnan(x) | isinf(x)); },
+    [](double) { return 1.0; }, kInts, kInt, Out::Bool)
 UNARY_TEST(
     pow_scalar_2, [](const Tensor& x) { return pow(x, 2); }, [](double x) { return x * x; }, kSym, kAll)
 UNARY_TEST(
@@ -501,6 +514,32 @@ BINARY_TEST(
 BINARY_TEST(
     copysign_method_of_ints, [](const Tensor& a, const Tensor& b) { return a.copysign(b); },
     [](double a, double b) { return std::copysign(a, b); }, Domain{-20, 20}, Domain{-20, 20}, kInt, Out::FloatForInt)
+BINARY_TEST(
+    hypot, [](const Tensor& a, const Tensor& b) { return hypot(a, b); },
+    [](double a, double b) { return std::hypot(a, b); }, kSym, kSym, kFloat)
+BINARY_TEST(
+    hypot_method_of_ints, [](const Tensor& a, const Tensor& b) { return a.hypot(b); },
+    [](double a, double b) { return std::hypot(a, b); }, Domain{-20, 20}, Domain{-20, 20}, kInt, Out::FloatForInt)
+BINARY_TEST(
+    logaddexp, [](const Tensor& a, const Tensor& b) { return logaddexp(a, b); },
+    [](double a, double b) { return std::max(a, b) + std::log1p(std::exp(-std::fabs(a - b))); }, Domain{-30, 30},
+    Domain{-30, 30}, kFloat)
+// Integer-valued operands, so a / b rounds the same in every dtype and the
+// floor is the reference's: the sign cases of Python's // and %.
+double floor_divide_ref(double a, double b) { return b == 0 ? 0 : std::floor(a / b); }
+double remainder_ref(double a, double b) { return b == 0 ? 0 : a - std::floor(a / b) * b; }
+BINARY_TEST(
+    floor_divide, [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); }, floor_divide_ref, kInts,
+    Domain{-7, 7, true, true}, kAll)
+BINARY_TEST(
+    floor_divide_method_of_ints_by_zero, [](const Tensor& a, const Tensor& b) { return a.floor_divide(b); },
+    floor_divide_ref, kInts, Domain{-3, 3, true}, kInt)
+BINARY_TEST(
+    remainder, [](const Tensor& a, const Tensor& b) { return remainder(a, b); }, remainder_ref, kInts,
+    Domain{-7, 7, true, true}, kAll)
+BINARY_TEST(
+    remainder_method_of_ints_by_zero, [](const Tensor& a, const Tensor& b) { return a.remainder(b); }, remainder_ref,
+    kInts, Domain{-3, 3, true}, kInt)
 BINARY_TEST(
     bitwise_and, [](const Tensor& a, const Tensor& b) { return bitwise_and(a, b); },
     [](double x, double y) { return static_cast<double>(static_cast<std::int64_t>(x) & static_cast<std::int64_t>(y)); },

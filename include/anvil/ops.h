@@ -130,6 +130,26 @@ Tensor atan2(const Tensor& a, const Tensor& b);
 // |a| with the sign of b, the sign bit of a zero or NaN b included
 // (torch.copysign); integers compute in f32.
 Tensor copysign(const Tensor& a, const Tensor& b);
+// sqrt(a² + b²) without overflow or underflow in the squares (torch.hypot);
+// inf where either is infinite, NaN included. Integers compute in f32.
+Tensor hypot(const Tensor& a, const Tensor& b);
+// log(exp(a) + exp(b)) without overflow (torch.logaddexp); inf where either
+// is +inf. Integers compute in f32.
+Tensor logaddexp(const Tensor& a, const Tensor& b);
+// a / b rounded down (torch.floor_divide, Python's //), broadcast and promoted
+// like sub; exact for integers (INT_MIN // -1 wraps to INT_MIN; // 0 gives 0,
+// where PyTorch raises). Floats: floor(a / b) corrected by the exact
+// remainder, so 1.0 // 0.1 is 9 as in Python; floor(a / b) where an operand
+// is infinite or b is 0 (the array API's choice). No gradient.
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, const Scalar& b);
+Tensor floor_divide(const Scalar& a, const Tensor& b);
+// a - floor_divide(a, b) * b, with the divisor's sign (torch.remainder,
+// Python's %): a zero result is a zero of b's sign (PyTorch's keeps a's);
+// NaN for b = 0 in floats, 0 for integers. Gradient: g for a, -g * (a // b) for b.
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Scalar& b);
+Tensor remainder(const Scalar& a, const Tensor& b);
 // Bitwise and, or, xor of integer or bool tensors (floats: DTypeError), broadcast and
 // promoted like add; bool op bool stays bool. Also the operators &, |, ^.
 Tensor bitwise_and(const Tensor& a, const Tensor& b);

@@ -119,6 +119,10 @@ class Tensor {
 #include "anvil/ops.def"
   Tensor atan2(const Tensor& other) const;
   Tensor copysign(const Tensor& other) const;
+  Tensor hypot(const Tensor& other) const;
+  Tensor logaddexp(const Tensor& other) const;
+  Tensor floor_divide(const Tensor& other) const;
+  Tensor remainder(const Tensor& other) const;
   Tensor bitwise_and(const Tensor& other) const;
   Tensor bitwise_or(const Tensor& other) const;
   Tensor bitwise_xor(const Tensor& other) const;

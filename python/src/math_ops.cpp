@@ -1,5 +1,6 @@
-// python/src/math_ops.cpp — atan2 and the integer bitwise ops of
-// anvil/ops.h: anvil.atan2, copysign, bitwise_and, bitwise_or, bitwise_xor,
+// python/src/math_ops.cpp — the binary ops of anvil/ops.h with uneven
+// signatures: anvil.atan2, copysign, hypot, logaddexp, floor_divide (//),
+// remainder (%), bitwise_and, bitwise_or, bitwise_xor,
 // bitwise_left_shift, bitwise_right_shift, and the Tensor methods of the same
 // names (torch's), each one call to the C++ op without the GIL. They are
 // elementwise primitives of the library, so the array API namespace calls
@@ -24,6 +25,16 @@ void bind_math_ops(nb::module_& m) {
       doc("copysign"), ANVIL_NOGIL);
   method(
       "copysign", [](const Tensor& a, const Tensor& b) { return a.copysign(b); }, doc("copysign"));
+  m.def(
+      "hypot", [](const Tensor& a, const Tensor& b) { return anvil::hypot(a, b); }, "input"_a, "other"_a, doc("hypot"),
+      ANVIL_NOGIL);
+  method(
+      "hypot", [](const Tensor& a, const Tensor& b) { return a.hypot(b); }, doc("hypot"));
+  m.def(
+      "logaddexp", [](const Tensor& a, const Tensor& b) { return anvil::logaddexp(a, b); }, "input"_a, "other"_a,
+      doc("logaddexp"), ANVIL_NOGIL);
+  method(
+      "logaddexp", [](const Tensor& a, const Tensor& b) { return a.logaddexp(b); }, doc("logaddexp"));
 
   // tensor op tensor and tensor op scalar, as free functions and methods.
 #define ANVIL_MATH_BITWISE(op)                                                                                   \
@@ -42,7 +53,22 @@ void bind_math_ops(nb::module_& m) {
   ANVIL_MATH_BITWISE(bitwise_xor)
   ANVIL_MATH_BITWISE(bitwise_left_shift)
   ANVIL_MATH_BITWISE(bitwise_right_shift)
+  ANVIL_MATH_BITWISE(floor_divide)
+  ANVIL_MATH_BITWISE(remainder)
 #undef ANVIL_MATH_BITWISE
+  // x // y and x % y, as torch.Tensor's operators (and 7 // x, 7 % x).
+  method(
+      "__floordiv__", [](const Tensor& a, const Tensor& b) { return anvil::floor_divide(a, b); }, doc("floor_divide"));
+  method(
+      "__floordiv__", [](const Tensor& a, const Scalar& b) { return anvil::floor_divide(a, b); }, doc("floor_divide"));
+  method(
+      "__rfloordiv__", [](const Tensor& a, const Scalar& b) { return anvil::floor_divide(b, a); }, doc("floor_divide"));
+  method(
+      "__mod__", [](const Tensor& a, const Tensor& b) { return anvil::remainder(a, b); }, doc("remainder"));
+  method(
+      "__mod__", [](const Tensor& a, const Scalar& b) { return anvil::remainder(a, b); }, doc("remainder"));
+  method(
+      "__rmod__", [](const Tensor& a, const Scalar& b) { return anvil::remainder(b, a); }, doc("remainder"));
   // A scalar shifted by a tensor (torch.bitwise_left_shift(2, x)).
   m.def(
       "bitwise_left_shift", [](const Scalar& a, const Tensor& b) { return anvil::bitwise_left_shift(a, b); }, "input"_a,

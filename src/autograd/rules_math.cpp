@@ -74,6 +74,25 @@ void record_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
       });
       return;
     }
+    case BinaryOp::Hypot: {  // d/da = a / out, d/db = b / out
+      const Tensor so = saved(out);
+      record(row(op).grad, out, {&a, &b}, [sa, sb, so](const Tensor& g, const std::vector<bool>& n) {
+        const Tensor r = g / so;
+        return std::vector<Tensor>{n[0] ? r * sa : Tensor(), n[1] ? r * sb : Tensor()};
+      });
+      return;
+    }
+    case BinaryOp::Logaddexp:  // d/da = 1 / (1 + exp(b - a)), as PyTorch
+      record(row(op).grad, out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
+        return std::vector<Tensor>{n[0] ? g / (exp(sb - sa) + 1.0) : Tensor(),
+                                   n[1] ? g / (exp(sa - sb) + 1.0) : Tensor()};
+      });
+      return;
+    case BinaryOp::Remainder:  // d/da = 1, d/db = -(a // b)
+      record(row(op).grad, out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
+        return std::vector<Tensor>{n[0] ? g : Tensor(), n[1] ? -g * floor_divide(sa, sb) : Tensor()};
+      });
+      return;
     case BinaryOp::Pow: {
       const Tensor so = saved(out);
       record(row(op).grad, out, {&a, &b}, [sa, sb, so](const Tensor& g, const std::vector<bool>& n) {
@@ -175,6 +194,11 @@ void record_binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, const
              [so, v](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g * so * std::log(v)}; });
       return;
     }
+    case BinaryOp::Remainder:  // a % v: d/da = 1; v % a: d/da = -(v // a)
+      record(row(op).grad, out, {&a}, [sa, s, scalar_first](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{scalar_first ? -g * floor_divide(s, sa) : g};
+      });
+      return;
     case BinaryOp::Maximum:
     case BinaryOp::Minimum: {
       const bool is_max = op == BinaryOp::Maximum;

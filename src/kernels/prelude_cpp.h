@@ -40,6 +40,8 @@ using std::erf;
 using std::expm1;
 using std::fabs;
 using std::floor;
+using std::fmod;
+using std::hypot;
 using std::log;
 using std::log1p;
 using std::pow;

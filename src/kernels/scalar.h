@@ -9,7 +9,7 @@
  * overloading of its own names, the prelude's fixed-width types, and math
  * through the overloaded names exp, log, sqrt, sin, cos, tanh, pow, fabs,
  * log1p, expm1, erf, floor, ceil, rint, atan, asin, acos, atan2, copysign, sinh,
- * cosh, asinh, acosh, atanh.
+ * cosh, asinh, acosh, atanh, hypot, fmod.
  * The prelude also names the functions: ANVIL_SCALAR_NAME(anvil_f32, exp)
  * is anvil_f32_exp on the devices and the overload anvil_exp(float) in C++.
  *
@@ -54,6 +54,16 @@
  *    a << b and a >> b are 0 for b >= bits or b < 0, except that >> of a
  *    negative a gives -1 there; >> is arithmetic (rounds towards -inf);
  *    << wraps modulo 2^bits;
+ *  - isnan, isinf, isfinite test by arithmetic (x - x is 0 exactly when x is
+ *    finite), as no dialect here runs with fast math; integers are finite;
+ *  - hypot is the platform's (no overflow in the squares: hypot(±inf, NaN) =
+ *    inf); logaddexp(a, b) = max + log1p(exp(-|a - b|)), a + log 2 on equal
+ *    operands (so inf and -inf pairs give themselves, not NaN);
+ *  - floor_divide and remainder are Python's // and % (the array API's): the
+ *    remainder takes the divisor's sign, a zero remainder is a zero of the
+ *    divisor's sign, a finite a % ±inf is a or ±inf; floor_divide where an
+ *    operand is not finite or b = 0 is floor(a / b). Integers: b = 0 gives 0
+ *    for both (PyTorch raises; a kernel cannot), INT_MIN // -1 = INT_MIN;
  *  - floor, ceil and round (half to even) keep ±0, ±inf and NaN; on integer
  *    tensors they are the identity, decided in the frontend (no integer
  *    kernel), as in PyTorch.
@@ -152,6 +162,30 @@
   ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) { return pow(a, b); }                                   \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, atan2)(T a, T b) { return atan2(a, b); }                               \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, copysign)(T a, T b) { return copysign(a, b); }                         \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, isnan)(T x) { return x != x; }                                       \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, isinf)(T x) { return x == x && x - x != (T)0; }                      \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, isfinite)(T x) { return x - x == (T)0; }                             \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, hypot)(T a, T b) { return hypot(a, b); }                               \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, logaddexp)(T a, T b) {                                                 \
+    if (a == b) return a + (T)0.69314718055994530942;                                                    \
+    T hi = a != a || b != b ? a + b : a > b ? a : b;                                                     \
+    return hi + log1p(exp(-fabs(a - b)));                                                                \
+  }                                                                                                      \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, remainder)(T a, T b) {                                                 \
+    T m = fmod(a, b);                                                                                    \
+    if (m == (T)0) return copysign((T)0, b);                                                             \
+    return (b < (T)0) != (m < (T)0) ? m + b : m;                                                         \
+  }                                                                                                      \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, floor_divide)(T a, T b) {                                              \
+    T q = a / b;                                                                                         \
+    if (b == (T)0 || a - a != (T)0 || b - b != (T)0) return floor(q);                                    \
+    T m = fmod(a, b);                                                                                    \
+    T d = (a - m) / b;                                                                                   \
+    if (m != (T)0 && (b < (T)0) != (m < (T)0)) d -= (T)1;                                                \
+    if (d == (T)0) return copysign((T)0, q);                                                             \
+    T f = floor(d);                                                                                      \
+    return d - f > (T)0.5 ? f + (T)1 : f;                                                                \
+  }                                                                                                      \
   /* x != x is the NaN test of every dialect (no isnan overload needed) */                               \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, maximum)(T a, T b) { return a != a ? a : b != b ? b : a > b ? a : b; } \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, minimum)(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; } \
@@ -171,6 +205,9 @@
   ANVIL_FN T ANVIL_SCALAR_NAME(T, bitwise_and)(T a, T b) { return (T)(a & b); } \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, bitwise_or)(T a, T b) { return (T)(a | b); }  \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, bitwise_xor)(T a, T b) { return (T)(a ^ b); } \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, isnan)(T x) { return (void)x, 0; }          \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, isinf)(T x) { return (void)x, 0; }          \
+  ANVIL_FN int ANVIL_SCALAR_NAME(T, isfinite)(T x) { return (void)x, 1; }       \
   ANVIL_SCALAR_CLAMP(T)                                                         \
   /* b >= 0: square and multiply, wrapping */                                   \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, pow_nonneg)(T a, T b) {                       \
@@ -192,6 +229,18 @@
   /* b == -1 negates: INT_MIN / -1 traps on x86 */                                                  \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) {                                                  \
     return b == (T)0 ? (T)0 : b == (T)(-1) ? ANVIL_SCALAR_NAME(T, neg)(a) : (T)(a / b);             \
+  }                                                                                                 \
+  /* Python's // and %: the quotient rounded down, the remainder the divisor's sign */              \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, floor_divide)(T a, T b) {                                         \
+    if (b == (T)0) return (T)0;                                                                     \
+    if (b == (T)(-1)) return ANVIL_SCALAR_NAME(T, neg)(a);                                          \
+    T q = (T)(a / b);                                                                               \
+    return (T)(a % b) != (T)0 && (a < (T)0) != (b < (T)0) ? (T)(q - (T)1) : q;                      \
+  }                                                                                                 \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, remainder)(T a, T b) {                                            \
+    if (b == (T)0 || b == (T)(-1)) return (T)0;                                                     \
+    T r = (T)(a % b);                                                                               \
+    return r != (T)0 && (r < (T)0) != (b < (T)0) ? (T)(r + b) : r;                                  \
   }                                                                                                 \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) {                                                  \
     if (b >= (T)0) return ANVIL_SCALAR_NAME(T, pow_nonneg)(a, b);                                   \
@@ -216,6 +265,8 @@
   ANVIL_FN T ANVIL_SCALAR_NAME(T, relu)(T x) { return x; }                                          \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, sign)(T x) { return (T)(x != (T)0); }                             \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, div)(T a, T b) { return b == (T)0 ? (T)0 : (T)(a / b); }          \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, floor_divide)(T a, T b) { return b == (T)0 ? (T)0 : (T)(a / b); } \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, remainder)(T a, T b) { return b == (T)0 ? (T)0 : (T)(a % b); }    \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, pow)(T a, T b) { return ANVIL_SCALAR_NAME(T, pow_nonneg)(a, b); } \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, bitwise_left_shift)(T a, T b) {                                   \
     return b >= (T)(sizeof(T) * 8) ? (T)0 : (T)(a << b);                                            \

@@ -27,9 +27,10 @@ DType compute_dtype(BinaryOp op, DType promoted) {
 }
 
 void check_arithmetic(const char* op, BinaryOp bop, DType t) {
-  ANVIL_CHECK(!(t == DType::Bool && row(bop).rule == BinaryRule::Numeric), DTypeError, op,
-              ": subtraction of bool tensors is not supported; expected a numeric dtype, got bool; use logical ops "
-              "or convert with .to(i64)");
+  ANVIL_CHECK(
+      !(t == DType::Bool && row(bop).rule == BinaryRule::Numeric), DTypeError, op,
+      bop == BinaryOp::Sub ? ": subtraction of bool tensors is not supported" : ": not defined for bool tensors",
+      "; expected a numeric dtype, got bool; use logical ops or convert with .to(i64)");
   ANVIL_CHECK(!is_activation_backward(bop) || is_floating(t), DTypeError, op,
               ": defined for floating-point tensors only; expected f32, f64, f16 or bf16, got ", t);
   ANVIL_CHECK(!is_bitwise(bop) || !is_floating(t), DTypeError, op,
@@ -137,11 +138,12 @@ Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params) {
                 "got bool");
     if (!is_floating(t)) return clone(x);  // an integer is its own floor, ceil and round, as in PyTorch
   }
-  if (row(op).rule == UnaryRule::ToBool) t = DType::Bool;
   if (row(op).rule == UnaryRule::Numeric)
     ANVIL_CHECK(t != DType::Bool, DTypeError, opname, ": not defined for bool tensors; expected a numeric dtype, ",
                 "got bool; use logical_not");
-  Tensor out = make_empty(xi.shape(), t, xi.device());
+  // A bool result (logical_not, isnan) reads its input in the input's own dtype.
+  const bool to_bool = row(op).rule == UnaryRule::ToBool;
+  Tensor out = make_empty(xi.shape(), to_bool ? DType::Bool : t, xi.device());
   record_unary(op, out, x, params);
   if (out.numel() == 0) return out;
   const Tensor cx = cast(x, t);
@@ -186,6 +188,14 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Ma
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
 Tensor atan2(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Atan2, a, b); }
 Tensor copysign(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Copysign, a, b); }
+Tensor hypot(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Hypot, a, b); }
+Tensor logaddexp(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Logaddexp, a, b); }
+Tensor floor_divide(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::FloorDivide, a, b); }
+Tensor floor_divide(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::FloorDivide, a, b, false); }
+Tensor floor_divide(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::FloorDivide, b, a, true); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Remainder, a, b); }
+Tensor remainder(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Remainder, a, b, false); }
+Tensor remainder(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Remainder, b, a, true); }
 Tensor bitwise_and(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseAnd, a, b); }
 Tensor bitwise_or(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseOr, a, b); }
 Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseXor, a, b); }
@@ -391,6 +401,10 @@ Tensor Tensor::pow(const Scalar& e) const { return anvil::pow(*this, e); }
 Tensor Tensor::pow(const Tensor& e) const { return anvil::pow(*this, e); }
 Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return anvil::clamp(*this, lo, hi); }
 Tensor Tensor::atan2(const Tensor& o) const { return anvil::atan2(*this, o); }
+Tensor Tensor::hypot(const Tensor& o) const { return anvil::hypot(*this, o); }
+Tensor Tensor::logaddexp(const Tensor& o) const { return anvil::logaddexp(*this, o); }
+Tensor Tensor::floor_divide(const Tensor& o) const { return anvil::floor_divide(*this, o); }
+Tensor Tensor::remainder(const Tensor& o) const { return anvil::remainder(*this, o); }
 Tensor Tensor::copysign(const Tensor& o) const { return anvil::copysign(*this, o); }
 Tensor Tensor::bitwise_and(const Tensor& o) const { return anvil::bitwise_and(*this, o); }
 Tensor Tensor::bitwise_or(const Tensor& o) const { return anvil::bitwise_or(*this, o); }

@@ -47,7 +47,8 @@ NAMES = {v[0]: k for k, v in DTYPES.items()}
 # `ANVIL_UNARY_OP(Op, name, rule, ...` of include/anvil/ops.def, in enum order.
 OPS_DEF = Path(__file__).resolve().parents[2] / "include" / "anvil" / "ops.def"
 UNARY_ROWS = re.findall(r"^ANVIL_UNARY_OP\(\s*\w+\s*,\s*(\w+)\s*,\s*(\w+)\s*,", OPS_DEF.read_text(), re.M)
-FLOAT_ONLY = {name for name, rule in UNARY_ROWS if rule == "Float"} | {"atan2", "copysign"}
+FLOAT_ONLY = {name for name, rule in UNARY_ROWS if rule == "Float"} | {"atan2", "copysign", "hypot", "logaddexp"}
+TO_BOOL = {name for name, rule in UNARY_ROWS if rule == "ToBool"}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 # Clamp bounds per dtype class: (name, lo, hi); None = open.
@@ -62,7 +63,7 @@ def clamp_cases(dt):
 
 
 def anvil_out_dtype(op, dt):
-    if op in COMPARE or op == "logical_not":
+    if op in COMPARE or op in TO_BOOL:
         return "bool"
     if op in FLOAT_ONLY or op == "div":
         return dt if dt in ("f32", "f64") else "f32"
@@ -118,6 +119,48 @@ def int_trunc_div(a, b, lo):
     return torch.where((a == lo) & (b == -1), a, q)
 
 
+def floor_divide_ref(a, b):
+    """Python's // (torch.floor_divide), with the array API's floor(a / b)
+    where an operand is not finite, b is 0 (PyTorch gives a / b there and
+    Python's -1 for 1 // -inf) or a / b overflows (PyTorch's CPU gives NaN);
+    integers: // 0 is 0 and INT_MIN // -1 is INT_MIN, where PyTorch raises or
+    traps."""
+    if a.is_floating_point():
+        regular = torch.isfinite(a) & torch.isfinite(b) & (b != 0) & torch.isfinite(a / b)
+        return torch.where(regular, torch.floor_divide(a, torch.where(regular, b, torch.ones_like(b))),
+                           torch.floor(a / b))
+    if a.dtype == torch.bool:
+        raise TypeError("floor_divide takes numbers")
+    lo = torch.iinfo(a.dtype).min
+    wraps = (a == lo) & (b == -1) if lo < 0 else torch.zeros_like(a, dtype=torch.bool)
+    safe = (b != 0) & ~wraps
+    q = torch.floor_divide(a, torch.where(safe, b, torch.ones_like(b)))
+    return torch.where(wraps, a, torch.where(b == 0, torch.zeros_like(q), q))
+
+
+def remainder_ref(a, b):
+    """Python's % (NumPy's remainder): a zero result takes the divisor's sign,
+    where PyTorch keeps the dividend's; integers % 0 and INT_MIN % -1 are 0."""
+    if a.is_floating_point():
+        with np.errstate(all="ignore"):
+            return torch.from_numpy(np.remainder(a.numpy(), b.numpy()))
+    if a.dtype == torch.bool:
+        raise TypeError("remainder takes numbers")
+    safe = (b != 0) & (b != -1) if torch.iinfo(a.dtype).min < 0 else b != 0
+    r = torch.remainder(a, torch.where(safe, b, torch.ones_like(b)))
+    return torch.where(safe, r, torch.zeros_like(r))
+
+
+def logaddexp_ref(a, b):
+    """NumPy's logaddexp, max + log1p(exp(-|a - b|)): PyTorch 1.13's CPU
+    rounds 1 + exp(-|a - b|) before its log, so logaddexp(0, -10) comes out
+    4e-4 relative too high in f32 and logaddexp(0, -88.5) is 0."""
+    if not a.is_floating_point():
+        raise TypeError("logaddexp takes floats here")
+    with np.errstate(all="ignore"):
+        return torch.from_numpy(np.logaddexp(a.numpy(), b.numpy()))
+
+
 # torch.<name> unless PyTorch's function for the op is another.
 UNARY_REFERENCE = {"log1p": lambda x: log1p_exact(x), "gelu": lambda x: gelu_aten(x),
                    "softplus": torch.nn.functional.softplus}
@@ -134,6 +177,7 @@ BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
     "maximum": torch.maximum, "minimum": torch.minimum, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
     "le": torch.le, "gt": torch.gt, "ge": torch.ge, "atan2": torch.atan2, "copysign": torch.copysign,
+    "hypot": torch.hypot, "logaddexp": logaddexp_ref, "floor_divide": floor_divide_ref, "remainder": remainder_ref,
     "bitwise_and": torch.bitwise_and,
     "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
     "bitwise_left_shift": lambda a, b: numpy_shift(np.left_shift, a, b),

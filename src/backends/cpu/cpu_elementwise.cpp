@@ -383,6 +383,23 @@ void unary_typed(UnaryOp op, const detail::UnaryParams& prm, const ElementwiseAr
   ANVIL_ASSERT(false, "unary op ", detail::name(op), " on ", to_string(cpu_dtype<T>()));
 }
 
+// The ops with a bool result (anvil/ops.def's ToBool rows) read any dtype.
+template <typename T>
+void to_bool_typed(UnaryOp op, const ElementwiseArgs& a) {
+  using C = compute_t<T>;
+  switch (op) {
+#define ANVIL_UNARY_OP(Op, fn, rule, ...)                                                            \
+  case UnaryOp::Op:                                                                                  \
+    if constexpr (detail::UnaryRule::rule == detail::UnaryRule::ToBool)                              \
+      return run_unary<bool, T>(a, [](C x) ANVIL_CPU_INLINE { return scalar::anvil_##fn(x) != 0; }); \
+    break;
+#include "anvil/ops.def"
+    default:
+      break;
+  }
+  ANVIL_ASSERT(false, "unary op ", detail::name(op), " has no bool result");
+}
+
 }  // namespace
 
 void copy(const ElementwiseArgs& a) {
@@ -391,7 +408,11 @@ void copy(const ElementwiseArgs& a) {
 }
 
 void unary(UnaryOp op, const detail::UnaryParams& params, const ElementwiseArgs& a) {
-  ANVIL_DISPATCH(a.out.dtype, T, unary_typed<T>(op, params, a));
+  if (detail::row(op).rule == detail::UnaryRule::ToBool) {
+    ANVIL_DISPATCH(a.in[0].dtype, T, to_bool_typed<T>(op, a));
+  } else {
+    ANVIL_DISPATCH(a.out.dtype, T, unary_typed<T>(op, params, a));
+  }
 }
 
 void binary(BinaryOp op, const ElementwiseArgs& a) { ANVIL_DISPATCH(a.in[0].dtype, T, binary_typed<T>(op, a)); }
