@@ -354,7 +354,9 @@ struct Conv2dArgs {
 // N * S elements are read from memory once and then reused from the cache,
 // where the composite made seven passes forward and about fourteen
 // backward, each a parallel region. The CPU's kernel is cpu_norm.cpp, the
-// devices' norm.kern (a work-group per channel). f32 and f64; the
+// devices' norm.kern (a work-group per channel).
+
+// The fused batch norm's contract: f32 and f64; the
 // per-channel sums accumulate in f64 on the CPU (PyTorch's CPU accumulator
 // for f32); every [C] operand is contiguous and of `dtype`; weight and bias
 // may be absent (data null: 1 and 0).
@@ -383,7 +385,8 @@ struct BatchNormArgs {
 // A whole multi-layer RNN, GRU or LSTM over a sequence in one call (issue 30:
 // cuDNN's RNN API), where the frontend otherwise runs it one time step at a
 // time in separate ops (src/ops/rnn.cpp, the composite every backend runs).
-// The math is PyTorch's, which is also cuDNN's: per layer, G gates of H rows
+
+// The fused recurrent layer's contract. The math is PyTorch's, which is also cuDNN's: per layer, G gates of H rows
 // in PyTorch's order, RNN 1 (tanh or relu), GRU 3 (r, z, n with
 // n = tanh(W_in x + b_in + r * (W_hn h + b_hn))), LSTM 4 (i, f, g, o).
 //   rnn_forward   y, hy (and cy) from x, h0 (and c0) and the weights. With
@@ -435,9 +438,12 @@ struct RnnArgs {
 // computed in f64 for f64 and in f32 otherwise (the taps of
 // src/kernels/interpolate.h, which the CPU compiles too); out =
 // (1 - lh) ((1 - lw) x[i0h][i0w] + lw x[i0h][i1w]) + lh (...i1h...).
+
 // scale_h and scale_w are the source step per output pixel as the kernels
 // use it: the frontend has already rounded them to f32 where the kernels
 // compute in f32 (PyTorch's float(in) / out, float(1 / scale_factor), …).
+
+// The two interpolation primitives:
 //   Interpolate          out (contiguous [N, C, OH, OW]) from image (strided).
 //   InterpolateBackward  image (contiguous [N, C, H, W], overwritten) = the
 //                        adjoint of the output gradient held in `out`

@@ -1,5 +1,4 @@
 // Note [Backend modules]
-// ~~~~~~~~~~~~~~~~~~~~~~
 // The CUDA and OpenCL backends are shared modules (libanvil_backend_cuda.so,
 // libanvil_backend_opencl.so) that the registry loads with dlopen the first
 // time a program asks about their device type, as ggml loads its backends.
@@ -9,8 +8,8 @@
 // whose runtime libraries do not load, is a reason in
 // device_unavailable_reason()/try_gpu_reason() (with dlerror's text), never
 // a failure to start.
-//
-// Where the registry looks, in order:
+
+// Where the registry looks for a module, in order:
 //   1. the directories of ANVIL_BACKEND_PATH (colon-separated), and only
 //      those when it is set;
 //   2. the directory libanvil.so was loaded from (the build tree, or the

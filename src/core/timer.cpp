@@ -11,10 +11,9 @@
 // everything queued before it has, so the difference of two markers is the
 // device time of the work between them, including any time the device sat
 // idle waiting for the host to enqueue it (an op launched on an idle queue
-// still pays its launch). The host does not wait at record time, only when
-// the elapsed time is asked for; that wait is a host sync like any other and
-// the ledger counts it.
-//
+// still pays its launch). The host waits only when the elapsed time is asked
+// for, a host sync the ledger counts.
+
 // A backend without a clock (the CPU, whose ops run synchronously on the
 // calling thread, so the host clock is exact there) gets the fallback: record
 // synchronizes the device and reads the host's steady clock. That is correct
