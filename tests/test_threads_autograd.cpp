@@ -20,25 +20,18 @@
 #include "anvil/anvil.h"
 #include "backends/cpu/threads.h"
 #include "device_test.h"
+#include "threads_test_support.h"
 
 namespace {
 
 using namespace anvil;
+using anvil::testing::ints;
+using anvil::testing::on_threads;
 
 class ThreadsAutograd : public anvil::testing::DeviceTest {};
 
 constexpr int kThreads = 4;
 constexpr int kSteps = 6;
-
-// Small integers (|v| <= 2) in f32: every product and sum below is an exact
-// integer, so the order in which threads add their gradients cannot matter.
-Tensor ints(const Shape& shape, int salt, Device d) {
-  std::int64_t n = 1;
-  for (std::int64_t s : shape) n *= s;
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = static_cast<float>((i * 7 + salt * 3) % 5 - 2);
-  return tensor(v, shape, d);
-}
 
 // A convolution, a ReLU and a linear layer on integer weights.
 struct Model {
@@ -81,20 +74,6 @@ std::vector<std::vector<float>> serial_sum(const Model& m, Device d) {
   auto sum = grads_of(m);
   m.clear();
   return sum;
-}
-
-// Runs body(t) on kThreads threads that start together; rethrows nothing
-// (failures are gtest's, which are thread-safe).
-template <typename Body>
-void on_threads(int n, Body body) {
-  std::latch start(n);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < n; ++t)
-    threads.emplace_back([&, t] {
-      start.arrive_and_wait();
-      body(t);
-    });
-  for (auto& th : threads) th.join();
 }
 
 // Hogwild: one model, no lock, every thread's backward adds into the same

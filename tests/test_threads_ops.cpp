@@ -16,36 +16,17 @@
 
 #include "anvil/anvil.h"
 #include "device_test.h"
+#include "threads_test_support.h"
 
 namespace {
 
 using namespace anvil;
+using anvil::testing::ints;
+using anvil::testing::on_threads;
 
 class ThreadsOps : public anvil::testing::DeviceTest {};
 
 constexpr int kThreads = 8;
-
-// Small integers in f32: every sum and product below is exact, so a
-// reduction's split across OpenMP threads cannot change its bits.
-Tensor ints(const Shape& shape, int salt, Device d) {
-  std::int64_t n = 1;
-  for (std::int64_t s : shape) n *= s;
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = static_cast<float>((i * 7 + salt * 3) % 5 - 2);
-  return tensor(v, shape, d);
-}
-
-template <typename Body>
-void on_threads(int n, Body body) {
-  std::latch start(n);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < n; ++t)
-    threads.emplace_back([&, t] {
-      start.arrive_and_wait();
-      body(t);
-    });
-  for (auto& th : threads) th.join();
-}
 
 // One thread's work: elementwise chains, matmuls of the shapes that take
 // different routes (tiny, square, ragged, transposed operand, batched) and
