@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "anvil/ops.h"
 #include "core/transfer.h"
 
 namespace anvil::dist::detail {
