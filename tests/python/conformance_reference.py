@@ -151,12 +151,16 @@ def remainder_ref(a, b):
     return torch.where(safe, r, torch.zeros_like(r))
 
 
+def in_f32(fn):
+    """fn where integers and bool compute in f32, as anvil's Float rows do
+    (PyTorch's hypot and logaddexp reject them)."""
+    return lambda a, b: fn(a, b) if a.is_floating_point() else fn(a.float(), b.float())
+
+
 def logaddexp_ref(a, b):
     """NumPy's logaddexp, max + log1p(exp(-|a - b|)): PyTorch 1.13's CPU
     rounds 1 + exp(-|a - b|) before its log, so logaddexp(0, -10) comes out
     4e-4 relative too high in f32 and logaddexp(0, -88.5) is 0."""
-    if not a.is_floating_point():
-        raise TypeError("logaddexp takes floats here")
     with np.errstate(all="ignore"):
         return torch.from_numpy(np.logaddexp(a.numpy(), b.numpy()))
 
@@ -177,7 +181,7 @@ BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
     "maximum": torch.maximum, "minimum": torch.minimum, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
     "le": torch.le, "gt": torch.gt, "ge": torch.ge, "atan2": torch.atan2, "copysign": torch.copysign,
-    "hypot": torch.hypot, "logaddexp": logaddexp_ref, "floor_divide": floor_divide_ref, "remainder": remainder_ref,
+    "hypot": in_f32(torch.hypot), "logaddexp": in_f32(logaddexp_ref), "floor_divide": floor_divide_ref, "remainder": remainder_ref,
     "bitwise_and": torch.bitwise_and,
     "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
     "bitwise_left_shift": lambda a, b: numpy_shift(np.left_shift, a, b),
