@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/check-notes.py [DIR ...] — every `Note [...]` comment is a dozen
 lines or fewer (STYLE.md: the decision, why, and the one measurement that
-settled it; the history goes to the commit message or benchmarks/README.md).
+settled it; the history goes to the commit message, docs/measurements.md or
+benchmarks/README.md).
 
 A Note is its title line (`// Note [Title]` or `# Note [Title]`), an optional
 `~~~` underline, and the comment lines after it to the end of the comment

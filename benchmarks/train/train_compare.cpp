@@ -39,7 +39,7 @@
 // slowdown = busy / alone, the target anvil's <= LibTorch's. Each reply also
 // carries the worker's CPU seconds, splitting a slowdown into "used more cores
 // alone" and "got less of the machine". Why each choice, and the bounds on the
-// `defaults` row: benchmarks/README.md, "Measurements behind the Notes".
+// `defaults` row: benchmarks/README.md, "Measurements behind the benchmarks' Notes".
 //
 // Note [Same tensors]
 // ~~~~~~~~~~~~~~~~~~~

@@ -25,7 +25,7 @@
 // the group on the waiting thread throws there; the worker then gives the
 // process its grace and leaves (leave_after_failure). allreduce(t).wait() of
 // 4 KiB between two ranks went from 5-6 us over MPI_Iallreduce to 3-5 us
-// (benchmarks/README.md).
+// (docs/measurements.md).
 //
 // Note [When the worker starts a collective]
 // Issuing a collective wakes the worker, so that one nobody waits for yet
@@ -38,7 +38,7 @@
 // group's shutdown and an unwaited Work's destructor wake the worker. There
 // the woken worker had preempted the caller for no overlap: a 4 KiB
 // allreduce(t).wait() took 6.7 us with the wake-up, 1.3-1.4 us without
-// (benchmarks/README.md). Elsewhere (other devices, NCCL, several nodes, a
+// (docs/measurements.md). Elsewhere (other devices, NCCL, several nodes, a
 // core to spare) the worker is woken at once.
 //
 // Note [Choosing the engine]

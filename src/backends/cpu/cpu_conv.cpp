@@ -31,7 +31,7 @@ namespace anvil::cpu_backend {
 // - Primitives are cached (LRU, kCacheCapacity); scratchpads come per call
 //   from the caching allocator, so a primitive runs on several threads at once.
 // - Why: LeNet on 1 thread 18.6 s/epoch against 24.5 s with im2col (LibTorch
-//   21.0 s). All figures: benchmarks/README.md, "Measurements behind the Notes".
+//   21.0 s). All figures: docs/measurements.md.
 
 namespace {
 
@@ -188,7 +188,7 @@ void* pointer_of(const detail::KernelOperand& op, memory::data_type dt) {
 // threads won. So each reorder takes at most one thread per
 // kReorderBytesPerThread of its output, and never more than the convolution;
 // like every threshold it is scaled to the measured wake cost (Note [Threads
-// from the measured wake cost]). Figures: benchmarks/README.md.
+// from the measured wake cost]). Figures: docs/measurements.md.
 constexpr std::int64_t kReorderBytesPerThread = std::int64_t{1} << 20;
 
 void reorder(memory& from, memory& to, dnnl::stream& s) {

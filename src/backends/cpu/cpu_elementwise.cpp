@@ -117,7 +117,7 @@ void binary_row_blocked(O* o, const I* a, const I* b, std::int64_t n, std::int64
 // eight elements at a time in registers: load eight halves, widen, the op's
 // float loop over those eight, narrow, store; the blocked rows made three
 // passes over L1 buffers. On the 2-core EPYC, f16 add of 1M elements went from
-// 1.4x f32's time to 0.85-1.2x (benchmarks/README.md). Eight lanes holding a
+// 1.4x f32's time to 0.85-1.2x (docs/measurements.md). Eight lanes holding a
 // NaN take the scalar conversions (Note [F16C keeps our meaning except for
 // NaN] in core/half.cpp), so the bits match the blocked rows'. Only where
 // half_rows_available(), and only for the memory-bound ops of kParallelGrain:

@@ -24,7 +24,7 @@
 // long, alpha is 1 and beta 0 or 1, B is not transposed (1.17's JIT has no
 // TRANS_A) and libxsmm dispatches a kernel; else OpenBLAS. Why: measured by
 // bench_gemm_small, libxsmm takes 0.08-0.5x OpenBLAS's time up to 32³ but
-// loses beyond ~80³ and on short odd rows (benchmarks/README.md has the
+// loses beyond ~80³ and on short odd rows (docs/measurements.md has the
 // tables). Dispatch is a registry lookup (~30 ns), so kernels are not cached
 // here. A batch runs one kernel call per item, over anvil's pool when the
 // work repays threads (gemm_threads). BLIS wins some mid sizes but exports

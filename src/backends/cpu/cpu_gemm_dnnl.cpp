@@ -29,7 +29,7 @@ namespace anvil::cpu_backend {
 // enough for libxsmm stay there; f64 stays on OpenBLAS. The whole batch is one
 // call; alpha is an output scale, beta a sum post-op; primitives are cached by
 // shape, layout, dtype, alpha, beta and threads; threads follow the product's
-// size (Note [Threads from the work's size]). Figures: benchmarks/README.md.
+// size (Note [Threads from the work's size]). Figures: docs/measurements.md.
 
 namespace {
 

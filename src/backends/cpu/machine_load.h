@@ -26,7 +26,7 @@ inline std::int64_t nanoseconds(clockid_t clock) noexcept {
 // every 100 ms. A pause longer than the window starts a new, unbounded one:
 // what others did meanwhile says nothing about the work now starting. The
 // pool and its passive waiting stay as they are. Figures and the history:
-// benchmarks/README.md, "Measurements behind the Notes".
+// docs/measurements.md.
 
 // The rule: of `cores` CPUs, others used `others_busy` cores' worth over the
 // window. Below half a core anvil keeps max_threads (set_num_threads may ask

@@ -5,7 +5,7 @@
 // with work needs: a 0.6 s training epoch took 14 s. Passive waiting costs a
 // futex wake per parallel region and never degrades that way, so it is
 // anvil's default; spinning (GOMP_SPINCOUNT) is faster on a quiet machine and
-// stays the user's choice (README; the measurements are in benchmarks/README.md).
+// stays the user's choice (README; the measurements are in docs/measurements.md).
 // This file is its own tiny shared library, listed after libgomp, OpenBLAS
 // and oneDNN among libanvil's dependencies: the loader initialises unrelated
 // libraries in reverse order, so it runs before libgomp. A value the user set

@@ -23,7 +23,7 @@ namespace anvil::cpu_backend {
 // cost (Note [Threads from the measured wake cost]). Settled by issue 12's
 // 2-core machine: OpenBLAS on two threads was slower than on one for every
 // square product up to n = 320 (n = 200: 344 against 243 µs); the figures
-// are in benchmarks/README.md, "Measurements behind the Notes".
+// are in docs/measurements.md.
 
 // The set_num_threads bound as this thread sees it: omp_get_max_threads(),
 // after adopting a bound set on any thread since this one last looked.

@@ -17,7 +17,7 @@ namespace anvil::cpu_backend {
 // hold cores; at most 5 ms; clamped to [kMinWakeUs, kMaxWakeUs]). Why: wakes
 // differ by machine (4.4 µs to 45 µs), and the fixed constants held the
 // 16-core host's LeNet to 1.84x on 16 threads against PyTorch's 6.53x
-// (benchmarks/README.md). ANVIL_PARALLEL_WAKE_US pins it (45: the old
+// (docs/measurements.md). ANVIL_PARALLEL_WAKE_US pins it (45: the old
 // thresholds) for benchmarks and the tests that count teams.
 inline constexpr double kReferenceWakeUs = 45.0;
 inline constexpr double kMinWakeUs = 1.0;
