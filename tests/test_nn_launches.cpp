@@ -8,6 +8,7 @@
 
 #include "../examples/d2l_resnet.h"
 #include "anvil/anvil.h"
+#include "device_test.h"
 
 using namespace anvil;
 
@@ -67,5 +68,48 @@ TEST(Launches, ResNet18TrainingStepOnCpu) {
             << " bytes allocated, " << s.work.bytes_read << " read, " << s.work.bytes_written << " written\n";
   EXPECT_GT(s.work.launches, 0u);
 }
+
+class BatchNormLaunches : public anvil::testing::DeviceTest {};
+
+// Batch norm in training on the generic path (no cuDNN): one launch
+// forward, statistics, normalisation and the running statistics' update
+// together, and one backward, the weight's gradient included; for f32 and
+// for 16-bit inputs with f32 parameters (at most two each way, issue 38).
+TEST_P(BatchNormLaunches, TrainingIsOneLaunchEachWay) {
+  const Device d = device();
+  for (const DType t : {f32, f16, bf16}) {
+    SCOPED_TRACE(::testing::Message() << t << " on " << d);
+    manual_seed(2);
+    const Tensor x0 = randn({8, 16, 6, 6}, d, t), g = randn({8, 16, 6, 6}, d, t);
+    Tensor w = rand({16}, d).requires_grad_(), b = randn({16}, d).requires_grad_();
+    Tensor rm = zeros({16}, d), rv = ones({16}, d);
+    const auto once = [&](bool count) {
+      Tensor x = x0.clone().requires_grad_();
+      w.set_grad({});
+      b.set_grad({});
+      synchronize(d);
+      Ledger forward;
+      const Tensor y = batch_norm(x, rm, rv, w, b, true, 0.1);
+      synchronize(d);
+      const LedgerReport rf = forward.report();
+      Ledger backward;
+      y.backward(g);
+      synchronize(d);
+      const LedgerReport rb = backward.report();
+      if (!count) return;
+      EXPECT_LE(rf.launches(d), 2u) << rf;
+      EXPECT_EQ(rf.launches(d), 1u) << rf;
+      EXPECT_LE(rb.launches(d), 2u) << rb;
+      EXPECT_EQ(rb.launches(d), 1u) << rb;
+      EXPECT_TRUE(x.grad().defined() && w.grad().defined() && b.grad().defined());
+      EXPECT_EQ(w.grad().dtype(), f32);
+      EXPECT_EQ(x.grad().dtype(), t);
+    };
+    once(false);  // compiles the kernels
+    once(true);
+  }
+}
+
+ANVIL_INSTANTIATE_DEVICE_TEST(BatchNormLaunches);
 
 }  // namespace

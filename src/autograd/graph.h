@@ -200,15 +200,17 @@ void record_batch_norm(const Tensor& out, const Tensor& x, const Tensor& weight,
 // backend's supports_fused() says so): x contiguous f32 or f64, mean and
 // invstd [C] (the batch's in training, else the running mean and
 // 1 / sqrt(running var + eps)), weight of x's dtype or undefined.
-// batch_norm_backward returns the input gradient (when want_input) and the
-// per-channel sums S(g) and S(g * (x - mean)); nothing it returns is recorded.
+// batch_norm_backward returns the input gradient (when want_input), the
+// per-channel sum S(g) (the bias's gradient) and, when want_weight, the
+// weight's S(g * (x - mean)) * invstd, in one launch; nothing it returns is
+// recorded.
 void record_batch_norm_fused(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                              const Tensor& mean, const Tensor& invstd, bool training);
 struct BatchNormGrads {
-  Tensor input, sum_g, sum_gxc;
+  Tensor input, sum_g, weight;
 };
 BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                   const Tensor& weight, bool training, bool want_input);
+                                   const Tensor& weight, bool training, bool want_input, bool want_weight);
 
 // layer_norm's rule: xhat = (x - mean) * invstd over the k trailing dims
 // (the shape weight and bias have when defined), invstd with them kept as 1.

@@ -122,8 +122,8 @@ void record_batch_norm_fused(const Tensor& out, const Tensor& x, const Tensor& w
                sw = weight.defined() ? saved(weight) : Tensor{};
   record("NativeBatchNormBackward", out, {&x, &weight, &bias},
          [sx, smean, sinv, sw, training](const Tensor& grad, const std::vector<bool>& n) {
-           const BatchNormGrads g = batch_norm_backward(grad, sx, smean, sinv, sw, training, n[0]);
-           return Grads{g.input, n[1] ? g.sum_gxc * sinv : Tensor{}, n[2] ? g.sum_g : Tensor{}};
+           const BatchNormGrads g = batch_norm_backward(grad, sx, smean, sinv, sw, training, n[0], n[1]);
+           return Grads{g.input, g.weight, n[2] ? g.sum_g : Tensor{}};
          });
 }
 

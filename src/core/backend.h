@@ -358,27 +358,37 @@ struct Conv2dArgs {
 
 // The fused batch norm's contract: f32 and f64; the
 // per-channel sums accumulate in f64 on the CPU (PyTorch's CPU accumulator
-// for f32); every [C] operand is contiguous and of `dtype`; weight and bias
-// may be absent (data null: 1 and 0).
-//   BatchNorm          training: mean[c] and var[c] (biased) of the batch
-//                      and invstd[c] = 1 / sqrt(var[c] + eps) are written;
+// for f32); every [C] operand is contiguous and of param_dtype() (f32 for
+// f16 and bf16 inputs, which compute in f32 and round once per element
+// stored; `dtype` otherwise); weight and bias may be absent (data null: 1
+// and 0). One launch each way (issue 38): training's forward also updates
+// the running statistics, and the backward writes the weight's gradient.
+//   BatchNorm          training: mean[c], invstd[c] = 1 / sqrt(var[c] + eps)
+//                      and, when given, var[c] (biased) of the batch are
+//                      written, and running_mean and running_var, when
+//                      given, become running * (1 - momentum) + mean *
+//                      momentum (var * momentum * unbias, unbias = n / (n - 1));
 //                      evaluation: mean and invstd are read (the frontend
 //                      passes the running mean and 1 / sqrt(running var + eps)).
 //                      y = x * a + (bias - mean * a), a = invstd * weight.
 //   BatchNormBackward  from `grad` (the output's gradient, like x), x, mean,
 //                      invstd and weight, with sums S over N and S:
-//                      sum_g[c] = S(g) and sum_gxc[c] = S(g * (x - mean)) are
-//                      written, and grad_x when given (data null: not wanted):
+//                      sum_g[c] = S(g) is written, and when given
+//                      sum_gxc[c] = S(g * (x - mean)), grad_weight[c] =
+//                      sum_gxc[c] * invstd[c] and grad_x (data null: not wanted):
 //                      a * (g - S(g) / n - (x - mean) * invstd^2 * S(g * (x - mean)) / n)
 //                      in training (n = N * S), a * g in evaluation
 //                      (Note [Batch norm's gradient]).
 struct BatchNormArgs {
-  DType dtype = DType::F32;
+  DType dtype = DType::F32;  // x, y, grad and grad_x
   std::int64_t n = 0, c = 0, s = 0;
   bool training = true;
   double eps = 1e-5;
-  KernelOperand x, y, mean, var, invstd, weight, bias;  // var: training's forward only
-  KernelOperand grad, grad_x, sum_g, sum_gxc;           // the backward
+  double momentum = 0.1, unbias = 1;                        // the running statistics' update
+  KernelOperand x, y, mean, var, invstd, weight, bias;      // var: training's forward only
+  KernelOperand running_mean, running_var;                  // training's forward only
+  KernelOperand grad, grad_x, sum_g, sum_gxc, grad_weight;  // the backward
+  DType param_dtype() const noexcept { return is_half(dtype) ? DType::F32 : dtype; }
 };
 
 // Note [Fused recurrent layers]

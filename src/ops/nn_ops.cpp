@@ -464,14 +464,15 @@ void update_running_statistics(const Tensor& running_mean, const Tensor& running
 }
 
 // Whether batch_norm takes the backend's fused kernels (Note [Fused batch
-// norm]): they compute in x's dtype, so weight, bias and the running
-// statistics must share it (autocast has made 16-bit inputs f32 already
-// when it is on; without it they compute in f32 through the composite).
+// norm]): weight, bias and the running statistics must be of the kernels'
+// per-channel dtype (x's, f32 for 16-bit x: PyTorch's mixed batch norm) and
+// the running statistics contiguous (the kernel updates them in place).
 bool fused_batch_norm_applies(const Tensor& x, std::initializer_list<const Tensor*> per_channel) {
   if (x.numel() == 0 || !detail::has_fused(x, {detail::FusedOp::BatchNorm, detail::FusedOp::BatchNormBackward}))
     return false;
+  const DType p = is_half(x.dtype()) ? f32 : x.dtype();
   for (const Tensor* t : per_channel)
-    if (t->defined() && t->dtype() != x.dtype()) return false;
+    if (t->defined() && (t->dtype() != p || !t->is_contiguous())) return false;
   return true;
 }
 
@@ -492,15 +493,20 @@ Tensor batch_norm_fused(const Tensor& input, const Tensor& running_mean, const T
   const std::int64_t c = x.size(1);
   detail::BatchNormArgs a = batch_norm_args(x, training);
   a.eps = eps;
+  const DType p = a.param_dtype();
   Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device());
-  Tensor mean, var, invstd;
+  Tensor mean, invstd;
   {
     NoGradGuard no_grad;
     if (training) {
-      mean = detail::make_empty({c}, x.dtype(), x.device());
-      var = detail::make_empty({c}, x.dtype(), x.device());
-      invstd = detail::make_empty({c}, x.dtype(), x.device());
-      a.var = operand(var);
+      // The kernel updates the running statistics itself: one launch.
+      mean = detail::make_empty({c}, p, x.device());
+      invstd = detail::make_empty({c}, p, x.device());
+      const std::int64_t count = a.n * a.s;
+      a.momentum = momentum;
+      a.unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
+      if (running_mean.defined()) a.running_mean = operand(running_mean);
+      if (running_var.defined()) a.running_var = operand(running_var);
     } else {
       mean = running_mean.contiguous();
       invstd = rsqrt(running_var + eps);
@@ -511,7 +517,6 @@ Tensor batch_norm_fused(const Tensor& input, const Tensor& running_mean, const T
     if (w.defined()) a.weight = operand(w);
     if (b.defined()) a.bias = operand(b);
     detail::dispatch::batch_norm(x.device(), a);
-    if (training) update_running_statistics(running_mean, running_var, mean, var, a.n * a.s, momentum);
   }
   detail::record_batch_norm_fused(out, x, weight, bias, mean, invstd, training);
   return out;
@@ -522,19 +527,22 @@ Tensor batch_norm_fused(const Tensor& input, const Tensor& running_mean, const T
 namespace detail {
 
 BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                   const Tensor& weight, bool training, bool want_input) {
+                                   const Tensor& weight, bool training, bool want_input, bool want_weight) {
   ANVIL_PROFILE_OP("batch_norm_backward", &grad, &x);
-  const Tensor g = grad.contiguous(), w = weight.defined() ? weight.contiguous() : Tensor{};
+  const Tensor g = grad.to(x.dtype()).contiguous(), w = weight.defined() ? weight.contiguous() : Tensor{};
   BatchNormArgs a = batch_norm_args(x, training);
   BatchNormGrads out;
-  out.sum_g = make_empty(mean.shape(), x.dtype(), x.device());
-  out.sum_gxc = make_empty(mean.shape(), x.dtype(), x.device());
+  out.sum_g = make_empty(mean.shape(), mean.dtype(), x.device());
+  if (want_weight) {
+    out.weight = make_empty(mean.shape(), mean.dtype(), x.device());
+    a.grad_weight = operand(out.weight);
+  }
   if (want_input) {
     out.input = make_empty(x.shape(), x.dtype(), x.device());
     a.grad_x = operand(out.input);
   }
   a.grad = operand(g), a.x = operand(x), a.mean = operand(mean), a.invstd = operand(invstd);
-  a.sum_g = operand(out.sum_g), a.sum_gxc = operand(out.sum_gxc);
+  a.sum_g = operand(out.sum_g);
   if (w.defined()) a.weight = operand(w);
   dispatch::batch_norm_backward(x.device(), a);
   return out;

@@ -325,9 +325,9 @@ class DeviceBackend final : public detail::Backend {
     run(index, "sort", detail::traffic(a), [&](Slot& s) { device_common::argsort(s, a); });
   }
 
-  // The fused window kernels, interpolate and unary-into-binary, for the
-  // floating dtypes the device has; batch norm for f32 and f64 only (norm.kern computes in
-  // its dtype, and the frontend's composite runs the 16-bit ones in f32).
+  // The fused window kernels, interpolate, unary-into-binary and batch norm
+  // (the 16-bit floats with f32 per-channel operands), for the floating
+  // dtypes the device has.
   bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override {
     using detail::FusedOp;
     if (op == FusedOp::Conv2d || op == FusedOp::Conv2dBackwardData || op == FusedOp::Conv2dBackwardWeight) {
@@ -336,11 +336,10 @@ class DeviceBackend final : public detail::Backend {
                supports(index, detail::Primitive::Fused, t).ok;
       return false;
     }
-    const bool takes = op == FusedOp::BatchNorm || op == FusedOp::BatchNormBackward
-                           ? t == DType::F32 || t == DType::F64
-                           : (detail::is_window_kernel(op) || op == FusedOp::UnaryBinary ||
-                              op == FusedOp::Interpolate || op == FusedOp::InterpolateBackward) &&
-                                 is_floating(t);
+    const bool takes =
+        (detail::is_window_kernel(op) || op == FusedOp::UnaryBinary || op == FusedOp::Interpolate ||
+         op == FusedOp::InterpolateBackward || op == FusedOp::BatchNorm || op == FusedOp::BatchNormBackward) &&
+        is_floating(t);
     return takes && supports(index, detail::Primitive::Fused, t).ok;
   }
   // The Conv2d family where the runtime has a vendor library that takes the

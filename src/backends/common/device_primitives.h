@@ -454,13 +454,17 @@ void norm_geometry(Q& q, const detail::BatchNormArgs& a, std::size_t& global, st
   global = local * static_cast<std::size_t>(a.c);
 }
 
-// The flags of norm.kern: 1 training, 2 weight, 4 bias, 8 grad_x.
+// The flags of norm.kern: 1 training, 2 weight, 4 bias, 8 grad_x, 16
+// running_mean, 32 running_var, 64 var, 128 sum_gxc, 256 grad_weight.
 inline std::int32_t norm_flags(const detail::BatchNormArgs& a) {
-  return (a.training ? 1 : 0) | (a.weight.data ? 2 : 0) | (a.bias.data ? 4 : 0) | (a.grad_x.data ? 8 : 0);
+  return (a.training ? 1 : 0) | (a.weight.data ? 2 : 0) | (a.bias.data ? 4 : 0) | (a.grad_x.data ? 8 : 0) |
+         (a.running_mean.data ? 16 : 0) | (a.running_var.data ? 32 : 0) | (a.var.data ? 64 : 0) |
+         (a.sum_gxc.data ? 128 : 0) | (a.grad_weight.data ? 256 : 0);
 }
 
-// Either kernel of norm.kern: its operands (each a buffer and an offset),
-// then n, c, s, the forward's eps, and the flags, over C work-groups.
+// Either kernel of norm.kern: its operands (each a buffer and an offset;
+// an absent one passes x's, never touched), then n, c, s, the forward's
+// eps and running-statistics factors, and the flags, over C work-groups.
 template <class Q>
 void launch_norm(Q& q, const detail::BatchNormArgs& a, bool backward,
                  std::initializer_list<const detail::KernelOperand*> operands, const char* what) {
@@ -469,22 +473,32 @@ void launch_norm(Q& q, const detail::BatchNormArgs& a, bool backward,
   std::size_t global, local;
   norm_geometry(q, a, global, local);
   auto l = q.launch(q.kernel(request));
-  for (const detail::KernelOperand* op : operands) l.buffer(op->data).arg(op->offset);
+  for (const detail::KernelOperand* op : operands) {
+    const detail::KernelOperand& o = op->data ? *op : a.x;
+    l.buffer(o.data).arg(o.offset);
+  }
   l.arg(a.n).arg(a.c).arg(a.s);
-  if (!backward) l.scalar(scalar_arg(a.eps, request.accumulator()));
+  if (!backward) {
+    const DType p = a.param_dtype();
+    l.scalar(scalar_arg(a.eps, request.accumulator())).scalar(scalar_arg(1 - a.momentum, p));
+    l.scalar(scalar_arg(a.momentum, p)).scalar(scalar_arg(a.momentum * a.unbias, p));
+  }
   l.arg(norm_flags(a)).run(1, &global, &local, what);
 }
 
 // var is null in evaluation, and unread there; so are absent weight and bias.
 template <class Q>
 void batch_norm(Q& q, const detail::BatchNormArgs& a) {
-  launch_norm(q, a, false, {&a.y, &a.x, &a.mean, &a.var, &a.invstd, &a.weight, &a.bias}, "batch_norm");
+  launch_norm(q, a, false,
+              {&a.y, &a.x, &a.mean, &a.var, &a.invstd, &a.weight, &a.bias, &a.running_mean, &a.running_var},
+              "batch_norm");
 }
 
 // grad_x is null when the input's gradient is not wanted.
 template <class Q>
 void batch_norm_backward(Q& q, const detail::BatchNormArgs& a) {
-  launch_norm(q, a, true, {&a.grad_x, &a.grad, &a.x, &a.mean, &a.invstd, &a.weight, &a.sum_g, &a.sum_gxc},
+  launch_norm(q, a, true,
+              {&a.grad_x, &a.grad, &a.x, &a.mean, &a.invstd, &a.weight, &a.sum_g, &a.sum_gxc, &a.grad_weight},
               "batch_norm_backward");
 }
 

@@ -291,7 +291,7 @@ KernelSpec OptimKernel::spec() const {
 KernelSpec NormKernel::spec() const {
   const std::string prefix = std::string("norm_") + dtype_name(t);
   return {"norm.kern",
-          {def("KPREFIX", prefix), type_def("T", t), type_def("TA", accumulator())},
+          {def("KPREFIX", prefix), type_def("T", t), type_def("P", params()), type_def("TA", accumulator())},
           prefix + (backward ? "_backward" : "_forward")};
 }
 
@@ -363,10 +363,10 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
       for (int k = 0; k < static_cast<int>(detail::OptimizerKind::Count); ++k)
         for (bool multi : {false, true})
           out.push_back(OptimKernel{static_cast<detail::OptimizerKind>(k), t, multi}.spec());
-    if (t == DType::F32 || t == DType::F64)
+    if (is_floating(t))
       for (bool backward : {false, true})
         for (bool wide : {false, true})
-          if (!wide || (t == DType::F32 && fp64)) out.push_back(NormKernel{backward, t, wide}.spec());
+          if (!wide || (t != DType::F64 && fp64)) out.push_back(NormKernel{backward, t, wide}.spec());
   }
   return out;
 }

@@ -204,12 +204,13 @@ struct OptimKernel {
 // Fused batch norm, forward and backward (norm.kern): a work-group per channel.
 struct NormKernel {
   bool backward;  // <prefix>_backward, otherwise _forward
-  DType t;        // f32 or f64
+  DType t;        // x's: f32, f64, f16 or bf16 (whose per-channel operands are f32)
   // f32 sums accumulate in f64: asked on CPU-type devices with fp64, whose
   // few work-items each add up a large share of a channel (as
   // ReduceKernel's wide_f32_sums).
   bool wide_f32_sums;
-  DType accumulator() const noexcept { return t == DType::F32 && wide_f32_sums ? DType::F64 : t; }
+  DType params() const noexcept { return is_half(t) ? DType::F32 : t; }
+  DType accumulator() const noexcept { return params() == DType::F32 && wide_f32_sums ? DType::F64 : params(); }
   std::uint64_t key() const noexcept {
     return kernel_key(Family::Norm, backward, 0, static_cast<int>(t), static_cast<int>(accumulator()));
   }

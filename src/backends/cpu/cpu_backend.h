@@ -59,7 +59,7 @@ class CpuBackend final : public detail::Backend {
   void argsort(int index, const detail::SortArgs& args) override;
 
   // Fused window kernels (cpu_window.cpp) and unary into binary, every
-  // floating dtype; batch norm, f32 and f64.
+  // floating dtype, batch norm too.
   bool supports_fused(detail::FusedOp op, DType t, int index) noexcept override;
   void im2col(int index, const detail::Im2colArgs& args) override;
   void col2im(int index, const detail::Im2colArgs& args) override;
@@ -84,7 +84,7 @@ class CpuBackend final : public detail::Backend {
   void interpolate(int index, const detail::InterpolateArgs& args) override;
   void interpolate_backward(int index, const detail::InterpolateArgs& args) override;
 
-  // Fused batch norm (cpu_norm.cpp), f32 and f64.
+  // Fused batch norm (cpu_norm.cpp), every floating dtype.
   void batch_norm(int index, const detail::BatchNormArgs& args) override;
   void batch_norm_backward(int index, const detail::BatchNormArgs& args) override;
 

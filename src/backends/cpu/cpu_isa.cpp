@@ -196,8 +196,7 @@ bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
   if (detail::is_window_kernel(op) || op == detail::FusedOp::UnaryBinary || op == detail::FusedOp::Interpolate ||
       op == detail::FusedOp::InterpolateBackward)
     return is_floating(t);
-  if (op == detail::FusedOp::BatchNorm || op == detail::FusedOp::BatchNormBackward)
-    return t == DType::F32 || t == DType::F64;
+  if (op == detail::FusedOp::BatchNorm || op == detail::FusedOp::BatchNormBackward) return is_floating(t);
   // The Conv2d family (cpu_conv.cpp; bf16 only on CPUs with bf16
   // instructions, which supports_fused_conv2d checks).
   return t == DType::F32 || t == DType::BF16;

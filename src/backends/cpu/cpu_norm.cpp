@@ -3,6 +3,8 @@
 // S elements are read from memory once for its sums and again from the
 // cache (a channel of ResNet-18's widest layer, [32, 64, 28, 28], is 98 KiB)
 // for its output, and no per-channel partial results cross threads.
+// f16 and bf16 inputs (T) compute in f32 (P), the type of every per-channel
+// operand, and round once per element stored.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/parallel.h"
+#include "core/half.h"
 
 namespace anvil::cpu_backend {
 inline namespace ANVIL_CPU_ISA {
@@ -36,8 +39,8 @@ struct ChannelRows {
   std::int64_t row(std::int64_t i) const { return (i * c + ch) * s; }
 };
 
-template <typename T>
-double sum_or_squares(const T* __restrict x, const ChannelRows& r, const T* m) {
+template <typename T, typename P>
+double sum_or_squares(const T* __restrict x, const ChannelRows& r, const P* m) {
   double total = 0;
   if (r.s < kShortRow) {
     double partial[kShortRow] = {};
@@ -45,12 +48,12 @@ double sum_or_squares(const T* __restrict x, const ChannelRows& r, const T* m) {
       const T* __restrict row = x + r.row(i);
       if (m == nullptr) {
 #pragma omp simd
-        for (std::int64_t j = 0; j < r.s; ++j) partial[j] += static_cast<double>(row[j]);
+        for (std::int64_t j = 0; j < r.s; ++j) partial[j] += static_cast<double>(static_cast<P>(row[j]));
       } else {
-        const T mean = *m;
+        const P mean = *m;
 #pragma omp simd
         for (std::int64_t j = 0; j < r.s; ++j) {
-          const T d = row[j] - mean;
+          const P d = static_cast<P>(row[j]) - mean;
           partial[j] += static_cast<double>(d * d);
         }
       }
@@ -62,15 +65,15 @@ double sum_or_squares(const T* __restrict x, const ChannelRows& r, const T* m) {
     const T* __restrict row = x + r.row(i);
     for (std::int64_t j0 = 0; j0 < r.s; j0 += kBlock) {
       const std::int64_t j1 = std::min(r.s, j0 + kBlock);
-      T acc = 0;
+      P acc = 0;
       if (m == nullptr) {
 #pragma omp simd reduction(+ : acc)
-        for (std::int64_t j = j0; j < j1; ++j) acc += row[j];
+        for (std::int64_t j = j0; j < j1; ++j) acc += static_cast<P>(row[j]);
       } else {
-        const T mean = *m;
+        const P mean = *m;
 #pragma omp simd reduction(+ : acc)
         for (std::int64_t j = j0; j < j1; ++j) {
-          const T d = row[j] - mean;
+          const P d = static_cast<P>(row[j]) - mean;
           acc += d * d;
         }
       }
@@ -80,8 +83,8 @@ double sum_or_squares(const T* __restrict x, const ChannelRows& r, const T* m) {
   return total;
 }
 
-template <typename T>
-std::array<double, 2> gradient_sums(const T* __restrict g, const T* __restrict x, const ChannelRows& r, T mean) {
+template <typename T, typename P>
+std::array<double, 2> gradient_sums(const T* __restrict g, const T* __restrict x, const ChannelRows& r, P mean) {
   std::array<double, 2> total{};
   if (r.s < kShortRow) {
     double pg[kShortRow] = {}, pgx[kShortRow] = {};
@@ -90,8 +93,9 @@ std::array<double, 2> gradient_sums(const T* __restrict g, const T* __restrict x
       const T* __restrict xrow = x + r.row(i);
 #pragma omp simd
       for (std::int64_t j = 0; j < r.s; ++j) {
-        pg[j] += static_cast<double>(grow[j]);
-        pgx[j] += static_cast<double>(grow[j] * (xrow[j] - mean));
+        const P gj = static_cast<P>(grow[j]);
+        pg[j] += static_cast<double>(gj);
+        pgx[j] += static_cast<double>(gj * (static_cast<P>(xrow[j]) - mean));
       }
     }
     for (std::int64_t j = 0; j < r.s; ++j) total[0] += pg[j], total[1] += pgx[j];
@@ -102,11 +106,12 @@ std::array<double, 2> gradient_sums(const T* __restrict g, const T* __restrict x
     const T* __restrict xrow = x + r.row(i);
     for (std::int64_t j0 = 0; j0 < r.s; j0 += kBlock) {
       const std::int64_t j1 = std::min(r.s, j0 + kBlock);
-      T sg = 0, sgx = 0;
+      P sg = 0, sgx = 0;
 #pragma omp simd reduction(+ : sg, sgx)
       for (std::int64_t j = j0; j < j1; ++j) {
-        sg += grow[j];
-        sgx += grow[j] * (xrow[j] - mean);
+        const P gj = static_cast<P>(grow[j]);
+        sg += gj;
+        sgx += gj * (static_cast<P>(xrow[j]) - mean);
       }
       total[0] += static_cast<double>(sg);
       total[1] += static_cast<double>(sgx);
@@ -115,18 +120,19 @@ std::array<double, 2> gradient_sums(const T* __restrict g, const T* __restrict x
   return total;
 }
 
-template <typename T>
-void row_affine(T* __restrict y, const T* __restrict x, std::int64_t s, T a, T b) {
+template <typename T, typename P>
+void row_affine(T* __restrict y, const T* __restrict x, std::int64_t s, P a, P b) {
 #pragma omp simd
-  for (std::int64_t i = 0; i < s; ++i) y[i] = x[i] * a + b;
+  for (std::int64_t i = 0; i < s; ++i) y[i] = static_cast<T>(static_cast<P>(x[i]) * a + b);
 }
 
 // dx = g * a - (x - mean) * k - c over one row.
-template <typename T>
-void row_input_gradient(T* __restrict dx, const T* __restrict g, const T* __restrict x, std::int64_t s, T mean, T a,
-                        T k, T c) {
+template <typename T, typename P>
+void row_input_gradient(T* __restrict dx, const T* __restrict g, const T* __restrict x, std::int64_t s, P mean, P a,
+                        P k, P c) {
 #pragma omp simd
-  for (std::int64_t i = 0; i < s; ++i) dx[i] = g[i] * a - (x[i] - mean) * k - c;
+  for (std::int64_t i = 0; i < s; ++i)
+    dx[i] = static_cast<T>(static_cast<P>(g[i]) * a - (static_cast<P>(x[i]) - mean) * k - c);
 }
 
 // Channels per thread: a channel of N * S elements costs about three
@@ -136,66 +142,75 @@ std::int64_t channel_grain(const BatchNormArgs& a) {
   return std::max<std::int64_t>(1, kParallelGrain / (3 * per_channel));
 }
 
-template <typename T>
+template <typename T, typename P>
 void batch_norm_typed(const BatchNormArgs& a) {
   const T* x = elements<const T>(a.x);
   T* y = elements<T>(a.y);
-  T* mean = elements<T>(a.mean);
-  T* var = elements<T>(a.var);
-  T* invstd = elements<T>(a.invstd);
-  const T* weight = elements<const T>(a.weight);
-  const T* bias = elements<const T>(a.bias);
+  P* mean = elements<P>(a.mean);
+  P* var = elements<P>(a.var);
+  P* invstd = elements<P>(a.invstd);
+  const P* weight = elements<const P>(a.weight);
+  const P* bias = elements<const P>(a.bias);
+  P* running_mean = elements<P>(a.running_mean);
+  P* running_var = elements<P>(a.running_var);
+  const P keep = static_cast<P>(1 - a.momentum), mean_factor = static_cast<P>(a.momentum),
+          var_factor = static_cast<P>(a.momentum * a.unbias);
   const std::int64_t n = a.n, c = a.c, s = a.s;
   const double count = static_cast<double>(n * s);
   parallel_for(c, channel_grain(a), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t ch = begin; ch < end; ++ch) {
       const ChannelRows rows{n, c, ch, s};
-      T m, inv;
+      P m, inv;
       if (a.training) {
-        m = static_cast<T>(sum_or_squares<T>(x, rows, nullptr) / count);
-        const double squares = sum_or_squares<T>(x, rows, &m);
+        m = static_cast<P>(sum_or_squares<T, P>(x, rows, nullptr) / count);
+        const double squares = sum_or_squares<T, P>(x, rows, &m);
         const double v = squares / count;
-        inv = static_cast<T>(1.0 / std::sqrt(v + a.eps));
+        inv = static_cast<P>(1.0 / std::sqrt(v + a.eps));
         mean[ch] = m;
-        var[ch] = static_cast<T>(v);
+        if (var) var[ch] = static_cast<P>(v);
         invstd[ch] = inv;
+        // As the composite: running * (1 - momentum) + stat * factor.
+        if (running_mean) running_mean[ch] = running_mean[ch] * keep + m * mean_factor;
+        if (running_var) running_var[ch] = running_var[ch] * keep + static_cast<P>(v) * var_factor;
       } else {
         m = mean[ch];
         inv = invstd[ch];
       }
-      const T scale = weight ? inv * weight[ch] : inv;
-      const T shift = (bias ? bias[ch] : T(0)) - m * scale;
+      const P scale = weight ? inv * weight[ch] : inv;
+      const P shift = (bias ? bias[ch] : P(0)) - m * scale;
       for (std::int64_t i = 0; i < n; ++i) row_affine(y + rows.row(i), x + rows.row(i), s, scale, shift);
     }
   });
 }
 
-template <typename T>
+template <typename T, typename P>
 void batch_norm_backward_typed(const BatchNormArgs& a) {
   const T* g = elements<const T>(a.grad);
   const T* x = elements<const T>(a.x);
-  const T* mean = elements<const T>(a.mean);
-  const T* invstd = elements<const T>(a.invstd);
-  const T* weight = elements<const T>(a.weight);
+  const P* mean = elements<const P>(a.mean);
+  const P* invstd = elements<const P>(a.invstd);
+  const P* weight = elements<const P>(a.weight);
   T* dx = elements<T>(a.grad_x);
-  T* sum_g = elements<T>(a.sum_g);
-  T* sum_gxc = elements<T>(a.sum_gxc);
+  P* sum_g = elements<P>(a.sum_g);
+  P* sum_gxc = elements<P>(a.sum_gxc);
+  P* grad_weight = elements<P>(a.grad_weight);
   const std::int64_t n = a.n, c = a.c, s = a.s;
   const double count = static_cast<double>(n * s);
   parallel_for(c, channel_grain(a), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t ch = begin; ch < end; ++ch) {
       const ChannelRows rows{n, c, ch, s};
-      const T m = mean[ch], inv = invstd[ch];
-      const auto sums = gradient_sums<T>(g, x, rows, m);
-      sum_g[ch] = static_cast<T>(sums[0]);
-      sum_gxc[ch] = static_cast<T>(sums[1]);
+      const P m = mean[ch], inv = invstd[ch];
+      const auto sums = gradient_sums<T, P>(g, x, rows, m);
+      sum_g[ch] = static_cast<P>(sums[0]);
+      if (sum_gxc) sum_gxc[ch] = static_cast<P>(sums[1]);
+      if (grad_weight) grad_weight[ch] = static_cast<P>(sums[1]) * inv;
       if (dx == nullptr) continue;
-      const T scale = weight ? inv * weight[ch] : inv;
-      T k = 0, shift = 0;
+      const P scale = weight ? inv * weight[ch] : inv;
+      P k = 0, shift = 0;
       if (a.training) {
-        k = static_cast<T>(static_cast<double>(scale) * static_cast<double>(inv) * static_cast<double>(inv) * sums[1] /
+        k = static_cast<P>(static_cast<double>(scale) * static_cast<double>(inv) * static_cast<double>(inv) * sums[1] /
                            count);
-        shift = static_cast<T>(static_cast<double>(scale) * sums[0] / count);
+        shift = static_cast<P>(static_cast<double>(scale) * sums[0] / count);
       }
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t row = rows.row(i);
@@ -205,18 +220,35 @@ void batch_norm_backward_typed(const BatchNormArgs& a) {
   });
 }
 
-// supports_fused() offers f32 and f64 only.
-bool is_f64(const BatchNormArgs& a) {
-  ANVIL_ASSERT(a.dtype == DType::F32 || a.dtype == DType::F64, "batch_norm: f32 or f64 expected, got ", a.dtype);
-  return a.dtype == DType::F64;
+// x's dtype picks T; the per-channel operands are f32 for the 16-bit ones.
+template <template <typename, typename> class F>
+void by_dtype(const BatchNormArgs& a) {
+  switch (a.dtype) {
+    case DType::F64:
+      return F<double, double>::run(a);
+    case DType::F32:
+      return F<float, float>::run(a);
+    case DType::F16:
+      return F<detail::Half, float>::run(a);
+    case DType::BF16:
+      return F<detail::BFloat16, float>::run(a);
+    default:
+      ANVIL_ASSERT(false, "batch_norm: a floating dtype expected, got ", a.dtype);
+  }
 }
+template <typename T, typename P>
+struct Forward {
+  static void run(const BatchNormArgs& a) { batch_norm_typed<T, P>(a); }
+};
+template <typename T, typename P>
+struct Backward {
+  static void run(const BatchNormArgs& a) { batch_norm_backward_typed<T, P>(a); }
+};
 
 }  // namespace
 
-void batch_norm(const BatchNormArgs& a) { is_f64(a) ? batch_norm_typed<double>(a) : batch_norm_typed<float>(a); }
-void batch_norm_backward(const BatchNormArgs& a) {
-  is_f64(a) ? batch_norm_backward_typed<double>(a) : batch_norm_backward_typed<float>(a);
-}
+void batch_norm(const BatchNormArgs& a) { by_dtype<Forward>(a); }
+void batch_norm_backward(const BatchNormArgs& a) { by_dtype<Backward>(a); }
 
 }  // namespace ANVIL_CPU_ISA
 }  // namespace anvil::cpu_backend

@@ -3,14 +3,22 @@
 //
 // Note [cuDNN batch norm]
 // ~~~~~~~~~~~~~~~~~~~~~~~
-// - Which: f32 in training, with at least two values per channel, while cuDNN
-//   is loaded and enabled (ANVIL_CUDNN_BATCH_NORM=0 keeps norm.kern).
-//   Evaluation takes norm.kern: the frontend hands over invstd, not the
-//   variance cuDNN's inference call wants, and that pass is one elementwise.
-// - The frontend's contract is kept: the forward writes the batch mean, the
-//   biased variance and invstd (cuDNN's running variance is unbiased: taken
-//   with factor 1 from zeroed scratch and scaled by (m - 1) / m); the backward
-//   writes sum_g and sum_gxc (cuDNN's dscale divided by invstd).
+// - Which: f32 in training, forward and backward, with at least two values
+//   per channel, while cuDNN is loaded and enabled (ANVIL_CUDNN,
+//   anvil::backends::cudnn::set_enabled; ANVIL_CUDNN_BATCH_NORM=0 alone keeps
+//   norm.kern for comparison). Evaluation takes norm.kern: the frontend hands
+//   over 1 / sqrt(running_var + eps), not the variance cuDNN's inference call
+//   wants, and that pass is a single elementwise one anyway.
+// - One cuDNN call each way (issue 38): the forward writes the batch mean
+//   and invstd and updates the running statistics itself (cuDNN's
+//   exponential average is PyTorch's momentum, its running variance
+//   unbiased as PyTorch's); the backward's dscale is the weight's gradient
+//   S(g * (x - mean)) * invstd and its dbias sum_g. norm.kern runs what
+//   cuDNN cannot give in one call: the biased variance, one running
+//   statistic without the other, sum_gxc (asked for by no frontend today).
+//   cudnnBatchNormalizationForwardTraining, not its Ex form: both update the
+//   running statistics, and the Ex form's workspace and reserve buy nothing
+//   without a fused activation. Compiled here; not run without a GPU.
 // - Layout: x [N, C, S] as a 4-d [N, C, S, 1] tensor, CUDNN_BATCHNORM_SPATIAL.
 #include <climits>
 
@@ -65,6 +73,9 @@ bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backw
   const CudnnApi* api = cudnn_if_enabled();
   if (api == nullptr || a.dtype != DType::F32 || !a.training || device_common::env_flag_off("ANVIL_CUDNN_BATCH_NORM"))
     return false;
+  if (!backward && (a.var.data != nullptr || (a.running_mean.data == nullptr) != (a.running_var.data == nullptr)))
+    return false;
+  if (backward && a.sum_gxc.data != nullptr) return false;
   const std::int64_t m = a.n * a.s;
   if (m < 2 || a.c <= 0 || a.n > INT_MAX || a.c > INT_MAX || a.s > INT_MAX ||
       static_cast<double>(m) * static_cast<double>(a.c) >= static_cast<double>(INT_MAX))
@@ -88,20 +99,19 @@ bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backw
   }
 
   if (!backward) {
-    // [running mean | running var] with factor 1: the batch's mean and
-    // unbiased variance (the scratch is zeroed: cuDNN reads the old values).
-    Scratch running(s.allocator, 3 * cbytes);
-    float* bias = a.bias.data != nullptr ? at(a.bias) : running.as<float>() + 2 * c;
-    ANVIL_CUDA_CHECK(
-        label, cudaMemsetAsync(running.as<float>(), 0, a.bias.data != nullptr ? 2 * cbytes : 3 * cbytes, q.stream));
-    ANVIL_CUDNN_CHECK(
-        label, api->cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x, at(a.x), x,
-                                                           at(a.y), per_channel, scale, bias, 1.0, running.as<float>(),
-                                                           running.as<float>() + c, a.eps, at(a.mean), at(a.invstd)));
-    // The biased variance the frontend's contract names.
-    const float unbiased_to_biased = static_cast<float>(static_cast<double>(m - 1) / static_cast<double>(m));
-    ANVIL_CUDNN_CHECK(label, api->cudnnTransformTensor(h, &unbiased_to_biased, per_channel, running.as<float>() + c,
-                                                       &zero, per_channel, at(a.var)));
+    // Zeros for an absent bias; null running statistics are not updated.
+    std::unique_ptr<Scratch> zeros;
+    float* bias = a.bias.data != nullptr ? at(a.bias) : nullptr;
+    if (bias == nullptr) {
+      zeros = std::make_unique<Scratch>(s.allocator, cbytes);
+      ANVIL_CUDA_CHECK(label, cudaMemsetAsync(zeros->as<float>(), 0, cbytes, q.stream));
+      bias = zeros->as<float>();
+    }
+    const bool running = a.running_mean.data != nullptr;
+    ANVIL_CUDNN_CHECK(label, api->cudnnBatchNormalizationForwardTraining(
+                                 h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x, at(a.x), x, at(a.y), per_channel, scale,
+                                 bias, a.momentum, running ? at(a.running_mean) : nullptr,
+                                 running ? at(a.running_var) : nullptr, a.eps, at(a.mean), at(a.invstd)));
     return true;
   }
 
@@ -112,20 +122,16 @@ bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backw
     dx_scratch = std::make_unique<Scratch>(s.allocator, static_cast<std::size_t>(m) * cbytes);
     dx = dx_scratch->as<float>();
   }
-  Scratch dscale(s.allocator, cbytes);
-  ANVIL_CUDNN_CHECK(label, api->cudnnBatchNormalizationBackward(
-                               h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, x, at(a.x), x, at(a.grad), x, dx,
-                               per_channel, scale, dscale.as<float>(), at(a.sum_g), a.eps, at(a.mean), at(a.invstd)));
-  // sum_gxc = dscale / invstd.
-  detail::ElementwiseArgs e;
-  e.ndim = 1;
-  e.shape[0] = c;
-  e.numel = c;
-  e.out = a.sum_gxc;
-  e.in[0] = operand_of(dscale);
-  e.in[1] = a.invstd;
-  e.nin = 2;
-  device_common::binary(s, detail::BinaryOp::Div, e);
+  // dscale is the weight's gradient: scratch when it is not wanted.
+  std::unique_ptr<Scratch> dscale_scratch;
+  float* dscale = a.grad_weight.data != nullptr ? at(a.grad_weight) : nullptr;
+  if (dscale == nullptr) {
+    dscale_scratch = std::make_unique<Scratch>(s.allocator, cbytes);
+    dscale = dscale_scratch->as<float>();
+  }
+  ANVIL_CUDNN_CHECK(label, api->cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, x,
+                                                                at(a.x), x, at(a.grad), x, dx, per_channel, scale,
+                                                                dscale, at(a.sum_g), a.eps, at(a.mean), at(a.invstd)));
   return true;
 }
 
