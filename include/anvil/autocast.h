@@ -16,12 +16,13 @@
 //     mse_loss, layer_norm (LayerNorm), and the elementwise ops whose row in
 //     anvil/ops.def says Fp32 (exp, log, log1p, expm1, rsqrt, reciprocal,
 //     softplus, sinh, cosh, pow).
-//     BatchNorm is built from mean and rsqrt, so it normalises in f32 too.
 //
 // Every other op runs in its inputs' dtype (promoted as usual): relu,
-// pooling, add, views, … The casts are the ordinary differentiable to(dtype),
-// so gradients reach f32 parameters as f32. Backward passes run with
-// autocast off: each gradient rule computes in its forward op's dtype.
+// pooling, add, views, … and batch_norm (BatchNorm), whose 16-bit input
+// keeps its dtype while its statistics and arithmetic are f32 and weight,
+// bias and running statistics stay f32 (PyTorch's mixed batch norm). The casts are the ordinary differentiable
+// to(dtype), so gradients reach f32 parameters as f32. Backward passes run with autocast off: each gradient rule
+// computes in its forward op's dtype.
 #pragma once
 
 #include "anvil/device.h"

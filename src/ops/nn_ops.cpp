@@ -426,8 +426,11 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> output_s
   const auto [oh, ow] = output_size;
   const std::int64_t h = x.size(-2), w = x.size(-1);
   // Global average pooling (ResNet's head): one reduction, whose gradient is
-  // one broadcast.
-  if (oh == 1 && ow == 1) return mean(x, {-2, -1}, true);
+  // one broadcast. Not mean(), which autocast widens to f32: pooling is on
+  // no autocast list (PyTorch), so a 16-bit input stays 16-bit.
+  if (oh == 1 && ow == 1)
+    return detail::reduce_op(detail::ReduceOp::Sum, "adaptive_avg_pool2d", x, {-2, -1}, true, x.dtype(),
+                             1.0 / static_cast<double>(h * w));
   if (oh == h && ow == w) return clone(x);
   // out = P_h @ x @ P_w^T: P_h [OH, H] broadcasts over the leading dims; the
   // gradient comes from matmul's rule (P_h and P_w need none).
@@ -554,8 +557,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& bias, bool training, double momentum, double eps) {
   ANVIL_PROFILE_OP("batch_norm", &x);
   detail::check_defined("batch_norm", x);
-  if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x, &weight, &bias}))
-    return batch_norm((*c)[0], running_mean, running_var, (*c)[1], (*c)[2], training, momentum, eps);
+  // Not on an autocast list, as in PyTorch: a 16-bit input stays 16-bit
+  // (its statistics and arithmetic in f32, weight, bias and the running
+  // statistics f32), so the ReLU and residual add after it stay 16-bit too.
   ANVIL_CHECK(x.dim() >= 2, ShapeError, "batch_norm: input must be [N, C, ...]; expected at least 2 dims, got ",
               x.shape());
   ANVIL_CHECK(is_floating(x.dtype()), DTypeError,
