@@ -59,18 +59,25 @@ counts=()
 IFS=, read -ra wanted <<<"$threads"
 for t in "${wanted[@]}"; do ((t <= cores)) && counts+=("$t"); done
 
-# run <log name> <env...> -- <train args...>: the 2nd epoch's seconds.
+# run <log name> <env...> -- <train args...>: the 2nd epoch's seconds, from
+# the curves' CSV (6 digits; the log has 2) or else the log.
 run() {
-  local name=$1 env=()
+  local name=$1 env=() model="" prev="" a
   shift
   while [[ $1 != -- ]]; do env+=("$1"); shift; done
   shift
+  for a in "$@"; do [[ $prev == --model ]] && model=$a; prev=$a; done
+  rm -f "$out/${model}_curves.csv"
   if ! env "${env[@]}" "$train" --device cpu --epochs 2 --train-samples "$images" --test-samples 1000 --no-plot \
     --out-dir "$out" "$@" >"$out/$name.log" 2>&1; then
     echo "failed (see $out/$name.log)"
     return
   fi
-  sed -n 's/^  epoch 2: .*, \([0-9.]*\) s (.*/\1/p' "$out/$name.log"
+  if [[ -n $model && -f $out/${model}_curves.csv ]]; then
+    awk -F, '$1 == 2 { printf "%.3f\n", $5 }' "$out/${model}_curves.csv"
+  else
+    sed -n 's/^  epoch 2: .*, \([0-9.]*\) s (.*/\1/p' "$out/$name.log"
+  fi
 }
 
 # wake_at <threads>: anvil's measured wake cost (µs) at that many threads,
@@ -81,6 +88,13 @@ wake_at() {
     OMP_NUM_THREADS=$1 "$bin/tools/anvil-smi" | grep -o 'wake [0-9.]* us[^|]*' | head -1 |
       grep -v 'not measured\|fixed' | sed 's/wake \([0-9.]*\) us.*/\1/' || true
   done | sort -g | sed -n 2p
+}
+
+# median3 <log name> <env...> -- <train args...>: run's median of 3 runs.
+median3() {
+  local name=$1
+  shift
+  for r in 1 2 3; do run "$name-r$r" "$@"; done | sort -g | sed -n 2p
 }
 
 # Note [Parallel cost report] (src/backends/cpu/threads.h): the epoch at
@@ -107,12 +121,14 @@ if ((predict > 0)); then
       echo "Wake cost: $wake us measured at $predict threads (anvil-smi, median of 3)"
     fi
     echo
-    echo "2nd epoch, seconds ($images images, batch 256). predicted = serial + region work / team + regions x wake:"
+    echo "2nd epoch, seconds ($images images, batch 256; measured: the median of 3 runs)." \
+      "predicted = serial + work / team + regions x wake, serial = 1 thread - work (work: the profiled" \
+      "run's pieces that anvil may split):"
     echo
     echo "| model | 1 thread | serial | work | work at $predict | regions | mean team | wakes | predicted $predict | measured $predict | error |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|"
     for model in lenet mlp; do
-      t1=$(run "$model-predict-t1" OMP_NUM_THREADS=1 -- --model "$model")
+      t1=$(median3 "$model-predict-t1" OMP_NUM_THREADS=1 -- --model "$model")
       [[ $t1 =~ ^[0-9.]+$ ]] || { echo "| $model | $t1 |"; continue; }
       run "$model-predict-profile-t1" OMP_NUM_THREADS=1 -- --model "$model" \
         --profile "$out/$model-predict-t1.trace.json" >/dev/null
@@ -121,7 +137,7 @@ if ((predict > 0)); then
       field() { grep -o "$1=[^ ]*" <<<"$line" | cut -d= -f2; }
       measured=n/a error=n/a
       if ((predict <= cores)); then
-        measured=$(run "$model-predict-t$predict" OMP_NUM_THREADS="$predict" -- --model "$model")
+        measured=$(median3 "$model-predict-t$predict" OMP_NUM_THREADS="$predict" -- --model "$model")
         error=$(awk -v p="$(field predicted_s)" -v m="$measured" 'BEGIN { printf "%+.0f%%", 100 * (p - m) / m }')
       fi
       echo "| $model | $t1 | $(field serial_s) | $(field work_s) | $(field work_at_n_s) | $(field regions) |" \
