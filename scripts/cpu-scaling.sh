@@ -122,8 +122,8 @@ if ((predict > 0)); then
     fi
     echo
     echo "2nd epoch, seconds ($images images, batch 256; measured: the median of 3 runs)." \
-      "predicted = serial + work / team + regions x wake, serial = 1 thread - work (work: the profiled" \
-      "run's pieces that anvil may split):"
+      "predicted = serial + work / team + regions x wake, serial = 1 thread - work (work: the pieces" \
+      "anvil may split, from the profiled run, scaled by the unprofiled 1-thread epoch over the profiled one):"
     echo
     echo "| model | 1 thread | serial | work | work at $predict | regions | mean team | wakes | predicted $predict | measured $predict | error |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|"
