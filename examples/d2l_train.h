@@ -115,6 +115,9 @@ inline std::vector<EpochRow> fit(anvil::nn::Module& net, anvil::optim::Optimizer
   std::int64_t step = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
+    // The epoch's training time as a span of a profile (scripts/cpu-scaling.sh --predict reads it).
+    std::optional<profiler::Range> span;
+    if (profiler::enabled()) span.emplace("train epoch " + std::to_string(epoch));
     Tensor loss_sum = zeros({}, device), correct = zeros({}, device, i64);
     std::int64_t seen = 0, batch = 0;
     double loss = 0, acc = 0, rate = 0;
@@ -154,6 +157,7 @@ inline std::vector<EpochRow> fit(anvil::nn::Module& net, anvil::optim::Optimizer
       }
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    span.reset();
     const double test_acc = evaluate(net, test_loader, device, prepare, amp);
     std::printf("\n  epoch %d: train loss %.4f, train acc %.4f, test acc %.4f, %.2f s (%.0f samples/s)\n", epoch, loss,
                 acc, test_acc, secs, static_cast<double>(seen) / secs);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -17,7 +18,9 @@
 #include <vector>
 
 #include "../benchmarks/background_load.h"
+#include "anvil/profiler.h"
 #include "backends/cpu/threads.h"
+#include "core/observer.h"
 #include "device_test.h"
 #include "reference.h"
 
@@ -168,6 +171,122 @@ TEST(ThreadChoice, CostlyElementsSplitSooner) {
   const auto s = cpu_threads::parallel_stats();
   EXPECT_EQ(s.regions, 1u);
   EXPECT_EQ(s.region_threads, 2u);
+}
+
+// --- the parallel cost report (Note [Parallel cost report]) ---
+
+// The profiler's row of `name`, or a row of zeros.
+profiler::OpStats row_of(const std::vector<profiler::OpStats>& rows, const std::string& name) {
+  for (const profiler::OpStats& r : rows)
+    if (r.name == name) return r;
+  ADD_FAILURE() << "no row " << name;
+  return {};
+}
+
+TEST(ParallelCostReport, RegionsThreadsAndSerialTimePerOp) {
+  ThreadsGuard guard;
+  const Tensor big = randn({4 << 20}, cpu());
+  const Tensor small = randn({1000}, cpu());
+  const Tensor a = randn({512, 512}, cpu());
+  const Tensor image = randn({64, 8, 32, 32}, cpu()), weight = randn({16, 8, 5, 5}, cpu());
+  for (const int n : {1, 2}) {
+    set_num_threads(n);
+    profiler::Profile p;
+    (void)exp(big);               // 4M / 64K: a region of every allowed thread
+    (void)(small + small);        // below the least size: no piece at all
+    (void)matmul(a, a);           // 512^3 / 4M multiply-adds: 32 shares
+    (void)conv2d(image, weight);  // 16 x 50176 x 200 multiply-adds: 38 shares
+    p.stop();
+    const std::vector<profiler::OpStats> rows = p.key_averages();
+    for (const char* name : {"exp", "matmul", "conv2d"}) {
+      const profiler::OpStats r = row_of(rows, name);
+      EXPECT_GE(r.regions, 1u) << name << " at " << n << " threads";
+      EXPECT_EQ(r.threads, n) << name << ": the team is the thread bound";
+      EXPECT_GT(r.region_us, 0) << name;
+      EXPECT_LE(r.region_us, r.host_self_us + 1) << name << ": a region lies inside its op";
+      EXPECT_NEAR(r.serial_us, std::max(0.0, r.host_self_us - r.region_us), 1e-6) << name;
+    }
+    const profiler::OpStats add = row_of(rows, "add");
+    EXPECT_EQ(add.regions, 0u);
+    EXPECT_EQ(add.threads, 0);
+    EXPECT_EQ(add.region_us, 0);
+    EXPECT_DOUBLE_EQ(add.serial_us, add.host_self_us) << "an op without regions is serial";
+    // The trace carries each piece for scripts/predict_parallel.py.
+    bool exp_piece = false;
+    for (const profiler::TraceEvent& e : p.events())
+      if (e.name == "exp") {
+        ASSERT_EQ(e.parallel.size(), 1u);
+        EXPECT_DOUBLE_EQ(e.parallel[0].width, 64.0) << "4M elements in 64K grains";
+        EXPECT_EQ(e.parallel[0].threads, n);
+        EXPECT_TRUE(e.parallel[0].region);
+        exp_piece = true;
+      }
+    EXPECT_TRUE(exp_piece);
+    const std::string table = p.table({.row_limit = 0});
+    EXPECT_NE(table.find("Regions"), std::string::npos) << table;
+    EXPECT_NE(table.find("Serial"), std::string::npos) << table;
+  }
+}
+
+TEST(ParallelCostReport, WorkBelowTwoSharesIsAPieceButNotARegion) {
+  ThreadsGuard guard;  // the reference wake: 2 grains make a region
+  set_num_threads(2);
+  const Tensor x = randn({3 << 16}, cpu());  // 1.5 grains of add
+  profiler::Profile p;
+  (void)(x + x);
+  p.stop();
+  const profiler::OpStats add = row_of(p.key_averages(), "add");
+  EXPECT_EQ(add.regions, 0u);
+  for (const profiler::TraceEvent& e : p.events())
+    if (e.name == "add") {
+      ASSERT_EQ(e.parallel.size(), 1u) << "a piece a cheaper wake would split";
+      EXPECT_DOUBLE_EQ(e.parallel[0].width, 0.75);
+      EXPECT_EQ(e.parallel[0].threads, 1);
+      EXPECT_FALSE(e.parallel[0].region);
+    }
+}
+
+// An observer that counts the pieces reported to it.
+std::atomic<int> g_pieces{0};
+const anvil::detail::Observer kCountingObserver{
+    .begin_op = [](anvil::detail::SpanKind, const char*, const Device*,
+                   std::initializer_list<const Tensor*>) noexcept { return anvil::detail::SpanHandle{}; },
+    .begin_named = [](anvil::detail::SpanKind, std::string_view,
+                      Device) noexcept { return anvil::detail::SpanHandle{}; },
+    .begin_copy = [](Device, Device) noexcept { return anvil::detail::SpanHandle{}; },
+    .begin_sync = [](Device, const anvil::detail::CallSite*) noexcept { return anvil::detail::SpanHandle{}; },
+    .end_span = [](anvil::detail::SpanHandle, std::uint64_t) noexcept {},
+    .memory = [](Device, std::int64_t) noexcept {},
+    .collective = [](Device, std::uint64_t) noexcept {},
+    .parallel = [](int, double, bool, std::int64_t) noexcept { g_pieces.fetch_add(1); },
+};
+
+TEST(ParallelCostReport, NothingIsTimedWithoutAnObserver) {
+  ThreadsGuard guard;
+  set_num_threads(2);
+  const Tensor big = randn({4 << 20}, cpu());
+  g_pieces = 0;
+  (void)exp(big);
+  EXPECT_EQ(g_pieces.load(), 0);
+  anvil::detail::set_observer(&kCountingObserver);
+  (void)exp(big);
+  anvil::detail::set_observer(nullptr);
+  EXPECT_EQ(g_pieces.load(), 1) << "one region reported while observed";
+  (void)exp(big);
+  EXPECT_EQ(g_pieces.load(), 1) << "nothing after the observer left";
+  {
+    // A piece that began unobserved is never timed, even when one arrives.
+    const cpu_threads::ParallelWork work(2, 8.0);
+    anvil::detail::set_observer(&kCountingObserver);
+  }
+  anvil::detail::set_observer(nullptr);
+  EXPECT_EQ(g_pieces.load(), 1);
+  {
+    anvil::detail::set_observer(&kCountingObserver);
+    const cpu_threads::ParallelWork work(2, 8.0);
+    anvil::detail::set_observer(nullptr);
+  }
+  EXPECT_EQ(g_pieces.load(), 1) << "nor reported when the observer left before it ended";
 }
 
 // --- the wake cost (Note [Threads from the measured wake cost]) ---

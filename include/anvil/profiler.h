@@ -72,6 +72,13 @@ struct OpStats {
   double host_self_us = 0;        // minus the spans nested inside
   double device_total_us = 0;     // the device's clock; on the CPU the span itself
   std::int64_t memory_bytes = 0;  // allocated minus freed inside the span (children included)
+  // The CPU's parallel regions entered directly inside these spans (not in
+  // nested ones): how many, the mean team size, their wall time, and the
+  // self time outside any region (docs/threads.md, "Parallel cost report").
+  std::uint64_t regions = 0;
+  double threads = 0;  // 0 without regions
+  double region_us = 0;
+  double serial_us = 0;  // host_self_us - region_us
 };
 
 // One line of user code that made the host wait.
@@ -93,6 +100,15 @@ struct MemoryTotals {
   std::int64_t peak_live_bytes = 0;  // high-water mark of allocated - freed during the profile
 };
 
+// A piece of CPU work the backend may split across threads, run directly
+// inside a span (Note [Parallel cost report] in src/backends/cpu/threads.h).
+struct ParallelPiece {
+  double width = 0;     // the most threads the size rule gives it at the reference wake cost (45 µs)
+  double us = 0;        // its wall time
+  int threads = 1;      // the team it ran on
+  bool region = false;  // a parallel region here: the size rule split it at this process's wake cost
+};
+
 // One recorded span (or instant), as in the trace. Times in µs from the
 // profile's start, on the host's steady clock; device times aligned to it.
 struct TraceEvent {
@@ -109,6 +125,11 @@ struct TraceEvent {
   std::int64_t memory_bytes = 0;
   std::uint64_t bytes = 0;  // copies and collectives
   std::string site;         // syncs: "file:line (function)"
+  // CPU work directly inside the span (not in nested spans): every piece,
+  // and the regions among them summed (see OpStats).
+  std::vector<ParallelPiece> parallel;
+  std::uint64_t regions = 0, region_threads = 0;  // region_threads: the team sizes summed
+  double region_us = 0;
 };
 
 void profile_until_exit(const std::string& trace_path, int table_rows);
@@ -132,7 +153,8 @@ class Profile {
   const std::vector<TraceEvent>& events();
   std::vector<OpStats> key_averages(bool group_by_shape = false);
   // torch.profiler's key_averages().table(): name, calls, host total/self,
-  // device total, memory, sorted and limited as asked.
+  // device total, memory, the CPU's parallel regions, their mean team and the
+  // self time outside them (serial), sorted and limited as asked.
   std::string table(const TableOptions& options = {});
   std::vector<SyncSite> sync_sites();  // sorted by waiting time
   std::string sync_table(int row_limit = 20);

@@ -128,6 +128,10 @@ void bind_profiler(nb::module_& top) {
       .def_ro("host_self_us", &profiler::OpStats::host_self_us)
       .def_ro("device_total_us", &profiler::OpStats::device_total_us)
       .def_ro("memory_bytes", &profiler::OpStats::memory_bytes)
+      .def_ro("regions", &profiler::OpStats::regions)
+      .def_ro("threads", &profiler::OpStats::threads)
+      .def_ro("region_us", &profiler::OpStats::region_us)
+      .def_ro("serial_us", &profiler::OpStats::serial_us)
       .def("__repr__", [](const profiler::OpStats& s) {
         return detail::cat("OpStats(name='", s.name, "', category='", s.category, "', calls=", s.calls,
                            ", host_total_us=", s.host_total_us, ")");
@@ -147,6 +151,12 @@ void bind_profiler(nb::module_& top) {
       .def_ro("bytes_allocated", &profiler::MemoryTotals::bytes_allocated)
       .def_ro("bytes_freed", &profiler::MemoryTotals::bytes_freed)
       .def_ro("peak_live_bytes", &profiler::MemoryTotals::peak_live_bytes);
+  nb::class_<profiler::ParallelPiece>(m, "ParallelPiece",
+                                      "A piece of CPU work the backend may split across threads, inside a span")
+      .def_ro("width", &profiler::ParallelPiece::width)
+      .def_ro("us", &profiler::ParallelPiece::us)
+      .def_ro("threads", &profiler::ParallelPiece::threads)
+      .def_ro("region", &profiler::ParallelPiece::region);
   nb::class_<profiler::TraceEvent>(m, "TraceEvent", "One recorded span, as in the trace (µs from the start)")
       .def_ro("name", &profiler::TraceEvent::name)
       .def_ro("category", &profiler::TraceEvent::category)
@@ -162,7 +172,11 @@ void bind_profiler(nb::module_& top) {
       .def_ro("self_us", &profiler::TraceEvent::self_us)
       .def_ro("memory_bytes", &profiler::TraceEvent::memory_bytes)
       .def_ro("bytes", &profiler::TraceEvent::bytes)
-      .def_ro("site", &profiler::TraceEvent::site);
+      .def_ro("site", &profiler::TraceEvent::site)
+      .def_ro("parallel", &profiler::TraceEvent::parallel)
+      .def_ro("regions", &profiler::TraceEvent::regions)
+      .def_ro("region_threads", &profiler::TraceEvent::region_threads)
+      .def_ro("region_us", &profiler::TraceEvent::region_us);
 
   // Records from construction; anvil.profiler.profile starts one at `with`.
   nb::class_<profiler::Profile>(m, "Profile", "The C++ profile (anvil::profiler::Profile): records from construction")

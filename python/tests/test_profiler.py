@@ -145,3 +145,26 @@ def test_sync_sites_are_python_lines(dev):
     assert item.implicit and item.count == 1 and item.function == "test_sync_sites_are_python_lines"
     assert ("synchronize", __file__, line + 1) in sites and not sites[("synchronize", __file__, line + 1)].implicit
     assert f"{os.path.basename(__file__)}:{line}" in prof.sync_table()
+
+
+def test_parallel_regions_per_op(tmp_path):
+    """The CPU's parallel regions per op (docs/threads.md, "Parallel cost
+    report"): a large exp enters one, a small add none; the trace carries
+    the pieces scripts/predict_parallel.py reads."""
+    big, small = anvil.randn(1 << 22), anvil.randn(100)
+    trace = tmp_path / "parallel.json"
+    with profile(trace_path=str(trace)) as prof:
+        anvil.exp(big)
+        small + small
+    rows = {r.name: r for r in prof.key_averages()}
+    assert rows["exp"].regions >= 1 and rows["exp"].threads >= 1
+    assert 0 < rows["exp"].region_us <= rows["exp"].host_self_us + 1
+    assert rows["add"].regions == 0 and rows["add"].threads == 0
+    assert rows["add"].serial_us == rows["add"].host_self_us
+    assert "Regions" in prof.table() and "Serial" in prof.table()
+    exp_event = next(e for e in prof.events() if e.name == "exp")
+    assert len(exp_event.parallel) == 1 and exp_event.parallel[0].width == 64.0 and exp_event.parallel[0].region
+    with open(trace) as f:
+        spans = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e["name"] == "exp"]
+    width, us, threads, region = spans[0]["args"]["parallel"][0]
+    assert width == 64 and us > 0 and threads >= 1 and region == 1

@@ -67,6 +67,15 @@ struct Observer {
   void (*end_span)(SpanHandle span, std::uint64_t bytes) noexcept;
   void (*memory)(Device d, std::int64_t bytes) noexcept;       // +allocated, -freed
   void (*collective)(Device d, std::uint64_t bytes) noexcept;  // where the ledger counts one
+  // A piece of CPU work the backend may split across its threads (a
+  // parallel_for past its least size, a GEMM, a convolution, a reorder),
+  // reported by the thread that ran it when it ends: the team it got, its
+  // width (the most threads the size rule gives it at the reference wake
+  // cost), whether it is a parallel region here (the size rule split it at
+  // this process's wake cost; the team is 1 only where the thread bound is),
+  // and its wall time in ns. Note [Parallel cost report] in
+  // src/backends/cpu/threads.h.
+  void (*parallel)(int threads, double width, bool region, std::int64_t ns) noexcept;
 };
 
 // Registers `observer` (static storage duration, constant-initialised, never

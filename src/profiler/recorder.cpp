@@ -385,6 +385,21 @@ void collective_event(Device d, std::uint64_t bytes) noexcept {
   if (slot.index >= 0) end_span(c, slot, bytes);
 }
 
+// A piece of CPU work, filed under the span open on this thread (Note
+// [Parallel cost report] in src/backends/cpu/threads.h); outside any span
+// it is not recorded.
+void parallel_event(int threads, double width, bool region, std::int64_t ns) noexcept {
+  const Current c = current();
+  if (!c || c.log == nullptr) return;
+  try {
+    std::lock_guard lock(c.log->mutex);
+    if (c.log->closed || c.log->open.empty()) return;
+    c.log->records[c.log->open.back()].parallel.push_back(
+        {.width = width, .us = static_cast<double>(ns) * 1e-3, .threads = threads, .region = region});
+  } catch (...) {
+  }
+}
+
 }  // namespace
 
 // What the profiler receives from the core while it records (Note [Observer off]).
@@ -396,6 +411,7 @@ constinit const anvil::detail::Observer kObserver{
     .end_span = end_span,
     .memory = memory_event,
     .collective = collective_event,
+    .parallel = parallel_event,
 };
 
 // ---- stopping ------------------------------------------------------------------------
@@ -493,6 +509,13 @@ void stop_session(Session& s) {
       e.self_us = static_cast<double>(r.end_ns - r.start_ns - r.child_ns) * 1e-3;
       e.memory_bytes = r.memory;
       e.bytes = r.bytes;
+      for (const ParallelPiece& piece : r.parallel) {
+        if (!piece.region) continue;
+        ++e.regions;
+        e.region_threads += static_cast<std::uint64_t>(piece.threads);
+        e.region_us += piece.us;
+      }
+      e.parallel = r.parallel;
       if (r.has_device_span) {
         e.has_device_span = true;
         e.device_start_us = static_cast<double>(r.device_start_ns - s.start_ns) * 1e-3;

@@ -91,6 +91,7 @@ std::string fit(const std::string& s, std::size_t width) {
 std::vector<OpStats> Profile::key_averages(bool group_by_shape) {
   const std::vector<TraceEvent>& events = this->events();
   std::vector<OpStats> rows;
+  std::vector<std::uint64_t> region_threads;  // per row, summed
   std::map<std::pair<std::string, std::string>, std::size_t> index;
   for (const TraceEvent& e : events) {
     const std::string shapes = group_by_shape ? e.shapes : std::string();
@@ -101,6 +102,7 @@ std::vector<OpStats> Profile::key_averages(bool group_by_shape) {
       s.category = e.category;
       s.shapes = shapes;
       rows.push_back(std::move(s));
+      region_threads.push_back(0);
     }
     OpStats& s = rows[it->second];
     ++s.calls;
@@ -108,6 +110,14 @@ std::vector<OpStats> Profile::key_averages(bool group_by_shape) {
     s.host_self_us += e.self_us;
     s.device_total_us += device_us(e);
     s.memory_bytes += e.memory_bytes;
+    s.regions += e.regions;
+    s.region_us += e.region_us;
+    region_threads[it->second] += e.region_threads;
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    OpStats& s = rows[i];
+    if (s.regions > 0) s.threads = static_cast<double>(region_threads[i]) / static_cast<double>(s.regions);
+    s.serial_us = std::max(0.0, s.host_self_us - s.region_us);
   }
   return rows;
 }
@@ -148,7 +158,8 @@ std::string Profile::table(const TableOptions& options) {
   char line[512];
   auto rule = [&] {
     os << std::string(name_w, '-') << "  " << (options.group_by_shape ? std::string(shape_w, '-') + "  " : "")
-       << "--------  ------------  ------------  ------------  ------------  ------------  ----------\n";
+       << "--------  ------------  ------------  ------------  ------------  ------------  ----------  "
+          "--------  -------  ------------\n";
   };
   rule();
   std::snprintf(line, sizeof line, "%-*s  ", static_cast<int>(name_w), "Name");
@@ -157,8 +168,8 @@ std::string Profile::table(const TableOptions& options) {
     std::snprintf(line, sizeof line, "%-*s  ", static_cast<int>(shape_w), "Input shapes");
     os << line;
   }
-  std::snprintf(line, sizeof line, "%8s  %12s  %12s  %12s  %12s  %12s  %10s\n", "Calls", "Host total", "Host self",
-                "Host self %", "Host avg", "Device total", "Memory");
+  std::snprintf(line, sizeof line, "%8s  %12s  %12s  %12s  %12s  %12s  %10s  %8s  %7s  %12s\n", "Calls", "Host total",
+                "Host self", "Host self %", "Host avg", "Device total", "Memory", "Regions", "Threads", "Serial");
   os << line;
   rule();
   for (std::size_t i = 0; i < shown; ++i) {
@@ -171,11 +182,14 @@ std::string Profile::table(const TableOptions& options) {
     }
     char pct[16];
     std::snprintf(pct, sizeof pct, "%.2f%%", self_total > 0 ? 100.0 * s.host_self_us / self_total : 0.0);
-    std::snprintf(line, sizeof line, "%8llu  %12s  %12s  %12s  %12s  %12s  %10s\n",
+    char threads[16] = "-";
+    if (s.regions > 0) std::snprintf(threads, sizeof threads, "%.1f", s.threads);
+    std::snprintf(line, sizeof line, "%8llu  %12s  %12s  %12s  %12s  %12s  %10s  %8llu  %7s  %12s\n",
                   static_cast<unsigned long long>(s.calls), format_time(s.host_total_us).c_str(),
                   format_time(s.host_self_us).c_str(), pct,
                   format_time(s.host_total_us / static_cast<double>(s.calls)).c_str(),
-                  format_time(s.device_total_us).c_str(), format_bytes(s.memory_bytes).c_str());
+                  format_time(s.device_total_us).c_str(), format_bytes(s.memory_bytes).c_str(),
+                  static_cast<unsigned long long>(s.regions), threads, format_time(s.serial_us).c_str());
     os << line;
   }
   rule();
@@ -260,6 +274,20 @@ std::string Profile::trace_json() {
     out += ",\"self_us\":" + number(e.self_us) + ",\"device_us\":" + number(device_us(e));
     if (e.bytes) out += ",\"bytes\":" + std::to_string(e.bytes);
     if (e.memory_bytes) out += ",\"memory\":" + std::to_string(e.memory_bytes);
+    if (!e.parallel.empty()) {
+      // Note [Parallel cost report]: the regions summed, and each piece as
+      // [width, us, threads, region] for scripts/predict_parallel.py.
+      out += ",\"regions\":" + std::to_string(e.regions) + ",\"region_us\":" + number(e.region_us) +
+             ",\"serial_us\":" + number(std::max(0.0, e.self_us - e.region_us)) + ",\"parallel\":[";
+      for (std::size_t i = 0; i < e.parallel.size(); ++i) {
+        const ParallelPiece& piece = e.parallel[i];
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%s[%.6g,%.3f,%d,%d]", i ? "," : "", piece.width, piece.us, piece.threads,
+                      piece.region ? 1 : 0);
+        out += buf;
+      }
+      out += "]";
+    }
     if (!e.site.empty()) {
       out += ",\"site\":";
       json_string(out, e.site);

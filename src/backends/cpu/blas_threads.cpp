@@ -25,6 +25,7 @@ BlasThreads::BlasThreads(int threads) {
   if (omp_in_parallel()) return;
   bound_ = thread_bound();
   threads = std::clamp(threads, 1, bound_);
+  threads_ = threads;
   record_gemm_call(threads);
   g_blas_mutex.lock_shared();
   held_ = Held::Shared;

@@ -15,11 +15,13 @@ class BlasThreads {
   ~BlasThreads();
   BlasThreads(const BlasThreads&) = delete;
   BlasThreads& operator=(const BlasThreads&) = delete;
+  int threads() const noexcept { return threads_; }  // the count held (1 inside a parallel region)
 
  private:
   enum class Held { Nothing, Shared, Exclusive };
   Held held_ = Held::Nothing;
   int bound_ = 1;  // this thread's OpenMP thread count, restored at the end
+  int threads_ = 1;
 };
 
 // OpenBLAS's thread count as its next call would see it (for tests).

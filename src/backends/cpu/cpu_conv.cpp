@@ -68,6 +68,12 @@ int conv_threads(const Conv2dArgs& a) {
   return threads;
 }
 
+// conv_threads's work in units of its threshold (Note [Parallel cost report]).
+double conv_width(const Conv2dArgs& a) noexcept {
+  const detail::Window2dGeometry& g = a.g;
+  return gemm_width(a.out_channels, g.n * g.oh * g.ow, g.c / a.groups * g.kh * g.kw);
+}
+
 struct Key {
   FusedOp op;
   DType dtype;
@@ -197,6 +203,8 @@ void reorder(memory& from, memory& to, dnnl::stream& s) {
   const std::size_t by_size = std::max<std::size_t>(1, to.get_desc().get_size() / per_thread);
   const DnnlThreads threads(static_cast<int>(std::min(most, by_size)));
   record_reorder_call(threads.threads());
+  const ParallelWork work(threads.threads(),
+                          static_cast<double>(to.get_desc().get_size()) / static_cast<double>(kReorderBytesPerThread));
   dnnl::reorder(from, to).execute(s, from, to);
 }
 
@@ -254,7 +262,10 @@ void run(FusedOp op, const Conv2dArgs& a, detail::CachingAllocator& allocator, c
         bias.emplace(d.bias, wa.bias, wconv.bias, temporaries);
         args.emplace(DNNL_ARG_DIFF_BIAS, bias->work);
       }
-      wconv.primitive.execute(s, args);
+      {
+        const ParallelWork work(threads.threads(), conv_width(wa));
+        wconv.primitive.execute(s, args);
+      }
       weight.finish(s);
       if (bias) bias->finish(s);
     };
@@ -266,17 +277,24 @@ void run(FusedOp op, const Conv2dArgs& a, detail::CachingAllocator& allocator, c
                                              {DNNL_ARG_DST, out.work},
                                              {DNNL_ARG_SCRATCHPAD, temporaries.make(conv.scratchpad)}};
         if (a.has_bias) args.emplace(DNNL_ARG_BIAS, read(d.bias, a.bias, conv.bias));
-        conv.primitive.execute(s, args);
+        {
+          const ParallelWork work(threads.threads(), conv_width(a));
+          conv.primitive.execute(s, args);
+        }
         out.finish(s);
         break;
       }
       case FusedOp::Conv2dBackwardData: {
         Written image(d.image, a.image, conv.image, temporaries);
         const memory diff_dst = read(d.out, a.out, conv.out);
-        conv.primitive.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst},
-                                   {DNNL_ARG_WEIGHTS, read(d.weight, a.weight, conv.weight)},
-                                   {DNNL_ARG_DIFF_SRC, image.work},
-                                   {DNNL_ARG_SCRATCHPAD, temporaries.make(conv.scratchpad)}});
+        const memory weight = read(d.weight, a.weight, conv.weight);
+        {
+          const ParallelWork work(threads.threads(), conv_width(a));
+          conv.primitive.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst},
+                                     {DNNL_ARG_WEIGHTS, weight},
+                                     {DNNL_ARG_DIFF_SRC, image.work},
+                                     {DNNL_ARG_SCRATCHPAD, temporaries.make(conv.scratchpad)}});
+        }
         image.finish(s);
         if (weight_too != nullptr) {
           record_conv_call(threads.threads());  // a second convolution primitive

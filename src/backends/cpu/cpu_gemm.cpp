@@ -164,12 +164,19 @@ void gemm_typed(const GemmArgs& g, detail::CachingAllocator& allocator) {
       if (dnnl_gemm(g, allocator)) return;
     // See Note [Fewer threads on a busy machine] in machine_load.h.
     const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_threads()));
-    for (std::int64_t i = 0; i < g.batch; ++i) blas_gemm<T>(g, i);
+    // One piece per product (Note [Parallel cost report]).
+    for (std::int64_t i = 0; i < g.batch; ++i) {
+      const ParallelWork work(threads.threads(), gemm_width(g.m, g.n, g.k));
+      blas_gemm<T>(g, i);
+    }
   } else if constexpr (detail::is_half_v<T>) {
     if (dnnl_gemm(g, allocator)) return;
     const BlasThreads threads(gemm_threads(g.m, g.n, g.k, usable_threads()));
     std::vector<float> fa, fb, fc;
-    for (std::int64_t i = 0; i < g.batch; ++i) half_gemm<T>(g, i, fa, fb, fc);
+    for (std::int64_t i = 0; i < g.batch; ++i) {
+      const ParallelWork work(threads.threads(), gemm_width(g.m, g.n, g.k));
+      half_gemm<T>(g, i, fa, fb, fc);
+    }
   } else {
     for (std::int64_t i = 0; i < g.batch; ++i) loop_gemm<T>(g, i);
   }

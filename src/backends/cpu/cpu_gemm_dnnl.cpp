@@ -113,6 +113,7 @@ bool dnnl_gemm(const GemmArgs& g, detail::CachingAllocator& allocator) {
     dnnl::stream s(dnnl_engine());
     memory a(matmul->a, dnnl_engine(), pointer_of(g.a, g.dtype)), b(matmul->b, dnnl_engine(), pointer_of(g.b, g.dtype)),
         c(matmul->c, dnnl_engine(), pointer_of(g.c, g.dtype)), scratchpad = temporaries.make(matmul->scratchpad);
+    const ParallelWork work(threads.threads(), gemm_width(g.batch * g.m, g.n, cost_k));
     matmul->primitive.execute(
         s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
     s.wait();

@@ -81,13 +81,18 @@ void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
   // Work below two grains at the least scale never splits (no call, no
   // load); nested regions run on their thread.
   const bool small = static_cast<double>(n) < 2.0 * kMinWorkScale * static_cast<double>(grain);
-  const std::int64_t g = n < 2 || small || omp_in_parallel() ? n : scaled_work(grain);
-  const int max_threads = n < 2 * g ? 1 : usable_threads();
-  if (max_threads == 1) {
+  if (n < 2 || small || omp_in_parallel()) {
     fn(std::int64_t{0}, n);
     return;
   }
-  const int threads = static_cast<int>(std::min<std::int64_t>(max_threads, n / g));
+  const std::int64_t g = scaled_work(grain);
+  const int threads = n < 2 * g ? 1 : static_cast<int>(std::min<std::int64_t>(usable_threads(), n / g));
+  // Timed while a profile records (Note [Parallel cost report]).
+  const ParallelWork work(threads, static_cast<double>(n) / static_cast<double>(grain));
+  if (threads == 1) {
+    fn(std::int64_t{0}, n);
+    return;
+  }
   auto chunk_of_thread = [&](int t, int nt) {
     if (t == 0) record_parallel_region(nt);
     // Chunks aligned to 16 elements keep vector loops on cache-line bounds.

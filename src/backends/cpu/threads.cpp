@@ -103,6 +103,21 @@ void record_parallel_region(int threads) noexcept {
   g_region_threads.fetch_add(static_cast<std::uint64_t>(threads), std::memory_order_relaxed);
 }
 
+void ParallelWork::begin(int threads, double width) noexcept {
+  if (omp_in_parallel()) return;
+  threads_ = threads;
+  width_ = width;
+  start_ns_ = nanoseconds(CLOCK_MONOTONIC);
+}
+
+void ParallelWork::end() noexcept {
+  const std::int64_t ns = nanoseconds(CLOCK_MONOTONIC) - start_ns_;
+  // A region where this process's size rule splits the work: its width at
+  // the wake cost that runs (Note [Threads from the measured wake cost]).
+  const bool region = width_ >= 2.0 * parallel_work_scale();
+  if (const anvil::detail::Observer* o = anvil::detail::observer()) o->parallel(threads_, width_, region, ns);
+}
+
 void record_conv_call(int threads) noexcept { count_call(threads, g_conv_single, g_conv_threaded); }
 
 void record_reorder_call(int threads) noexcept { count_call(threads, g_reorder_single, g_reorder_threaded); }

@@ -8,6 +8,7 @@
 #include "backends/cpu/blas_threads.h"
 #include "backends/cpu/machine_load.h"
 #include "backends/cpu/wake_cost.h"
+#include "core/observer.h"
 
 namespace anvil::cpu_backend {
 
@@ -79,5 +80,44 @@ void record_parallel_region(int threads) noexcept;
 void record_conv_call(int threads) noexcept;
 // Called before each reorder into or out of a convolution's layouts.
 void record_reorder_call(int threads) noexcept;
+
+// Note [Parallel cost report]
+// While a profile records, each piece of work the size rule may split (a
+// parallel_for past its least size, each GEMM, convolution and reorder) is
+// timed and reported through the observer table to the op open on its
+// thread: the profiler's Regions, Threads and Serial columns, and the
+// trace's `parallel` list that scripts/predict_parallel.py turns into the
+// epoch at N threads (docs/threads.md). The width is the work in units of
+// its threshold at kReferenceWakeUs (n / grain, m·n·k / kGemmWorkPerThread),
+// so the team at another wake cost w follows as anvil picks it:
+// floor(width · kReferenceWakeUs / w), one thread below 2. Nothing is
+// reported inside a parallel region (the region's own time covers it). Off,
+// a piece costs the observer check (Note [Observer off]).
+class ParallelWork {
+ public:
+  ParallelWork(int threads, double width) noexcept {
+    if (anvil::detail::observer() != nullptr) [[unlikely]]
+      begin(threads, width);
+  }
+  ~ParallelWork() {
+    if (start_ns_ >= 0) [[unlikely]]
+      end();
+  }
+  ParallelWork(const ParallelWork&) = delete;
+  ParallelWork& operator=(const ParallelWork&) = delete;
+
+ private:
+  void begin(int threads, double width) noexcept;
+  void end() noexcept;
+  std::int64_t start_ns_ = -1;  // -1: not observed
+  double width_ = 0;
+  int threads_ = 1;
+};
+
+// The width of an m×k by k×n product (Note [Parallel cost report]).
+inline double gemm_width(std::int64_t m, std::int64_t n, std::int64_t k) noexcept {
+  return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) /
+         static_cast<double>(kGemmWorkPerThread);
+}
 
 }  // namespace anvil::cpu_backend
