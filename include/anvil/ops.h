@@ -305,6 +305,44 @@ ValuesIndices sort(const Tensor& x, int dim = -1, bool descending = false);
 // The k largest (smallest) along dim with their indices, in order (the
 // order is PyTorch's "unspecified" when sorted = false; here always sorted).
 ValuesIndices topk(const Tensor& x, std::int64_t k, int dim = -1, bool largest = true, bool sorted = true);
+// For each entry of `values`, the index at which inserting it keeps the
+// innermost dim of sorted_sequence sorted (torch.searchsorted): the first such
+// index, or with right = true (or side = "right") the last. sorted_sequence is
+// 1-D [K], or [..., K] with values [..., M] of the same leading dims (each row
+// searched with its own); the result has values' shape, i64 (i32 with
+// out_int32). sorter (i64, sorted_sequence's shape) lists, per row, the
+// positions that sort it ascending: sorted_sequence need not be sorted then.
+// Both operands promote as in add. NaN sorts above every number, as in sort
+// (the array API's rule): a NaN value goes before the row's NaNs on the left,
+// after them on the right (PyTorch's binary search has no defined answer
+// there). ValueError for a side other than "left"/"right" or one opposite to
+// `right`; ShapeError, DTypeError (bool, a sorter not i64) and DeviceMismatch
+// name searchsorted. A sorter entry outside [0, K) is an IndexError of the
+// gather that reads through it. Counts comparisons (O(K·M) per row, in chunks
+// of bounded memory) on every device; no host sync; no gradient.
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool out_int32 = false, bool right = false,
+                    std::optional<std::string> side = std::nullopt, const Tensor& sorter = {});
+// The same for one value (sorted_sequence 1-D): a 0-dim result.
+Tensor searchsorted(const Tensor& sorted_sequence, const Scalar& value, bool out_int32 = false, bool right = false,
+                    std::optional<std::string> side = std::nullopt, const Tensor& sorter = {});
+// torch.unique's three results, as LibTorch's at::_unique2 returns them:
+// `auto [values, inverse, counts] = unique(x, true, true, true);`.
+struct UniqueResult {
+  Tensor values;           // the distinct values (slices along dim), ascending
+  Tensor inverse_indices;  // i64: where each element (slice) of x went; undefined unless asked
+  Tensor counts;           // i64: how often each value occurs; undefined unless asked
+};
+// The distinct elements of x, flattened and ascending (torch.unique); with a
+// dim, the distinct slices along it, in lexicographic order, values then
+// keeping x's other dims. inverse_indices has x's shape (without a dim) or
+// [x.size(dim)] (with one), so values[inverse] rebuilds x. Every NaN is a
+// value of its own (the array API's rule; PyTorch 1.13 merges them). Always
+// sorted: `sorted` is accepted as PyTorch's hint (its unsorted order is
+// unspecified). The number of values is read on the host (one sync, as in
+// PyTorch). No gradient. IndexError for a dim out of range; ValueError, as in
+// PyTorch, for a dim whose slices are empty while the dim is not.
+UniqueResult unique(const Tensor& x, bool sorted = true, bool return_inverse = false, bool return_counts = false,
+                    std::optional<int> dim = std::nullopt);
 // correction = 1: the unbiased estimator, as torch.var.
 Tensor var(const Tensor& x, const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1);
 Tensor std(const Tensor& x, const Dims& dims = {}, bool keepdim = false, std::int64_t correction = 1);
