@@ -938,22 +938,10 @@ def where(condition, x1, x2, /):
 
 
 def searchsorted(x1, x2, /, *, side="left", sorter=None):
-    if side not in ("left", "right"):
-        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
     if x1.ndim != 1:
         raise _a.ShapeError(f"searchsorted: x1 must be 1-d, got shape {list(x1.shape)}")
-    if sorter is not None:
-        x1 = _a.index_select(x1, 0, sorter)
-    t = result_type(x1, x2)
-    x1, x2 = x1.to(t), x2.to(t)
-    a = _reshape(x1, (1,) * x2.ndim + (x1.shape[0],))
-    v = _a.unsqueeze(x2, -1)
-    # NaNs sort last: every number is below a NaN.
-    before = _a.lt(a, v) if side == "left" else _a.le(a, v)
-    if _is_float(t):
-        v_nan = isnan(v)
-        before = _or(before, _and(v_nan, _a.logical_not(isnan(a))) if side == "left" else v_nan)
-    return _a.sum(before, dim=-1).to(int64)
+    # anvil.searchsorted (C++): NaN sorts last, as in sort; the standard's sorter is any integer dtype.
+    return _a.searchsorted(x1, x2, side=side, sorter=None if sorter is None else sorter.to(int64))
 
 
 # --- sorting ------------------------------------------------------------------------------------
@@ -967,23 +955,15 @@ def argsort(x, /, *, axis=-1, descending=False, stable=True):
 
 # --- sets ---------------------------------------------------------------------------------------
 def _unique(x):
-    """Sorted values, the first position of each, the inverse and the counts.
-    NaNs are each their own value, as the standard says."""
-    flat = _reshape(x, (-1,))
-    n = flat.shape[0]
-    if n == 0:
-        empty_i = _a.empty((0,), dtype=int64, device=x.device)
-        return flat, empty_i, _a.empty(x.shape, dtype=int64, device=x.device), empty_i
-    s = _a.sort(flat, 0, False)
-    values, perm = s.values, s.indices
-    new = _a.ones((n,), dtype=bool, device=x.device)
-    if n > 1:
-        new[1:] = _a.ne(values[1:], values[:-1])
-    starts = nonzero(new)[0]
-    ends = _a.cat([starts[1:], _a.full((1,), n, dtype=int64, device=x.device)], 0)
-    group = _a.cumsum(new.to(int64), 0) - 1
-    inverse = _a.zeros((n,), dtype=int64, device=x.device).scatter_add(0, perm, group)
-    return values[new], perm[new], _reshape(inverse, x.shape), ends - starts
+    """Sorted values, the first position of each, the inverse and the counts
+    (anvil.unique: every NaN is a value of its own, as the standard says)."""
+    values, inverse, counts = _a.unique(x, return_inverse=True, return_counts=True)
+    # The first occurrence of each value: index_copy's last write wins, so
+    # write the positions from the last to the first.
+    flat = _reshape(inverse, (-1,)).flip(0)
+    positions = _a.arange(flat.shape[0], dtype=int64, device=x.device).flip(0)
+    first = _a.zeros((values.shape[0],), dtype=int64, device=x.device).index_copy(0, flat, positions)
+    return values, first, inverse, counts
 
 
 class UniqueAllResult(tuple):

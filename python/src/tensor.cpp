@@ -123,6 +123,22 @@ std::uintptr_t data_address(const Tensor& x) {
          static_cast<std::uintptr_t>(x.offset()) * element_size(x.dtype());
 }
 
+// torch.unique's Python result: the values alone, or a tuple of the values
+// and what was asked for (inverse, then counts).
+nb::object unique_py(const Tensor& x, bool sorted, bool return_inverse, bool return_counts, std::optional<int> dim) {
+  UniqueResult r;
+  {
+    nb::gil_scoped_release release;
+    r = unique(x, sorted, return_inverse, return_counts, dim);
+  }
+  if (!return_inverse && !return_counts) return nb::cast(r.values);
+  nb::list out;
+  out.append(r.values);
+  if (return_inverse) out.append(r.inverse_indices);
+  if (return_counts) out.append(r.counts);
+  return nb::tuple(out);
+}
+
 }  // namespace
 
 void bind_tensor(nb::module_& m) {
@@ -511,6 +527,8 @@ void bind_tensor(nb::module_& m) {
            doc("Tensor::min"))
       .def("cumsum", &Tensor::cumsum, "dim"_a, ANVIL_NOGIL, doc("Tensor::cumsum"))
       .def("sort", &Tensor::sort, "dim"_a = -1, "descending"_a = false, ANVIL_NOGIL, doc("Tensor::sort"))
+      .def("unique", &unique_py, "sorted"_a = true, "return_inverse"_a = false, "return_counts"_a = false,
+           "dim"_a = nb::none(), doc("unique"))
       .def("topk", &Tensor::topk, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true, ANVIL_NOGIL,
            doc("Tensor::topk"))
       .def(
@@ -749,6 +767,25 @@ void bind_tensor(nb::module_& m) {
   m.def("cumsum", &cumsum, "input"_a, "dim"_a, ANVIL_NOGIL, doc("cumsum"));
   m.def("sort", &sort, "input"_a, "dim"_a = -1, "descending"_a = false, ANVIL_NOGIL, doc("sort"));
   m.def("topk", &topk, "input"_a, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true, ANVIL_NOGIL, doc("topk"));
+  // torch.searchsorted's Python signature: values a tensor or a number, the rest keywords.
+  m.def(
+      "searchsorted",
+      [](const Tensor& seq, const Tensor& values, bool out_int32, bool right, std::optional<std::string> side,
+         std::optional<Tensor> sorter) {
+        return searchsorted(seq, values, out_int32, right, std::move(side), sorter.value_or(Tensor{}));
+      },
+      "sorted_sequence"_a, "input"_a, nb::kw_only(), "out_int32"_a = false, "right"_a = false, "side"_a = nb::none(),
+      "sorter"_a = nb::none(), ANVIL_NOGIL, doc("searchsorted"));
+  m.def(
+      "searchsorted",
+      [](const Tensor& seq, const Scalar& value, bool out_int32, bool right, std::optional<std::string> side,
+         std::optional<Tensor> sorter) {
+        return searchsorted(seq, value, out_int32, right, std::move(side), sorter.value_or(Tensor{}));
+      },
+      "sorted_sequence"_a, "input"_a, nb::kw_only(), "out_int32"_a = false, "right"_a = false, "side"_a = nb::none(),
+      "sorter"_a = nb::none(), ANVIL_NOGIL, doc("searchsorted"));
+  m.def("unique", &unique_py, "input"_a, "sorted"_a = true, "return_inverse"_a = false, "return_counts"_a = false,
+        "dim"_a = nb::none(), doc("unique"));
   m.def("var", &var, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "correction"_a = 1,
         ANVIL_NOGIL, doc("var"));
   m.def("std", &anvil::std, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "correction"_a = 1,
