@@ -4,6 +4,11 @@
 //
 //   build/release/benchmarks/bench_data_parallel                    # mlp and lenet, batch 256
 //   build/release/benchmarks/bench_data_parallel --models lenet --rounds 5 --steps 10   # a fixed round
+//   build/release/benchmarks/bench_data_parallel --autograd   # loss(dp(x), y).backward() against train_step
+//
+// --autograd times the book's step through autograd against train_step on
+// two whole PoCL devices (POCL_DEVICES="pthread pthread"; with --subdevices,
+// the one-core sub-devices below), rounds alternating the paths.
 //
 // The sub-devices: this program sets ANVIL_OPENCL_SUBDEVICES=1 (and
 // POCL_DEVICES=pthread when unset) before anvil discovers its devices, so
@@ -68,6 +73,8 @@ struct Args {
   int steps = 0;  // 0: enough for kMinRoundSeconds on one device, at least kMinSteps
   int rounds = 5;
   int warmup = 3;
+  bool autograd = false;    // --autograd: the two training paths on two devices instead
+  bool subdevices = false;  // --autograd on one-core sub-devices rather than two whole PoCL devices
 };
 
 Args parse(int argc, char** argv) {
@@ -83,6 +90,8 @@ Args parse(int argc, char** argv) {
       .add("--steps", a.steps, "N")
       .add("--rounds", a.rounds)
       .add("--warmup", a.warmup)
+      .add("--autograd", a.autograd)
+      .add("--subdevices", a.subdevices)
       .parse(argc, argv);
   for (const std::string& m : a.models)
     ANVIL_CHECK(m == "mlp" || m == "lenet", ValueError, "--models: expected mlp or lenet, got '", m, "'");
@@ -135,15 +144,88 @@ void run_independent(std::vector<Config>& halves, const std::vector<Tensor>& xs,
   if (error) std::rethrow_exception(error);
 }
 
+// --autograd (issue 40, "Speed"): the book's step, loss(dp(x), y).backward()
+// and opt.step(), against train_step on the same two devices, same model,
+// batch and steps, rounds alternating; target: at most 10% slower.
+void run_autograd(Config& c, const Tensor& x, const Tensor& y, int steps) {
+  for (int s = 0; s < steps; ++s) {
+    c.opt->zero_grad();
+    nn::cross_entropy((*c.dp)(x), y.to(c.devices[0])).backward();
+    c.opt->step();
+  }
+  for (Device d : c.devices) synchronize(d);
+}
+
+int compare_paths(const Args& args) {
+  const Device d0("opencl:0"), d1("opencl:1");
+  std::cout << "DataParallel through autograd against train_step on opencl:0 + opencl:1\n  opencl:0 = "
+            << properties(d0).name << "\n  opencl:1 = " << properties(d1).name << "\n  global batch " << args.batch
+            << ", " << args.rounds << " rounds alternating the paths, median; load average at start: " << load_average()
+            << " (" << std::thread::hardware_concurrency() << " cores)\n\n";
+  std::printf("  %-6s %-28s %10s %12s %8s\n", "model", "path", "ms/step", "samples/s", "time");
+  bool all_met = true;
+  std::ostringstream summary;
+  for (const std::string& model : args.models) {
+    manual_seed(1);
+    const Tensor x = rand({args.batch, 1, 28, 28});
+    const Tensor y = randint(0, 10, {args.batch});
+    std::vector<Config> paths(2);  // 0: train_step, 1: autograd
+    for (Config& c : paths) {
+      c.devices = {d0, d1};
+      manual_seed(2);
+      c.dp = std::make_unique<nn::DataParallel>(make(model), c.devices);
+      c.opt = std::make_unique<optim::SGD>(c.dp->parameters(), optim::SGDOptions{.lr = 0.01});
+    }
+    run_steps(paths[0], x, y, args.warmup);
+    run_autograd(paths[1], x, y, args.warmup);
+    int steps = args.steps;
+    if (steps == 0) {
+      const double step_s = anvil::bench::host_seconds([&] { run_steps(paths[0], x, y, 1); });
+      steps = std::max(kMinSteps, static_cast<int>(std::ceil(kMinRoundSeconds / step_s)));
+    }
+    for (int r = 0; r < args.rounds; ++r)
+      for (int k = 0; k < 2; ++k) {
+        const int which = (r + k) % 2;
+        Config& c = paths[static_cast<std::size_t>(which)];
+        const double secs = anvil::bench::host_seconds([&] {
+          if (which == 0)
+            run_steps(c, x, y, steps);
+          else
+            run_autograd(c, x, y, steps);
+        });
+        c.rates.push_back(static_cast<double>(args.batch * steps) / secs);
+      }
+    const double fast = anvil::bench::median(paths[0].rates), book = anvil::bench::median(paths[1].rates);
+    std::printf("  %-6s %-28s %10.1f %12.1f %8s  (%d steps per round)\n", model.c_str(), "train_step",
+                1e3 * args.batch / fast, fast, "", steps);
+    std::printf("  %-6s %-28s %10.1f %12.1f %7.2fx\n", model.c_str(), "loss(dp(x), y).backward()",
+                1e3 * args.batch / book, book, fast / book);
+    std::fflush(stdout);
+    all_met = all_met && fast / book <= 1.10;
+    summary << (summary.tellp() > 0 ? "; " : "") << model << " " << std::fixed;
+    summary.precision(2);
+    summary << fast / book << "x";
+  }
+  std::cout << "\nconclusion: autograd step time / train_step time: " << summary.str()
+            << " (target <= 1.10x: " << (all_met ? "met" : "not met") << "); load average at end: " << load_average()
+            << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Before anything asks anvil for a device: OpenCL devices are discovered once.
-  setenv("ANVIL_OPENCL_SUBDEVICES", "1", 1);
-  setenv("POCL_DEVICES", "pthread", 0);
-  setenv("ANVIL_OPENCL_CPU", "1", 0);
   try {
     const Args args = parse(argc, argv);
+    // Before anything asks anvil for a device: OpenCL devices are discovered once.
+    setenv("ANVIL_OPENCL_CPU", "1", 0);
+    if (args.autograd && !args.subdevices) {
+      setenv("POCL_DEVICES", "pthread pthread", 0);
+      return compare_paths(args);
+    }
+    setenv("ANVIL_OPENCL_SUBDEVICES", "1", 1);
+    setenv("POCL_DEVICES", "pthread", 0);
+    if (args.autograd) return compare_paths(args);
     const Device d0("opencl:0"), d1("opencl:1");
     for (Device d : {d0, d1}) {
       const DeviceProperties p = properties(d);  // DeviceError when there is no such device
