@@ -336,9 +336,9 @@ struct UniqueResult {
 // dim, the distinct slices along it, in lexicographic order, values then
 // keeping x's other dims. inverse_indices has x's shape (without a dim) or
 // [x.size(dim)] (with one), so values[inverse] rebuilds x. Every NaN is a
-// value of its own (the array API's rule; PyTorch 1.13 merges them). Always
-// sorted: `sorted` is accepted as PyTorch's hint (its unsorted order is
-// unspecified). The number of values is read on the host (one sync, as in
+// value of its own (the array API's rule; PyTorch 1.13's CPU unique counts
+// [1, nan, nan, 1] as [2, 0, 0]). Always sorted: `sorted` is accepted as
+// PyTorch's hint (its unsorted order is unspecified). The number of values is read on the host (one sync, as in
 // PyTorch). No gradient. IndexError for a dim out of range; ValueError, as in
 // PyTorch, for a dim whose slices are empty while the dim is not.
 UniqueResult unique(const Tensor& x, bool sorted = true, bool return_inverse = false, bool return_counts = false,
