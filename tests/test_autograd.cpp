@@ -353,7 +353,8 @@ TEST_P(Autograd, NoGradDetachAndNames) {
 
 // Each elementwise op records the rule its row in anvil/ops.def names (a
 // unary row without its rule does not compile; a binary op's rule is a case
-// of record_binary, checked here), and one that names none records nothing.
+// of record_binary, and of record_binary_scalar for the forms with a number,
+// checked here), and one that names none records nothing.
 TEST_P(Autograd, EveryElementwiseOpRecordsTheRuleItsRowNames) {
   const Device d = device();
   const Tensor a = (rand({5}, d, f64) + 0.5).requires_grad_(), b = (rand({5}, d, f64) + 0.5).requires_grad_();
@@ -369,6 +370,16 @@ TEST_P(Autograd, EveryElementwiseOpRecordsTheRuleItsRowNames) {
     const Tensor y = detail::binary_op(op, a, b);
     const std::string want = detail::row(op).grad;
     EXPECT_EQ(y.requires_grad() ? y.grad_fn_name() : "NotDifferentiable", want) << detail::name(op);
+    // The forms with a number (a case of record_binary_scalar), where the row has them.
+    const detail::BinaryForms forms = detail::row(op).forms;
+    if (forms >= detail::BinaryForms::Scalar) {
+      const Tensor ys = detail::binary_scalar_op(op, a, 0.7, false);
+      EXPECT_EQ(ys.requires_grad() ? ys.grad_fn_name() : "NotDifferentiable", want) << detail::name(op) << "(x, 0.7)";
+    }
+    if (forms >= detail::BinaryForms::ScalarFirst) {
+      const Tensor ys = detail::binary_scalar_op(op, a, 0.7, true);
+      EXPECT_EQ(ys.requires_grad() ? ys.grad_fn_name() : "NotDifferentiable", want) << detail::name(op) << "(0.7, x)";
+    }
   }
 }
 

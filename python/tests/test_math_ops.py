@@ -1,4 +1,5 @@
-"""anvil.atan, asin, acos, the hyperbolic functions, atan2 and the integer bitwise ops
+"""anvil.atan, asin, acos, the hyperbolic functions, atan2, the integer bitwise ops
+and the binary ops' bindings from the op table
 against NumPy, on the suite's device: values, special values, dtypes, errors."""
 
 import numpy as np
@@ -129,3 +130,24 @@ def test_shifts_vs_numpy_for_every_count(dev, name, dt, npdt, vals):
     # a scalar shifted by a tensor
     s = getattr(anvil, name)(5, tb[:1])
     assert np.array_equal(values(s), getattr(np, name.replace("bitwise_", ""))(npdt(5), b[:1]))
+
+
+def test_binary_ops_are_bound_from_the_table_in_their_forms(dev):
+    """Every public row of anvil/ops.def's binary ops: anvil.name and Tensor.name,
+    documented by the row, with a number where the row's forms say."""
+    names = [n for n in anvil._anvil._binary_ops if n]
+    assert {"add", "sub", "pow", "atan2", "bitwise_and", "remainder"} <= set(names)
+    assert "relu_backward" not in names  # Internal rows have no public function
+    for name in names:
+        assert getattr(anvil, name) is getattr(anvil._anvil, name)
+        assert f"torch.{name}" in getattr(anvil, name).__doc__, name
+        assert f"torch.{name}" in getattr(anvil.Tensor, name).__doc__, name
+    x = anvil.tensor([1.0, 2.0, 4.0], device=dev)
+    np.testing.assert_array_equal(values(anvil.sub(10, x)), [9.0, 8.0, 6.0])  # ScalarFirst
+    np.testing.assert_array_equal(values(anvil.pow(2, x)), [2.0, 4.0, 16.0])
+    np.testing.assert_array_equal(values(x.pow(exponent=2)), [1.0, 4.0, 16.0])  # PyTorch's keyword
+    np.testing.assert_array_equal(values(anvil.maximum(x, 3)), [3.0, 3.0, 4.0])  # Scalar
+    np.testing.assert_array_equal(values(x.remainder(3)), [1.0, 2.0, 1.0])
+    with pytest.raises(TypeError):
+        anvil.atan2(x, 2.0)  # Tensor only, as torch.atan2
+
