@@ -54,6 +54,9 @@ std::vector<Case> cases() {
       {"hypot_logaddexp_broadcast",
        {{3, 4}, {4}},
        [](V x) { return hypot(x[0], x[1] - 1.0) * x[1] + logaddexp(x[0] * 3.0, x[1]) + x[1].logaddexp(x[0]); }},
+      {"logaddexp2_broadcast",
+       {{3, 4}, {4}},
+       [](V x) { return logaddexp2(x[0] * 3.0, x[1]) * x[1] + x[1].logaddexp2(x[0]); }},
       // Between the jumps of a // b: d/da = 1, d/db = -(a // b), with a scalar on either side.
       {"remainder",
        {{3, 4}, {4}},

@@ -1,4 +1,4 @@
-"""anvil.atan, asin, acos, the hyperbolic functions, atan2, the integer bitwise ops
+"""anvil.atan, asin, acos, the hyperbolic functions, atan2, logaddexp2, the integer bitwise ops
 and the binary ops' bindings from the op table
 against NumPy, on the suite's device: values, special values, dtypes, errors."""
 
@@ -136,7 +136,7 @@ def test_binary_ops_are_bound_from_the_table_in_their_forms(dev):
     """Every public row of anvil/ops.def's binary ops: anvil.name and Tensor.name,
     documented by the row, with a number where the row's forms say."""
     names = [n for n in anvil._anvil._binary_ops if n]
-    assert {"add", "sub", "pow", "atan2", "bitwise_and", "remainder"} <= set(names)
+    assert {"add", "sub", "pow", "atan2", "bitwise_and", "remainder", "logaddexp2"} <= set(names)
     assert "relu_backward" not in names  # Internal rows have no public function
     for name in names:
         assert getattr(anvil, name) is getattr(anvil._anvil, name)
@@ -151,3 +151,24 @@ def test_binary_ops_are_bound_from_the_table_in_their_forms(dev):
     with pytest.raises(TypeError):
         anvil.atan2(x, 2.0)  # Tensor only, as torch.atan2
 
+
+def test_logaddexp2_vs_numpy(dev):
+    """A binary op added as docs/adding-an-op.md says: the row, scalar.h, the rule."""
+    zs = [0.0, 1.0, -1.0, 30.0, -200.0, INF, -INF, NAN]
+    a = np.array(zs)[:, None]
+    b = np.array(zs)[None, :]
+    with np.errstate(invalid="ignore"):
+        want = np.logaddexp2(a, b)
+    ta = anvil.tensor(a.tolist(), dtype=anvil.float64, device=dev)
+    tb = anvil.tensor(b.tolist(), dtype=anvil.float64, device=dev)
+    for got in (anvil.logaddexp2(ta, tb), ta.logaddexp2(tb)):
+        assert got.shape == (8, 8)
+        np.testing.assert_allclose(values(got), want, rtol=1e-15, atol=0)
+    ints = anvil.tensor([1, -1], dtype=anvil.int64, device=dev)
+    assert anvil.logaddexp2(ints, ints).dtype == anvil.float32
+    x = anvil.tensor([0.5, -2.0], dtype=anvil.float64, device=dev, requires_grad=True)
+    y = anvil.tensor([1.5, 0.25], dtype=anvil.float64, device=dev, requires_grad=True)
+    anvil.logaddexp2(x, y).sum().backward()
+    xv, yv = np.array([0.5, -2.0]), np.array([1.5, 0.25])
+    np.testing.assert_allclose(values(x.grad), 1 / (1 + 2.0 ** (yv - xv)), rtol=1e-12)
+    np.testing.assert_allclose(values(y.grad), 1 / (1 + 2.0 ** (xv - yv)), rtol=1e-12)
