@@ -20,8 +20,9 @@ What counts as a declaration's comment (the headers' own conventions):
 - a trailing `// ...` on the declaration's line (joined after the block when
   it is the first declaration below it, alone otherwise);
 - section rulers (`// --- reductions ---`) are not comments of anything.
-The elementwise ops of one tensor are rows of the op table (anvil/ops.def):
-each row's doc column documents its free function and its Tensor method.
+The elementwise ops of one and two operands and the scans are rows of the
+op table (anvil/ops.def): each row's doc column documents its free functions
+and its Tensor methods.
 A Tensor method with no comment of its own takes the free function's (x.sum
 is sum(x)). A declaration with no comment at all gets its C++ declaration, so
 no bound name is without a docstring; overloads whose comments differ are
@@ -252,6 +253,51 @@ def op_table(path, entries, order):
             entries[key].append((sig, doc))
 
 
+# A binary row of anvil/ops.def: its Op, name, forms and doc (see op_table).
+BINARY_ROW = re.compile(r'^ANVIL_BINARY_OP\(\s*(\w+)\s*,\s*(\w+)\s*,(?:\s*\w+\s*,){4}\s*(\w+)\s*,'
+                        r'((?:[^()"]|"(?:\\.|[^"\\])*")*)\)', re.M)
+# The public functions each form adds (ANVIL_BINARY_TENSOR, …: anvil/ops.def).
+BINARY_FORMS = {"Internal": [], "Tensor": ["Tensor"], "Scalar": ["Tensor", "Scalar"],
+                "ScalarFirst": ["Tensor", "Scalar", "ScalarFirst"]}
+
+
+def binary_table(path, entries, order):
+    """The free functions and Tensor methods of each public binary row of the
+    op table, in its forms, documented by the row's doc column."""
+    for m in BINARY_ROW.finditer(path.read_text(encoding="utf-8")):
+        name, forms = m.group(2), m.group(3)
+        doc = "".join(re.findall(r'"((?:\\.|[^"\\])*)"', m.group(4)))
+        sigs = {"Tensor": [(name, f"Tensor {name}(const Tensor& a, const Tensor& b)"),
+                           (f"Tensor::{name}", f"Tensor {name}(const Tensor& other) const")],
+                "Scalar": [(name, f"Tensor {name}(const Tensor& a, const Scalar& b)"),
+                           (f"Tensor::{name}", f"Tensor {name}(const Scalar& other) const")],
+                "ScalarFirst": [(name, f"Tensor {name}(const Scalar& a, const Tensor& b)")]}
+        for form in BINARY_FORMS[forms]:
+            for key, sig in sigs[form]:
+                if key not in entries:
+                    entries[key] = []
+                    order.append(key)
+                entries[key].append((sig, doc))
+
+
+# A scan row of anvil/ops.def: its Op, name and doc.
+SCAN_ROW = re.compile(r'^ANVIL_SCAN_OP\(\s*(\w+)\s*,\s*(\w+)\s*,(?:\s*\w+\s*,){2}((?:[^()"]|"(?:\\.|[^"\\])*")*)\)',
+                      re.M)
+
+
+def scan_table(path, entries, order):
+    """The free function and Tensor method of each scan row of the op table."""
+    for m in SCAN_ROW.finditer(path.read_text(encoding="utf-8")):
+        name = m.group(2)
+        doc = "".join(re.findall(r'"((?:\\.|[^"\\])*)"', m.group(3)))
+        for key, sig in ((name, f"Tensor {name}(const Tensor& x, int dim)"),
+                         (f"Tensor::{name}", f"Tensor {name}(int dim) const")):
+            if key not in entries:
+                entries[key] = []
+                order.append(key)
+            entries[key].append((sig, doc))
+
+
 def main(argv):
     if len(argv) < 3:
         sys.exit("usage: docstrings.py OUT.h HEADER.h...")
@@ -259,6 +305,8 @@ def main(argv):
     for path in argv[2:]:
         if path.endswith(".def"):
             op_table(Path(path), entries, order)
+            binary_table(Path(path), entries, order)
+            scan_table(Path(path), entries, order)
         else:
             Header(Path(path), entries, order).parse()
     docs = document(entries, order)

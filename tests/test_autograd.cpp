@@ -54,6 +54,9 @@ std::vector<Case> cases() {
       {"hypot_logaddexp_broadcast",
        {{3, 4}, {4}},
        [](V x) { return hypot(x[0], x[1] - 1.0) * x[1] + logaddexp(x[0] * 3.0, x[1]) + x[1].logaddexp(x[0]); }},
+      {"logaddexp2_broadcast",
+       {{3, 4}, {4}},
+       [](V x) { return logaddexp2(x[0] * 3.0, x[1]) * x[1] + x[1].logaddexp2(x[0]); }},
       // Between the jumps of a // b: d/da = 1, d/db = -(a // b), with a scalar on either side.
       {"remainder",
        {{3, 4}, {4}},
@@ -353,7 +356,8 @@ TEST_P(Autograd, NoGradDetachAndNames) {
 
 // Each elementwise op records the rule its row in anvil/ops.def names (a
 // unary row without its rule does not compile; a binary op's rule is a case
-// of record_binary, checked here), and one that names none records nothing.
+// of record_binary, and of record_binary_scalar for the forms with a number,
+// checked here), and one that names none records nothing.
 TEST_P(Autograd, EveryElementwiseOpRecordsTheRuleItsRowNames) {
   const Device d = device();
   const Tensor a = (rand({5}, d, f64) + 0.5).requires_grad_(), b = (rand({5}, d, f64) + 0.5).requires_grad_();
@@ -369,6 +373,16 @@ TEST_P(Autograd, EveryElementwiseOpRecordsTheRuleItsRowNames) {
     const Tensor y = detail::binary_op(op, a, b);
     const std::string want = detail::row(op).grad;
     EXPECT_EQ(y.requires_grad() ? y.grad_fn_name() : "NotDifferentiable", want) << detail::name(op);
+    // The forms with a number (a case of record_binary_scalar), where the row has them.
+    const detail::BinaryForms forms = detail::row(op).forms;
+    if (forms >= detail::BinaryForms::Scalar) {
+      const Tensor ys = detail::binary_scalar_op(op, a, 0.7, false);
+      EXPECT_EQ(ys.requires_grad() ? ys.grad_fn_name() : "NotDifferentiable", want) << detail::name(op) << "(x, 0.7)";
+    }
+    if (forms >= detail::BinaryForms::ScalarFirst) {
+      const Tensor ys = detail::binary_scalar_op(op, a, 0.7, true);
+      EXPECT_EQ(ys.requires_grad() ? ys.grad_fn_name() : "NotDifferentiable", want) << detail::name(op) << "(0.7, x)";
+    }
   }
 }
 

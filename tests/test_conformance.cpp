@@ -273,6 +273,7 @@ std::vector<OpCase> cases() {
       // OpenCL 1.2 allows hypot 4 ulp; logaddexp adds exp's and log1p's.
       bin("hypot", [](const Tensor& a, const Tensor& b) { return hypot(a, b); }, nullptr, kEvery, {4, 4}),
       bin("logaddexp", [](const Tensor& a, const Tensor& b) { return logaddexp(a, b); }, nullptr, kEvery, {8, 8}),
+      bin("logaddexp2", [](const Tensor& a, const Tensor& b) { return logaddexp2(a, b); }, nullptr, kEvery, {8, 8}),
       bin(
           "floor_divide", [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); },
           [](const Tensor& a, const Scalar& s) { return floor_divide(a, s); }, kNumeric),

@@ -524,6 +524,14 @@ BINARY_TEST(
     logaddexp, [](const Tensor& a, const Tensor& b) { return logaddexp(a, b); },
     [](double a, double b) { return std::max(a, b) + std::log1p(std::exp(-std::fabs(a - b))); }, Domain{-30, 30},
     Domain{-30, 30}, kFloat)
+BINARY_TEST(
+    logaddexp2_method, [](const Tensor& a, const Tensor& b) { return a.logaddexp2(b); },
+    [](double a, double b) { return std::max(a, b) + std::log2(1 + std::exp2(-std::fabs(a - b))); }, Domain{-30, 30},
+    Domain{-30, 30}, kFloat)
+BINARY_TEST(
+    logaddexp2_of_ints, [](const Tensor& a, const Tensor& b) { return logaddexp2(a, b); },
+    [](double a, double b) { return std::max(a, b) + std::log2(1 + std::exp2(-std::fabs(a - b))); }, Domain{-20, 20},
+    Domain{-20, 20}, kInt, Out::FloatForInt)
 // Integer-valued operands, so a / b rounds the same in every dtype and the
 // floor is the reference's: the sign cases of Python's // and %.
 double floor_divide_ref(double a, double b) { return b == 0 ? 0 : std::floor(a / b); }

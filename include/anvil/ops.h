@@ -85,36 +85,17 @@ struct NestedList {
 Tensor tensor(const NestedList& values, Device d = default_device(), std::optional<DType> t = std::nullopt);
 
 // --- elementwise -------------------------------------------------------------------
-Tensor add(const Tensor& a, const Tensor& b);
+// The elementwise ops of two operands, one per public row of anvil/ops.def (its
+// doc column says what each computes: add, sub, mul, div, pow, maximum, minimum,
+// atan2, copysign, bitwise_and, …, eq, ne, lt, le, gt, ge, hypot, logaddexp,
+// floor_divide, remainder, …): name(a, b) of two tensors, broadcast and promoted
+// as in PyTorch, and, as the row's forms say, name(a, s) and name(s, b) with a
+// number.
+#define ANVIL_BINARY_TENSOR(Op, name) Tensor name(const Tensor& a, const Tensor& b);
+#define ANVIL_BINARY_SCALAR(Op, name) Tensor name(const Tensor& a, const Scalar& b);
+#define ANVIL_BINARY_SCALAR_FIRST(Op, name) Tensor name(const Scalar& a, const Tensor& b);
+#include "anvil/ops.def"
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha);  // a + alpha * b
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);  // true division: integers give f32
-Tensor pow(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
-Tensor add(const Tensor& a, const Scalar& b);
-Tensor sub(const Tensor& a, const Scalar& b);
-Tensor sub(const Scalar& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Scalar& b);
-Tensor div(const Tensor& a, const Scalar& b);
-Tensor div(const Scalar& a, const Tensor& b);
-Tensor pow(const Tensor& a, const Scalar& b);
-Tensor pow(const Scalar& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Scalar& b);
-Tensor minimum(const Tensor& a, const Scalar& b);
-Tensor eq(const Tensor& a, const Scalar& b);
-Tensor ne(const Tensor& a, const Scalar& b);
-Tensor lt(const Tensor& a, const Scalar& b);
-Tensor le(const Tensor& a, const Scalar& b);
-Tensor gt(const Tensor& a, const Scalar& b);
-Tensor ge(const Tensor& a, const Scalar& b);
 
 // The elementwise ops of one tensor, one per row of anvil/ops.def (its last
 // column says what each computes: neg, abs, exp, log, sqrt, rsqrt, sin, cos, tanh,
@@ -123,50 +104,6 @@ Tensor ge(const Tensor& a, const Scalar& b);
 #define ANVIL_UNARY_OP(Op, name, ...) Tensor name(const Tensor& x);
 #define ANVIL_UNARY_OP_WITH_PARAMS(...)
 #include "anvil/ops.def"
-// The angle of the point (b, a) in radians, in [-pi, pi] (torch.atan2(input, other));
-// broadcast, promoted like add, integers compute in f32. The signs of zeros and
-// infinities pick the quadrant: atan2(+0, -0) = pi, atan2(-0, -0) = -pi.
-Tensor atan2(const Tensor& a, const Tensor& b);
-// |a| with the sign of b, the sign bit of a zero or NaN b included
-// (torch.copysign); integers compute in f32.
-Tensor copysign(const Tensor& a, const Tensor& b);
-// sqrt(a² + b²) without overflow or underflow in the squares (torch.hypot);
-// inf where either is infinite, NaN included. Integers compute in f32.
-Tensor hypot(const Tensor& a, const Tensor& b);
-// log(exp(a) + exp(b)) without overflow (torch.logaddexp); inf where either
-// is +inf. Integers compute in f32.
-Tensor logaddexp(const Tensor& a, const Tensor& b);
-// a / b rounded down (torch.floor_divide, Python's //), broadcast and promoted
-// like sub; exact for integers (INT_MIN // -1 wraps to INT_MIN; // 0 gives 0,
-// where PyTorch raises). Floats: floor(a / b) corrected by the exact
-// remainder, so 1.0 // 0.1 is 9 as in Python; floor(a / b) where an operand
-// is infinite or b is 0 (the array API's choice). No gradient.
-Tensor floor_divide(const Tensor& a, const Tensor& b);
-Tensor floor_divide(const Tensor& a, const Scalar& b);
-Tensor floor_divide(const Scalar& a, const Tensor& b);
-// a - floor_divide(a, b) * b, with the divisor's sign (torch.remainder,
-// Python's %): a zero result is a zero of b's sign (PyTorch's keeps a's);
-// NaN for b = 0 in floats, 0 for integers. Gradient: g for a, -g * (a // b) for b.
-Tensor remainder(const Tensor& a, const Tensor& b);
-Tensor remainder(const Tensor& a, const Scalar& b);
-Tensor remainder(const Scalar& a, const Tensor& b);
-// Bitwise and, or, xor of integer or bool tensors (floats: DTypeError), broadcast and
-// promoted like add; bool op bool stays bool. Also the operators &, |, ^.
-Tensor bitwise_and(const Tensor& a, const Tensor& b);
-Tensor bitwise_or(const Tensor& a, const Tensor& b);
-Tensor bitwise_xor(const Tensor& a, const Tensor& b);
-Tensor bitwise_and(const Tensor& a, const Scalar& b);
-Tensor bitwise_or(const Tensor& a, const Scalar& b);
-Tensor bitwise_xor(const Tensor& a, const Scalar& b);
-// a << b and a >> b of integer tensors (bool and floats: DTypeError), broadcast and
-// promoted like add; >> is arithmetic for signed types. A count b outside [0, bits of
-// the dtype) gives 0, and -1 for >> of a negative a (NumPy's and PyTorch 2's meaning).
-Tensor bitwise_left_shift(const Tensor& a, const Tensor& b);
-Tensor bitwise_right_shift(const Tensor& a, const Tensor& b);
-Tensor bitwise_left_shift(const Tensor& a, const Scalar& b);
-Tensor bitwise_right_shift(const Tensor& a, const Scalar& b);
-Tensor bitwise_left_shift(const Scalar& a, const Tensor& b);
-Tensor bitwise_right_shift(const Scalar& a, const Tensor& b);
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi = std::nullopt);
 // cond ? a : b, broadcast; cond must be bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
@@ -294,9 +231,10 @@ ValuesIndices min(const Tensor& x, int dim, bool keepdim = false);
 Tensor argmax(const Tensor& x, std::optional<int> dim = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int> dim = std::nullopt, bool keepdim = false);
 // --- scans and sorting ----------------------------------------------------------
-// Running sum along dim (torch.cumsum): integers and bool sum in i64, floats
-// in their own dtype. Gradient: the running sum from the other end.
-Tensor cumsum(const Tensor& x, int dim);
+// The scans, one per row of anvil/ops.def (its doc column says what each
+// computes: cumsum): Tensor name(const Tensor& x, int dim).
+#define ANVIL_SCAN_OP(Op, name, ...) Tensor name(const Tensor& x, int dim);
+#include "anvil/ops.def"
 // Along dim, the values in ascending (descending) order and their i64
 // positions in x: `auto [values, indices] = sort(x, 1);`. Stable (equal
 // elements keep their order) with NaN above every number, as torch.sort(...,

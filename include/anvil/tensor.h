@@ -117,49 +117,16 @@ class Tensor {
 #define ANVIL_UNARY_OP(Op, name, ...) Tensor name() const;
 #define ANVIL_UNARY_OP_WITH_PARAMS(...)
 #include "anvil/ops.def"
-  Tensor atan2(const Tensor& other) const;
-  Tensor copysign(const Tensor& other) const;
-  Tensor hypot(const Tensor& other) const;
-  Tensor logaddexp(const Tensor& other) const;
-  Tensor floor_divide(const Tensor& other) const;
-  Tensor remainder(const Tensor& other) const;
-  Tensor bitwise_and(const Tensor& other) const;
-  Tensor bitwise_or(const Tensor& other) const;
-  Tensor bitwise_xor(const Tensor& other) const;
-  Tensor bitwise_left_shift(const Tensor& other) const;
-  Tensor bitwise_right_shift(const Tensor& other) const;
   Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
   Tensor tril(std::int64_t diagonal = 0) const;
   Tensor triu(std::int64_t diagonal = 0) const;
-  Tensor pow(const Scalar& e) const;
-  Tensor pow(const Tensor& e) const;
   Tensor clamp(std::optional<Scalar> lo, std::optional<Scalar> hi = std::nullopt) const;
-  // The free functions of ops.h with this tensor first: x.add(y) is add(x, y).
-  Tensor add(const Tensor& o) const;
+  // x.add(y), x.add(2), x.atan2(y), … : each elementwise op of two operands in
+  // anvil/ops.def, as the free function of its name with this tensor first.
+#define ANVIL_BINARY_TENSOR(Op, name) Tensor name(const Tensor& other) const;
+#define ANVIL_BINARY_SCALAR(Op, name) Tensor name(const Scalar& other) const;
+#include "anvil/ops.def"
   Tensor add(const Tensor& o, const Scalar& alpha) const;  // x + alpha * o
-  Tensor add(const Scalar& o) const;
-  Tensor sub(const Tensor& o) const;
-  Tensor sub(const Scalar& o) const;
-  Tensor mul(const Tensor& o) const;
-  Tensor mul(const Scalar& o) const;
-  Tensor div(const Tensor& o) const;
-  Tensor div(const Scalar& o) const;
-  Tensor maximum(const Tensor& o) const;
-  Tensor maximum(const Scalar& o) const;
-  Tensor minimum(const Tensor& o) const;
-  Tensor minimum(const Scalar& o) const;
-  Tensor eq(const Tensor& o) const;
-  Tensor eq(const Scalar& o) const;
-  Tensor ne(const Tensor& o) const;
-  Tensor ne(const Scalar& o) const;
-  Tensor lt(const Tensor& o) const;
-  Tensor lt(const Scalar& o) const;
-  Tensor le(const Tensor& o) const;
-  Tensor le(const Scalar& o) const;
-  Tensor gt(const Tensor& o) const;
-  Tensor gt(const Scalar& o) const;
-  Tensor ge(const Tensor& o) const;
-  Tensor ge(const Scalar& o) const;
   // condition ? this : other (torch.Tensor.where).
   Tensor where(const Tensor& condition, const Tensor& other) const;
   Tensor where(const Tensor& condition, const Scalar& other) const;
@@ -199,7 +166,9 @@ class Tensor {
   // Values and indices along one dim: `auto [values, indices] = x.max(1);`.
   ValuesIndices max(int dim, bool keepdim = false) const;
   ValuesIndices min(int dim, bool keepdim = false) const;
-  Tensor cumsum(int dim) const;
+  // x.cumsum(dim), … : each scan of anvil/ops.def.
+#define ANVIL_SCAN_OP(Op, name, ...) Tensor name(int dim) const;
+#include "anvil/ops.def"
   ValuesIndices sort(int dim = -1, bool descending = false) const;
   ValuesIndices topk(std::int64_t k, int dim = -1, bool largest = true, bool sorted = true) const;
   Tensor argmax() const;

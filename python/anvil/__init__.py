@@ -21,9 +21,6 @@ from ._anvil import (  # noqa: F401  (re-exported)
     empty, zeros, ones, rand, randn, full, arange, linspace, eye, randint, manual_seed, tensor, from_dlpack,
     from_numpy, empty_like, zeros_like, ones_like, full_like, rand_like, randn_like, randint_like, scalar_tensor,
     t, contiguous, clone,
-    atan2, copysign, hypot, logaddexp, floor_divide, remainder,
-    bitwise_and, bitwise_or, bitwise_xor, bitwise_left_shift, bitwise_right_shift,
-    add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge,
     matmul, mm, bmm, dot, outer, addmm, baddbmm, clamp, where, masked_fill, tril, triu,
     sum, mean, prod, amax, amin, max, min, argmax, argmin, cumsum, sort, topk, searchsorted, unique, var, std, norm,
     logsumexp,
@@ -36,6 +33,8 @@ from ._anvil import (  # noqa: F401  (re-exported)
 # The elementwise ops of one tensor, one per row of the op table (anvil/ops.def):
 # anvil.neg, abs, exp, log, …, sinh, cosh, asinh, acosh, atanh.
 globals().update({_name: getattr(_anvil, _name) for _name in _anvil._table_ops if _name})
+# And those of two operands: anvil.add, sub, …, atan2, hypot, floor_divide, bitwise_and, ….
+globals().update({_name: getattr(_anvil, _name) for _name in _anvil._binary_ops if _name})
 
 __version__ = "0.1.0"
 

@@ -315,10 +315,6 @@ void bind_tensor(nb::module_& m) {
       .def("masked_fill", &Tensor::masked_fill, "mask"_a, "value"_a, ANVIL_NOGIL, doc("Tensor::masked_fill"))
       .def("tril", &Tensor::tril, "diagonal"_a = 0, ANVIL_NOGIL, doc("Tensor::tril"))
       .def("triu", &Tensor::triu, "diagonal"_a = 0, ANVIL_NOGIL, doc("Tensor::triu"))
-      .def("pow", nb::overload_cast<const Tensor&>(&Tensor::pow, nb::const_), "exponent"_a, ANVIL_NOGIL,
-           doc("Tensor::pow"))
-      .def("pow", nb::overload_cast<const Scalar&>(&Tensor::pow, nb::const_), "exponent"_a, ANVIL_NOGIL,
-           doc("Tensor::pow"))
       .def("clamp", &Tensor::clamp, "min"_a = nb::none(), "max"_a = nb::none(), ANVIL_NOGIL, doc("Tensor::clamp"))
       .def("clip", &Tensor::clamp, "min"_a = nb::none(), "max"_a = nb::none(), ANVIL_NOGIL, doc("Tensor::clamp"))
       .def("where", nb::overload_cast<const Tensor&, const Tensor&>(&Tensor::where, nb::const_), "condition"_a,
@@ -328,25 +324,8 @@ void bind_tensor(nb::module_& m) {
       .def("add", nb::overload_cast<const Tensor&, const Scalar&>(&Tensor::add, nb::const_), "other"_a, nb::kw_only(),
            "alpha"_a, ANVIL_NOGIL, doc("Tensor::add"));
 
-  // Elementwise, two arguments: a tensor or a Python number.
-#define ANVIL_BINARY(name)                                                                                       \
-  t.def(#name, nb::overload_cast<const Tensor&>(&Tensor::name, nb::const_), "other"_a, doc("Tensor::" #name),    \
-        ANVIL_NOGIL)                                                                                             \
-      .def(#name, nb::overload_cast<const Scalar&>(&Tensor::name, nb::const_), "other"_a, doc("Tensor::" #name), \
-           ANVIL_NOGIL);
-  ANVIL_BINARY(add)
-  ANVIL_BINARY(sub)
-  ANVIL_BINARY(mul)
-  ANVIL_BINARY(div)
-  ANVIL_BINARY(maximum)
-  ANVIL_BINARY(minimum)
-  ANVIL_BINARY(eq)
-  ANVIL_BINARY(ne)
-  ANVIL_BINARY(lt)
-  ANVIL_BINARY(le)
-  ANVIL_BINARY(gt)
-  ANVIL_BINARY(ge)
-#undef ANVIL_BINARY
+  // Elementwise, two arguments: a tensor or a Python number (anvil/ops.def):
+  // bound in math_ops.cpp, after these.
 
   // In place: the same Python object back (x.add_(1) is x).
 #define ANVIL_INPLACE(name)                      \
@@ -525,7 +504,6 @@ void bind_tensor(nb::module_& m) {
            doc("Tensor::max"))
       .def("min", nb::overload_cast<int, bool>(&Tensor::min, nb::const_), "dim"_a, "keepdim"_a = false, ANVIL_NOGIL,
            doc("Tensor::min"))
-      .def("cumsum", &Tensor::cumsum, "dim"_a, ANVIL_NOGIL, doc("Tensor::cumsum"))
       .def("sort", &Tensor::sort, "dim"_a = -1, "descending"_a = false, ANVIL_NOGIL, doc("Tensor::sort"))
       .def("unique", &unique_py, "sorted"_a = true, "return_inverse"_a = false, "return_counts"_a = false,
            "dim"_a = nb::none(), doc("unique"))
@@ -708,27 +686,6 @@ void bind_tensor(nb::module_& m) {
   ANVIL_FREE_UNARY(contiguous)
   ANVIL_FREE_UNARY(clone)
 #undef ANVIL_FREE_UNARY
-#define ANVIL_FREE_BINARY(name)                                                                                        \
-  m.def(                                                                                                               \
-       #name, [](const Tensor& a, const Tensor& b) { return anvil::name(a, b); }, "input"_a, "other"_a, doc(#name),    \
-       ANVIL_NOGIL)                                                                                                    \
-      .def(                                                                                                            \
-          #name, [](const Tensor& a, const Scalar& b) { return anvil::name(a, b); }, "input"_a, "other"_a, doc(#name), \
-          ANVIL_NOGIL);
-  ANVIL_FREE_BINARY(add)
-  ANVIL_FREE_BINARY(sub)
-  ANVIL_FREE_BINARY(mul)
-  ANVIL_FREE_BINARY(div)
-  ANVIL_FREE_BINARY(pow)
-  ANVIL_FREE_BINARY(maximum)
-  ANVIL_FREE_BINARY(minimum)
-  ANVIL_FREE_BINARY(eq)
-  ANVIL_FREE_BINARY(ne)
-  ANVIL_FREE_BINARY(lt)
-  ANVIL_FREE_BINARY(le)
-  ANVIL_FREE_BINARY(gt)
-  ANVIL_FREE_BINARY(ge)
-#undef ANVIL_FREE_BINARY
   m.def("matmul", &matmul, ANVIL_NOGIL, doc("matmul"));
   m.def("mm", &mm, ANVIL_NOGIL, doc("mm"));
   m.def("bmm", &bmm, ANVIL_NOGIL, doc("bmm"));
@@ -764,7 +721,14 @@ void bind_tensor(nb::module_& m) {
         doc("min"));
   m.def("argmax", &argmax, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("argmax"));
   m.def("argmin", &argmin, "input"_a, "dim"_a = nb::none(), "keepdim"_a = false, ANVIL_NOGIL, doc("argmin"));
-  m.def("cumsum", &cumsum, "input"_a, "dim"_a, ANVIL_NOGIL, doc("cumsum"));
+  // The scans (anvil/ops.def), as free functions and methods.
+#define ANVIL_SCAN_OP(Op, name, ...)                                                                        \
+  m.def(                                                                                                    \
+      #name, [](const Tensor& x, int dim) { return anvil::name(x, dim); }, "input"_a, "dim"_a, ANVIL_NOGIL, \
+      doc(#name));                                                                                          \
+  t.def(                                                                                                    \
+      #name, [](const Tensor& x, int dim) { return x.name(dim); }, "dim"_a, ANVIL_NOGIL, doc("Tensor::" #name));
+#include "anvil/ops.def"
   m.def("sort", &sort, "input"_a, "dim"_a = -1, "descending"_a = false, ANVIL_NOGIL, doc("sort"));
   m.def("topk", &topk, "input"_a, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true, ANVIL_NOGIL, doc("topk"));
   // torch.searchsorted's Python signature: values a tensor or a number, the rest keywords.

@@ -38,7 +38,8 @@ def table_doc(name):
     string literals joined, read here independently of python/docstrings.py."""
     with open(os.path.join(INCLUDE, "ops.def"), encoding="utf-8") as f:
         text = f.read()
-    m = re.search(r"^ANVIL_UNARY_OP\(\w+, " + name + r",[^\n]*\n?((?:\s*\"[^\n]*\"\)?\n)*)", text, re.M)
+    m = re.search(r"^ANVIL_(?:UNARY|BINARY|SCAN)_OP\(\w+, " + name + r",[^\n]*\n?((?:\s*\"[^\n]*\"\)?\n)*)", text,
+                  re.M)
     assert m, f"ops.def: no row for {name}"
     row = text[m.start():m.end()]
     return "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', row))
@@ -66,7 +67,13 @@ FUNCTIONS = [
     (anvil.Tensor.backward, "tensor.h", r"void backward\("),
     (anvil.Tensor.detach, "tensor.h", r"Tensor detach\("),
     (anvil.Tensor.copy_, "tensor.h", r"Tensor& copy_\("),
-    (anvil.Tensor.cumsum, "ops.h", r"Tensor cumsum\("),  # no comment of its own: the free function's
+    (anvil.Tensor.cumsum, "ops.def", "cumsum"),  # a scan's row
+    (anvil.cumsum, "ops.def", "cumsum"),
+    (anvil.atan2, "ops.def", "atan2"),  # a binary row: every form
+    (anvil.Tensor.hypot, "ops.def", "hypot"),
+    (anvil.remainder, "ops.def", "remainder"),
+    (anvil.Tensor.pow, "ops.def", "pow"),
+    (anvil.Tensor.sort, "ops.h", r"ValuesIndices sort\("),  # no comment of its own: the free function's
     (nn.Module.to, "nn.h", r"Module& to\("),
     (nn.Module.state_dict, "nn.h", r"StateDict state_dict\("),
     (anvil.optim.Optimizer.zero_grad, "optim.h", r"void zero_grad\("),

@@ -1,4 +1,5 @@
-"""anvil.atan, asin, acos, the hyperbolic functions, atan2 and the integer bitwise ops
+"""anvil.atan, asin, acos, the hyperbolic functions, atan2, logaddexp2, the integer bitwise ops
+and the binary ops' bindings from the op table
 against NumPy, on the suite's device: values, special values, dtypes, errors."""
 
 import numpy as np
@@ -129,3 +130,45 @@ def test_shifts_vs_numpy_for_every_count(dev, name, dt, npdt, vals):
     # a scalar shifted by a tensor
     s = getattr(anvil, name)(5, tb[:1])
     assert np.array_equal(values(s), getattr(np, name.replace("bitwise_", ""))(npdt(5), b[:1]))
+
+
+def test_binary_ops_are_bound_from_the_table_in_their_forms(dev):
+    """Every public row of anvil/ops.def's binary ops: anvil.name and Tensor.name,
+    documented by the row, with a number where the row's forms say."""
+    names = [n for n in anvil._anvil._binary_ops if n]
+    assert {"add", "sub", "pow", "atan2", "bitwise_and", "remainder", "logaddexp2"} <= set(names)
+    assert "relu_backward" not in names  # Internal rows have no public function
+    for name in names:
+        assert getattr(anvil, name) is getattr(anvil._anvil, name)
+        assert f"torch.{name}" in getattr(anvil, name).__doc__, name
+        assert f"torch.{name}" in getattr(anvil.Tensor, name).__doc__, name
+    x = anvil.tensor([1.0, 2.0, 4.0], device=dev)
+    np.testing.assert_array_equal(values(anvil.sub(10, x)), [9.0, 8.0, 6.0])  # ScalarFirst
+    np.testing.assert_array_equal(values(anvil.pow(2, x)), [2.0, 4.0, 16.0])
+    np.testing.assert_array_equal(values(x.pow(exponent=2)), [1.0, 4.0, 16.0])  # PyTorch's keyword
+    np.testing.assert_array_equal(values(anvil.maximum(x, 3)), [3.0, 3.0, 4.0])  # Scalar
+    np.testing.assert_array_equal(values(x.remainder(3)), [1.0, 2.0, 1.0])
+    with pytest.raises(TypeError):
+        anvil.atan2(x, 2.0)  # Tensor only, as torch.atan2
+
+
+def test_logaddexp2_vs_numpy(dev):
+    """A binary op added as docs/adding-an-op.md says: the row, scalar.h, the rule."""
+    zs = [0.0, 1.0, -1.0, 30.0, -200.0, INF, -INF, NAN]
+    a = np.array(zs)[:, None]
+    b = np.array(zs)[None, :]
+    with np.errstate(invalid="ignore"):
+        want = np.logaddexp2(a, b)
+    ta = anvil.tensor(a.tolist(), dtype=anvil.float64, device=dev)
+    tb = anvil.tensor(b.tolist(), dtype=anvil.float64, device=dev)
+    for got in (anvil.logaddexp2(ta, tb), ta.logaddexp2(tb)):
+        assert got.shape == (8, 8)
+        np.testing.assert_allclose(values(got), want, rtol=1e-15, atol=0)
+    ints = anvil.tensor([1, -1], dtype=anvil.int64, device=dev)
+    assert anvil.logaddexp2(ints, ints).dtype == anvil.float32
+    x = anvil.tensor([0.5, -2.0], dtype=anvil.float64, device=dev, requires_grad=True)
+    y = anvil.tensor([1.5, 0.25], dtype=anvil.float64, device=dev, requires_grad=True)
+    anvil.logaddexp2(x, y).sum().backward()
+    xv, yv = np.array([0.5, -2.0]), np.array([1.5, 0.25])
+    np.testing.assert_allclose(values(x.grad), 1 / (1 + 2.0 ** (yv - xv)), rtol=1e-12)
+    np.testing.assert_allclose(values(y.grad), 1 / (1 + 2.0 ** (xv - yv)), rtol=1e-12)

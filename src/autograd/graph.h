@@ -158,10 +158,11 @@ void record_index_add(const Tensor& out, const Tensor& x, const Tensor& source, 
 void record_index_copy(const Tensor& out, const Tensor& x, const Tensor& source, int dim, const Tensor& index);
 void record_scatter_add(const Tensor& out, const Tensor& x, const Tensor& src, int dim, const Tensor& index);
 
-// cumsum along `dim` of an f32/f64/i64 tensor (from the row's end when
-// `reverse`), recorded; a view with the scanned dim moved back in place.
-Tensor cumsum_along(const Tensor& x, int dim, bool reverse);
-void record_cumsum(const Tensor& out, const Tensor& x, int dim, bool reverse);
+// The scan `op` (anvil/ops.def) along `dim` of an f32/f64/i64 tensor (from the
+// row's end when `reverse`), recorded; a view with the scanned dim moved back in
+// place.
+Tensor scan_along(ScanOp op, const Tensor& x, int dim, bool reverse);
+void record_scan(ScanOp op, const Tensor& out, const Tensor& x, int dim, bool reverse);
 
 // Window geometry of conv2d and the pools over a (padded) [N, C, H, W] input;
 // n, c, h, w are the unpadded input's. The fused kernels take the same struct.

@@ -88,6 +88,12 @@ void record_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
                                    n[1] ? g / (exp(sa - sb) + 1.0) : Tensor()};
       });
       return;
+    case BinaryOp::Logaddexp2:  // d/da = 1 / (1 + 2^(b - a)), as PyTorch
+      record(row(op).grad, out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
+        return std::vector<Tensor>{n[0] ? g / (exp((sb - sa) * 0.69314718055994530942) + 1.0) : Tensor(),
+                                   n[1] ? g / (exp((sa - sb) * 0.69314718055994530942) + 1.0) : Tensor()};
+      });
+      return;
     case BinaryOp::Remainder:  // d/da = 1, d/db = -(a // b)
       record(row(op).grad, out, {&a, &b}, [sa, sb](const Tensor& g, const std::vector<bool>& n) {
         return std::vector<Tensor>{n[0] ? g : Tensor(), n[1] ? -g * floor_divide(sa, sb) : Tensor()};

@@ -62,6 +62,8 @@ struct ElementwiseArgs {
 enum class UnaryRule : std::uint8_t { Any, Numeric, Float, Rounding, ToBool };
 enum class BinaryRule : std::uint8_t { Any, Numeric, TrueDiv, Float, FloatOnly, Bitwise, Shift, Compare };
 enum class ReduceKind : std::uint8_t { Sum, Prod, Extreme, Arg };
+enum class ScanKind : std::uint8_t { Sum };
+enum class BinaryForms : std::uint8_t { Internal, Tensor, Scalar, ScalarFirst };  // each includes the ones before
 enum class AutocastPolicy : std::uint8_t { Keep, Fp32 };
 enum class CostClass : std::uint8_t { Load, Libm, VectorMath };
 
@@ -80,6 +82,11 @@ enum class ReduceOp : std::uint8_t {
 #include "anvil/ops.def"
   Count
 };
+enum class ScanOp : std::uint8_t {
+#define ANVIL_SCAN_OP(Op, ...) Op,
+#include "anvil/ops.def"
+  Count
+};
 
 namespace op_table {
 struct UnaryRow {
@@ -95,10 +102,16 @@ struct BinaryRow {
   AutocastPolicy autocast;
   CostClass cost;
   const char* grad;
+  BinaryForms forms;
 };
 struct ReduceRow {
   const char* name;
   ReduceKind kind;
+};
+struct ScanRow {
+  const char* name;
+  ScanKind kind;
+  const char* grad;
 };
 inline constexpr UnaryRow kUnary[] = {
 #define ANVIL_UNARY_OP(Op, name, rule, autocast, cost, grad, doc) \
@@ -106,27 +119,34 @@ inline constexpr UnaryRow kUnary[] = {
 #include "anvil/ops.def"
 };
 inline constexpr BinaryRow kBinary[] = {
-#define ANVIL_BINARY_OP(Op, name, rule, autocast, cost, grad) \
-  {#name, BinaryRule::rule, AutocastPolicy::autocast, CostClass::cost, #grad},
+#define ANVIL_BINARY_OP(Op, name, rule, autocast, cost, grad, forms, doc) \
+  {#name, BinaryRule::rule, AutocastPolicy::autocast, CostClass::cost, #grad, BinaryForms::forms},
 #include "anvil/ops.def"
 };
 inline constexpr ReduceRow kReduce[] = {
 #define ANVIL_REDUCE_OP(Op, name, kind) {#name, ReduceKind::kind},
 #include "anvil/ops.def"
 };
+inline constexpr ScanRow kScan[] = {
+#define ANVIL_SCAN_OP(Op, name, kind, grad, doc) {#name, ScanKind::kind, #grad},
+#include "anvil/ops.def"
+};
 static_assert(std::size(kUnary) == static_cast<std::size_t>(UnaryOp::Count));
 static_assert(std::size(kBinary) == static_cast<std::size_t>(BinaryOp::Count));
 static_assert(std::size(kReduce) == static_cast<std::size_t>(ReduceOp::Count));
+static_assert(std::size(kScan) == static_cast<std::size_t>(ScanOp::Count));
 }  // namespace op_table
 
 constexpr const op_table::UnaryRow& row(UnaryOp op) noexcept { return op_table::kUnary[static_cast<int>(op)]; }
 constexpr const op_table::BinaryRow& row(BinaryOp op) noexcept { return op_table::kBinary[static_cast<int>(op)]; }
 constexpr const op_table::ReduceRow& row(ReduceOp op) noexcept { return op_table::kReduce[static_cast<int>(op)]; }
+constexpr const op_table::ScanRow& row(ScanOp op) noexcept { return op_table::kScan[static_cast<int>(op)]; }
 
 // "exp", "add", "sum", … (kernel symbols and test case ids derive from it)
 constexpr const char* name(UnaryOp op) noexcept { return op < UnaryOp::Count ? row(op).name : "?"; }
 constexpr const char* name(BinaryOp op) noexcept { return op < BinaryOp::Count ? row(op).name : "?"; }
 constexpr const char* name(ReduceOp op) noexcept { return op < ReduceOp::Count ? row(op).name : "?"; }
+constexpr const char* name(ScanOp op) noexcept { return op < ScanOp::Count ? row(op).name : "?"; }
 
 // What a unary op is defined on, asked by the op frontend and the kernels
 // alike: the math functions compute an integer tensor in the default float

@@ -37,6 +37,7 @@ using std::copysign;
 using std::cos;
 using std::cosh;
 using std::erf;
+using std::exp2;
 using std::expm1;
 using std::fabs;
 using std::floor;

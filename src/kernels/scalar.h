@@ -58,7 +58,8 @@
  *    finite), as no dialect here runs with fast math; integers are finite;
  *  - hypot is the platform's (no overflow in the squares: hypot(±inf, NaN) =
  *    inf); logaddexp(a, b) = max + log1p(exp(-|a - b|)), a + log 2 on equal
- *    operands (so inf and -inf pairs give themselves, not NaN);
+ *    operands (so inf and -inf pairs give themselves, not NaN); logaddexp2
+ *    the same in base 2 (a + 1 on equal operands);
  *  - floor_divide and remainder are Python's // and % (the array API's): the
  *    remainder takes the divisor's sign, a zero remainder is a zero of the
  *    divisor's sign, a finite a % ±inf is a or ±inf; floor_divide where an
@@ -170,6 +171,11 @@
     if (a == b) return a + (T)0.69314718055994530942;                                                    \
     T hi = a != a || b != b ? a + b : a > b ? a : b;                                                     \
     return hi + log1p(exp(-fabs(a - b)));                                                                \
+  }                                                                                                      \
+  ANVIL_FN T ANVIL_SCALAR_NAME(T, logaddexp2)(T a, T b) {                                                \
+    if (a == b) return a + (T)1;                                                                         \
+    T hi = a != a || b != b ? a + b : a > b ? a : b;                                                     \
+    return hi + log1p(exp2(-fabs(a - b))) * (T)1.44269504088896340736;                                   \
   }                                                                                                      \
   ANVIL_FN T ANVIL_SCALAR_NAME(T, remainder)(T a, T b) {                                                 \
     T m = fmod(a, b);                                                                                    \

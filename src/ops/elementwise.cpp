@@ -178,73 +178,24 @@ UnaryParams clamp_params(const char* op, DType t, const std::optional<Scalar>& l
 using detail::binary_op;
 using detail::binary_scalar_op;
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Add, a, b); }
+// The elementwise ops of two operands (anvil/ops.def): free functions and methods,
+// in the forms their rows name.
+#define ANVIL_BINARY_TENSOR(Op, name)                                                     \
+  Tensor name(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Op, a, b); } \
+  Tensor Tensor::name(const Tensor& other) const { return binary_op(BinaryOp::Op, *this, other); }
+#define ANVIL_BINARY_SCALAR(Op, name)                                                                   \
+  Tensor name(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Op, a, b, false); } \
+  Tensor Tensor::name(const Scalar& other) const { return binary_scalar_op(BinaryOp::Op, *this, other, false); }
+#define ANVIL_BINARY_SCALAR_FIRST(Op, name) \
+  Tensor name(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Op, b, a, true); }
+#include "anvil/ops.def"
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return binary_op(BinaryOp::Add, a, mul(b, alpha)); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Sub, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Div, a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Pow, a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Maximum, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
-Tensor atan2(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Atan2, a, b); }
-Tensor copysign(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Copysign, a, b); }
-Tensor hypot(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Hypot, a, b); }
-Tensor logaddexp(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Logaddexp, a, b); }
-Tensor floor_divide(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::FloorDivide, a, b); }
-Tensor floor_divide(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::FloorDivide, a, b, false); }
-Tensor floor_divide(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::FloorDivide, b, a, true); }
-Tensor remainder(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Remainder, a, b); }
-Tensor remainder(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Remainder, a, b, false); }
-Tensor remainder(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Remainder, b, a, true); }
-Tensor bitwise_and(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseAnd, a, b); }
-Tensor bitwise_or(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseOr, a, b); }
-Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::BitwiseXor, a, b); }
-Tensor bitwise_left_shift(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::LeftShift, a, b); }
-Tensor bitwise_right_shift(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::RightShift, a, b); }
-Tensor bitwise_and(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::BitwiseAnd, a, b, false); }
-Tensor bitwise_or(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::BitwiseOr, a, b, false); }
-Tensor bitwise_xor(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::BitwiseXor, a, b, false); }
-Tensor bitwise_left_shift(const Tensor& a, const Scalar& b) {
-  return binary_scalar_op(BinaryOp::LeftShift, a, b, false);
-}
-Tensor bitwise_left_shift(const Scalar& a, const Tensor& b) {
-  return binary_scalar_op(BinaryOp::LeftShift, b, a, true);
-}
-Tensor bitwise_right_shift(const Tensor& a, const Scalar& b) {
-  return binary_scalar_op(BinaryOp::RightShift, a, b, false);
-}
-Tensor bitwise_right_shift(const Scalar& a, const Tensor& b) {
-  return binary_scalar_op(BinaryOp::RightShift, b, a, true);
-}
 Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
 Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
 Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
 Tensor operator&(const Tensor& a, const Scalar& b) { return bitwise_and(a, b); }
 Tensor operator|(const Tensor& a, const Scalar& b) { return bitwise_or(a, b); }
 Tensor operator^(const Tensor& a, const Scalar& b) { return bitwise_xor(a, b); }
-Tensor eq(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Eq, a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Ne, a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Lt, a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Le, a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Gt, a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Ge, a, b); }
-
-Tensor add(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Add, a, b, false); }
-Tensor sub(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Sub, a, b, false); }
-Tensor sub(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Sub, b, a, true); }
-Tensor mul(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Mul, a, b, false); }
-Tensor div(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Div, a, b, false); }
-Tensor div(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Div, b, a, true); }
-Tensor pow(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Pow, a, b, false); }
-Tensor pow(const Scalar& a, const Tensor& b) { return binary_scalar_op(BinaryOp::Pow, b, a, true); }
-Tensor maximum(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Maximum, a, b, false); }
-Tensor minimum(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Minimum, a, b, false); }
-Tensor eq(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Eq, a, b, false); }
-Tensor ne(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Ne, a, b, false); }
-Tensor lt(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Lt, a, b, false); }
-Tensor le(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Le, a, b, false); }
-Tensor gt(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Gt, a, b, false); }
-Tensor ge(const Tensor& a, const Scalar& b) { return binary_scalar_op(BinaryOp::Ge, a, b, false); }
 
 // The elementwise ops of one tensor (anvil/ops.def): free function and method.
 #define ANVIL_UNARY_OP(Op, name, ...)                                       \
@@ -397,50 +348,13 @@ void add_out(Tensor& out, const Tensor& a, const Tensor& b) { binary_out(BinaryO
 void mul_out(Tensor& out, const Tensor& a, const Tensor& b) { binary_out(BinaryOp::Mul, out, a, b); }
 
 // --- Tensor members that are elementwise ops --------------------------------------
-Tensor Tensor::pow(const Scalar& e) const { return anvil::pow(*this, e); }
-Tensor Tensor::pow(const Tensor& e) const { return anvil::pow(*this, e); }
 Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return anvil::clamp(*this, lo, hi); }
-Tensor Tensor::atan2(const Tensor& o) const { return anvil::atan2(*this, o); }
-Tensor Tensor::hypot(const Tensor& o) const { return anvil::hypot(*this, o); }
-Tensor Tensor::logaddexp(const Tensor& o) const { return anvil::logaddexp(*this, o); }
-Tensor Tensor::floor_divide(const Tensor& o) const { return anvil::floor_divide(*this, o); }
-Tensor Tensor::remainder(const Tensor& o) const { return anvil::remainder(*this, o); }
-Tensor Tensor::copysign(const Tensor& o) const { return anvil::copysign(*this, o); }
-Tensor Tensor::bitwise_and(const Tensor& o) const { return anvil::bitwise_and(*this, o); }
-Tensor Tensor::bitwise_or(const Tensor& o) const { return anvil::bitwise_or(*this, o); }
-Tensor Tensor::bitwise_xor(const Tensor& o) const { return anvil::bitwise_xor(*this, o); }
-Tensor Tensor::bitwise_left_shift(const Tensor& o) const { return anvil::bitwise_left_shift(*this, o); }
-Tensor Tensor::bitwise_right_shift(const Tensor& o) const { return anvil::bitwise_right_shift(*this, o); }
 Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& value) const {
   return anvil::masked_fill(*this, mask, value);
 }
 Tensor Tensor::tril(std::int64_t diagonal) const { return anvil::tril(*this, diagonal); }
 Tensor Tensor::triu(std::int64_t diagonal) const { return anvil::triu(*this, diagonal); }
 Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return anvil::add(*this, o, alpha); }
-Tensor Tensor::add(const Tensor& o) const { return anvil::add(*this, o); }
-Tensor Tensor::add(const Scalar& o) const { return anvil::add(*this, o); }
-Tensor Tensor::sub(const Tensor& o) const { return anvil::sub(*this, o); }
-Tensor Tensor::sub(const Scalar& o) const { return anvil::sub(*this, o); }
-Tensor Tensor::mul(const Tensor& o) const { return anvil::mul(*this, o); }
-Tensor Tensor::mul(const Scalar& o) const { return anvil::mul(*this, o); }
-Tensor Tensor::div(const Tensor& o) const { return anvil::div(*this, o); }
-Tensor Tensor::div(const Scalar& o) const { return anvil::div(*this, o); }
-Tensor Tensor::maximum(const Tensor& o) const { return anvil::maximum(*this, o); }
-Tensor Tensor::maximum(const Scalar& o) const { return anvil::maximum(*this, o); }
-Tensor Tensor::minimum(const Tensor& o) const { return anvil::minimum(*this, o); }
-Tensor Tensor::minimum(const Scalar& o) const { return anvil::minimum(*this, o); }
-Tensor Tensor::eq(const Tensor& o) const { return anvil::eq(*this, o); }
-Tensor Tensor::eq(const Scalar& o) const { return anvil::eq(*this, o); }
-Tensor Tensor::ne(const Tensor& o) const { return anvil::ne(*this, o); }
-Tensor Tensor::ne(const Scalar& o) const { return anvil::ne(*this, o); }
-Tensor Tensor::lt(const Tensor& o) const { return anvil::lt(*this, o); }
-Tensor Tensor::lt(const Scalar& o) const { return anvil::lt(*this, o); }
-Tensor Tensor::le(const Tensor& o) const { return anvil::le(*this, o); }
-Tensor Tensor::le(const Scalar& o) const { return anvil::le(*this, o); }
-Tensor Tensor::gt(const Tensor& o) const { return anvil::gt(*this, o); }
-Tensor Tensor::gt(const Scalar& o) const { return anvil::gt(*this, o); }
-Tensor Tensor::ge(const Tensor& o) const { return anvil::ge(*this, o); }
-Tensor Tensor::ge(const Scalar& o) const { return anvil::ge(*this, o); }
 Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
   return anvil::where(condition, *this, other);
 }

@@ -63,6 +63,8 @@ Tensor activation_backward(BinaryOp op, const Tensor& grad, const Tensor& saved)
 // autocast, broadcasting, autograd): what the public functions call.
 Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params = {});
 Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b);
+// a op s, or s op a when scalar_first.
+Tensor binary_scalar_op(BinaryOp op, const Tensor& a, const Scalar& s, bool scalar_first);
 
 // Whether x's backend has every fused kernel of a path (backend.h, FusedOp)
 // for x's dtype: then the op uses them, otherwise its composite.

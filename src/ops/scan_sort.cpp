@@ -1,6 +1,6 @@
-// cumsum, sort and topk: the row primitives of core/backend.h (ScanArgs,
-// SortArgs) behind PyTorch's ops. The dim is moved last and the input made
-// contiguous here, once, so a backend sees plain rows.
+// The scans of anvil/ops.def (cumsum), sort and topk: the row primitives of
+// core/backend.h (ScanArgs, SortArgs) behind PyTorch's ops. The dim is moved
+// last and the input made contiguous here, once, so a backend sees plain rows.
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
 #include "core/observer.h"
@@ -16,18 +16,20 @@ Tensor rows_of(const Tensor& x, int dim) { return x.transpose(dim, -1).contiguou
 
 namespace detail {
 
-Tensor cumsum_along(const Tensor& x, int dim, bool reverse) {
+Tensor scan_along(ScanOp op, const Tensor& x, int dim, bool reverse) {
   ANVIL_ASSERT(x.dim() > 0 && (x.dtype() == DType::F32 || x.dtype() == DType::F64 || x.dtype() == DType::I64),
-               "cumsum_along: unexpected ", x.shape(), " ", x.dtype());
+               "scan_along: unexpected ", x.shape(), " ", x.dtype());
+  // The Scan primitive sums (ScanArgs); a scan of another kind needs its own.
+  ANVIL_ASSERT(row(op).kind == ScanKind::Sum, "scan_along: no primitive for ", name(op));
   Tensor out;
   {
     NoGradGuard no_grad;
-    ANVIL_PROFILE_OP("cumsum", &x);
+    ANVIL_PROFILE_OP(name(op), &x);
     const Tensor in = rows_of(x, dim);
     Tensor o = make_empty(in.shape(), x.dtype(), x.device());
     const std::int64_t len = x.size(dim);
     if (o.numel() > 0)
-      dispatch::scan("cumsum", x.device(),
+      dispatch::scan(name(op), x.device(),
                      {.dtype = x.dtype(),
                       .rows = o.numel() / len,
                       .len = len,
@@ -36,26 +38,35 @@ Tensor cumsum_along(const Tensor& x, int dim, bool reverse) {
                       .in = operand(in)});
     out = o.transpose(dim, -1);
   }
-  record_cumsum(out, x, dim, reverse);
+  record_scan(op, out, x, dim, reverse);
   return out;
 }
 
-}  // namespace detail
-
-Tensor cumsum(const Tensor& x, int dim) {
-  detail::check_defined("cumsum", x);
+namespace {
+Tensor scan_op(ScanOp op, const Tensor& x, int dim) {
+  const char* opname = name(op);
+  check_defined(opname, x);
   // PyTorch: integers and bool sum in i64, floats in their own dtype.
   const DType t = is_floating(x.dtype()) ? x.dtype() : DType::I64;
   if (x.dim() == 0) {
-    detail::wrap_dim(dim, 1, "cumsum");
-    return detail::cast(x, t).clone();
+    wrap_dim(dim, 1, opname);
+    return cast(x, t).clone();
   }
-  dim = detail::wrap_dim(dim, x.dim(), "cumsum");
+  dim = wrap_dim(dim, x.dim(), opname);
   // f16 and bf16 accumulate in f32 (DESIGN §4.2) and round once at the end,
   // as PyTorch's CPU cumsum of a half does.
-  if (is_half(t)) return detail::cast(detail::cumsum_along(detail::cast(x, DType::F32), dim, false), t).contiguous();
-  return detail::cumsum_along(detail::cast(x, t), dim, false).contiguous();
+  if (is_half(t)) return cast(scan_along(op, cast(x, DType::F32), dim, false), t).contiguous();
+  return scan_along(op, cast(x, t), dim, false).contiguous();
 }
+}  // namespace
+
+}  // namespace detail
+
+// The scans (anvil/ops.def): free function and method.
+#define ANVIL_SCAN_OP(Op, name, ...)                                                            \
+  Tensor name(const Tensor& x, int dim) { return detail::scan_op(detail::ScanOp::Op, x, dim); } \
+  Tensor Tensor::name(int dim) const { return detail::scan_op(detail::ScanOp::Op, *this, dim); }
+#include "anvil/ops.def"
 
 ValuesIndices sort(const Tensor& x, int dim, bool descending) {
   detail::check_defined("sort", x);
@@ -106,7 +117,6 @@ ValuesIndices topk(const Tensor& x, std::int64_t k, int dim, bool largest, bool 
 }
 
 // --- Tensor members ---------------------------------------------------------------------
-Tensor Tensor::cumsum(int dim) const { return anvil::cumsum(*this, dim); }
 ValuesIndices Tensor::sort(int dim, bool descending) const { return anvil::sort(*this, dim, descending); }
 ValuesIndices Tensor::topk(std::int64_t k, int dim, bool largest, bool sorted) const {
   return anvil::topk(*this, k, dim, largest, sorted);

@@ -47,7 +47,7 @@ NAMES = {v[0]: k for k, v in DTYPES.items()}
 # `ANVIL_UNARY_OP(Op, name, rule, ...` of include/anvil/ops.def, in enum order.
 OPS_DEF = Path(__file__).resolve().parents[2] / "include" / "anvil" / "ops.def"
 UNARY_ROWS = re.findall(r"^ANVIL_UNARY_OP\(\s*\w+\s*,\s*(\w+)\s*,\s*(\w+)\s*,", OPS_DEF.read_text(), re.M)
-FLOAT_ONLY = {name for name, rule in UNARY_ROWS if rule == "Float"} | {"atan2", "copysign", "hypot", "logaddexp"}
+FLOAT_ONLY = {name for name, rule in UNARY_ROWS if rule == "Float"} | {"atan2", "copysign", "hypot", "logaddexp", "logaddexp2"}
 TO_BOOL = {name for name, rule in UNARY_ROWS if rule == "ToBool"}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
@@ -153,7 +153,7 @@ def remainder_ref(a, b):
 
 def in_f32(fn):
     """fn where integers and bool compute in f32, as anvil's Float rows do
-    (PyTorch's hypot and logaddexp reject them)."""
+    (PyTorch's hypot, logaddexp and logaddexp2 reject them)."""
     return lambda a, b: fn(a, b) if a.is_floating_point() else fn(a.float(), b.float())
 
 
@@ -163,6 +163,12 @@ def logaddexp_ref(a, b):
     4e-4 relative too high in f32 and logaddexp(0, -88.5) is 0."""
     with np.errstate(all="ignore"):
         return torch.from_numpy(np.logaddexp(a.numpy(), b.numpy()))
+
+
+def logaddexp2_ref(a, b):
+    """NumPy's logaddexp2, as logaddexp_ref (PyTorch 1.13's CPU rounds the same way)."""
+    with np.errstate(all="ignore"):
+        return torch.from_numpy(np.logaddexp2(a.numpy(), b.numpy()))
 
 
 # torch.<name> unless PyTorch's function for the op is another.
@@ -181,7 +187,8 @@ BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
     "maximum": torch.maximum, "minimum": torch.minimum, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
     "le": torch.le, "gt": torch.gt, "ge": torch.ge, "atan2": torch.atan2, "copysign": torch.copysign,
-    "hypot": in_f32(torch.hypot), "logaddexp": in_f32(logaddexp_ref), "floor_divide": floor_divide_ref, "remainder": remainder_ref,
+    "hypot": in_f32(torch.hypot), "logaddexp": in_f32(logaddexp_ref),
+    "logaddexp2": in_f32(logaddexp2_ref), "floor_divide": floor_divide_ref, "remainder": remainder_ref,
     "bitwise_and": torch.bitwise_and,
     "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
     "bitwise_left_shift": lambda a, b: numpy_shift(np.left_shift, a, b),
