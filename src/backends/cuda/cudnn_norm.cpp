@@ -3,22 +3,15 @@
 //
 // Note [cuDNN batch norm]
 // ~~~~~~~~~~~~~~~~~~~~~~~
-// - Which: f32 in training, forward and backward, with at least two values
-//   per channel, while cuDNN is loaded and enabled (ANVIL_CUDNN,
-//   anvil::backends::cudnn::set_enabled; ANVIL_CUDNN_BATCH_NORM=0 alone keeps
-//   norm.kern for comparison). Evaluation takes norm.kern: the frontend hands
-//   over 1 / sqrt(running_var + eps), not the variance cuDNN's inference call
-//   wants, and that pass is a single elementwise one anyway.
-// - One cuDNN call each way (issue 38): the forward writes the batch mean
-//   and invstd and updates the running statistics itself (cuDNN's
-//   exponential average is PyTorch's momentum, its running variance
-//   unbiased as PyTorch's); the backward's dscale is the weight's gradient
-//   S(g * (x - mean)) * invstd and its dbias sum_g. norm.kern runs what
-//   cuDNN cannot give in one call: the biased variance, one running
-//   statistic without the other, sum_gxc (asked for by no frontend today).
-//   cudnnBatchNormalizationForwardTraining, not its Ex form: both update the
-//   running statistics, and the Ex form's workspace and reserve buy nothing
-//   without a fused activation. Compiled here; not run without a GPU.
+// - Which: f32 in training with at least two values per channel, while cuDNN
+//   is enabled (ANVIL_CUDNN_BATCH_NORM=0 keeps norm.kern). Evaluation and
+//   16-bit inputs take norm.kern, whose training is one launch each way too.
+// - One call each way (issue 38): the forward writes mean and invstd and
+//   updates the running statistics itself (PyTorch's momentum, unbiased
+//   variance); the backward's dscale is the weight's gradient and its dbias
+//   sum_g. What one call cannot give (the biased variance, one running
+//   statistic alone, sum_gxc) goes to norm.kern. Not the Ex form: without a
+//   fused activation its workspace buys nothing. Compiled here, not run.
 // - Layout: x [N, C, S] as a 4-d [N, C, S, 1] tensor, CUDNN_BATCHNORM_SPATIAL.
 #include <climits>
 
