@@ -112,6 +112,23 @@ std::string load_average() {
   return a + " " + b + " " + c;
 }
 
+// The closing line both comparisons print: each model's ratio, whether all
+// met the target, and the load at the end (a busy machine voids the figures).
+struct Conclusion {
+  std::ostringstream ratios;
+  bool all_met = true;
+  void add(const std::string& model, double ratio, bool met) {
+    all_met = all_met && met;
+    ratios << (ratios.tellp() > 0 ? "; " : "") << model << " " << std::fixed;
+    ratios.precision(2);
+    ratios << ratio << "x";
+  }
+  void print(const char* what, const char* target) const {
+    std::cout << "\nconclusion: " << what << ": " << ratios.str() << " (target " << target << ": "
+              << (all_met ? "met" : "not met") << "); load average at end: " << load_average() << "\n";
+  }
+};
+
 struct Config {
   std::vector<Device> devices;
   std::unique_ptr<nn::DataParallel> dp;
@@ -163,8 +180,7 @@ int compare_paths(const Args& args) {
             << ", " << args.rounds << " rounds alternating the paths, median; load average at start: " << load_average()
             << " (" << std::thread::hardware_concurrency() << " cores)\n\n";
   std::printf("  %-6s %-28s %10s %12s %8s\n", "model", "path", "ms/step", "samples/s", "time");
-  bool all_met = true;
-  std::ostringstream summary;
+  Conclusion conclusion;
   for (const std::string& model : args.models) {
     manual_seed(1);
     const Tensor x = rand({args.batch, 1, 28, 28});
@@ -201,14 +217,9 @@ int compare_paths(const Args& args) {
     std::printf("  %-6s %-28s %10.1f %12.1f %7.2fx\n", model.c_str(), "loss(dp(x), y).backward()",
                 1e3 * args.batch / book, book, fast / book);
     std::fflush(stdout);
-    all_met = all_met && fast / book <= 1.10;
-    summary << (summary.tellp() > 0 ? "; " : "") << model << " " << std::fixed;
-    summary.precision(2);
-    summary << fast / book << "x";
+    conclusion.add(model, fast / book, fast / book <= 1.10);
   }
-  std::cout << "\nconclusion: autograd step time / train_step time: " << summary.str()
-            << " (target <= 1.10x: " << (all_met ? "met" : "not met") << "); load average at end: " << load_average()
-            << "\n";
+  conclusion.print("autograd step time / train_step time", "<= 1.10x");
   return 0;
 }
 
@@ -245,8 +256,7 @@ int main(int argc, char** argv) {
               << " rounds alternating, median; load average at start: " << load_average() << " ("
               << std::thread::hardware_concurrency() << " cores)\n\n";
     std::printf("  %-6s %-20s %10s %12s %8s\n", "model", "devices", "ms/step", "samples/s", "speedup");
-    bool all_met = true;
-    std::ostringstream summary;
+    Conclusion conclusion;
     for (const std::string& model : args.models) {
       manual_seed(1);
       const Tensor x = rand({args.batch, 1, 28, 28});
@@ -303,14 +313,9 @@ int main(int argc, char** argv) {
           "%.0f%% of it)\n",
           model.c_str(), "independent halves", 1e3 * args.batch / ceiling, ceiling, ceiling / one, 100 * two / ceiling);
       std::fflush(stdout);
-      all_met = all_met && two / one >= 1.6;
-      summary << (summary.tellp() > 0 ? "; " : "") << model << " " << std::fixed;
-      summary.precision(2);
-      summary << two / one << "x";
+      conclusion.add(model, two / one, two / one >= 1.6);
     }
-    std::cout << "\nconclusion: two sub-devices against one: " << summary.str()
-              << " (target >= 1.6x: " << (all_met ? "met" : "not met") << "); load average at end: " << load_average()
-              << "\n";
+    conclusion.print("two sub-devices against one", ">= 1.6x");
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "bench_data_parallel: " << e.what() << "\n";

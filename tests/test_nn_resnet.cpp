@@ -17,16 +17,12 @@
 #include "anvil/autograd.h"
 #include "anvil/nn.h"
 #include "device_test.h"
+#include "host_values.h"
 
 using namespace anvil;
+using anvil::testing::host_f64;
 
 namespace {
-
-std::vector<double> host_f64(const Tensor& t) {
-  const Tensor h = t.to(cpu()).to(f64).contiguous();
-  const double* p = h.data_ptr<double>();
-  return std::vector<double>(p, p + h.numel());
-}
 
 // PyTorch's adaptive average pooling, written from its definition with
 // floor/ceil on the host: x is [planes, h, w] row-major.
