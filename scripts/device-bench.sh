@@ -36,9 +36,8 @@ done
 source scripts/gpu-pack-env.sh
 if [[ -n "${ANVIL_GPU_PACK:-}" ]]; then
   anvil_use_gpu_pack || exit 1
-else
-  anvil_find_cudnn  # PyTorch's cuDNN where the loader finds none (docs/cuda.md)
 fi
+anvil_use_torch_cudnn  # both sides on one cuDNN (docs/cuda.md)
 # The GPU is the accelerator here; PoCL's CPU devices are not what is measured.
 unset ANVIL_OPENCL_CPU
 # The driver needs only Python's standard library; it finds the python3 that

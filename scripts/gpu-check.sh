@@ -63,6 +63,9 @@ if [[ -n "${ANVIL_GPU_PACK:-}" ]]; then
     exclude+="|tensorboard"
     left_out+=("TensorBoard's reader on anvil's event files (label tensorboard: no python3 with tensorboard and Pillow)")
   fi
+  # The pack's Python tests name the packing machine's interpreter: the
+  # python step below runs the suite with this machine's python3 instead.
+  exclude+="|python"
   ctest_filter=(-LE "^($exclude)\$")
   # The Python references need numpy and torch under /usr/bin/python3;
   # borrow the site-packages of a python3 on PATH of the same version.
@@ -104,6 +107,17 @@ fi
 step tests ctest.txt env ANVIL_REQUIRE_DEVICES=cuda ctest --test-dir "$bin" --output-on-failure -j "$jobs" \
   "${ctest_filter[@]}" "${stop_time[@]}"
 step use_gpu use_gpu.txt "$bin/examples/use_gpu"
+if [[ -n "${ANVIL_GPU_PACK:-}" ]]; then
+  if [[ -d "$bin/python/anvil" ]]; then
+    # The pytest suite on cuda:0 with this machine's python3 and its PyTorch
+    # (DLPack both ways with torch's CUDA tensors: test_interop.py).
+    step python python.txt env PYTHONPATH="$PWD/$bin/python${PYTHONPATH:+:$PYTHONPATH}" ANVIL_TEST_DEVICE=cuda:0 \
+      ANVIL_REQUIRE_DEVICES=cuda ANVIL_SOURCE_DIR="$PWD" ANVIL_BUILD_DIR="$PWD/$bin" \
+      python3 -m pytest -q -p no:cacheprovider python/tests
+  else
+    left_out+=("the Python suite (the pack has no Python package: ./run gpu-pack found no Python 3.12)")
+  fi
+fi
 step anvil-bench bench.txt "$bin/tools/anvil-bench" matmul sync-log two-devices transfer roofline
 step cuda-bench cuda-bench.txt "$bin/benchmarks/micro/anvil-cuda-bench"
 step training train.txt "$bin/examples/train_fashion_mnist" --epochs "$epochs" --out-dir "$log_dir"

@@ -51,3 +51,17 @@ anvil_find_cudnn() {
   fi
   return 0
 }
+
+# cuDNN on equal terms (issue 38): device-bench runs anvil on PyTorch's own
+# cuDNN (the wheel's nvidia/cudnn/lib, first on LD_LIBRARY_PATH so that
+# cuDNN's sub-libraries come from it too), since the machine's differs (9.14
+# beside the wheel's 9.19); the table names the version each side loaded.
+anvil_use_torch_cudnn() {
+  local dir
+  if dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null) &&
+     [[ -e "$dir/libcudnn.so.9" ]]; then
+    export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export ANVIL_CUDNN_LIBRARY="$dir/libcudnn.so.9"
+  fi
+  return 0
+}

@@ -9,7 +9,11 @@
 #                           that is not part of the C and C++ runtime or of
 #                           the CUDA toolkit (OpenBLAS, oneDNN, CLBlast, the
 #                           OpenCL loader, Open MPI's libraries, ...);
-#   DIR/fashion-mnist/      the dataset's four files, for the examples.
+#   DIR/fashion-mnist/      the dataset's four files, for the examples;
+#   and in build/portable/python/anvil the Python package, its extension
+#   built for the GPU machine's python3 (3.12): --python PY names an
+#   interpreter of that version here, else python3.12 on PATH or pyenv's
+#   3.12 is used, else the pack has no Python package and says so.
 # On the GPU machine, from a copy of this repository with DIR beside it:
 #   ANVIL_GPU_PACK=DIR ./run gpu-check
 # The build targets x86-64-v3 (AVX2, FMA), not this machine's CPU, so it runs
@@ -19,10 +23,35 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out=${1:-.gpu-pack}
+out=.gpu-pack
+python=
+while (($#)); do
+  case $1 in
+    --python) python=$2; shift 2 ;;
+    *) out=$1; shift ;;
+  esac
+done
 build=build/portable
 scripts/install-deps.sh
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DANVIL_NATIVE=OFF -DANVIL_BUILD_PYTHON=OFF \
+
+# The extension is built for one Python minor version: the GPU machine's.
+if [[ -z $python ]]; then
+  python=$(command -v python3.12 || compgen -G "$HOME/.pyenv/versions/3.12*/bin/python3" | tail -n 1 || true)
+fi
+python_flags=(-DANVIL_BUILD_PYTHON=OFF)
+if [[ -n $python ]]; then
+  # nanobind at python-venv.sh's pin, in a venv of that interpreter.
+  venv=build/gpu-pack-python
+  nanobind=$(grep -o 'nanobind==[0-9.]*' scripts/python-venv.sh)
+  if ! "$venv/bin/python" -c 'import nanobind' 2>/dev/null; then
+    "$python" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "$nanobind"
+  fi
+  python_flags=(-DANVIL_BUILD_PYTHON=ON -DPython_EXECUTABLE="$PWD/$venv/bin/python")
+else
+  echo "gpu-pack: no Python 3.12 here (--python PY): the pack has no Python package" >&2
+fi
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DANVIL_NATIVE=OFF "${python_flags[@]}" \
   -DCMAKE_C_FLAGS=-march=x86-64-v3 -DCMAKE_CXX_FLAGS=-march=x86-64-v3 >/dev/null
 cmake --build "$build" -j "$(nproc)"
 pwd >"$build/source-dir"
@@ -43,7 +72,7 @@ cp /usr/share/datasets/fashion-mnist/*.gz "$out/fashion-mnist/"
 # Python writes the archive: the GPU machine reads it with Python's tarfile,
 # which needs no xz program there.
 find "$build" \( -name CMakeFiles -o -name python-venv \) -prune -o \( -type l -o -type f \( -perm -u+x \
-  -o -path "$build/runtime-libs/*" -o -name CTestTestfile.cmake -o -name source-dir \) \) -print |
+  -o -path "$build/runtime-libs/*" -o -path "$build/python/anvil/*" -o -name CTestTestfile.cmake -o -name source-dir \) \) -print |
   /usr/bin/python3 -c '
 import sys, tarfile
 with tarfile.open(sys.argv[1], "w:xz", preset=6) as tar:

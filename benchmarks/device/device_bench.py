@@ -44,8 +44,9 @@ class Config:
     torch_bench.py's model with the same sizes, each in its variants
     (default, notf32, bf16)."""
 
-    def __init__(self, key, label, example, anvil_args, torch_args, samples=0, bf16=False, lm=False):
+    def __init__(self, key, label, example, anvil_args, torch_args, samples=0, bf16=False, lm=False, script=None):
         self.key, self.label, self.example = key, label, example
+        self.script = script  # a Python example (REPO-relative) run instead of the C++ one
         self.anvil_args, self.torch_args = anvil_args, torch_args
         self.samples = samples  # training samples per epoch (to turn a rate into seconds)
         self.bf16, self.lm = bf16, lm
@@ -227,10 +228,14 @@ def run_anvil(ctx, cfg, device, variant, extra_env, extra_args, cap):
     name = "%s-%s-anvil-%s" % (device, cfg.key, variant)
     out_dir = os.path.join(ctx.runs, name)
     os.makedirs(out_dir, exist_ok=True)
-    binary = os.path.join(ctx.bin, "examples", cfg.example)
-    cmd = [binary, "--device", "cuda:0" if device == "cuda" else "cpu", "--epochs", str(ctx.epochs[device]),
-           "--out-dir", out_dir] + cfg.anvil_args + extra_args
     env = dict(os.environ)
+    if cfg.script:  # the Python package of this build, under the python3 that has PyTorch
+        program = [ctx.python, os.path.join(REPO, cfg.script)]
+        env["PYTHONPATH"] = os.path.abspath(os.path.join(ctx.bin, "python")) + os.pathsep + env.get("PYTHONPATH", "")
+    else:
+        program = [os.path.join(ctx.bin, "examples", cfg.example)]
+    cmd = program + ["--device", "cuda:0" if device == "cuda" else "cpu", "--epochs", str(ctx.epochs[device]),
+                     "--out-dir", out_dir] + cfg.anvil_args + extra_args
     env.update(extra_env)
     rc, _, why, secs = run_child(cmd, env, os.path.join(ctx.runs, name), cap, ctx.budget)
     result = {"command": " ".join(("%s=%s " % kv for kv in extra_env.items())) + " ".join(cmd), "wall_s": secs}
@@ -465,9 +470,23 @@ def gpu_section(ctx, found, results):
         if cfg.bf16 and found["amp"].get(cfg.example):
             anvil[cfg.key]["bf16"] = run_anvil(ctx, cfg, "cuda", "bf16", {}, ["--amp", "bf16"], cap)
         progress(ctx, "cuda", cfg, anvil[cfg.key], time.monotonic() - t0)
+    # LeNet from Python (issue 40): the package in <bin>/python, built by
+    # ./run gpu-pack for this machine's python3, beside the same PyTorch run.
+    python_row = None
+    if ctx.python and os.path.isdir(os.path.join(ctx.bin, "python", "anvil")):
+        n = 2048 if ctx.quick else 0
+        python_row = Config("lenet-python", "LeNet from Python (`examples/python/train_fashion_mnist.py`)", "",
+                            ["--train-subset", str(n)] if n else [], [], 2048 if ctx.quick else 60000,
+                            script="examples/python/train_fashion_mnist.py")
+        t0 = time.monotonic()
+        anvil[python_row.key] = {"default": run_anvil(ctx, python_row, "cuda", "default", {}, [], cap)}
+        progress(ctx, "cuda", python_row, anvil[python_row.key], time.monotonic() - t0)
     jobs = [TorchJob(c.key, "cuda", c.torch_args, ["default", "notf32"] + (["bf16"] if c.bf16 else []), 120,
                      ctx.epochs["cuda"]) for c in rows]
     torch = run_torch_jobs(ctx, "cuda", jobs)
+    if python_row:
+        rows.insert([c.key for c in rows].index("lenet") + 1, python_row)
+        torch[python_row.key] = {"default": torch["lenet"].get("default", {"error": "no result"})}
     for cfg in rows:
         results.append({"section": "cuda", "key": cfg.key, "label": cfg.label, "lm": cfg.lm, "anvil": anvil[cfg.key],
                         "torch": torch[cfg.key], "wall_s": wall(anvil[cfg.key]) + wall(torch[cfg.key])})
@@ -517,7 +536,8 @@ def profile_section(ctx, found, results, section):
     at the defaults), from anvil's profiler (issue 32): that example runs once
     more, 2 epochs, with --profile FILE, which prints the profiler's per-op
     table at exit (profiler_table) and writes the Chrome trace beside it."""
-    rows = [r for r in results if r["section"] == section]
+    keys = {c.key for c in configs(ctx.quick, section, ctx.corpus, found["lstm"])}
+    rows = [r for r in results if r["section"] == section and r["key"] in keys]  # the C++ examples'
     worst, worst_speed = None, None
     for r in rows:
         s = speed(r["anvil"].get("default"), r["torch"].get("default"), r["lm"])

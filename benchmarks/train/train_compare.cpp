@@ -436,11 +436,14 @@ std::vector<std::vector<std::string>> busy_rows(const std::vector<std::string>& 
 int main(int argc, char** argv) {
   try {
     const Options opt = parse(argc, argv);
-    // Linking anvil put its OpenMP default (OMP_WAIT_POLICY=passive, Note
-    // [Passive OpenMP waiting]) into this process's environment; the workers
-    // start from the user's, so LibTorch runs in its own defaults and anvil's
-    // worker chooses for itself.
-    if (anvil::openmp_wait_policy_defaulted()) unsetenv("OMP_WAIT_POLICY");
+    // Linking anvil put its OpenMP default (GOMP_SPINCOUNT or
+    // OMP_WAIT_POLICY=passive, Note [Bounded OpenMP spinning]) into this
+    // process's environment; the workers start from the user's, so LibTorch
+    // runs in its own defaults and anvil's worker chooses for itself.
+    if (anvil::openmp_wait_policy_defaulted()) {
+      unsetenv("OMP_WAIT_POLICY");
+      unsetenv("GOMP_SPINCOUNT");
+    }
     std::vector<Library> libs;
     std::vector<Setting> settings;
     for (const std::string& t : opt.threads) {

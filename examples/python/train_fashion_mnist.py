@@ -3,10 +3,15 @@ the PyTorch way, trained on anvil.try_gpu() (examples/train_fashion_mnist.cpp
 is the C++ twin: batch 256, SGD lr 0.1, reshuffled every epoch, the modern
 LeNet with ReLU and max-pooling).
 
-    python examples/python/train_fashion_mnist.py --epochs 2 [--device cpu] [--train-subset N]
+    python examples/python/train_fashion_mnist.py --epochs 2 [--device cpu] [--train-subset N] [--out-dir DIR]
+
+--out-dir DIR writes DIR/lenet_curves.csv (epoch, seconds, train_loss,
+test_acc), the columns of the C++ example's curves, which device-bench reads.
 """
 
 import argparse
+import csv
+import os
 import sys
 import time
 
@@ -51,6 +56,7 @@ def main():
     p.add_argument("--device", default=None, help="cpu, opencl:0, cuda:0 (default: anvil.try_gpu())")
     p.add_argument("--train-subset", type=int, default=0, help="train on the first N images (0: all)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out-dir", default=None, help="write lenet_curves.csv there")
     args = p.parse_args()
 
     device = anvil.device(args.device) if args.device else anvil.try_gpu()
@@ -67,19 +73,31 @@ def main():
     print(net)
     print(f"training on {device}: {len(train_loader)} batches of {args.batch_size} per epoch")
     opt = anvil.optim.SGD(net.parameters(), lr=args.lr)
+    curves = []
     for epoch in range(args.epochs):
         start = time.perf_counter()
-        loss_sum, batches = 0.0, 0
+        loss_sum, batches = None, 0
         for x, y in train_loader:
             opt.zero_grad()
             loss = nn.cross_entropy(net(x), y)
             loss.backward()
             opt.step()
-            loss_sum += loss.item()
+            # Summed on the device and read once an epoch: a read per batch
+            # would wait for the device every step.
+            loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
             batches += 1
+        loss_sum = loss_sum.item()
         seconds = time.perf_counter() - start
-        print(f"epoch {epoch + 1}: loss {loss_sum / batches:.4f}, test accuracy {accuracy(net, test_loader):.3f}, "
+        test_acc = accuracy(net, test_loader)
+        print(f"epoch {epoch + 1}: loss {loss_sum / batches:.4f}, test accuracy {test_acc:.3f}, "
               f"{seconds:.1f} s ({len(images) / seconds:.0f} images/s)")
+        curves.append({"epoch": epoch + 1, "seconds": seconds, "train_loss": loss_sum / batches, "test_acc": test_acc})
+    if args.out_dir:
+        os.makedirs(args.out_dir, exist_ok=True)
+        with open(os.path.join(args.out_dir, "lenet_curves.csv"), "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(curves[0]))
+            writer.writeheader()
+            writer.writerows(curves)
     return 0
 
 

@@ -12,6 +12,7 @@
 #include "anvil/runtime.h"
 #include "backends/cpu/dtype_switch.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/openmp_defaults.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::detail {
@@ -81,6 +82,9 @@ DeviceProperties CpuBackend::properties(int) {
                 : costs.threads > 1 ? ""
                                     : " (not measured)");
   p.runtime_version += wake;
+  // Note [Bounded OpenMP spinning]: how idle workers wait, and why.
+  const AnvilOpenmpWaitPolicy wait = anvil_openmp_wait_policy();
+  p.runtime_version += std::string(", wait ") + wait.policy + " (" + wait.reason + ")";
   p.fp64 = true;
   p.fp16 = false;
   return p;

@@ -22,6 +22,6 @@ void set_num_threads(int n) {
 
 int num_threads() noexcept { return cpu_backend::thread_bound(); }
 
-bool openmp_wait_policy_defaulted() noexcept { return anvil_openmp_wait_policy_defaulted(); }
+bool openmp_wait_policy_defaulted() noexcept { return anvil_openmp_wait_policy().defaulted; }
 
 }  // namespace anvil

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# scripts/device-run.sh: one prepared call on a GPU machine lent for minutes
+# (an H100 or H200 with a 16-core host, no package mirror), from a copy of
+# this repository with ./run gpu-pack's .gpu-pack in it. Every phase runs
+# under its own cap and under one deadline, so that a hang costs that phase
+# and not the loan; the most wanted figures come first. The results go to
+# --out DIR (default $OUT, else build/device-run), with every log packed into
+# DIR/results.tar.gz (the device tool brings back a few files only) and a
+# summary in DIR/summary.md; commit them under benchmarks/results/.
+#
+#   OUT=... scripts/device-run.sh [--deadline SECONDS] [--pack DIR] [--only PHASE,...]
+#
+# Phases, in this order:
+#   bench-gpu  ./run device-bench --gpu-only (both sides on PyTorch's cuDNN)
+#   check      the cuda:0 tests of what changed since the last GPU run
+#   profile    the ResNet-18 step, both sides: torch.profiler's per-op table
+#              (benchmarks/device/torch_profile.py) and anvil's --profile,
+#              f32 and bf16 autocast
+#   python     the pytest suite on cuda:0 (the pack's Python package)
+#   bench-cpu  ./run device-bench --cpu-only
+#   threads    issue 39 on 16 cores: cpu-scaling.sh --predict 16, and LeNet
+#              and the MLP at 16 threads under each wait policy libgomp
+#              offers (anvil's default, passive, bounded spins, active,
+#              bound to cores), with the cost of one spin (pause) iteration
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit
+
+deadline=585
+pack=.gpu-pack
+only=
+out=${OUT:-build/device-run}
+while (($#)); do
+  case $1 in
+    --deadline) deadline=$2; shift 2 ;;
+    --pack) pack=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "device-run: unknown flag $1" >&2; exit 2 ;;
+  esac
+done
+out=$(realpath -m "$out")
+logs=$out/logs
+mkdir -p "$logs"
+start=$SECONDS
+summary=$out/summary.md
+echo "# device-run $(date -u +%Y-%m-%dT%H:%MZ), anvil $(git rev-parse --short HEAD 2>/dev/null || echo '?')" >"$summary"
+
+export ANVIL_GPU_PACK=$pack
+# shellcheck source=scripts/gpu-pack-env.sh
+source scripts/gpu-pack-env.sh
+anvil_use_gpu_pack || { echo "device-run: cannot unpack $pack" | tee -a "$summary"; exit 1; }
+# The GPU machine's PoCL asserts when loaded: no OpenCL platform there.
+mkdir -p "$out/no-opencl-vendors"
+export OCL_ICD_VENDORS=$out/no-opencl-vendors
+unset ANVIL_OPENCL_CPU
+export PYTHONUNBUFFERED=1
+export bin out
+
+{
+  echo
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/GPU: /'
+  echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs"
+  echo "python3: $(python3 -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuDNN", torch.backends.cudnn.version())' 2>&1)"
+} >>"$summary"
+"$bin/tools/anvil-smi" >"$logs/anvil-smi.txt" 2>&1
+
+# phase <name> <cap seconds> <command...>: runs it under min(cap, what the
+# deadline leaves), its output in logs/<name>.log; one summary line.
+phase() {
+  local name=$1 cap=$2 left rc t0=$SECONDS
+  shift 2
+  if [[ -n $only && ",$only," != *",$name,"* ]]; then return; fi
+  left=$((deadline - (SECONDS - start) - 15))  # 15 s kept for packing
+  ((cap > left)) && cap=$left
+  if ((cap < 10)); then
+    echo "- $name: not run (the deadline is spent)" >>"$summary"
+    return
+  fi
+  echo "== $name (cap ${cap}s)"
+  # timeout runs programs, not functions: a function runs in a bash of its own.
+  declare -F "$1" >/dev/null && export -f "${1?}"
+  timeout -k 5 "$cap" bash -c '"$@"' _ "$@" >"$logs/$name.log" 2>&1
+  rc=$?
+  echo "- $name: rc $rc in $((SECONDS - t0)) s$([[ $rc == 124 ]] && echo ' (stopped at its cap)')" >>"$summary"
+  tail -n 4 "$logs/$name.log"
+}
+
+bench() {  # bench <section flag> <folder>
+  scripts/device-bench.sh --bin "$bin" "$1" --out "$out/$2" --budget "$3"
+}
+phase bench-gpu 200 bench --gpu-only bench-gpu 190
+
+check() {
+  ANVIL_REQUIRE_DEVICES=cuda ctest --test-dir "$bin" --output-on-failure -j 8 --timeout 90 -LE '^(install|mpi|tensorboard|python)$' \
+    -R 'cuda|cudnn|test_nn_|test_amp|test_autograd|test_core_elementwise|test_conformance|test_core_search|test_core_indexing'
+}
+phase check 80 check
+
+profile() {
+  local amp
+  for amp in "" bf16; do
+    echo "### PyTorch ${amp:-f32}"
+    (cd benchmarks/device && python3 torch_profile.py ${amp:+--amp "$amp"})
+    echo "### anvil ${amp:-f32}"
+    "$bin/examples/resnet" --device cuda:0 --epochs 2 --resize 0 --train-subset 2560 --test-subset 512 \
+      --out-dir "$out/profile" --profile "$out/profile/resnet-${amp:-f32}.trace.json" ${amp:+--amp "$amp"} |
+      sed -n '/^profile: the top /,$p'
+  done
+}
+mkdir -p "$out/profile"
+phase profile 50 profile
+
+python_suite() {
+  # DLPack with torch's CUDA tensors and the examples first: the cap may cut the rest.
+  local first=(test_interop.py test_examples.py test_tensor.py) files=() f
+  for f in "${first[@]}"; do files+=("python/tests/$f"); done
+  for f in python/tests/test_*.py; do
+    [[ " ${first[*]} " == *" ${f##*/} "* ]] || files+=("$f")
+  done
+  # array-api-strict (test_array_api.py's reference) travels as a wheel in
+  # .whl (the device tool's carry): the machine cannot fetch it.
+  local site=$out/site
+  if compgen -G '.whl/*.whl' >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .whl/*.whl
+  fi
+  PYTHONPATH="$PWD/$bin/python:$site" ANVIL_TEST_DEVICE=cuda:0 ANVIL_REQUIRE_DEVICES=cuda ANVIL_SOURCE_DIR="$PWD" \
+    ANVIL_BUILD_DIR="$PWD/$bin" python3 -m pytest -q -rfE -p no:cacheprovider "${files[@]}"
+}
+if [[ -d $bin/python/anvil ]]; then
+  phase python 45 python_suite
+else
+  echo "- python: not run (the pack has no Python package)" >>"$summary"
+fi
+
+phase bench-cpu 120 bench --cpu-only bench-cpu 110
+
+threads() {
+  local n
+  n=$(nproc)
+  # One spin iteration of libgomp's wait (a pause instruction), in ns: turns
+  # GOMP_SPINCOUNT into time on this processor.
+  if command -v g++ >/dev/null; then
+    printf '%s\n' '#include <immintrin.h>' '#include <chrono>' '#include <cstdio>' \
+      'int main() { auto t = std::chrono::steady_clock::now(); for (int i = 0; i < 2000000; ++i) _mm_pause();' \
+      '  double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t).count();' \
+      '  std::printf("pause: %.1f ns\n", ns / 2000000); }' >"$out/pause.cpp"
+    g++ -O2 "$out/pause.cpp" -o "$out/pause" && "$out/pause"
+  fi
+  local train=$bin/examples/train_fashion_mnist policy model
+  for model in lenet mlp; do
+    for policy in "default:" "passive:OMP_WAIT_POLICY=passive" "spin1e3:GOMP_SPINCOUNT=1000" "spin1e4:GOMP_SPINCOUNT=10000" \
+      "spin1e5:GOMP_SPINCOUNT=100000" "active:OMP_WAIT_POLICY=active" \
+      "spin1e5-bound:GOMP_SPINCOUNT=100000 OMP_PROC_BIND=close OMP_PLACES=cores"; do
+      # shellcheck disable=SC2086
+      env OMP_NUM_THREADS="$n" ${policy#*:} "$train" --device cpu --model "$model" --epochs 3 \
+        --train-samples 20000 --test-samples 1000 --no-plot --out-dir "$out/threads-$model-${policy%%:*}" \
+        >/dev/null 2>&1
+      echo "$model $n threads ${policy%%:*}: epochs 2-3 $(awk -F, 'NR > 2 { printf "%.3f ", $5 }' \
+        "$out/threads-$model-${policy%%:*}/${model}_curves.csv" 2>/dev/null) s"
+    done
+  done
+  scripts/cpu-scaling.sh --bin "$bin" --predict "$n" --out "$out/scaling"
+}
+phase threads 100 threads
+
+# What comes back: the summary, the two tables and one archive of the rest.
+for f in bench-gpu bench-cpu; do
+  [[ -f $out/$f/device-bench.md ]] && cp "$out/$f/device-bench.md" "$out/$f.md"
+done
+echo >>"$summary"
+echo "Total: $((SECONDS - start)) s" >>"$summary"
+tar -czf "$out/results.tar.gz" -C "$out" --exclude=results.tar.gz --exclude='*.trace.json' --exclude=pause \
+  logs summary.md bench-gpu bench-cpu profile scaling 2>/dev/null
+cat "$summary"
