@@ -15,17 +15,18 @@
 #   check      the cuda:0 tests of what changed since the last GPU run
 #   profile    the ResNet-18 step, both sides: torch.profiler's per-op table
 #              (benchmarks/device/torch_profile.py) and anvil's --profile,
-#              f32 and bf16 autocast
+#              f32 and bf16 autocast, 28x28; profile96 the same at 96x96
 #   python     the pytest suite on cuda:0 (the pack's Python package)
 #   bench-cpu  ./run device-bench --cpu-only
-#   threads    issue 39 on 16 cores: cpu-scaling.sh --predict 16, and LeNet
-#              and the MLP at 16 threads under each wait policy libgomp
-#              offers (anvil's default, passive, bounded spins, active,
-#              bound to cores), with the cost of one spin (pause) iteration
+#   wait-sweep issue 39 on 16 cores: LeNet and the MLP at 16 threads under
+#              anvil's wait policy and others (passive, shorter spins, the
+#              wake cost fixed, bound to cores), with the cost of one pause
+#   predict    cpu-scaling.sh --predict 16 beside the measurement
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 
 deadline=585
+resize=0
 pack=.gpu-pack
 only=
 out=${OUT:-build/device-run}
@@ -54,7 +55,7 @@ mkdir -p "$out/no-opencl-vendors"
 export OCL_ICD_VENDORS=$out/no-opencl-vendors
 unset ANVIL_OPENCL_CPU
 export PYTHONUNBUFFERED=1
-export bin out
+export bin out resize
 
 {
   echo
@@ -99,16 +100,18 @@ phase check 80 check
 profile() {
   local amp
   for amp in "" bf16; do
-    echo "### PyTorch ${amp:-f32}"
-    (cd benchmarks/device && python3 torch_profile.py ${amp:+--amp "$amp"})
-    echo "### anvil ${amp:-f32}"
-    "$bin/examples/resnet" --device cuda:0 --epochs 2 --resize 0 --train-subset 2560 --test-subset 512 \
-      --out-dir "$out/profile" --profile "$out/profile/resnet-${amp:-f32}.trace.json" ${amp:+--amp "$amp"} |
-      sed -n '/^profile: the top /,$p'
+    echo "### PyTorch ${amp:-f32}, ${resize}x${resize}"
+    (cd benchmarks/device && python3 torch_profile.py --resize "$resize" ${amp:+--amp "$amp"})
+    echo "### anvil ${amp:-f32}, ${resize}x${resize}"
+    "$bin/examples/resnet" --device cuda:0 --epochs 2 --resize "$resize" --train-subset 2560 --test-subset 512 \
+      --out-dir "$out/profile" --profile "$out/profile/resnet-${resize}-${amp:-f32}.trace.json" \
+      ${amp:+--amp "$amp"} | sed -n '/^profile: the top /,$p'
   done
 }
 mkdir -p "$out/profile"
 phase profile 50 profile
+resize=96
+phase profile96 50 profile
 
 python_suite() {
   # DLPack with torch's CUDA tensors and the examples first: the cap may cut the rest.
@@ -134,7 +137,7 @@ fi
 
 phase bench-cpu 120 bench --cpu-only bench-cpu 110
 
-threads() {
+wait_sweep() {
   local n
   n=$(nproc)
   # One spin iteration of libgomp's wait (a pause instruction), in ns: turns
@@ -146,22 +149,28 @@ threads() {
       '  std::printf("pause: %.1f ns\n", ns / 2000000); }' >"$out/pause.cpp"
     g++ -O2 "$out/pause.cpp" -o "$out/pause" && "$out/pause"
   fi
-  local train=$bin/examples/train_fashion_mnist policy model
-  for model in lenet mlp; do
-    for policy in "default:" "passive:OMP_WAIT_POLICY=passive" "spin1e3:GOMP_SPINCOUNT=1000" "spin1e4:GOMP_SPINCOUNT=10000" \
-      "spin1e5:GOMP_SPINCOUNT=100000" "active:OMP_WAIT_POLICY=active" \
-      "spin1e5-bound:GOMP_SPINCOUNT=100000 OMP_PROC_BIND=close OMP_PLACES=cores"; do
+  # Spin counts for about 20 and 50 us at 16 ns a pause (the H200 host's).
+  local train=$bin/examples/train_fashion_mnist policy model dir
+  for model in mlp lenet; do
+    for policy in "default:" "passive:OMP_WAIT_POLICY=passive" "default-wake38:ANVIL_PARALLEL_WAKE_US=38" \
+      "passive-wake4:OMP_WAIT_POLICY=passive ANVIL_PARALLEL_WAKE_US=4" "spin20us:GOMP_SPINCOUNT=1240" \
+      "spin50us:GOMP_SPINCOUNT=3100" "default-bound:OMP_PROC_BIND=close OMP_PLACES=cores"; do
+      dir=$out/threads-$model-${policy%%:*}
+      mkdir -p "$dir"
       # shellcheck disable=SC2086
       env OMP_NUM_THREADS="$n" ${policy#*:} "$train" --device cpu --model "$model" --epochs 3 \
-        --train-samples 20000 --test-samples 1000 --no-plot --out-dir "$out/threads-$model-${policy%%:*}" \
-        >/dev/null 2>&1
-      echo "$model $n threads ${policy%%:*}: epochs 2-3 $(awk -F, 'NR > 2 { printf "%.3f ", $5 }' \
-        "$out/threads-$model-${policy%%:*}/${model}_curves.csv" 2>/dev/null) s"
+        --train-samples 20000 --test-samples 1000 --no-plot --out-dir "$dir" >"$dir/log" 2>&1
+      echo "$model $n threads ${policy%%:*} (${policy#*:}): epochs 2-3 $(awk -F, 'NR > 2 { printf "%.3f ", $5 }' \
+        "$dir/${model}_curves.csv" 2>/dev/null)s"
     done
   done
-  scripts/cpu-scaling.sh --bin "$bin" --predict "$n" --out "$out/scaling"
 }
-phase threads 100 threads
+phase wait-sweep 90 wait_sweep
+
+predict() {
+  scripts/cpu-scaling.sh --bin "$bin" --predict "$(nproc)" --out "$out/scaling"
+}
+phase predict 100 predict
 
 # What comes back: the summary, the two tables and one archive of the rest.
 for f in bench-gpu bench-cpu; do
@@ -170,5 +179,7 @@ done
 echo >>"$summary"
 echo "Total: $((SECONDS - start)) s" >>"$summary"
 tar -czf "$out/results.tar.gz" -C "$out" --exclude=results.tar.gz --exclude='*.trace.json' --exclude=pause \
-  logs summary.md bench-gpu bench-cpu profile scaling 2>/dev/null
+  logs summary.md bench-gpu bench-cpu profile scaling $(cd "$out" && compgen -G 'threads-*') 2>/dev/null
+# The bf16 96x96 trace, the slowest row's, for a look at each kernel.
+[[ -f $out/profile/resnet-96-bf16.trace.json ]] && gzip -c "$out/profile/resnet-96-bf16.trace.json" >"$out/resnet-96-bf16.trace.json.gz"
 cat "$summary"
