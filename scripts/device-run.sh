@@ -21,6 +21,8 @@
 #   wait-sweep issue 39 on 16 cores: LeNet and the MLP at 16 threads under
 #              anvil's wait policy and others (passive, shorter spins, the
 #              wake cost fixed, bound to cores), with the cost of one pause
+#   resnet-bn  ResNet-18 rows on cuda:0 with batch norm through cuDNN and
+#              through norm.kern, bf16 and f32
 #   predict    cpu-scaling.sh --predict 16 beside the measurement
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
@@ -91,9 +93,10 @@ bench() {  # bench <section flag> <folder>
 }
 phase bench-gpu 200 bench --gpu-only bench-gpu 190
 
+# CHECK_REGEX: other suites than these.
 check() {
   ANVIL_REQUIRE_DEVICES=cuda ctest --test-dir "$bin" --output-on-failure -j 8 --timeout 90 -LE '^(install|mpi|tensorboard|python)$' \
-    -R 'cuda|cudnn|test_nn_|test_amp|test_autograd|test_core_elementwise|test_conformance|test_core_search|test_core_indexing'
+    -R "${CHECK_REGEX:-cuda|cudnn|test_nn_|test_amp|test_autograd|test_core_elementwise|test_conformance|test_core_search|test_core_indexing}"
 }
 phase check 80 check
 
@@ -150,11 +153,11 @@ wait_sweep() {
     g++ -O2 "$out/pause.cpp" -o "$out/pause" && "$out/pause"
   fi
   # Spin counts for about 20 and 50 us at 16 ns a pause (the H200 host's).
-  local train=$bin/examples/train_fashion_mnist policy model dir
+  local train=$bin/examples/train_fashion_mnist policy model dir policies
+  # SWEEP="name:VAR=VALUE ...;name:...": other variants than these.
+  IFS=';' read -ra policies <<<"${SWEEP:-default:;passive:OMP_WAIT_POLICY=passive;default-wake38:ANVIL_PARALLEL_WAKE_US=38;passive-wake4:OMP_WAIT_POLICY=passive ANVIL_PARALLEL_WAKE_US=4;spin20us:GOMP_SPINCOUNT=1240;spin50us:GOMP_SPINCOUNT=3100;default-bound:OMP_PROC_BIND=close OMP_PLACES=cores}"
   for model in mlp lenet; do
-    for policy in "default:" "passive:OMP_WAIT_POLICY=passive" "default-wake38:ANVIL_PARALLEL_WAKE_US=38" \
-      "passive-wake4:OMP_WAIT_POLICY=passive ANVIL_PARALLEL_WAKE_US=4" "spin20us:GOMP_SPINCOUNT=1240" \
-      "spin50us:GOMP_SPINCOUNT=3100" "default-bound:OMP_PROC_BIND=close OMP_PLACES=cores"; do
+    for policy in "${policies[@]}"; do
       dir=$out/threads-$model-${policy%%:*}
       mkdir -p "$dir"
       # shellcheck disable=SC2086
@@ -167,6 +170,31 @@ wait_sweep() {
 }
 phase wait-sweep 90 wait_sweep
 
+# ResNet-18's batch norm on cuda:0 (issue 38): bf16 through cuDNN and
+# through norm.kern (ANVIL_CUDNN_BATCH_NORM=0, its split pass on large
+# maps), f32 through norm.kern at 96x96; device-bench's sizes, 3 epochs,
+# the mean of epochs 2-3.
+resnet_bn() {
+  local resize amp bn dir args
+  for resize in 0 96; do
+    args=(--train-subset 10240 --test-subset 2048)
+    [[ $resize == 96 ]] && args=(--train-subset 2048 --test-subset 1024)
+    for amp in bf16 f32; do
+      for bn in cudnn kern; do
+        [[ $amp == f32 && ($bn == cudnn || $resize == 0) ]] && continue
+        dir=$out/resnet-$resize-$amp-$bn
+        mkdir -p "$dir"
+        # shellcheck disable=SC2046
+        env $([[ $bn == kern ]] && echo ANVIL_CUDNN_BATCH_NORM=0) "$bin/examples/resnet" --device cuda:0 --epochs 3 \
+          --resize "$resize" "${args[@]}" --out-dir "$dir" $([[ $amp == bf16 ]] && echo --amp bf16) >"$dir/log" 2>&1
+        echo "resnet ${resize:-28} $amp batch norm $bn: epochs 2-3 $(awk -F, 'NR > 2 { printf "%.3f ", $5 }' \
+          "$dir"/resnet18*_curves.csv 2>/dev/null)s; test acc $(awk -F, 'END { print $4 }' "$dir"/resnet18*_curves.csv 2>/dev/null)"
+      done
+    done
+  done
+}
+phase resnet-bn 90 resnet_bn
+
 predict() {
   scripts/cpu-scaling.sh --bin "$bin" --predict "$(nproc)" --out "$out/scaling"
 }
@@ -178,8 +206,9 @@ for f in bench-gpu bench-cpu; do
 done
 echo >>"$summary"
 echo "Total: $((SECONDS - start)) s" >>"$summary"
+# shellcheck disable=SC2046
 tar -czf "$out/results.tar.gz" -C "$out" --exclude=results.tar.gz --exclude='*.trace.json' --exclude=pause \
-  logs summary.md bench-gpu bench-cpu profile scaling $(cd "$out" && compgen -G 'threads-*') 2>/dev/null
+  logs summary.md bench-gpu bench-cpu profile scaling $(cd "$out" && compgen -G 'threads-*'; compgen -G 'resnet-*') 2>/dev/null
 # The bf16 96x96 trace, the slowest row's, for a look at each kernel.
 [[ -f $out/profile/resnet-96-bf16.trace.json ]] && gzip -c "$out/profile/resnet-96-bf16.trace.json" >"$out/resnet-96-bf16.trace.json.gz"
 cat "$summary"

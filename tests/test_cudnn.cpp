@@ -365,11 +365,12 @@ struct NormResult {
   Tensor y, rm, rv, gx, gw, gb;
 };
 
-NormResult run_norm(Device d, bool cudnn, bool training, bool affine, bool input_grad, const Shape& shape) {
+NormResult run_norm(Device d, bool cudnn, bool training, bool affine, bool input_grad, const Shape& shape,
+                    DType t = f32) {
   backends::cudnn::set_enabled(cudnn);
   manual_seed(11);
   const std::int64_t c = shape[1];
-  Tensor x = (randn(shape, d) * 3.0 + 1.5);
+  Tensor x = (randn(shape, d) * 3.0 + 1.5).to(t);
   Tensor w = affine ? randn({c}, d) : Tensor{}, b = affine ? randn({c}, d) : Tensor{};
   Tensor rm = randn({c}, d), rv = rand({c}, d) + 0.5;
   if (input_grad) x.requires_grad_();
@@ -378,7 +379,7 @@ NormResult run_norm(Device d, bool cudnn, bool training, bool affine, bool input
     b.requires_grad_();
   }
   Tensor y = batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5);
-  Tensor g = randn(shape, d);
+  Tensor g = randn(shape, d).to(t);
   if (input_grad || affine) y.backward(g);
   NormResult r{
       y.detach(), rm, rv, input_grad ? x.grad() : Tensor{}, affine ? w.grad() : Tensor{}, affine ? b.grad() : Tensor{}};
@@ -415,6 +416,29 @@ TEST(CudnnBatchNorm, MatchesTheGenericKernels) {
             EXPECT_LE(relative_error(fast.gb, ref.gb), 1e-4);
           }
         }
+}
+
+// 16-bit inputs with f32 statistics and parameters (autocast's batch norm):
+// cuDNN's call against norm.kern's, both rounding an f32 result once.
+TEST(CudnnBatchNorm, HalfInputsMatchTheGenericKernels) {
+  ANVIL_REQUIRE_CUDNN();
+  SwitchesGuard guard;
+  const Device d("cuda:0");
+  for (const DType t : {f16, bf16})
+    for (const Shape& shape : {Shape{8, 16, 7, 7}, Shape{64, 3, 40, 40}}) {
+      SCOPED_TRACE(::testing::Message() << t << " " << shape);
+      const NormResult fast = run_norm(d, true, true, true, true, shape, t);
+      const NormResult ref = run_norm(d, false, true, true, true, shape, t);
+      const double tol = t == f16 ? 2e-3 : 1e-2;
+      EXPECT_EQ(fast.y.dtype(), t);
+      EXPECT_EQ(fast.rm.dtype(), f32);
+      EXPECT_LE(relative_error(fast.y, ref.y), tol);
+      EXPECT_LE(relative_error(fast.rm, ref.rm), 1e-4);
+      EXPECT_LE(relative_error(fast.rv, ref.rv), 1e-4);
+      EXPECT_LE(relative_error(fast.gx, ref.gx), tol);
+      EXPECT_LE(relative_error(fast.gw, ref.gw), tol);
+      EXPECT_LE(relative_error(fast.gb, ref.gb), tol);
+    }
 }
 
 TEST(CudnnStatus, NamesCudnnOnAGpuMachine) {

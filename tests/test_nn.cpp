@@ -168,45 +168,51 @@ TEST_P(NN, FusedBatchNormMatchesComposite) {
       EXPECT_TRUE(backend->supports_fused(op, bf16, index)) << d;
     }
   }
-  for (const DType t : {f32, f64, f16, bf16}) {
-    if (t == f64 && !properties(d).fp64) continue;
-    const DType pt = is_half(t) ? f32 : t;  // the per-channel operands'
-    for (const Shape& shape : {Shape{8, 5, 30}, Shape{2, 3, 1100}, Shape{6, 4}, Shape{3, 4}, Shape{3, 2, 5, 70}}) {
-      for (const bool training : {true, false}) {
-        for (const bool affine : {true, false}) {
-          for (const bool transposed : {false, true}) {
-            SCOPED_TRACE(::testing::Message() << t << " " << shape << (training ? " training" : " evaluation")
-                                              << (affine ? " affine" : "") << (transposed ? " transposed" : ""));
-            manual_seed(11);
-            const std::int64_t c = shape[1];
-            const int last = shape.size() - 1;
-            // A transposed input: the same shape, laid out with N innermost.
-            Shape stored = shape;
-            if (transposed) std::swap(stored[0], stored[last]);
-            const Tensor x0 = randn(stored, d, t) * 3.0 + 1.5;
-            const Tensor w0 = randn({c}, d, pt), b0 = randn({c}, d, pt), g = randn(shape, d, t);
-            const Tensor rm0 = randn({c}, d, pt), rv0 = rand({c}, d, pt) + 0.5;
-            const auto run = [&](bool fused) {
-              EnvGuard env("ANVIL_NO_FUSED", fused ? nullptr : "1");
-              Tensor x = x0.clone().requires_grad_();
-              const Tensor xin = transposed ? x.transpose(0, last) : x;
-              Tensor w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
-              Tensor rm = rm0.clone(), rv = rv0.clone();
-              const Tensor y = affine ? batch_norm(xin, rm, rv, w, b, training, 0.3)
-                                      : batch_norm(xin, rm, rv, {}, {}, training, 0.3);
-              y.backward(g);
-              return std::vector<Tensor>{
-                  y.detach(), rm, rv, x.grad(), affine ? w.grad() : Tensor{}, affine ? b.grad() : Tensor{}};
-            };
-            const auto fused = run(true), composite = run(false);
-            // 16-bit outputs: both round an f32 result once, from sums
-            // added in different orders.
-            const double tol = t == f32 ? 2e-4 : t == f64 ? 1e-10 : t == f16 ? 1e-2 : 4e-2;
-            const char* names[] = {"output", "running_mean", "running_var", "x.grad", "weight.grad", "bias.grad"};
-            for (std::size_t i = 0; i < fused.size(); ++i) {
-              if (!composite[i].defined()) continue;
-              ASSERT_TRUE(fused[i].defined()) << names[i];
-              EXPECT_TRUE(allclose(fused[i], composite[i], tol, tol)) << names[i];
+  // ANVIL_NORM_PARTS=3: norm.kern's split pass (each channel's sums from
+  // three work-groups, a GPU's path for large maps) on every device type.
+  for (const char* parts : {static_cast<const char*>(nullptr), "3"}) {
+    EnvGuard split("ANVIL_NORM_PARTS", parts);
+    for (const DType t : {f32, f64, f16, bf16}) {
+      if (t == f64 && !properties(d).fp64) continue;
+      const DType pt = is_half(t) ? f32 : t;  // the per-channel operands'
+      for (const Shape& shape : {Shape{8, 5, 30}, Shape{2, 3, 1100}, Shape{6, 4}, Shape{3, 4}, Shape{3, 2, 5, 70}}) {
+        for (const bool training : {true, false}) {
+          for (const bool affine : {true, false}) {
+            for (const bool transposed : {false, true}) {
+              SCOPED_TRACE(::testing::Message()
+                           << t << " " << shape << (training ? " training" : " evaluation") << (affine ? " affine" : "")
+                           << (transposed ? " transposed" : "") << (parts ? " in 3 parts" : ""));
+              manual_seed(11);
+              const std::int64_t c = shape[1];
+              const int last = shape.size() - 1;
+              // A transposed input: the same shape, laid out with N innermost.
+              Shape stored = shape;
+              if (transposed) std::swap(stored[0], stored[last]);
+              const Tensor x0 = randn(stored, d, t) * 3.0 + 1.5;
+              const Tensor w0 = randn({c}, d, pt), b0 = randn({c}, d, pt), g = randn(shape, d, t);
+              const Tensor rm0 = randn({c}, d, pt), rv0 = rand({c}, d, pt) + 0.5;
+              const auto run = [&](bool fused) {
+                EnvGuard env("ANVIL_NO_FUSED", fused ? nullptr : "1");
+                Tensor x = x0.clone().requires_grad_();
+                const Tensor xin = transposed ? x.transpose(0, last) : x;
+                Tensor w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+                Tensor rm = rm0.clone(), rv = rv0.clone();
+                const Tensor y = affine ? batch_norm(xin, rm, rv, w, b, training, 0.3)
+                                        : batch_norm(xin, rm, rv, {}, {}, training, 0.3);
+                y.backward(g);
+                return std::vector<Tensor>{
+                    y.detach(), rm, rv, x.grad(), affine ? w.grad() : Tensor{}, affine ? b.grad() : Tensor{}};
+              };
+              const auto fused = run(true), composite = run(false);
+              // 16-bit outputs: both round an f32 result once, from sums
+              // added in different orders.
+              const double tol = t == f32 ? 2e-4 : t == f64 ? 1e-10 : t == f16 ? 1e-2 : 4e-2;
+              const char* names[] = {"output", "running_mean", "running_var", "x.grad", "weight.grad", "bias.grad"};
+              for (std::size_t i = 0; i < fused.size(); ++i) {
+                if (!composite[i].defined()) continue;
+                ASSERT_TRUE(fused[i].defined()) << names[i];
+                EXPECT_TRUE(allclose(fused[i], composite[i], tol, tol)) << names[i];
+              }
             }
           }
         }

@@ -11,6 +11,7 @@
 #include "../examples/d2l_resnet.h"
 #include "anvil/anvil.h"
 #include "device_test.h"
+#include "env_guard.h"
 
 using namespace anvil;
 
@@ -153,6 +154,35 @@ TEST_P(BatchNormLaunches, TrainingIsOneLaunchEachWay) {
     };
     once(false);  // compiles the kernels
     once(true);
+  }
+}
+
+// norm.kern's split pass (a GPU's path when a few channels hold many
+// elements; ANVIL_NORM_PARTS forces it): two launches each way.
+TEST_P(BatchNormLaunches, SplitChannelsAreTwoLaunchesEachWay) {
+  const Device d = device();
+  anvil::testing::EnvGuard split("ANVIL_NORM_PARTS", "4");
+  manual_seed(2);
+  Tensor x = randn({8, 3, 20, 20}, d).requires_grad_();
+  Tensor w = rand({3}, d).requires_grad_(), b = randn({3}, d).requires_grad_();
+  Tensor rm = zeros({3}, d), rv = ones({3}, d);
+  batch_norm(x, rm, rv, w, b, true, 0.1).sum().backward();  // compiles the kernels
+  const Tensor g = randn({8, 3, 20, 20}, d);
+  for (Tensor* t : {&x, &w, &b}) t->set_grad({});  // nothing to accumulate into
+  synchronize(d);
+  Ledger forward;
+  const Tensor y = batch_norm(x, rm, rv, w, b, true, 0.1);
+  synchronize(d);
+  const LedgerReport rf = forward.report();
+  Ledger backward;
+  y.backward(g);
+  synchronize(d);
+  const LedgerReport rb = backward.report();
+  EXPECT_LE(rf.launches(d), 2u) << rf;
+  EXPECT_LE(rb.launches(d), 2u) << rb;
+  if (d.type() == DeviceType::OpenCL) {  // cpu: its own loop; cuda: cuDNN where it is present
+    EXPECT_EQ(rf.launches(d), 2u) << rf;
+    EXPECT_EQ(rb.launches(d), 2u) << rb;
   }
 }
 

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <string>
 
@@ -442,16 +443,25 @@ void optimizer_step_list(Q& q, const detail::OptimizerStepListArgs& a) {
 
 // ---- fused batch norm (optional in core/backend.h) --------------------------------
 
-// One work-group per channel (norm.kern): `global` is C groups of the
-// reductions' group size (64 on CPU-type devices, whose groups each run on
-// one thread; 256 on GPUs), a power of two as the kernel's tree needs, even
-// for channels of fewer elements: PoCL 3.1 crashed running this kernel in
-// work-groups of 2 and 4 work-items (a group sized to the channel, for
-// batch norm of [2..4, C]), and ran it in groups of 1 and of 8 to 64.
+// norm.kern's work-groups: `parts` per channel, of the reductions' group
+// size (64 on CPU-type devices, whose groups each run on one thread; 256 on
+// GPUs), a power of two as the kernel's tree needs, even for channels of
+// fewer elements: PoCL 3.1 crashed running this kernel in work-groups of 2
+// and 4 work-items (a group sized to the channel, for batch norm of
+// [2..4, C]), and ran it in groups of 1 and of 8 to 64. Parts > 1 when the
+// channels alone cannot occupy the device (as the reductions split long
+// rows), each part at least 4 groups' worth of elements; ANVIL_NORM_PARTS=N
+// asks for N (tests use it to run the split pass on PoCL).
 template <class Q>
-void norm_geometry(Q& q, const detail::BatchNormArgs& a, std::size_t& global, std::size_t& local) {
-  local = std::min<std::size_t>(pow2_at_most(std::min<std::size_t>(256, q.max_work_group())), q.is_cpu() ? 64 : 256);
-  global = local * static_cast<std::size_t>(a.c);
+int norm_parts(Q& q, const detail::BatchNormArgs& a, std::size_t local) {
+  const std::int64_t total = a.n * a.s;
+  std::int64_t parts = (4 * static_cast<std::int64_t>(q.compute_units()) + a.c - 1) / a.c;
+  if (const char* forced = std::getenv("ANVIL_NORM_PARTS"); forced != nullptr && std::atoi(forced) > 0)
+    parts = std::atoi(forced);
+  else
+    parts = std::min<std::int64_t>(parts, total / (static_cast<std::int64_t>(local) * 4));
+  return static_cast<int>(
+      std::clamp<std::int64_t>(parts, 1, std::min<std::int64_t>(64, std::max<std::int64_t>(total, 1))));
 }
 
 // The flags of norm.kern: 1 training, 2 weight, 4 bias, 8 grad_x, 16
@@ -464,26 +474,40 @@ inline std::int32_t norm_flags(const detail::BatchNormArgs& a) {
 
 // Either kernel of norm.kern: its operands (each a buffer and an offset;
 // an absent one passes x's, never touched), then n, c, s, the forward's
-// eps and running-statistics factors, and the flags, over C work-groups.
+// eps and running-statistics factors, the chunks' sums and the parts, and
+// the flags, over C * parts work-groups; first the partial kernel where
+// the channels are split (evaluation's forward needs no sums).
 template <class Q>
 void launch_norm(Q& q, const detail::BatchNormArgs& a, bool backward,
                  std::initializer_list<const detail::KernelOperand*> operands, const char* what) {
   if (a.n * a.c * a.s <= 0) return;
   const NormKernel request{backward, a.dtype, q.fp64() && q.is_cpu()};
-  std::size_t global, local;
-  norm_geometry(q, a, global, local);
-  auto l = q.launch(q.kernel(request));
-  for (const detail::KernelOperand* op : operands) {
-    const detail::KernelOperand& o = op->data ? *op : a.x;
-    l.buffer(o.data).arg(o.offset);
+  const std::size_t local =
+      std::min<std::size_t>(pow2_at_most(std::min<std::size_t>(256, q.max_work_group())), q.is_cpu() ? 64 : 256);
+  const int parts = backward || a.training ? norm_parts(q, a, local) : 1;
+  const std::size_t global = local * static_cast<std::size_t>(a.c) * static_cast<std::size_t>(parts);
+  const Scratch partial(
+      q.allocator, parts > 1 ? 2 * static_cast<std::size_t>(a.c * parts) * element_size(request.accumulator()) : 0);
+  const auto run = [&](const NormKernel& k) {
+    auto l = q.launch(q.kernel(k));
+    for (const detail::KernelOperand* op : operands) {
+      const detail::KernelOperand& o = op->data ? *op : a.x;
+      l.buffer(o.data).arg(o.offset);
+    }
+    l.arg(a.n).arg(a.c).arg(a.s);
+    if (!backward) {
+      const DType p = a.param_dtype();
+      l.scalar(scalar_arg(a.eps, request.accumulator())).scalar(scalar_arg(1 - a.momentum, p));
+      l.scalar(scalar_arg(a.momentum, p)).scalar(scalar_arg(a.momentum * a.unbias, p));
+    }
+    l.buffer(parts > 1 ? partial.get() : a.x.data).arg(parts).arg(norm_flags(a)).run(1, &global, &local, what);
+  };
+  if (parts > 1) {
+    NormKernel first = request;
+    first.partial = true;
+    run(first);
   }
-  l.arg(a.n).arg(a.c).arg(a.s);
-  if (!backward) {
-    const DType p = a.param_dtype();
-    l.scalar(scalar_arg(a.eps, request.accumulator())).scalar(scalar_arg(1 - a.momentum, p));
-    l.scalar(scalar_arg(a.momentum, p)).scalar(scalar_arg(a.momentum * a.unbias, p));
-  }
-  l.arg(norm_flags(a)).run(1, &global, &local, what);
+  run(request);
 }
 
 // var is null in evaluation, and unread there; so are absent weight and bias.

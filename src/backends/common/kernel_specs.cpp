@@ -292,7 +292,7 @@ KernelSpec NormKernel::spec() const {
   const std::string prefix = std::string("norm_") + dtype_name(t);
   return {"norm.kern",
           {def("KPREFIX", prefix), type_def("T", t), type_def("P", params()), type_def("TA", accumulator())},
-          prefix + (backward ? "_backward" : "_forward")};
+          prefix + (backward ? "_backward" : "_forward") + (partial ? "_partial" : "")};
 }
 
 KernelSpec InterpKernel::spec() const {
@@ -366,7 +366,8 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     if (is_floating(t))
       for (bool backward : {false, true})
         for (bool wide : {false, true})
-          if (!wide || (t != DType::F64 && fp64)) out.push_back(NormKernel{backward, t, wide}.spec());
+          if (!wide || (t != DType::F64 && fp64))
+            for (bool partial : {false, true}) out.push_back(NormKernel{backward, t, wide, partial}.spec());
   }
   return out;
 }

@@ -209,10 +209,11 @@ struct NormKernel {
   // few work-items each add up a large share of a channel (as
   // ReduceKernel's wide_f32_sums).
   bool wide_f32_sums;
+  bool partial = false;  // the chunks' sums (<...>_partial) before the split pass
   DType params() const noexcept { return is_half(t) ? DType::F32 : t; }
   DType accumulator() const noexcept { return params() == DType::F32 && wide_f32_sums ? DType::F64 : params(); }
   std::uint64_t key() const noexcept {
-    return kernel_key(Family::Norm, backward, 0, static_cast<int>(t), static_cast<int>(accumulator()));
+    return kernel_key(Family::Norm, backward, partial, static_cast<int>(t), static_cast<int>(accumulator()));
   }
   KernelSpec spec() const;
 };

@@ -3,16 +3,19 @@
 //
 // Note [cuDNN batch norm]
 // ~~~~~~~~~~~~~~~~~~~~~~~
-// - Which: f32 in training with at least two values per channel, while cuDNN
-//   is enabled (ANVIL_CUDNN_BATCH_NORM=0 keeps norm.kern). Evaluation and
-//   16-bit inputs take norm.kern, whose training is one launch each way too.
+// - Which: f32, f16 and bf16 inputs (f32 statistics and parameters) in
+//   training with at least two values per channel, while cuDNN is enabled
+//   (ANVIL_CUDNN_BATCH_NORM=0 keeps norm.kern); a 16-bit type the cuDNN
+//   refuses (NOT_SUPPORTED) goes to norm.kern from then on. Evaluation takes
+//   norm.kern, one launch each way too.
 // - One call each way (issue 38): the forward writes mean and invstd and
 //   updates the running statistics itself (PyTorch's momentum, unbiased
 //   variance); the backward's dscale is the weight's gradient and its dbias
 //   sum_g. What one call cannot give (the biased variance, one running
 //   statistic alone, sum_gxc) goes to norm.kern. Not the Ex form: without a
-//   fused activation its workspace buys nothing. Compiled here, not run.
+//   fused activation its workspace buys nothing. Run on an H200 (f32).
 // - Layout: x [N, C, S] as a 4-d [N, C, S, 1] tensor, CUDNN_BATCHNORM_SPATIAL.
+#include <atomic>
 #include <climits>
 
 #include "anvil/error.h"
@@ -29,17 +32,35 @@ using detail::KernelOperand;
 using device_common::Scratch;
 
 float* at(const KernelOperand& o) noexcept { return static_cast<float*>(o.data) + o.offset; }
+// An x-shaped operand (x, y and their gradients), of the input's dtype.
+void* at(const KernelOperand& o, DType t) noexcept {
+  return static_cast<char*>(o.data) + o.offset * static_cast<std::int64_t>(element_size(t));
+}
+
+// Whether cuDNN refused batch norm on f16 or bf16 inputs (then norm.kern).
+std::atomic<bool> g_refused[2];
+std::atomic<bool>& refused(DType t) noexcept { return g_refused[t == DType::BF16 ? 1 : 0]; }
+
+// A call's status: true when it ran; false when cuDNN does not support the
+// 16-bit type (remembered); otherwise the error.
+bool ran(cudnnStatus_t st, DType t, const char* call, const std::string& label) {
+  if (st == CUDNN_STATUS_SUCCESS) return true;
+  if (t != DType::F32 && (st == CUDNN_STATUS_NOT_SUPPORTED || st == CUDNN_STATUS_BAD_PARAM)) {
+    refused(t).store(true, std::memory_order_relaxed);
+    return false;
+  }
+  throw_cudnn_error(st, call, __FILE__, __LINE__, label);
+}
 
 // Tensor descriptors destroyed at scope exit.
 class TensorDesc {
  public:
-  TensorDesc(const CudnnApi& api, const std::string& label, int n, int c, int h) : api_(api) {
+  TensorDesc(const CudnnApi& api, const std::string& label, cudnnDataType_t type, int n, int c, int h) : api_(api) {
     ANVIL_CUDNN_CHECK(label, api.cudnnCreateTensorDescriptor(&d_));
-    const cudnnStatus_t st = api.cudnnSetTensor4dDescriptorEx(d_, CUDNN_DATA_FLOAT, n, c, h, 1, c * h, h, 1, 1);
+    const cudnnStatus_t st = api.cudnnSetTensor4dDescriptorEx(d_, type, n, c, h, 1, c * h, h, 1, 1);
     if (st != CUDNN_STATUS_SUCCESS) {
       api.cudnnDestroyTensorDescriptor(d_);
-      throw_cudnn_error(st, "cudnnSetTensor4dDescriptorEx(d, CUDNN_DATA_FLOAT, n, c, s, 1, ...)", __FILE__, __LINE__,
-                        label);
+      throw_cudnn_error(st, "cudnnSetTensor4dDescriptorEx(d, type, n, c, s, 1, ...)", __FILE__, __LINE__, label);
     }
   }
   ~TensorDesc() { api_.cudnnDestroyTensorDescriptor(d_); }
@@ -64,7 +85,10 @@ KernelOperand operand_of(const Scratch& block) noexcept {
 
 bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backward) {
   const CudnnApi* api = cudnn_if_enabled();
-  if (api == nullptr || a.dtype != DType::F32 || !a.training || device_common::env_flag_off("ANVIL_CUDNN_BATCH_NORM"))
+  const bool half = a.dtype == DType::F16 || a.dtype == DType::BF16;
+  if (api == nullptr || (a.dtype != DType::F32 && !half) || !a.training ||
+      device_common::env_flag_off("ANVIL_CUDNN_BATCH_NORM") ||
+      (half && refused(a.dtype).load(std::memory_order_relaxed)))
     return false;
   if (!backward && (a.var.data != nullptr || (a.running_mean.data == nullptr) != (a.running_var.data == nullptr)))
     return false;
@@ -77,8 +101,8 @@ bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backw
   Queue& q = s.queue;
   cudnnHandle_t h = q.dnn(*api, s.allocator);
   const int n = static_cast<int>(a.n), c = static_cast<int>(a.c), sp = static_cast<int>(a.s);
-  const TensorDesc x(*api, label, n, c, sp);
-  const TensorDesc per_channel(*api, label, 1, c, 1);
+  const TensorDesc x(*api, label, cudnn_data_type(a.dtype), n, c, sp);
+  const TensorDesc per_channel(*api, label, CUDNN_DATA_FLOAT, 1, c, 1);
   const float one = 1.0f, zero = 0.0f;
   const std::size_t cbytes = static_cast<std::size_t>(c) * sizeof(float);
 
@@ -101,19 +125,19 @@ bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backw
       bias = zeros->as<float>();
     }
     const bool running = a.running_mean.data != nullptr;
-    ANVIL_CUDNN_CHECK(label, api->cudnnBatchNormalizationForwardTraining(
-                                 h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x, at(a.x), x, at(a.y), per_channel, scale,
-                                 bias, a.momentum, running ? at(a.running_mean) : nullptr,
-                                 running ? at(a.running_var) : nullptr, a.eps, at(a.mean), at(a.invstd)));
-    return true;
+    return ran(api->cudnnBatchNormalizationForwardTraining(
+                   h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x, at(a.x, a.dtype), x, at(a.y, a.dtype), per_channel,
+                   scale, bias, a.momentum, running ? at(a.running_mean) : nullptr,
+                   running ? at(a.running_var) : nullptr, a.eps, at(a.mean), at(a.invstd)),
+               a.dtype, "cudnnBatchNormalizationForwardTraining", label);
   }
 
   // cuDNN always writes dx: a scratch one when the input's gradient is not wanted.
   std::unique_ptr<Scratch> dx_scratch;
-  float* dx = a.grad_x.data != nullptr ? at(a.grad_x) : nullptr;
+  void* dx = a.grad_x.data != nullptr ? at(a.grad_x, a.dtype) : nullptr;
   if (dx == nullptr) {
-    dx_scratch = std::make_unique<Scratch>(s.allocator, static_cast<std::size_t>(m) * cbytes);
-    dx = dx_scratch->as<float>();
+    dx_scratch = std::make_unique<Scratch>(s.allocator, static_cast<std::size_t>(m) * c * element_size(a.dtype));
+    dx = dx_scratch->get();
   }
   // dscale is the weight's gradient: scratch when it is not wanted.
   std::unique_ptr<Scratch> dscale_scratch;
@@ -122,10 +146,10 @@ bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backw
     dscale_scratch = std::make_unique<Scratch>(s.allocator, cbytes);
     dscale = dscale_scratch->as<float>();
   }
-  ANVIL_CUDNN_CHECK(label, api->cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, x,
-                                                                at(a.x), x, at(a.grad), x, dx, per_channel, scale,
-                                                                dscale, at(a.sum_g), a.eps, at(a.mean), at(a.invstd)));
-  return true;
+  return ran(api->cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, x,
+                                                  at(a.x, a.dtype), x, at(a.grad, a.dtype), x, dx, per_channel, scale,
+                                                  dscale, at(a.sum_g), a.eps, at(a.mean), at(a.invstd)),
+             a.dtype, "cudnnBatchNormalizationBackward", label);
 }
 
 }  // namespace anvil::cuda
