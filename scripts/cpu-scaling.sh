@@ -4,8 +4,9 @@
 #   - the build of the CPU kernels that runs (anvil-smi's CPU row; Note [One
 #     kernel source, a build per instruction set] in src/backends/cpu/isa.h);
 #   - LeNet (20,000 images) and the MLP: the 2nd epoch's time at each thread
-#     count (OMP_NUM_THREADS), with anvil's passive waiting and with
-#     GOMP_SPINCOUNT=100000 (a bounded spin before sleeping);
+#     count (OMP_NUM_THREADS), with anvil's default wait (Note [Bounded
+#     OpenMP spinning]: a 200 us spin on a quiet machine), passive waiting
+#     and GOMP_SPINCOUNT=100000 (a longer spin before sleeping);
 #   - LeNet at the most threads, spinning, with threads bound to cores;
 #   - the pool's wake cost as anvil measures it at each thread count, and
 #     LeNet and the MLP at the most threads with it fixed (45 us: the 2-core
@@ -168,10 +169,15 @@ fi
   echo "$header"
   echo "$rule"
   for model in lenet mlp; do
-    for wait in passive spin; do
-      row="| $model | $([[ $wait == spin ]] && echo 'GOMP_SPINCOUNT=100000' || echo passive) |"
+    for wait in default passive spin; do
+      case $wait in
+        default) row="| $model | anvil's default |" ;;
+        passive) row="| $model | passive |" ;;
+        spin) row="| $model | GOMP_SPINCOUNT=100000 |" ;;
+      esac
       for t in "${counts[@]}"; do
         env=(OMP_NUM_THREADS="$t")
+        [[ $wait == passive ]] && env+=(OMP_WAIT_POLICY=passive)
         [[ $wait == spin ]] && env+=(GOMP_SPINCOUNT=100000)
         row+=" $(run "$model-$wait-t$t" "${env[@]}" -- --model "$model") |"
       done

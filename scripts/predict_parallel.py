@@ -31,6 +31,7 @@ import sys
 
 REFERENCE_WAKE_US = 45.0  # kReferenceWakeUs (src/backends/cpu/wake_cost.h)
 MIN_WAKE_US = 1.0  # kMinWakeUs
+GRAIN_WAKE_FLOOR_US = 24.0  # kGrainWakeFloorUs: a measured wake sizes work as at least this
 
 # The passive wake anvil measured on the 16-core host (benchmarks/README.md,
 # issue 31's third run): the shape a wake measured on fewer cores is scaled
@@ -55,24 +56,26 @@ def extrapolate_wake(measured_us, measured_threads, threads):
     return measured_us * host16_wake(threads) / host16_wake(measured_threads)
 
 
-def team(width, threads, wake_us):
+def team(width, threads, wake_us, floor_us=0.0):
     """anvil's team for a piece of `width` at `threads` threads and a wake of
-    wake_us (parallel_for, gemm_threads: one thread below two shares)."""
-    per_reference = width * REFERENCE_WAKE_US / max(wake_us, MIN_WAKE_US)
+    wake_us (parallel_for, gemm_threads: one thread below two shares), the
+    work sized by at least floor_us of wake."""
+    per_reference = width * REFERENCE_WAKE_US / max(wake_us, floor_us, MIN_WAKE_US)
     if threads < 2 or per_reference < 2:
         return 1
     return int(min(threads, math.floor(per_reference)))
 
 
-def predict(pieces, epoch_us, threads, wake_us):
+def predict(pieces, epoch_us, threads, wake_us, floor_us=0.0):
     """pieces: (width, us) of a 1-thread run; epoch_us: its epoch. Returns a
-    dict of the model's terms (µs)."""
+    dict of the model's terms (µs); teams sized by at least floor_us of wake,
+    each region costing wake_us."""
     work = sum(us for _, us in pieces)
     split = 0.0
     regions = 0
     team_sum = 0
     for width, us in pieces:
-        t = team(width, threads, wake_us)
+        t = team(width, threads, wake_us, floor_us)
         split += us / t
         if t > 1:
             regions += 1
@@ -127,6 +130,7 @@ def self_test():
     assert team(1.9, 16, 45.0) == 1, "below two shares: the calling thread"
     assert team(1.0, 16, 22.5) == 2, "a cheaper wake splits smaller work"
     assert team(100.0, 1, 1.0) == 1
+    assert team(1.0, 16, 4.0, GRAIN_WAKE_FLOOR_US) == 1, "a measured 4 µs sizes work as 24 µs"
     # One serial second, one piece of 8 ms at width 8 and one of 1 ms at width 1.
     r = predict([(8.0, 8000.0), (1.0, 1000.0)], 1_009_000.0, 4, 10.0)
     assert r["serial_us"] == 1_000_000.0
@@ -180,7 +184,7 @@ def main():
     wake = a.wake_us
     if a.wake_from:
         wake = extrapolate_wake(a.wake_us, a.wake_from, a.threads)
-    r = predict(pieces, epoch_us, a.threads, wake)
+    r = predict(pieces, epoch_us, a.threads, wake, GRAIN_WAKE_FLOOR_US)
     fields = [
         f"predicted_s={r['predicted_us'] * 1e-6:.3f}",
         f"threads={a.threads}",

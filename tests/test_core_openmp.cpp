@@ -42,14 +42,15 @@ std::string run_child(const std::string& env_prefix) {
 TEST(OpenMPChild, Report) {
   // Touch the pool so libgomp is in use, then report what anvil decided.
   const anvil::Tensor x = anvil::ones({1 << 20});
-  // From libanvil's own dependency: linking it here would change the order
-  // the loader initialises it and libgomp in.
+  // The spin count from libanvil's own dependency: linking it here would
+  // change the order the loader initialises it and libgomp in.
   using Query = AnvilOpenmpWaitPolicy (*)();
   const auto query = reinterpret_cast<Query>(dlsym(RTLD_DEFAULT, "anvil_openmp_wait_policy"));
   ASSERT_NE(query, nullptr);
-  const AnvilOpenmpWaitPolicy p = query();
+  const anvil::ParallelCosts c = anvil::parallel_costs();
   std::printf("sum=%g defaulted=%d policy=%s spin_count=%ld reason=%s\n", x.sum().item<double>(),
-              anvil::openmp_wait_policy_defaulted() ? 1 : 0, p.policy, p.spin_count, p.reason);
+              anvil::openmp_wait_policy_defaulted() ? 1 : 0, c.wait_policy.c_str(), query().spin_count,
+              c.wait_reason.c_str());
 }
 
 TEST(OpenMP, AnvilBoundsTheSpinOnAQuietMachine) {

@@ -311,6 +311,9 @@ TEST(WakeCost, MeasuredOnceAtTheBoundAndAgainWhenItChanges) {
   EXPECT_GE(c.wake_us, cpu_threads::kMinWakeUs);
   EXPECT_LE(c.wake_us, cpu_threads::kMaxWakeUs);
   EXPECT_EQ(parallel_costs().wake_us, c.wake_us) << "measured once, not per decision";
+  // A measured wake below the floor sizes the work as the floor does.
+  const double sized_by = std::max(c.wake_us, cpu_threads::kGrainWakeFloorUs);
+  EXPECT_EQ(c.grain, std::llround(static_cast<double>(1 << 18) * sized_by / cpu_threads::kReferenceWakeUs));
   set_num_threads(3);
   c = parallel_costs();
   EXPECT_EQ(c.threads, 3) << "a new bound is measured again";

@@ -21,10 +21,10 @@ namespace anvil {
 // holds for every thread, those started later included.
 void set_num_threads(int n);
 int num_threads() noexcept;
-// Whether anvil chose OpenMP's wait policy (passive: idle threads sleep
-// rather than spin, so a busy machine cannot stall the pool; see Note
-// [Passive OpenMP waiting]) — false when OMP_WAIT_POLICY or GOMP_SPINCOUNT
-// was set by the user, whose choice then stands.
+// Whether anvil chose OpenMP's wait policy (idle threads spin 200 µs, then
+// sleep, on a quiet machine; sleep at once on a busy one; Note [Bounded
+// OpenMP spinning]) — false when OMP_WAIT_POLICY or GOMP_SPINCOUNT was set by
+// the user, whose choice then stands. parallel_costs() says which and why.
 bool openmp_wait_policy_defaulted() noexcept;
 
 // Which build of anvil's own CPU kernels runs (elementwise ops and
@@ -47,8 +47,9 @@ CpuKernelIsa cpu_kernel_isa();
 // wake cost] in src/backends/cpu/threads.h): the median of a few empty
 // parallel regions at the thread bound, measured once at the first parallel
 // decision (and again after set_num_threads changes the bound), about a
-// millisecond. ANVIL_PARALLEL_WAKE_US=<µs> fixes it instead (45 gives the
-// thresholds anvil used before it measured). anvil-smi shows wake_us.
+// millisecond; the thresholds take at least 24 µs of a measured cost.
+// ANVIL_PARALLEL_WAKE_US=<µs> fixes it instead (45 gives the thresholds anvil
+// used before it measured). anvil-smi shows wake_us and the wait policy.
 struct ParallelCosts {
   double wake_us = 0;                     // one wake of the pool, µs
   int threads = 0;                        // the team it was measured at; 0 when fixed
@@ -57,6 +58,8 @@ struct ParallelCosts {
   std::int64_t grain_vector_math = 0;     // of exp, sigmoid
   std::int64_t grain_libm = 0;            // of log, sin, tanh, pow
   std::int64_t gemm_macs_per_thread = 0;  // multiply-adds per thread of a GEMM or convolution
+  std::string wait_policy;                // how idle workers wait: "spin 200 us" (then sleep), "passive", "yours"
+  std::string wait_reason;                // why: "quiet: load 0.21 on 16 CPUs", "busy: ...", the user's variables
 };
 ParallelCosts parallel_costs();
 

@@ -12,7 +12,6 @@
 #include "anvil/runtime.h"
 #include "backends/cpu/dtype_switch.h"
 #include "backends/cpu/isa.h"
-#include "backends/cpu/openmp_defaults.h"
 #include "backends/cpu/parallel.h"
 
 namespace anvil::detail {
@@ -83,8 +82,7 @@ DeviceProperties CpuBackend::properties(int) {
                                     : " (not measured)");
   p.runtime_version += wake;
   // Note [Bounded OpenMP spinning]: how idle workers wait, and why.
-  const AnvilOpenmpWaitPolicy wait = anvil_openmp_wait_policy();
-  p.runtime_version += std::string(", wait ") + wait.policy + " (" + wait.reason + ")";
+  p.runtime_version += ", wait " + costs.wait_policy + " (" + costs.wait_reason + ")";
   p.fp64 = true;
   p.fp16 = false;
   return p;

@@ -13,6 +13,7 @@
 
 #include "anvil/runtime.h"
 #include "backends/cpu/machine_load.h"
+#include "backends/cpu/openmp_defaults.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/threads.h"
 
@@ -53,8 +54,10 @@ double wake_us_from_env() noexcept {
   return value;
 }
 
+// threads: the bound `us` was measured at; 0 when pinned (taken as it is).
 void store_wake(double us, int threads) noexcept {
-  g_work_scale.store(us / kReferenceWakeUs, std::memory_order_relaxed);
+  const double for_thresholds = threads > 0 ? std::max(us, kGrainWakeFloorUs) : us;
+  g_work_scale.store(for_thresholds / kReferenceWakeUs, std::memory_order_relaxed);
   g_wake_threads.store(threads, std::memory_order_relaxed);
   g_wake_ns.store(std::max<std::int64_t>(1, std::llround(us * 1000.0)), std::memory_order_release);
 }
@@ -163,6 +166,9 @@ ParallelCosts parallel_costs() {
   c.grain_vector_math = scaled_work(kParallelGrainVectorMath);
   c.grain_libm = scaled_work(kParallelGrainLibm);
   c.gemm_macs_per_thread = scaled_work(kGemmWorkPerThread);
+  const AnvilOpenmpWaitPolicy wait = anvil_openmp_wait_policy();
+  c.wait_policy = wait.policy;
+  c.wait_reason = wait.reason;
   return c;
 }
 

@@ -22,6 +22,13 @@ namespace anvil::cpu_backend {
 inline constexpr double kReferenceWakeUs = 45.0;
 inline constexpr double kMinWakeUs = 1.0;
 inline constexpr double kMaxWakeUs = 100.0;
+// The least measured wake the thresholds are scaled by (a pin may ask for
+// less). With spinning workers (Note [Bounded OpenMP spinning]) the 16-core
+// host measures 4 µs, and thresholds that small put 15 threads on the MLP's
+// GEMMs, gathers and optimiser step: its epoch took 4x as long at 16 threads
+// (benchmarks/results/2026-11-28-h200: 4 µs 0.30 s, 24 µs 0.06 s). LeNet was
+// fastest at 4 µs (0.38 s, 0.70 s at 24), so per-op thresholds remain owed.
+inline constexpr double kGrainWakeFloorUs = 24.0;
 // The least factor a threshold is scaled by (the least a pin can ask for).
 inline constexpr double kMinWorkScale = kMinWakeUs / kReferenceWakeUs;
 
