@@ -87,8 +87,7 @@ bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backw
   const CudnnApi* api = cudnn_if_enabled();
   const bool half = a.dtype == DType::F16 || a.dtype == DType::BF16;
   if (api == nullptr || (a.dtype != DType::F32 && !half) || !a.training ||
-      !device_common::env_flag("ANVIL_CUDNN_BATCH_NORM") ||
-      (half && refused(a.dtype).load(std::memory_order_relaxed)))
+      !device_common::env_flag("ANVIL_CUDNN_BATCH_NORM") || (half && refused(a.dtype).load(std::memory_order_relaxed)))
     return false;
   if (!backward && (a.var.data != nullptr || (a.running_mean.data == nullptr) != (a.running_var.data == nullptr)))
     return false;
