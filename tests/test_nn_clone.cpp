@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "anvil/backends.h"
 #include "anvil/nn/sequence.h"
 #include "device_test.h"
+#include "tf32_guard.h"
 
 namespace {
 
@@ -115,12 +115,7 @@ TEST_P(NnClone, EveryLayerClonesDeeply) {
   // The twin's outputs are compared with the original's on the CPU: strict
   // f32 on CUDA, whose cuDNN convolutions and recurrent layers take TF32 by
   // default (the H200 run's GRU and LSTM differed by more than 1e-4).
-  const bool tf32 = backends::cudnn::allow_tf32();
-  backends::cudnn::set_allow_tf32(false);
-  struct Restore {
-    bool on;
-    ~Restore() { backends::cudnn::set_allow_tf32(on); }
-  } restore{tf32};
+  const anvil::testing::CudnnTf32Guard strict(false);
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.what);
     manual_seed(1);

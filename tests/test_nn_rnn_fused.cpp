@@ -18,6 +18,7 @@
 #include "anvil/nn/sequence.h"
 #include "core/backend.h"
 #include "device_test.h"
+#include "tf32_guard.h"
 #include "env_guard.h"
 
 using namespace anvil;
@@ -119,18 +120,6 @@ bool has_fused_or_skip(Device d) {
   return false;
 }
 
-// Turns TF32 off in cuDNN for the test's lifetime, so f32 is compared as f32.
-class StrictF32 {
- public:
-  StrictF32() : prev_(backends::cudnn::allow_tf32()) { backends::cudnn::set_allow_tf32(false); }
-  ~StrictF32() { backends::cudnn::set_allow_tf32(prev_); }
-  StrictF32(const StrictF32&) = delete;
-  StrictF32& operator=(const StrictF32&) = delete;
-
- private:
-  bool prev_;
-};
-
 void expect_close(const Tensor& fused, const Tensor& composite, double tol, const std::string& what) {
   ASSERT_EQ(fused.defined(), composite.defined()) << what;
   if (!fused.defined()) return;
@@ -153,7 +142,7 @@ class FusedRnn : public anvil::testing::DeviceTest {};
 TEST_P(FusedRnn, MatchesTheCompositeInValuesAndGradients) {
   const Device d = device();
   if (!has_fused_or_skip(d)) GTEST_SKIP() << d << " has no fused recurrent layer; the composite is the only path";
-  StrictF32 strict;
+  const anvil::testing::CudnnTf32Guard strict(false);  // f32 compared as f32
   for (DType t : {f64, f32}) {
     if (t == f64 && !properties(d).fp64) continue;
     // oneDNN has no f64 RNN: on the CPU f64 runs the composite both ways
@@ -202,12 +191,7 @@ TEST_P(FusedRnn, MatchesTheCompositeInValuesAndGradients) {
 TEST_P(FusedRnn, Tf32WithinItsTolerance) {
   const Device d = device();
   if (!has_fused_or_skip(d)) GTEST_SKIP() << d << " has no fused recurrent layer; the composite is the only path";
-  const bool prev = backends::cudnn::allow_tf32();
-  backends::cudnn::set_allow_tf32(true);
-  struct Restore {
-    bool on;
-    ~Restore() { backends::cudnn::set_allow_tf32(on); }
-  } restore{prev};
+  const anvil::testing::CudnnTf32Guard tf32(true);
   for (Kind k : {Kind::Gru, Kind::Lstm}) {
     SCOPED_TRACE(kind_name(k));
     manual_seed(13);
@@ -234,7 +218,7 @@ TEST_P(FusedRnn, Tf32WithinItsTolerance) {
 TEST_P(FusedRnn, PartialUseNoGradAndUnbatched) {
   const Device d = device();
   if (!has_fused_or_skip(d)) GTEST_SKIP() << d << " has no fused recurrent layer; the composite is the only path";
-  StrictF32 strict;
+  const anvil::testing::CudnnTf32Guard strict(false);  // f32 compared as f32
   manual_seed(5);
   nn::LSTM m(kIn, kHidden, kLayers);
   m.to(d);
@@ -288,7 +272,7 @@ TEST_P(FusedRnn, PartialUseNoGradAndUnbatched) {
 TEST_P(FusedRnn, DropoutBetweenLayers) {
   const Device d = device();
   if (!has_fused_or_skip(d)) GTEST_SKIP() << d << " has no fused recurrent layer; the composite is the only path";
-  StrictF32 strict;
+  const anvil::testing::CudnnTf32Guard strict(false);  // f32 compared as f32
   manual_seed(7);
   nn::GRU m(kIn, kHidden, kLayers, true, false, 0.5);
   m.to(d);
@@ -331,7 +315,7 @@ TEST_P(FusedRnn, DropoutBetweenLayers) {
 TEST_P(FusedRnn, WiderLayerAndParameterChangedInPlace) {
   const Device d = device();
   if (!has_fused_or_skip(d)) GTEST_SKIP() << d << " has no fused recurrent layer; the composite is the only path";
-  StrictF32 strict;
+  const anvil::testing::CudnnTf32Guard strict(false);  // f32 compared as f32
   for (Kind k : {Kind::Gru, Kind::Lstm, Kind::Tanh}) {
     SCOPED_TRACE(kind_name(k));
     manual_seed(19);
@@ -370,7 +354,7 @@ TEST_P(FusedRnn, F64FallsBackToTheComposite) {
   const Device d = device();
   if (!has_fused_or_skip(d)) GTEST_SKIP() << d << " has no fused recurrent layer; the composite is the only path";
   if (!properties(d).fp64 || fused_here(d, Kind::Lstm, f64, false)) GTEST_SKIP() << d << " fuses f64 too";
-  StrictF32 strict;
+  const anvil::testing::CudnnTf32Guard strict(false);  // f32 compared as f32
   for (Kind k : {Kind::Gru, Kind::Lstm}) {
     SCOPED_TRACE(kind_name(k));
     manual_seed(17);

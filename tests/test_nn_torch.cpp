@@ -13,6 +13,7 @@
 #include "anvil/backends.h"
 #include "anvil/nn/sequence.h"
 #include "device_test.h"
+#include "tf32_guard.h"
 
 using namespace anvil;
 
@@ -140,12 +141,7 @@ TEST_P(TorchLayers, MatchPyTorch) {
   // PyTorch's references are strict f32, and so is cuDNN here (the recurrent
   // layers run through it on CUDA); TF32 is held to its own tolerance in
   // test_nn_rnn_fused.
-  const bool tf32 = backends::cudnn::allow_tf32();
-  backends::cudnn::set_allow_tf32(false);
-  struct Restore {
-    bool on;
-    ~Restore() { backends::cudnn::set_allow_tf32(on); }
-  } restore{tf32};
+  const anvil::testing::CudnnTf32Guard strict(false);
   for (const Row& row : rows()) {
     SCOPED_TRACE(row.name);
     std::shared_ptr<nn::Module> m = row.make();
