@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,13 +42,23 @@ inline void log_tensorboard(const std::string& csv, const std::string& header,
 
 // Writes `rows` under `header` (comma-separated) to `csv`, and logs them
 // for TensorBoard under --tensorboard's folder when it is given.
+// The folder is made when missing (--out-dir runs/x, as os.makedirs in a
+// PyTorch script), and the file is written whole or not at all: a write that
+// fails says so rather than leaving nothing behind silently.
 inline void write_csv(const std::string& csv, const std::string& header, const std::vector<std::vector<double>>& rows) {
-  std::ofstream f(csv);
-  f << header << "\n";
-  for (const auto& r : rows) {
-    for (std::size_t i = 0; i < r.size(); ++i) f << (i ? "," : "") << r[i];
-    f << "\n";
+  const std::filesystem::path path(csv);
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  const std::string partial = csv + ".partial";
+  {
+    std::ofstream f(partial);
+    f << header << "\n";
+    for (const auto& r : rows) {
+      for (std::size_t i = 0; i < r.size(); ++i) f << (i ? "," : "") << r[i];
+      f << "\n";
+    }
+    if (!f.flush()) throw std::runtime_error("write_csv: could not write " + partial);
   }
+  std::filesystem::rename(partial, csv);
   std::cout << "curves: " << csv << "\n";
   if (!common_flags().tensorboard.empty()) log_tensorboard(csv, header, rows);
 }

@@ -18,8 +18,8 @@
 #include "anvil/nn/sequence.h"
 #include "core/backend.h"
 #include "device_test.h"
-#include "tf32_guard.h"
 #include "env_guard.h"
+#include "tf32_guard.h"
 
 using namespace anvil;
 
