@@ -38,6 +38,14 @@ anvil_use_gpu_pack() {
   anvil_find_cudnn
 }
 
+# The folder of PyTorch's cuDNN wheel (<site-packages>/nvidia/cudnn/lib)
+# under python3, when it holds libcudnn.so.9; fails otherwise.
+torch_cudnn_dir() {
+  local dir
+  dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null) &&
+    [[ -e "$dir/libcudnn.so.9" ]] && echo "$dir"
+}
+
 # cuDNN for the CUDA backend (docs/cuda.md, Note [Finding cuDNN]): where the
 # dynamic loader finds no libcudnn.so.9 (the GPU machines' toolkit has none),
 # the one in PyTorch's wheel (<site-packages>/nvidia/cudnn/lib) goes on
@@ -45,8 +53,7 @@ anvil_use_gpu_pack() {
 anvil_find_cudnn() {
   local dir
   if [[ -z "${ANVIL_CUDNN_LIBRARY:-}" ]] && ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9 ' &&
-     dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null) &&
-     [[ -e "$dir/libcudnn.so.9" ]]; then
+     dir=$(torch_cudnn_dir); then
     export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
   fi
   return 0
@@ -58,8 +65,7 @@ anvil_find_cudnn() {
 # beside the wheel's 9.19); the table names the version each side loaded.
 anvil_use_torch_cudnn() {
   local dir
-  if dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null) &&
-     [[ -e "$dir/libcudnn.so.9" ]]; then
+  if dir=$(torch_cudnn_dir); then
     export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export ANVIL_CUDNN_LIBRARY="$dir/libcudnn.so.9"
   fi

@@ -83,7 +83,6 @@ __attribute__((constructor)) void set_openmp_defaults() {
     std::snprintf(p.reason, sizeof p.reason, load < 0 ? "no load average" : "busy: load %.2f on %d CPUs", load, cpus);
   } else {
     p.spin_count = static_cast<long>(kSpinMicroseconds * 1000 / pause_ns());
-    p.spin_us = kSpinMicroseconds;
     std::snprintf(p.reason, sizeof p.reason, "quiet: load %.2f on %d CPUs", load, cpus);
   }
   if (p.spin_count > 0) {
