@@ -26,7 +26,8 @@ inline constexpr double kMaxWakeUs = 100.0;
 // less). With spinning workers (Note [Bounded OpenMP spinning]) the 16-core
 // host measures 4 µs, and thresholds that small put 15 threads on the MLP's
 // GEMMs, gathers and optimiser step: its epoch took 4x as long at 16 threads
-// (benchmarks/results/2026-11-28-h200: 4 µs 0.30 s, 24 µs 0.06 s). LeNet was
+// (the H200 host's wait sweep of 2026-11-28, kept with the benchmark
+// results: 4 µs 0.30 s, 24 µs 0.06 s). LeNet was
 // fastest at 4 µs (0.38 s, 0.70 s at 24), so per-op thresholds remain owed.
 inline constexpr double kGrainWakeFloorUs = 24.0;
 // The least factor a threshold is scaled by (the least a pin can ask for).
