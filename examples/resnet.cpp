@@ -9,6 +9,9 @@
 //
 // --amp bf16 runs the forward pass and the loss under autocast (f16 adds a
 // GradScaler; d2l::fit), as torch.autocast does; off (the default) is f32.
+// --channels-last lays the network and each batch out NHWC in memory
+// (anvil::MemoryFormat::ChannelsLast, PyTorch's torch.channels_last); values
+// are those of the default NCHW.
 // --expect-loss-below L exits non-zero when the last epoch's training loss
 // is not below L (what the ctest runs).
 #include <cstdlib>
@@ -39,6 +42,7 @@ struct Args {
   std::string out_dir = ".";
   double expect_loss_below = 0;  // 0: no check
   d2l::Amp amp;                  // --amp: off (f32)
+  bool channels_last = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -55,6 +59,7 @@ Args parse(int argc, char** argv) {
       .add("--out-dir", a.out_dir)
       .add("--expect-loss-below", a.expect_loss_below, "L")
       .add("--amp", "bf16|f16|off", d2l::set_amp(a.amp))
+      .add("--channels-last", a.channels_last)
       .parse(argc, argv);
   if (a.resize < 0 || a.train_subset < 0 || a.test_subset < 0 || a.batch_size <= 0 || a.epochs <= 0)
     throw ValueError("--resize and the subsets must be >= 0, --batch-size and --epochs > 0");
@@ -74,8 +79,11 @@ int main(int argc, char** argv) {
     manual_seed(args.seed);
     auto net = d2l::resnet18(FashionMNIST::kNumClasses);
     net->to(device);
+    const MemoryFormat format = args.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+    net->to(format);
     std::cout << "== resnet18 on " << device << ", " << (args.resize > 0 ? args.resize : 28) << "x"
-              << (args.resize > 0 ? args.resize : 28) << " inputs, " << d2l::amp_name(args.amp) << " ==\n";
+              << (args.resize > 0 ? args.resize : 28) << " inputs, " << d2l::amp_name(args.amp)
+              << (args.channels_last ? ", channels-last" : "") << " ==\n";
     optim::SGD opt(net->parameters(), {.lr = args.lr});
     // The loader puts each 28x28 batch on the device, which resizes it there
     // (anvil::interpolate, bilinear as the book's transforms.Resize).
@@ -84,8 +92,10 @@ int main(int argc, char** argv) {
                     {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed, .device = device});
     DataLoader test_loader = d2l::loader(test_set, args.test_subset, {.batch_size = args.batch_size, .device = device});
     const std::int64_t resize = args.resize;
-    const d2l::Prepare prepare = [resize](const Tensor& x) {
-      return resize > 0 && resize != x.size(-1) ? interpolate(x, {.size = {resize, resize}, .mode = "bilinear"}) : x;
+    const d2l::Prepare prepare = [resize, format](const Tensor& x) {
+      const Tensor r =
+          resize > 0 && resize != x.size(-1) ? interpolate(x, {.size = {resize, resize}, .mode = "bilinear"}) : x;
+      return r.contiguous(format);
     };
     const auto rows = d2l::fit(*net, opt, train_loader, test_loader, device, args.epochs, prepare, args.amp);
     const d2l::EpochRow& last = rows.back();

@@ -63,6 +63,10 @@ class Module {
   // Moves every parameter and buffer (and gradient) to `d` in place: the
   // tensors keep their identity, so optimisers built earlier keep working.
   Module& to(Device d);
+  // Lays every 4-d parameter and buffer (and gradient) out in `format` in
+  // place (torch's module.to(memory_format=...)): with ChannelsLast, a
+  // convolution's weight as its channels-last input wants it.
+  Module& to(MemoryFormat format);
   // The devices its tensors live on, in first-seen order.
   std::vector<Device> devices() const;
 

@@ -332,6 +332,7 @@ Tensor squeeze(const Tensor& x, const Dims& dims);
 Tensor unsqueeze(const Tensor& x, int dim);
 Tensor flatten(const Tensor& x, int start_dim = 0, int end_dim = -1);
 Tensor contiguous(const Tensor& x);
+Tensor contiguous(const Tensor& x, MemoryFormat format);
 Tensor clone(const Tensor& x);
 // index: 1-D integer tensor on x's device, entries in [0, x.size(dim)).
 Tensor index_select(const Tensor& x, int dim, const Tensor& index);

@@ -36,6 +36,14 @@ class TensorImpl;
 }
 struct ValuesIndices;
 
+// How a 4-d [N, C, H, W] tensor's elements lie in memory
+// (torch.memory_format). Contiguous: row-major NCHW, the default.
+// ChannelsLast: NHWC in memory, strides [H*W*C, 1, W*C, C], the shape still
+// [N, C, H, W]; convolutions, pooling, activations and the residual add keep
+// it, so cuDNN's tensor-core kernels read it without a transpose. Preserve:
+// the input's own (an argument default, as PyTorch's).
+enum class MemoryFormat { Contiguous, ChannelsLast, Preserve };
+
 class Tensor {
  public:
   Tensor() noexcept = default;
@@ -53,6 +61,11 @@ class Tensor {
   Device device() const;
   std::int64_t offset() const;  // into the storage, in elements
   bool is_contiguous() const;
+  // Dense in `format`'s order (ChannelsLast: 4-d only); Preserve is rejected.
+  bool is_contiguous(MemoryFormat format) const;
+  // ChannelsLast for a 4-d tensor laid out channels-last (and not also
+  // row-major, as for C == 1), else Contiguous: the format ops keep.
+  MemoryFormat suggest_memory_format() const;
   std::size_t nbytes() const;  // numel * element size
   // Same TensorImpl: `t.to(t.device()).is_same(t)` is true.
   bool is_same(const Tensor& other) const noexcept { return impl_ == other.impl_; }
@@ -99,7 +112,9 @@ class Tensor {
   Tensor unsqueeze(int dim) const;
   Tensor flatten(int start_dim = 0, int end_dim = -1) const;
   Tensor contiguous() const;  // this tensor when already contiguous
-  Tensor clone() const;       // always a contiguous copy on the same device
+  // This tensor when already dense in `format`, else a copy laid out so.
+  Tensor contiguous(MemoryFormat format) const;
+  Tensor clone() const;  // always a contiguous copy on the same device
   Tensor operator[](std::int64_t index) const { return select(0, index); }
   Tensor index_select(int dim, const Tensor& index) const;
   Tensor gather(int dim, const Tensor& index) const;

@@ -90,6 +90,15 @@ void bind_device(nb::module_& m) {
       .def("__str__", [](DType t) { return "anvil." + std::string(nb::cast<std::string>(nb::cast(t).attr("name"))); })
       .def_prop_ro("is_floating_point", [](DType t) { return is_floating(t); })
       .def_prop_ro("itemsize", [](DType t) { return element_size(t); });
+  nb::enum_<MemoryFormat>(m, "memory_format", "How a 4-d tensor lies in memory (torch.memory_format)")
+      .value("contiguous_format", MemoryFormat::Contiguous)
+      .value("channels_last", MemoryFormat::ChannelsLast)
+      .value("preserve_format", MemoryFormat::Preserve)
+      .def("__repr__",
+           [](MemoryFormat f) { return "anvil." + std::string(nb::cast<std::string>(nb::cast(f).attr("name"))); });
+  m.attr("contiguous_format") = MemoryFormat::Contiguous;
+  m.attr("channels_last") = MemoryFormat::ChannelsLast;
+  m.attr("preserve_format") = MemoryFormat::Preserve;
   m.def("promote_types", [](DType a, DType b) { return promote(a, b); });
   m.def("is_floating_point_dtype", [](DType t) { return is_floating(t); });
   m.def(

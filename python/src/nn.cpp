@@ -79,15 +79,16 @@ void bind_nn(nb::module_& top) {
       .def_prop_ro("bias", &nn::Module::bias)
       .def(
           "to",
-          [](nb::handle self, Device d) {
+          [](nb::handle self, std::optional<Device> d, std::optional<MemoryFormat> format) {
             nn::Module& mod = nb::cast<nn::Module&>(self);
             {
               nb::gil_scoped_release release;
-              mod.to(d);
+              if (d) mod.to(*d);
+              if (format) mod.to(*format);
             }
             return nb::borrow(self);
           },
-          "device"_a, doc("nn::Module::to"))
+          "device"_a = nb::none(), nb::kw_only(), "memory_format"_a = nb::none(), doc("nn::Module::to"))
       .def("devices", &nn::Module::devices, doc("nn::Module::devices"))
       .def("state_dict", &nn::Module::state_dict, doc("nn::Module::state_dict"))
       .def("load_state_dict", &nn::Module::load_state_dict, "state_dict"_a, "strict"_a = true, ANVIL_NOGIL,

@@ -176,7 +176,9 @@ void bind_tensor(nb::module_& m) {
       .def_prop_ro("dtype", &Tensor::dtype)
       .def_prop_ro("device", &Tensor::device)
       .def("storage_offset", &Tensor::offset, doc("Tensor::offset"))
-      .def("is_contiguous", &Tensor::is_contiguous, doc("Tensor::is_contiguous"))
+      .def(
+          "is_contiguous", [](const Tensor& x, MemoryFormat format) { return x.is_contiguous(format); }, nb::kw_only(),
+          "memory_format"_a = MemoryFormat::Contiguous, doc("Tensor::is_contiguous"))
       .def_prop_ro("nbytes", &Tensor::nbytes)
       .def("element_size", [](const Tensor& x) { return element_size(x.dtype()); })
       .def_prop_ro("is_cuda", [](const Tensor& x) { return x.device().type() == DeviceType::CUDA; })
@@ -284,7 +286,12 @@ void bind_tensor(nb::module_& m) {
            doc("Tensor::squeeze"))
       .def("unsqueeze", &Tensor::unsqueeze, "dim"_a, ANVIL_NOGIL, doc("Tensor::unsqueeze"))
       .def("flatten", &Tensor::flatten, "start_dim"_a = 0, "end_dim"_a = -1, ANVIL_NOGIL, doc("Tensor::flatten"))
-      .def("contiguous", keeping_self([](const Tensor& x) { return x.contiguous(); }), doc("Tensor::contiguous"))
+      .def(
+          "contiguous",
+          [](nb::handle self, MemoryFormat format) {
+            return keeping_self([format](const Tensor& x) { return x.contiguous(format); })(self);
+          },
+          nb::kw_only(), "memory_format"_a = MemoryFormat::Contiguous, doc("Tensor::contiguous"))
       .def("clone", &Tensor::clone, ANVIL_NOGIL, doc("Tensor::clone"))
       .def("index_select", &Tensor::index_select, "dim"_a, "index"_a, ANVIL_NOGIL, doc("Tensor::index_select"))
       .def("gather", &Tensor::gather, "dim"_a, "index"_a, ANVIL_NOGIL, doc("Tensor::gather"))

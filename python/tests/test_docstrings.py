@@ -74,7 +74,6 @@ FUNCTIONS = [
     (anvil.remainder, "ops.def", "remainder"),
     (anvil.Tensor.pow, "ops.def", "pow"),
     (anvil.Tensor.sort, "ops.h", r"ValuesIndices sort\("),  # no comment of its own: the free function's
-    (nn.Module.to, "nn.h", r"Module& to\("),
     (nn.Module.state_dict, "nn.h", r"StateDict state_dict\("),
     (anvil.optim.Optimizer.zero_grad, "optim.h", r"void zero_grad\("),
     (anvil.optim.Optimizer.state_dict, "optim.h", r"virtual std::map<std::string, Tensor> state_dict\("),
@@ -86,6 +85,14 @@ def test_function_docstring_is_the_header_comment(fn, header, declaration):
     expected = table_doc(declaration) if header == "ops.def" else header_comment(header, declaration)
     assert doc_of(fn) == expected
     assert fn.__doc__.endswith(expected)
+
+
+def test_overloads_that_differ_show_each_declaration_and_its_comment():
+    def block(signature, declaration):
+        return signature + "".join("\n    " + line for line in header_comment("nn.h", declaration).splitlines())
+
+    assert doc_of(nn.Module.to) == "\n".join([block("Module& to(Device d)", r"Module& to\(Device"),
+                                              block("Module& to(MemoryFormat format)", r"Module& to\(MemoryFormat")])
 
 
 @pytest.mark.parametrize("cls,name", [(nn.Linear, "Linear"), (nn.Dropout, "Dropout"), (nn.Conv2d, "Conv2d"),

@@ -226,8 +226,9 @@ Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, c
 void record_conv2d_fused(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                          const Conv2dArgs& shape);
 Tensor conv2d_backward_data(const Tensor& grad, const Tensor& weight, const Conv2dArgs& shape);
-// The weight gradient (shaped weight_shape) and, when want_bias, the bias's.
-std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
+// The weight gradient (weight's shape and memory format) and, when
+// want_bias, the bias's.
+std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                                  const Conv2dArgs& shape, bool want_bias);
 // Both at once (Backend::conv2d_backward), the bias's when want_bias.
 struct ConvGrads {

@@ -64,7 +64,7 @@ void record_conv2d_fused(const Tensor& out, const Tensor& x, const Tensor& weigh
            Tensor gx, gw, gb;
            if (n[0]) gx = conv2d_backward_data(g, sw, shape);
            if (n[1]) {
-             std::tie(gw, gb) = conv2d_backward_weight(g, sx, sw.shape(), shape, n[2]);
+             std::tie(gw, gb) = conv2d_backward_weight(g, sx, sw, shape, n[2]);
            } else if (n[2]) {
              gb = sum(g, {0, 2, 3});
            }

@@ -60,6 +60,21 @@ Module& Module::to(Device d) {
   return *this;
 }
 
+Module& Module::to(MemoryFormat format) {
+  ANVIL_CHECK(format != MemoryFormat::Preserve, ValueError,
+              "Module::to: expected MemoryFormat::Contiguous or ChannelsLast, got Preserve");
+  NoGradGuard no_grad;
+  auto relayout = [format](const Tensor& t) {
+    if (t.dim() != 4 || t.is_contiguous(format)) return;
+    const Tensor g = t.grad();
+    t.set_data(t.contiguous(format));
+    if (g.defined()) t.set_grad(g.contiguous(format));
+  };
+  for (const Tensor& t : parameters()) relayout(t);
+  for (const Tensor& t : buffers()) relayout(t);
+  return *this;
+}
+
 std::vector<Device> Module::devices() const {
   std::vector<Device> out;
   auto add = [&](const Tensor& t) {

@@ -52,7 +52,8 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
   const DType out_t = is_comparison(op) ? DType::Bool : ct;
   const Shape& sa = a.impl_ref().shape();
   const Shape& sb = b.impl_ref().shape();
-  Tensor out = make_empty(sa == sb ? sa : broadcast_shapes(sa, sb, opname), out_t, d);
+  const Shape shape = sa == sb ? sa : broadcast_shapes(sa, sb, opname);
+  Tensor out = make_empty(shape, out_t, d, output_format(shape, {&a, &b}));
   record_binary(op, out, a, b);
   if (out.numel() == 0) return out;
   const Tensor ca = cast(a, ct), cb = cast(b, ct);
@@ -75,7 +76,8 @@ Tensor binary_scalar_op(BinaryOp op, const Tensor& a, const Scalar& s, bool scal
               opname, ": integers to negative integer powers are not allowed; expected an exponent >= 0, got ",
               s.to_double(), "; convert the base with .to(f32)");
   const DType ct = compute_dtype(op, promoted);
-  Tensor out = make_empty(a.impl_ref().shape(), is_comparison(op) ? DType::Bool : ct, d);
+  Tensor out =
+      make_empty(a.impl_ref().shape(), is_comparison(op) ? DType::Bool : ct, d, output_format(a.shape(), {&a}));
   record_binary_scalar(op, out, a, s, scalar_first);
   if (out.numel() == 0) return out;
   const Tensor ca = cast(a, ct);
@@ -143,7 +145,7 @@ Tensor unary_op(UnaryOp op, const Tensor& x, const UnaryParams& params) {
                 "got bool; use logical_not");
   // A bool result (logical_not, isnan) reads its input in the input's own dtype.
   const bool to_bool = row(op).rule == UnaryRule::ToBool;
-  Tensor out = make_empty(xi.shape(), to_bool ? DType::Bool : t, xi.device());
+  Tensor out = make_empty(xi.shape(), to_bool ? DType::Bool : t, xi.device(), output_format(xi.shape(), {&x}));
   record_unary(op, out, x, params);
   if (out.numel() == 0) return out;
   const Tensor cx = cast(x, t);
@@ -233,7 +235,7 @@ Tensor where_impl(const Tensor& cond, const Tensor* a, const Tensor* b, const Sc
   Shape shape = cond.shape();
   if (a) shape = broadcast_shapes(shape, a->shape(), "where");
   if (b) shape = broadcast_shapes(shape, b->shape(), "where");
-  Tensor out = detail::make_empty(shape, t, d);
+  Tensor out = detail::make_empty(shape, t, d, detail::output_format(shape, {a, b, &cond}));
   detail::record_where(out, cond, a, b);
   if (out.numel() == 0) return out;
   const Tensor ca = a ? detail::cast(*a, t) : Tensor(), cb = b ? detail::cast(*b, t) : Tensor();
@@ -481,7 +483,7 @@ std::optional<Tensor> try_unary_binary(BinaryOp op, const Lazy* a, const Lazy* b
   const Tensor* inputs[2] = {a ? &LazyAccess::input(*a) : nullptr, b ? &LazyAccess::input(*b) : nullptr};
   if (should_record({inputs[0], inputs[1]}) || amp::is_autocast_enabled(d.type())) return std::nullopt;
   if (!has_fused(x, {FusedOp::UnaryBinary})) return std::nullopt;
-  Tensor out = make_empty(x.shape(), t, d);
+  Tensor out = make_empty(x.shape(), t, d, output_format(x.shape(), {inputs[0], inputs[1]}));
   if (out.numel() == 0) return out;
   const ElementwiseArgs args =
       s ? elementwise_args(out, {inputs[0], inputs[1]}, {*s}, t) : elementwise_args(out, {inputs[0], inputs[1]});

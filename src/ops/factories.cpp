@@ -15,9 +15,9 @@ using detail::make_empty;
 namespace {
 // A new tensor of dtype `t` on `d`, once the device can hold one at all
 // (see Note [Capabilities are asked once] in ops/dispatch.h).
-Tensor make_on(const char* op, const Shape& shape, DType t, Device d) {
+Tensor make_on(const char* op, const Shape& shape, DType t, Device d, MemoryFormat format = MemoryFormat::Contiguous) {
   detail::check_supported(op, detail::Primitive::Storage, t, d);
-  return make_empty(shape, t, d);
+  return make_empty(shape, t, d, format);
 }
 
 Tensor filled(const char* op, const Shape& shape, const Scalar& value, Device d, DType t) {
@@ -149,10 +149,22 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Device d
   return random_fill(detail::RandomKind::Randint, shape, d, t, static_cast<double>(low), static_cast<double>(high));
 }
 
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.device(), t.dtype()); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.device(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.device(), t.dtype()); }
-Tensor full_like(const Tensor& t, const Scalar& value) { return full(t.shape(), value, t.device(), t.dtype()); }
+// The *_like factories keep a channels-last tensor's layout
+// (MemoryFormat::Preserve, PyTorch's default), so optimiser state and
+// gradient buffers lie in their parameter's memory order.
+namespace {
+Tensor filled_like(const char* op, const Tensor& t, const Scalar& value) {
+  Tensor out = make_on(op, t.shape(), t.dtype(), t.device(), t.suggest_memory_format());
+  out.fill_(value);
+  return out;
+}
+}  // namespace
+Tensor empty_like(const Tensor& t) {
+  return make_on("empty", t.shape(), t.dtype(), t.device(), t.suggest_memory_format());
+}
+Tensor zeros_like(const Tensor& t) { return filled_like("zeros", t, 0); }
+Tensor ones_like(const Tensor& t) { return filled_like("ones", t, 1); }
+Tensor full_like(const Tensor& t, const Scalar& value) { return filled_like("full", t, value); }
 Tensor rand_like(const Tensor& t) { return rand(t.shape(), t.device(), t.dtype()); }
 Tensor randn_like(const Tensor& t) { return randn(t.shape(), t.device(), t.dtype()); }
 Tensor randint_like(const Tensor& t, std::int64_t low, std::int64_t high) {

@@ -186,7 +186,7 @@ Tensor dense(const Tensor& t) { return is_dense_non_overlapping(t) ? t : t.conti
 Tensor conv2d_fused(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dArgs& shape) {
   const Window2d& w = shape.g;
   Conv2dArgs a = shape;
-  Tensor out = make_empty({w.n, shape.out_channels, w.oh, w.ow}, x.dtype(), x.device());
+  Tensor out = make_empty({w.n, shape.out_channels, w.oh, w.ow}, x.dtype(), x.device(), x.suggest_memory_format());
   const Tensor xd = dense(x), wd = dense(weight), bd = bias.defined() ? dense(bias) : Tensor{};
   a.image = operand(xd), a.weight = operand(wd), a.out = operand(out);
   if (bd.defined()) a.bias = operand(bd);
@@ -217,15 +217,15 @@ Conv2dArgs weight_gradient(const Conv2dArgs& shape, const Tensor& gd, const Tens
 Tensor conv2d_backward_data(const Tensor& grad, const Tensor& weight, const Conv2dArgs& shape) {
   ANVIL_PROFILE_OP("conv2d_backward_data", &grad, &weight);
   const Window2d& w = shape.g;
-  Tensor image = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
+  Tensor image = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device(), grad.suggest_memory_format());
   dispatch::conv2d_backward_data(grad.device(), data_gradient(shape, dense(grad), dense(weight), image));
   return image;
 }
 
-std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
+std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                                  const Conv2dArgs& shape, bool want_bias) {
   ANVIL_PROFILE_OP("conv2d_backward_weight", &grad, &x);
-  Tensor gw = make_empty(weight_shape, grad.dtype(), grad.device());
+  Tensor gw = make_empty(weight.shape(), grad.dtype(), grad.device(), weight.suggest_memory_format());
   Tensor gb = want_bias ? make_empty({shape.out_channels}, grad.dtype(), grad.device()) : Tensor{};
   dispatch::conv2d_backward_weight(grad.device(), weight_gradient(shape, dense(grad), dense(x), gw, gb));
   return {gw, gb};
@@ -236,8 +236,8 @@ ConvGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& wei
   ANVIL_PROFILE_OP("conv2d_backward", &grad, &x, &weight);
   const Window2d& w = shape.g;
   ConvGrads out;
-  out.input = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
-  out.weight = make_empty(weight.shape(), grad.dtype(), grad.device());
+  out.input = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device(), grad.suggest_memory_format());
+  out.weight = make_empty(weight.shape(), grad.dtype(), grad.device(), weight.suggest_memory_format());
   if (want_bias) out.bias = make_empty({shape.out_channels}, grad.dtype(), grad.device());
   const Tensor gd = dense(grad);
   dispatch::conv2d_backward(grad.device(), data_gradient(shape, gd, dense(weight), out.input),
@@ -245,10 +245,10 @@ ConvGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& wei
   return out;
 }
 
-Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Window2d& w) {
-  ANVIL_PROFILE_OP("max_pool2d_backward", &grad);
-  ANVIL_ASSERT(grad.is_contiguous() && grad.shape() == indices.shape(), "max_pool2d_backward: unexpected grad ",
-               grad.shape());
+Tensor max_pool2d_backward(const Tensor& output_grad, const Tensor& indices, const Window2d& w) {
+  ANVIL_PROFILE_OP("max_pool2d_backward", &output_grad);
+  ANVIL_ASSERT(output_grad.shape() == indices.shape(), "max_pool2d_backward: unexpected grad ", output_grad.shape());
+  const Tensor grad = output_grad.contiguous();  // channels-last from the layers above: the kernel reads NCHW
   Tensor image = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
   if (image.numel() > 0)
     dispatch::max_pool2d_backward(
@@ -297,7 +297,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
                              : matmul(weight.reshape({groups, o / groups, cg * kk}),
                                       cols.view({w.n, groups, cg * kk, w.oh * w.ow}));
     out = out.view({w.n, o, w.oh, w.ow});
-    return bias.defined() ? out + bias.reshape({o, 1, 1}) : out;
+    if (bias.defined()) out = out + bias.reshape({o, 1, 1});
+    return out.contiguous(x.suggest_memory_format());  // a copy for channels-last input (no kernel of its own yet)
   }
   if (groups > 1) {
     // Without the fused kernels: one ungrouped convolution per group, whose
@@ -321,10 +322,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
     cols = win.reshape({w.n * w.oh * w.ow, w.c * w.kh * w.kw});
     const Tensor w2 = weight.reshape({o, w.c * w.kh * w.kw}).t();
     const Tensor out2 = bias.defined() ? addmm(bias, cols, w2) : matmul(cols, w2);
-    out = out2.view({w.n, w.oh, w.ow, o}).permute({0, 3, 1, 2});
+    out = out2.view({w.n, w.oh, w.ow, o}).permute({0, 3, 1, 2});  // channels-last strides
   }
   detail::record_conv2d(out, x, weight, bias, cols, w);
-  return out;
+  return out.contiguous(x.suggest_memory_format());
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::int64_t stride, std::int64_t padding,
@@ -353,7 +354,7 @@ Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
           x.device(),
           {.dtype = x.dtype(), .g = w, .image = operand(x), .out = operand(out), .indices = operand(indices)});
     detail::record_max_pool2d_indices(out, x, indices, w);
-    return out;
+    return out.contiguous(x.suggest_memory_format());  // a copy for channels-last input (no kernel of its own yet)
   }
   Tensor windows, out;
   {
@@ -362,7 +363,7 @@ Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
     out = amax(windows, {4, 5});
   }
   detail::record_max_pool2d(out, x, windows, w);
-  return out;
+  return out.contiguous(x.suggest_memory_format());
 }
 
 Tensor avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
@@ -377,7 +378,7 @@ Tensor avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
     out = mean(windows_nc(pad2d(x, w, 0.0), w), {4, 5});
   }
   detail::record_avg_pool2d(out, x, w);
-  return out;
+  return out.contiguous(x.suggest_memory_format());
 }
 
 namespace {

@@ -154,9 +154,17 @@ bool is_dense_non_overlapping(const Tensor& t) {
   return true;
 }
 
+MemoryFormat output_format(const Shape& shape, std::initializer_list<const Tensor*> inputs) {
+  if (shape.size() != 4) return MemoryFormat::Contiguous;
+  for (const Tensor* t : inputs)
+    if (t != nullptr && t->shape() == shape) return t->suggest_memory_format();
+  return MemoryFormat::Contiguous;
+}
+
 Tensor cast(const Tensor& t, DType dtype) {
   if (t.impl_ref().dtype() == dtype) return t;
-  Tensor out = make_empty(t.shape(), dtype, t.device());
+  Tensor out =
+      make_empty(t.shape(), dtype, t.device(), t.dim() == 4 ? t.suggest_memory_format() : MemoryFormat::Contiguous);
   copy_into(out, t, "to");
   return out;
 }

@@ -42,6 +42,12 @@ ElementwiseArgs elementwise_args(const Tensor& out, std::initializer_list<const 
 // add, or go to a kernel that accepts any dense layout.
 bool is_dense_non_overlapping(const Tensor& t);
 
+// The layout of an elementwise result of `shape` (anvil/tensor.h,
+// MemoryFormat): that of the first input of that very shape, so a
+// channels-last activation stays channels-last through ReLU and the
+// residual add, and a broadcast bias follows the tensor it is added to.
+MemoryFormat output_format(const Shape& shape, std::initializer_list<const Tensor*> inputs);
+
 // Runs a reduction primitive over `dims` (empty = all), recorded for
 // autograd like the public reductions. The input is converted to `out_dtype`
 // first (except for arg ops); every result is multiplied by `scale` (a mean

@@ -8,12 +8,22 @@
 
 namespace anvil::detail {
 
+namespace {
+// The kernels walk every operand as one flat block from its offset, so each
+// must be dense, and in the parameter's order of dims (channels-last
+// parameters too, with their gradients and state laid out alike).
+bool same_dense_layout(const Tensor& t, const Tensor& param) {
+  return t.shape() == param.shape() && t.strides() == param.strides() &&
+         (param.is_contiguous() || is_dense_non_overlapping(param));
+}
+}  // namespace
+
 bool fused_optimizer_step(OptimizerStepArgs args, const Tensor& param, const Tensor& grad, const Tensor* state0,
                           const Tensor* state1) {
   if (env_flag("ANVIL_NO_FUSED")) return false;
   const auto fits = [&](const Tensor* t) {
     return t == nullptr || (t->defined() && t->device() == param.device() && t->dtype() == param.dtype() &&
-                            t->shape() == param.shape() && t->is_contiguous());
+                            same_dense_layout(*t, param));
   };
   if (!fits(&param) || !fits(&grad) || !fits(state0) || !fits(state1)) return false;
   if (!dispatch::supports_optimizer_step(param.device(), args.kind, param.dtype())) return false;
@@ -36,8 +46,7 @@ bool fused_optimizer_step_list(OptimizerStepArgs args, const std::vector<Foreach
   if (list.empty() || env_flag("ANVIL_NO_FUSED")) return false;
   const Tensor& head = list.front().param;
   const auto fits = [&](const Tensor& t, const Tensor& p) {
-    return t.defined() && t.device() == head.device() && t.dtype() == head.dtype() && t.shape() == p.shape() &&
-           t.is_contiguous();
+    return t.defined() && t.device() == head.device() && t.dtype() == head.dtype() && same_dense_layout(t, p);
   };
   const bool has0 = list.front().state0.defined(), has1 = list.front().state1.defined();
   for (const ForeachTensor& x : list) {

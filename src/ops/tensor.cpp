@@ -28,6 +28,29 @@ DType Tensor::dtype() const { return impl_ref().dtype(); }
 Device Tensor::device() const { return impl_ref().device(); }
 std::int64_t Tensor::offset() const { return impl_ref().offset(); }
 bool Tensor::is_contiguous() const { return impl_ref().is_contiguous(); }
+
+// PyTorch's rule: size-1 dims may have any stride; the others step densely,
+// the last of `order` fastest.
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  ANVIL_CHECK(format != MemoryFormat::Preserve, ValueError,
+              "is_contiguous: expected MemoryFormat::Contiguous or ChannelsLast, got Preserve");
+  if (format == MemoryFormat::Contiguous) return is_contiguous();
+  if (dim() != 4) return false;
+  const Shape& s = shape();
+  const Strides& st = strides();
+  std::int64_t expected = 1;
+  for (const int d : {1, 3, 2, 0}) {
+    if (s[d] == 1) continue;
+    if (st[d] != expected) return false;
+    expected *= s[d];
+  }
+  return true;
+}
+
+MemoryFormat Tensor::suggest_memory_format() const {
+  return !is_contiguous() && is_contiguous(MemoryFormat::ChannelsLast) ? MemoryFormat::ChannelsLast
+                                                                       : MemoryFormat::Contiguous;
+}
 std::size_t Tensor::nbytes() const { return static_cast<std::size_t>(numel()) * element_size(dtype()); }
 bool Tensor::shares_storage(const Tensor& other) const { return impl_ref().storage() == other.impl_ref().storage(); }
 

@@ -9,6 +9,11 @@ namespace anvil::detail {
 
 // A fresh contiguous tensor (uninitialised memory) on `d`.
 Tensor make_empty(const Shape& shape, DType dtype, Device d);
+// A fresh tensor laid out in `format` (ChannelsLast: 4-d shapes; any other
+// shape, and Preserve, come out contiguous).
+Tensor make_empty(const Shape& shape, DType dtype, Device d, MemoryFormat format);
+// The strides of a dense channels-last [N, C, H, W]: [H*W*C, 1, W*C, C].
+Strides channels_last_strides(const Shape& shape);
 // A view of `base`'s storage with another shape/strides/offset/dtype.
 Tensor make_view(const Tensor& base, const Shape& shape, const Strides& strides, std::int64_t offset);
 

@@ -340,6 +340,21 @@ Tensor contiguous(const Tensor& x) {
   return clone(x);
 }
 
+Tensor contiguous(const Tensor& x, MemoryFormat format) {
+  check_defined("contiguous", x);
+  ANVIL_CHECK(format != MemoryFormat::Preserve, ValueError,
+              "contiguous: expected MemoryFormat::Contiguous or ChannelsLast, got Preserve");
+  if (format == MemoryFormat::Contiguous) return contiguous(x);
+  ANVIL_CHECK(x.dim() == 4, ShapeError, "contiguous: ChannelsLast is a layout of 4-d [N, C, H, W] tensors; got ",
+              x.dim(), "-d ", x.shape());
+  if (x.is_contiguous(format)) return x;
+  Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device(), format);
+  detail::copy_into(out, x);
+  detail::record_clone(out, x);
+  detail::record_copy(x.device(), x.device(), out.nbytes());
+  return out;
+}
+
 Tensor clone(const Tensor& x) {
   check_defined("clone", x);
   Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device());
@@ -640,6 +655,7 @@ std::vector<Tensor> Tensor::chunk(std::int64_t chunks, int dim) const { return a
 Tensor Tensor::unsqueeze(int dim) const { return anvil::unsqueeze(*this, dim); }
 Tensor Tensor::flatten(int start_dim, int end_dim) const { return anvil::flatten(*this, start_dim, end_dim); }
 Tensor Tensor::contiguous() const { return anvil::contiguous(*this); }
+Tensor Tensor::contiguous(MemoryFormat format) const { return anvil::contiguous(*this, format); }
 Tensor Tensor::clone() const { return anvil::clone(*this); }
 
 }  // namespace anvil

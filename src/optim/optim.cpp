@@ -85,7 +85,8 @@ void flatten_state(std::vector<Tensor>& state, const std::vector<Tensor>& params
                    bool zero) {
   const Tensor& head = state[group.front()];
   const bool flat = std::all_of(group.begin(), group.end(), [&](std::size_t i) {
-    return state[i].defined() && head.defined() && state[i].shares_storage(head) && state[i].is_contiguous();
+    return state[i].defined() && head.defined() && state[i].shares_storage(head) &&
+           state[i].strides() == params[i].strides();
   });
   if (flat) return;
   std::int64_t total = 0;
@@ -94,7 +95,12 @@ void flatten_state(std::vector<Tensor>& state, const std::vector<Tensor>& params
   const Tensor all = zero ? zeros({total}, p0.device(), p0.dtype()) : empty({total}, p0.device(), p0.dtype());
   std::int64_t at = 0;
   for (std::size_t i : group) {
-    Tensor view = all.narrow(0, at, params[i].numel()).view(params[i].shape());
+    // In the parameter's own layout (a channels-last weight's state is too),
+    // which the flat kernels need (ops/optimizer_step.cpp).
+    const Tensor& p = params[i];
+    Tensor view = p.suggest_memory_format() == MemoryFormat::ChannelsLast
+                      ? all.as_strided(p.shape(), p.strides(), at)
+                      : all.narrow(0, at, p.numel()).view(p.shape());
     if (state[i].defined()) view.copy_(state[i]);
     state[i] = view;
     at += params[i].numel();

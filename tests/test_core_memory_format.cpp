@@ -1,0 +1,232 @@
+// Channels-last (issue 38 item 3), on every device: the memory format API as
+// PyTorch has it (contiguous(format), is_contiguous(format),
+// suggest_memory_format, Module::to(format)); elementwise ops, convolution
+// and pooling keep their input's layout; values, gradients, an SGD step with
+// momentum and a checkpoint are the same in both formats.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "anvil/nn/sequence.h"
+#include "device_test.h"
+
+namespace {
+
+using namespace anvil;
+constexpr auto CL = MemoryFormat::ChannelsLast;
+
+class MemoryFormatTest : public anvil::testing::DeviceTest {};
+
+std::map<std::string, Tensor> by_name(const std::vector<std::pair<std::string, Tensor>>& named) {
+  return {named.begin(), named.end()};
+}
+
+void expect_close(const Tensor& got, const Tensor& want, double tol = 1e-5) {
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_TRUE(got.cpu().to(f32).allclose(want.cpu().to(f32), tol, tol))
+      << "max |diff| " << (got.cpu().to(f32) - want.cpu().to(f32)).abs().max().item<float>();
+}
+
+TEST_P(MemoryFormatTest, ContiguousChannelsLastLaysOutNhwc) {
+  const Tensor x = randn({2, 3, 4, 5}, device());
+  const Tensor y = x.contiguous(CL);
+  EXPECT_EQ(y.strides(), Strides({60, 1, 15, 3}));
+  EXPECT_EQ(y.shape(), x.shape());
+  EXPECT_TRUE(y.equal(x));
+  EXPECT_TRUE(y.is_contiguous(CL));
+  EXPECT_FALSE(y.is_contiguous());
+  EXPECT_EQ(y.suggest_memory_format(), CL);
+  EXPECT_EQ(x.suggest_memory_format(), MemoryFormat::Contiguous);
+  EXPECT_TRUE(y.contiguous(CL).is_same(y));  // already laid out so: no copy
+  const Tensor back = y.contiguous();
+  EXPECT_TRUE(back.is_contiguous());
+  EXPECT_TRUE(back.equal(x));
+  // The memory order is NHWC: element (n, c, h, w) at n*HWC + h*WC + w*C + c.
+  const std::vector<float> v = x.permute({0, 2, 3, 1}).contiguous().to_vector<float>();
+  EXPECT_EQ(y.as_strided({y.numel()}, {1}, 0).to_vector<float>(), v);
+}
+
+TEST_P(MemoryFormatTest, SizeOneDimsMayTakeAnyStride) {
+  // One channel, or a 1x1 map: both layouts at once, and the suggestion stays
+  // Contiguous (PyTorch's rule).
+  for (const Shape& s : {Shape{2, 1, 3, 3}, Shape{2, 8, 1, 1}}) {
+    const Tensor x = randn(s, device());
+    EXPECT_TRUE(x.is_contiguous(CL)) << s;
+    EXPECT_TRUE(x.contiguous(CL).is_same(x)) << s;
+    EXPECT_EQ(x.suggest_memory_format(), MemoryFormat::Contiguous) << s;
+  }
+}
+
+TEST_P(MemoryFormatTest, BadFormatsAreTypedErrors) {
+  const Tensor x = randn({2, 3, 4}, device());
+  EXPECT_FALSE(x.is_contiguous(CL));
+  EXPECT_THROW(x.contiguous(CL), ShapeError);
+  EXPECT_THROW(x.contiguous(MemoryFormat::Preserve), ValueError);
+  EXPECT_THROW((void)x.is_contiguous(MemoryFormat::Preserve), ValueError);
+  try {
+    x.contiguous(CL);
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("4-d"), std::string::npos) << e.what();
+  }
+}
+
+TEST_P(MemoryFormatTest, ElementwiseOpsKeepTheLayout) {
+  const Tensor x = randn({2, 6, 5, 7}, device()), y = randn({2, 6, 5, 7}, device());
+  const Tensor bias = randn({6, 1, 1}, device());
+  const Tensor xc = x.contiguous(CL), yc = y.contiguous(CL);
+  const std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>> cases = {
+      {"relu", {relu(xc), relu(x)}},       {"exp", {xc.exp(), x.exp()}},
+      {"add", {xc + yc, x + y}},           {"residual add, second NCHW", {xc + y, x + y}},
+      {"bias", {xc + bias, x + bias}},     {"bias first", {bias + xc, bias + x}},
+      {"scalar", {xc * 2, x * 2}},         {"where", {where(xc > 0, xc, yc), where(x > 0, x, y)}},
+      {"to f16", {xc.to(f16), x.to(f16)}}, {"zeros_like", {zeros_like(xc), zeros_like(x)}},
+  };
+  for (const auto& [name, pair] : cases) {
+    EXPECT_EQ(pair.first.suggest_memory_format(), CL) << name;
+    EXPECT_TRUE(pair.first.equal(pair.second)) << name;
+  }
+  // The first operand of the output's shape decides, as in PyTorch.
+  EXPECT_EQ((x + yc).suggest_memory_format(), MemoryFormat::Contiguous);
+}
+
+TEST_P(MemoryFormatTest, ConvolutionAndPoolingKeepTheLayoutAndTheValues) {
+  manual_seed(3);
+  const Tensor x0 = randn({2, 8, 9, 9}, device()), w0 = randn({6, 8, 3, 3}, device()) * 0.2;
+  const Tensor b0 = randn({6}, device());
+  const auto run = [&](MemoryFormat f) {
+    Tensor x = x0.contiguous(f).detach().requires_grad_();
+    Tensor w = w0.contiguous(f).detach().requires_grad_(), b = b0.detach().requires_grad_();
+    const Tensor y = conv2d(x, w, b, {1, 1}, {1, 1});
+    const Tensor p = max_pool2d(relu(y), {2, 2}, {2, 2});
+    const Tensor a = avg_pool2d(y, {3, 3}, {2, 2});
+    (p.sum() + (a * a).sum()).backward();
+    return std::tuple{y, p, a, x.grad(), w.grad(), b.grad()};
+  };
+  const auto [y, p, a, gx, gw, gb] = run(MemoryFormat::Contiguous);
+  const auto [yc, pc, ac, gxc, gwc, gbc] = run(CL);
+  EXPECT_EQ(yc.suggest_memory_format(), CL);
+  EXPECT_EQ(pc.suggest_memory_format(), CL);
+  EXPECT_EQ(ac.suggest_memory_format(), CL);
+  EXPECT_EQ(y.suggest_memory_format(), MemoryFormat::Contiguous);
+  EXPECT_EQ(p.suggest_memory_format(), MemoryFormat::Contiguous);
+  expect_close(yc, y, 1e-4);
+  expect_close(pc, p, 1e-4);
+  expect_close(ac, a, 1e-4);
+  expect_close(gxc, gx, 1e-4);
+  expect_close(gwc, gw, 1e-4);
+  expect_close(gbc, gb, 1e-4);
+}
+
+std::shared_ptr<nn::Sequential> small_net() {
+  return std::make_shared<nn::Sequential>(nn::Conv2d(3, 8, 3, 1, 1), nn::BatchNorm2d(8), nn::ReLU(), nn::MaxPool2d(2),
+                                          nn::Conv2d(8, 8, 3), nn::ReLU(), nn::AdaptiveAvgPool2d({1, 1}), nn::Flatten(),
+                                          nn::Linear(8, 4));
+}
+
+TEST_P(MemoryFormatTest, ModuleToChannelsLastTrainsAsNchw) {
+  manual_seed(7);
+  auto nchw = small_net();
+  nchw->to(device());
+  auto cl = std::static_pointer_cast<nn::Sequential>(nchw->clone(device()));
+  cl->to(CL);
+  int relaid = 0;
+  for (const Tensor& p : cl->parameters())
+    if (p.dim() == 4) {
+      EXPECT_TRUE(p.is_contiguous(CL));
+      ++relaid;
+    }
+  EXPECT_EQ(relaid, 2);
+  const Tensor x = randn({4, 3, 10, 10}, device());
+  const Tensor target = randint(0, 4, {4}, device());
+  optim::SGD a(nchw->parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::SGD b(cl->parameters(), {.lr = 0.1, .momentum = 0.9});
+  for (int step = 0; step < 3; ++step) {
+    a.zero_grad();
+    b.zero_grad();
+    nn::cross_entropy((*nchw)(x), target).backward();
+    nn::cross_entropy((*cl)(x.contiguous(CL)), target).backward();
+    a.step();
+    b.step();
+  }
+  const auto pa = by_name(nchw->named_parameters()), pb = by_name(cl->named_parameters());
+  for (const auto& [name, t] : pa) {
+    expect_close(pb.at(name), t, 1e-4);
+    if (t.dim() == 4) {
+      EXPECT_TRUE(pb.at(name).is_contiguous(CL)) << name << " lost its layout in the step";
+    }
+  }
+  const auto sa = a.state_dict(), sb = b.state_dict();
+  for (const auto& [key, t] : sa) expect_close(sb.at(key), t, 1e-4);
+}
+
+TEST_P(MemoryFormatTest, ACheckpointLoadsIntoEitherFormat) {
+  manual_seed(11);
+  auto cl = small_net();
+  cl->to(device());
+  cl->to(CL);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("anvil_memory_format_" + device().str() + ".safetensors")).string();
+  cl->save(path);
+  auto nchw = small_net();
+  nchw->load(path, device());
+  std::filesystem::remove(path);
+  const auto pa = by_name(cl->named_parameters()), pb = by_name(nchw->named_parameters());
+  for (const auto& [name, t] : pa) EXPECT_TRUE(pb.at(name).equal(t)) << name;
+  nchw->to(CL);
+  cl->to(MemoryFormat::Contiguous);
+  for (const Tensor& p : cl->parameters()) EXPECT_TRUE(p.is_contiguous());
+}
+
+// The multi-tensor step walks each operand as one flat block: channels-last
+// parameters, their gradients and their state (laid out alike) still take
+// it, one launch (one parallel region on the CPU) after the first step, with
+// the values of the same step on NCHW parameters.
+TEST_P(MemoryFormatTest, OptimiserStepsChannelsLastParametersInOneLaunch) {
+  const Device d = device();
+  manual_seed(5);
+  const std::vector<Shape> shapes = {{8, 4, 3, 3}, {8}, {16, 8, 1, 3}, {4, 16, 2, 2}};
+  for (int which = 0; which < 2; ++which) {
+    std::vector<Tensor> nchw, cl, grads;
+    for (const Shape& s : shapes) {
+      const Tensor p = randn(s, d);
+      nchw.push_back(p.clone().requires_grad_());
+      cl.push_back((s.size() == 4 ? p.contiguous(CL) : p.clone()).requires_grad_());
+      grads.push_back(randn(s, d));
+    }
+    std::unique_ptr<optim::Optimizer> a, b;
+    if (which == 0) {
+      a = std::make_unique<optim::SGD>(nchw, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+      b = std::make_unique<optim::SGD>(cl, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    } else {
+      a = std::make_unique<optim::Adam>(nchw, optim::AdamOptions{.lr = 0.1});
+      b = std::make_unique<optim::Adam>(cl, optim::AdamOptions{.lr = 0.1});
+    }
+    for (int step = 0; step < 3; ++step) {
+      for (std::size_t i = 0; i < shapes.size(); ++i) {
+        nchw[i].set_grad(grads[i] * (step + 1));
+        cl[i].set_grad((cl[i].dim() == 4 ? grads[i].contiguous(CL) : grads[i]) * (step + 1));
+      }
+      a->step();
+      synchronize(d);
+      Ledger scope;
+      b->step();
+      synchronize(d);
+      if (step > 0) {
+        EXPECT_EQ(scope.report().launches(d), 1u) << "optimiser " << which << " step " << step;
+      }
+    }
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      expect_close(cl[i], nchw[i], 1e-5);
+      if (shapes[i].size() == 4) {
+        EXPECT_TRUE(cl[i].is_contiguous(CL));
+      }
+    }
+  }
+}
+
+ANVIL_INSTANTIATE_DEVICE_TEST(MemoryFormatTest);
+
+}  // namespace
