@@ -57,6 +57,17 @@ bool is_contiguous(const KernelOperand& o, const std::array<std::int64_t, 4>& sh
   return true;
 }
 
+// Whether operand `o` of `shape` [N, C, H, W] is channels-last: dense with
+// C fastest, then W, H, N (a dim of size 1 may have any stride).
+bool is_channels_last(const KernelOperand& o, const std::array<std::int64_t, 4>& shape) noexcept {
+  std::int64_t expect = 1;
+  for (const int i : {1, 3, 2, 0}) {
+    if (shape[i] != 1 && o.strides[i] != expect) return false;
+    expect *= shape[i];
+  }
+  return true;
+}
+
 struct ConvKey {
   std::array<std::int64_t, 32> v{};
   bool operator==(const ConvKey&) const = default;
@@ -106,6 +117,7 @@ ConvKey key_of(FusedOp which, const Conv2dArgs& a, bool tf32, bool benchmark) {
     *v++ = x;
   for (int i = 0; i < 4; ++i) *v++ = a.image.strides[i];
   for (int i = 0; i < 4; ++i) *v++ = a.out.strides[i];
+  for (int i = 0; i < 4; ++i) *v++ = a.weight.strides[i];
   return k;
 }
 
@@ -208,7 +220,12 @@ std::unique_ptr<ConvPlan> make_plan(Slot& s, const CudnnApi& api, cudnnHandle_t 
                                                             i32(g.ow), i32(ys[0]), i32(ys[1]), i32(ys[2]), i32(ys[3])));
   const std::int64_t o = a.out_channels;
   ANVIL_CUDNN_CHECK(label, api.cudnnSetTensor4dDescriptorEx(plan->b, t, 1, i32(o), 1, 1, i32(o), 1, 1, 1));
-  ANVIL_CUDNN_CHECK(label, api.cudnnSetFilter4dDescriptor(plan->w, t, CUDNN_TENSOR_NCHW, i32(o), i32(g.c / a.groups),
+  // conv2d_dnn passes an NCHW weight or, beside a channels-last image, a
+  // channels-last one (a 1x1 filter is both: NHWC then, as the image).
+  const std::array<std::int64_t, 4> wshape{o, g.c / a.groups, g.kh, g.kw};
+  const bool nhwc = is_channels_last(a.weight, wshape) && is_channels_last(a.image, {g.n, g.c, g.h, g.w});
+  const cudnnTensorFormat_t filter_format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  ANVIL_CUDNN_CHECK(label, api.cudnnSetFilter4dDescriptor(plan->w, t, filter_format, i32(o), i32(g.c / a.groups),
                                                           i32(g.kh), i32(g.kw)));
   // 16-bit data accumulates in f32 (PyTorch's choice).
   const cudnnDataType_t compute = a.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
@@ -381,19 +398,22 @@ void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArg
   // NOT_SUPPORTED for an NHWC filter beside NCHW activations (all three
   // directions), and for the weight gradient of a channels-last image beside
   // an NCHW output gradient; forward and data gradient took that image as
-  // it is. So the weight is always NCHW, and the weight gradient's operands
-  // all are.
+  // it is. So an NHWC filter goes to cuDNN only beside a channels-last image
+  // and output (PyTorch's channels_last path; not yet run on a GPU);
+  // otherwise the weight is NCHW, and the weight gradient's operands all are.
   detail::Conv2dArgs a = args;
   const std::array<std::int64_t, 4> wshape{a.out_channels, a.g.c / a.groups, a.g.kh, a.g.kw};
   const std::array<std::int64_t, 4> xshape{a.g.n, a.g.c, a.g.h, a.g.w};
   const std::array<std::int64_t, 4> yshape{a.g.n, a.out_channels, a.g.oh, a.g.ow};
   const bool weight_gradient = which == FusedOp::Conv2dBackwardWeight;
+  const bool all_nhwc =
+      is_channels_last(a.image, xshape) && is_channels_last(a.out, yshape) && is_channels_last(a.weight, wshape);
   std::unique_ptr<Scratch> wblock, xblock, yblock;
-  if (!is_contiguous(a.weight, wshape))
+  if (!all_nhwc && !is_contiguous(a.weight, wshape))
     a.weight = contiguous_block(s, args.weight, wshape, a.dtype, wblock, !weight_gradient);
-  if (weight_gradient && !is_contiguous(a.image, xshape))
+  if (!all_nhwc && weight_gradient && !is_contiguous(a.image, xshape))
     a.image = contiguous_block(s, args.image, xshape, a.dtype, xblock, true);
-  if (weight_gradient && !is_contiguous(a.out, yshape))
+  if (!all_nhwc && weight_gradient && !is_contiguous(a.out, yshape))
     a.out = contiguous_block(s, args.out, yshape, a.dtype, yblock, true);
   const ConvPointers p{at(a.image, a.dtype), at(a.weight, a.dtype), at(a.out, a.dtype),
                        a.has_bias && a.bias.data != nullptr ? at(a.bias, a.dtype) : nullptr};
