@@ -42,14 +42,16 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 class Config:
     """One model configuration: anvil's example with its flags beside
     torch_bench.py's model with the same sizes, each in its variants
-    (default, notf32, bf16)."""
+    (default, notf32, bf16, channels_last)."""
 
-    def __init__(self, key, label, example, anvil_args, torch_args, samples=0, bf16=False, lm=False, script=None):
+    def __init__(self, key, label, example, anvil_args, torch_args, samples=0, bf16=False, lm=False, script=None,
+                 channels_last=False):
         self.key, self.label, self.example = key, label, example
         self.script = script  # a Python example (REPO-relative) run instead of the C++ one
         self.anvil_args, self.torch_args = anvil_args, torch_args
         self.samples = samples  # training samples per epoch (to turn a rate into seconds)
         self.bf16, self.lm = bf16, lm
+        self.channels_last = channels_last  # a row more: the model and batches channels-last on both sides
 
 
 def fashion(model, train, test):
@@ -90,8 +92,8 @@ def configs(quick, device, corpus, has_lstm):
     CPU), cut where the whole command must fit 6 minutes; --quick: tiny."""
     rows = []
 
-    def add(key, label, example, args, samples=0, bf16=False, is_lm=False):
-        rows.append(Config(key, label, example, args[0], args[1], samples, bf16, is_lm))
+    def add(key, label, example, args, samples=0, bf16=False, is_lm=False, channels_last=False):
+        rows.append(Config(key, label, example, args[0], args[1], samples, bf16, is_lm, channels_last=channels_last))
 
     if device == "cuda":
         q = quick
@@ -106,9 +108,10 @@ def configs(quick, device, corpus, has_lstm):
         add("vit96", "ViT 96×96 (`vit --resize 96 --subset %d`)" % s, "vit", vit(s, 96), s)
         s, t = (512, 256) if q else (10240, 2048)
         add("resnet", "ResNet-18 28×28 (`resnet --resize 0 --train-subset %d`)" % s, "resnet", resnet(0, s, t), s,
-            bf16=True)
+            bf16=True, channels_last=True)
         s, t = (256, 256) if q else (2048, 1024)
-        add("resnet96", "ResNet-18 96×96 (`resnet --train-subset %d`)" % s, "resnet", resnet(96, s, t), s, bf16=True)
+        add("resnet96", "ResNet-18 96×96 (`resnet --train-subset %d`)" % s, "resnet", resnet(96, s, t), s, bf16=True,
+            channels_last=True)
         m = 20000 if q else -1
         add("gru", "GRU language model (`rnn_language_model`)", "rnn_language_model", lm("gru", m, corpus), is_lm=True)
         if has_lstm:
@@ -426,6 +429,7 @@ def detect_anvil(ctx):
     found = {"help": {e: bool(h) for e, h in helps.items()}}
     found["lstm"] = "--cell" in helps["rnn_language_model"]
     found["amp"] = {e: ("--amp" in h) for e, h in helps.items()}
+    found["channels_last"] = "--channels-last" in helps["resnet"]
     found["profile_flag"] = all("--profile" in h for h in helps.values() if h)
     found["tf32_off"] = anvil_tf32_off(ctx, helps)
     return found
@@ -469,6 +473,8 @@ def gpu_section(ctx, found, results):
             anvil[cfg.key]["notf32"] = run_anvil(ctx, cfg, "cuda", "notf32", tf32["env"], tf32["args"], cap)
         if cfg.bf16 and found["amp"].get(cfg.example):
             anvil[cfg.key]["bf16"] = run_anvil(ctx, cfg, "cuda", "bf16", {}, ["--amp", "bf16"], cap)
+        if cfg.channels_last and found["channels_last"]:
+            anvil[cfg.key]["channels_last"] = run_anvil(ctx, cfg, "cuda", "channels_last", {}, ["--channels-last"], cap)
         progress(ctx, "cuda", cfg, anvil[cfg.key], time.monotonic() - t0)
     # LeNet from Python (issue 40): the package in <bin>/python, built by
     # ./run gpu-pack for this machine's python3, beside the same PyTorch run.
@@ -481,8 +487,8 @@ def gpu_section(ctx, found, results):
         t0 = time.monotonic()
         anvil[python_row.key] = {"default": run_anvil(ctx, python_row, "cuda", "default", {}, [], cap)}
         progress(ctx, "cuda", python_row, anvil[python_row.key], time.monotonic() - t0)
-    jobs = [TorchJob(c.key, "cuda", c.torch_args, ["default", "notf32"] + (["bf16"] if c.bf16 else []), 120,
-                     ctx.epochs["cuda"]) for c in rows]
+    jobs = [TorchJob(c.key, "cuda", c.torch_args, ["default", "notf32"] + (["bf16"] if c.bf16 else []) +
+                     (["channels_last"] if c.channels_last else []), 120, ctx.epochs["cuda"]) for c in rows]
     torch = run_torch_jobs(ctx, "cuda", jobs)
     if python_row:
         rows.insert([c.key for c in rows].index("lenet") + 1, python_row)
@@ -643,13 +649,23 @@ def table(ctx, found, results, scaling, profiles):
               (r["label"], fmt_fig(a.get("bf16"), False, na), fmt_fig(t.get("bf16"), False),
                fmt_speed(speed(a.get("bf16"), t.get("bf16"), False)), fmt_quality(a.get("bf16"), t.get("bf16"),
                                                                                   False)))
+        for r in gpu:
+            if "channels_last" not in r["torch"]:
+                continue
+            a, t = r["anvil"], r["torch"]
+            na = None if "channels_last" in a else "n/a: `resnet` has no --channels-last flag"
+            w("| %s, channels-last | %s | — | %s | — | %s | — | %s | |" %
+              (r["label"], fmt_fig(a.get("channels_last"), False, na), fmt_fig(t.get("channels_last"), False),
+               fmt_speed(speed(a.get("channels_last"), t.get("channels_last"), False)),
+               fmt_quality(a.get("channels_last"), t.get("channels_last"), False)))
         w("")
         if ctx.cudnn:
             w("anvil-smi: %s" % ctx.cudnn)
             w("")
         w("TF32 off: PyTorch with `torch.backends.cudnn.allow_tf32 = False` and "
           "`torch.backends.cuda.matmul.allow_tf32 = False`; anvil %s. bf16 rows: the forward pass under autocast "
-          "(PyTorch: `torch.autocast(\"cuda\", dtype=torch.bfloat16)`)." %
+          "(PyTorch: `torch.autocast(\"cuda\", dtype=torch.bfloat16)`). channels-last rows: the model and each batch "
+          "NHWC in memory (anvil: `resnet --channels-last`; PyTorch: `torch.channels_last`)." %
           ("with `%s`" % tf32["how"] if tf32 else "n/a (this build has no TF32 switch)"))
         w("")
     cpu = [r for r in results if r["section"] == "cpu"]

@@ -8,7 +8,8 @@ JSON line per variant (and a first line describing the machine):
 
 Variants: default (PyTorch's defaults), notf32 (TF32 off in cuDNN and in
 matmul), bf16 (the forward pass under torch.autocast(dtype=torch.bfloat16)),
-threads=N (torch.set_num_threads(N), for the CPU scaling curve). Every
+channels_last (ResNet-18 and its batches in torch.channels_last), threads=N
+(torch.set_num_threads(N), for the CPU scaling curve). Every
 variant starts from a fresh model seeded by --seed; its first epoch is the
 warm-up the driver leaves out.
 
@@ -75,12 +76,15 @@ def set_tf32(enabled):
 def run_variant(args, variant, device, data):
     amp = None
     flags = set_tf32(variant != "notf32") if device.type == "cuda" else {}
+    channels_last = variant == "channels_last"
     if variant == "bf16":
         amp = torch.bfloat16
     elif variant.startswith("threads="):
         torch.set_num_threads(int(variant.split("=", 1)[1]))
-    elif variant not in ("default", "notf32"):
-        raise ValueError("unknown variant '%s'; expected default, notf32, bf16 or threads=N" % variant)
+    elif variant not in ("default", "notf32", "channels_last"):
+        raise ValueError("unknown variant '%s'; expected default, notf32, bf16, channels_last or threads=N" % variant)
+    if channels_last and args.model != "resnet":
+        raise ValueError("the channels_last variant is ResNet-18's only")
     epochs = []
 
     def on_epoch(epoch, seconds, metrics):
@@ -109,6 +113,10 @@ def run_variant(args, variant, device, data):
             d2l.fit_vit(net, opt, train, test, device, args.epochs, 128, prepare, amp, on_epoch)
         elif m == "resnet":
             net = d2l.resnet18().to(device)
+            if channels_last:  # the model and each batch NHWC in memory (torch.channels_last)
+                net = net.to(memory_format=torch.channels_last)
+                resize_to = prepare
+                prepare = lambda x: resize_to(x).contiguous(memory_format=torch.channels_last)
             opt = torch.optim.SGD(net.parameters(), lr=0.05)
             d2l.fit(net, opt, train, test, device, args.epochs, 256, 256, prepare, amp, on_epoch)
         else:
