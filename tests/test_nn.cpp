@@ -228,6 +228,105 @@ TEST_P(NN, FusedBatchNormMatchesComposite) {
   EXPECT_TRUE(allclose(w.grad(), zeros({3}, d), 1e-5, 1e-4));
 }
 
+// batch_norm's fused epilogue (issue 38 item 4): relu?(bn(x) + residual?)
+// in one call agrees with the unfused composition of batch_norm, add and
+// relu, in value, running statistics and every gradient (x, weight, bias,
+// residual), in training and evaluation, every floating dtype, the one-pass
+// and the split (ANVIL_NO_FUSED unset, ANVIL_NORM_PARTS=3) kernels and the
+// composite (ANVIL_NO_FUSED=1). Both round bn(x) to the dtype before the add
+// and share the batch-norm arithmetic, so they should agree to rounding.
+TEST_P(NN, FusedBatchNormEpilogueMatchesUnfusedComposition) {
+  const Device d = device();
+  for (const char* parts : {static_cast<const char*>(nullptr), "3"}) {
+    EnvGuard split("ANVIL_NORM_PARTS", parts);
+    for (const DType t : {f32, f64, f16, bf16}) {
+      if (t == f64 && !properties(d).fp64) continue;
+      const DType pt = is_half(t) ? f32 : t;
+      for (const Shape& shape : {Shape{8, 5, 30}, Shape{2, 3, 1100}, Shape{6, 4}, Shape{3, 2, 5, 7}}) {
+        for (const bool training : {true, false}) {
+          for (const bool with_residual : {true, false}) {
+            for (const bool relu : {true, false}) {
+              if (!with_residual && !relu) continue;  // FusedBatchNormMatchesComposite's case
+              SCOPED_TRACE(::testing::Message() << t << " " << shape << (training ? " training" : " evaluation")
+                                                << (with_residual ? " residual" : "") << (relu ? " relu" : "")
+                                                << (parts ? " in 3 parts" : ""));
+              manual_seed(12);
+              const std::int64_t c = shape[1];
+              const Tensor x0 = randn(shape, d, t) * 3.0 + 1.5, r0 = randn(shape, d, t) * 2.0;
+              const Tensor w0 = randn({c}, d, pt), b0 = randn({c}, d, pt), g = randn(shape, d, t);
+              const Tensor rm0 = randn({c}, d, pt), rv0 = rand({c}, d, pt) + 0.5;
+              const Activation act = relu ? Activation::ReLU : Activation::None;
+              // 0: one fused call; 1: batch_norm, then add and relu as ops;
+              // 2: one call on the composite path (ANVIL_NO_FUSED=1).
+              const auto run = [&](int how) {
+                EnvGuard env("ANVIL_NO_FUSED", how == 2 ? "1" : nullptr);
+                Tensor x = x0.clone().requires_grad_(), r = r0.clone().requires_grad_();
+                Tensor w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+                Tensor rm = rm0.clone(), rv = rv0.clone();
+                const Tensor res = with_residual ? r : Tensor{};
+                Tensor y;
+                if (how == 1) {
+                  y = batch_norm(x, rm, rv, w, b, training, 0.3);
+                  if (with_residual) y = y + r;
+                  if (relu) y = anvil::relu(y);
+                } else {
+                  y = batch_norm(x, rm, rv, w, b, training, 0.3, 1e-5, res, act);
+                }
+                y.backward(g);
+                return std::vector<Tensor>{
+                    y.detach(), rm, rv, x.grad(), w.grad(), b.grad(), with_residual ? r.grad() : Tensor{}};
+              };
+              const auto fused = run(0), unfused = run(1), composite = run(2);
+              const double tol = t == f32 ? 2e-4 : t == f64 ? 1e-10 : t == f16 ? 1e-2 : 4e-2;
+              const char* names[] = {"output",      "running_mean", "running_var",  "x.grad",
+                                     "weight.grad", "bias.grad",    "residual.grad"};
+              for (std::size_t i = 0; i < fused.size(); ++i) {
+                if (!unfused[i].defined()) continue;
+                ASSERT_TRUE(fused[i].defined()) << names[i];
+                ASSERT_TRUE(composite[i].defined()) << names[i];
+                // Against the unfused ops on the same kernels: to rounding
+                // (the sums the same, so far tighter than the tolerance).
+                EXPECT_TRUE(allclose(fused[i], unfused[i], tol / 10, tol / 10)) << names[i] << " against unfused";
+                EXPECT_TRUE(allclose(composite[i], unfused[i], tol, tol)) << names[i] << " composite";
+              }
+              if (relu) {
+                EXPECT_EQ(lt(fused[0], 0.0).sum().item<double>(), 0.0);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // Only the residual wants a gradient: the masked grad alone.
+  const Tensor x = randn({4, 3, 10}, d), r = randn({4, 3, 10}, d).requires_grad_();
+  const Tensor y = batch_norm(x, {}, {}, {}, {}, true, 0.1, 1e-5, r, Activation::ReLU);
+  y.sum().backward();
+  EXPECT_TRUE(equal(r.grad(), gt(y.detach(), 0.0).to(f32)));
+}
+
+// The fused epilogue's bad input: a typed error naming batch_norm.
+TEST_P(NN, FusedBatchNormEpilogueRejectsBadResidual) {
+  const Device d = device();
+  const Tensor x = randn({4, 3, 5}, d);
+  const auto message_of = [&](const Tensor& r) {
+    try {
+      batch_norm(x, {}, {}, {}, {}, true, 0.1, 1e-5, r, Activation::ReLU);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THROW(batch_norm(x, {}, {}, {}, {}, true, 0.1, 1e-5, randn({4, 3, 6}, d)), ShapeError);
+  EXPECT_THROW(batch_norm(x, {}, {}, {}, {}, true, 0.1, 1e-5, randn({4, 3, 5}, d, f64)), DTypeError);
+  EXPECT_NE(message_of(randn({4, 3, 6}, d)).find("batch_norm: residual must have the input's shape"),
+            std::string::npos);
+  if (d.type() != DeviceType::CPU) {
+    EXPECT_THROW(batch_norm(x, {}, {}, {}, {}, true, 0.1, 1e-5, randn({4, 3, 5}), Activation::ReLU), DeviceMismatch);
+  }
+  EXPECT_THROW(batch_norm(x, {}, {}, {}, {}, true, 0.1, 1e-5, {}, static_cast<Activation>(7)), ValueError);
+}
+
 namespace {
 std::vector<double> host_f64(const Tensor& t) {
   const Tensor h = t.to(cpu()).to(f64).contiguous();

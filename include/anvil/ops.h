@@ -434,6 +434,8 @@ Tensor embedding(const Tensor& indices, const Tensor& weight);
 // f32. Like batch_norm, its gradient is one rule.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
+// What batch_norm's fused epilogue applies last (None: nothing).
+enum class Activation : std::uint8_t { None, ReLU };
 // torch.nn.functional.batch_norm over x [N, C, ...]: (x - mean) /
 // sqrt(var + eps) * weight + bias per channel. Training: mean and the biased
 // variance of this batch over every dim but C, and running_mean and
@@ -444,8 +446,18 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // Its gradient is one rule (two reductions and three elementwise passes),
 // not the chain of the composite; in f32 and f64 the forward and the
 // gradient are each one pass over the channels (Note [Fused batch norm]).
+//
+// Fused epilogue (no torch counterpart): with `residual` (x's shape, dtype
+// and device) and/or `activation`, the result is act(bn(x) + residual),
+// PyTorch's relu(bn(x) + r) of a ResNet block, in the same launch as the
+// normalisation, and the gradient's ReLU mask (from the saved output: y > 0)
+// folds into batch norm's backward, which also writes the residual's
+// gradient. Values and gradients equal the unfused composition's within
+// rounding; training and evaluation alike.
+//   y = anvil::batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5, shortcut, anvil::Activation::ReLU);
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
-                  const Tensor& bias = {}, bool training = false, double momentum = 0.1, double eps = 1e-5);
+                  const Tensor& bias = {}, bool training = false, double momentum = 0.1, double eps = 1e-5,
+                  const Tensor& residual = {}, Activation activation = Activation::None);
 // softmax(q k^T / sqrt(E) masked) over q [..., L, E], k [..., S, E] with
 // v [..., S, Ev] -> [..., L, Ev] (torch scaled_dot_product_attention, PyTorch
 // 2.x semantics; no dropout: apply it to attention_weights yourself).

@@ -204,14 +204,19 @@ void record_batch_norm(const Tensor& out, const Tensor& x, const Tensor& weight,
 // batch_norm_backward returns the input gradient (when want_input), the
 // per-channel sum S(g) (the bias's gradient) and, when want_weight, the
 // weight's S(g * (x - mean)) * invstd, in one launch; nothing it returns is
-// recorded.
+// recorded. The fused epilogue: out = relu?(bn(x) + residual?); with relu,
+// batch_norm_backward is given the output (relu_output) and masks grad by it
+// (y <= 0: 0) in that launch, which also writes the residual's gradient, the
+// masked grad (when want_residual); without relu that gradient is grad.
 void record_batch_norm_fused(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                             const Tensor& mean, const Tensor& invstd, bool training);
+                             const Tensor& mean, const Tensor& invstd, bool training, const Tensor& residual = {},
+                             bool relu = false);
 struct BatchNormGrads {
-  Tensor input, sum_g, weight;
+  Tensor input, sum_g, weight, residual;
 };
 BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                   const Tensor& weight, bool training, bool want_input, bool want_weight);
+                                   const Tensor& weight, bool training, bool want_input, bool want_weight,
+                                   const Tensor& relu_output = {}, bool want_residual = false);
 
 // layer_norm's rule: xhat = (x - mean) * invstd over the k trailing dims
 // (the shape weight and bias have when defined), invstd with them kept as 1.

@@ -115,15 +115,25 @@ void record_batch_norm(const Tensor& out, const Tensor& x, const Tensor& weight,
 
 // The same gradient from the backend's fused kernel (Note [Fused batch
 // norm]): both sums and dx in one pass over the channels.
+// With the fused epilogue the node is relu(bn(x) + residual)'s: ReLU's
+// mask comes from the saved output, and the residual's gradient is the
+// masked grad from the same launch (grad itself without ReLU).
 void record_batch_norm_fused(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                             const Tensor& mean, const Tensor& invstd, bool training) {
-  if (!should_record({&x, &weight, &bias})) return;
+                             const Tensor& mean, const Tensor& invstd, bool training, const Tensor& residual,
+                             bool relu) {
+  if (!should_record({&x, &weight, &bias, &residual})) return;
   const Tensor sx = saved(x), smean = saved(mean), sinv = saved(invstd),
-               sw = weight.defined() ? saved(weight) : Tensor{};
-  record("NativeBatchNormBackward", out, {&x, &weight, &bias},
-         [sx, smean, sinv, sw, training](const Tensor& grad, const std::vector<bool>& n) {
-           const BatchNormGrads g = batch_norm_backward(grad, sx, smean, sinv, sw, training, n[0], n[1]);
-           return Grads{g.input, g.weight, n[2] ? g.sum_g : Tensor{}};
+               sw = weight.defined() ? saved(weight) : Tensor{}, sy = relu ? saved(out) : Tensor{};
+  const bool has_residual = residual.defined();
+  record(relu || has_residual ? "NativeBatchNormAddReluBackward" : "NativeBatchNormBackward", out,
+         {&x, &weight, &bias, &residual},
+         [sx, smean, sinv, sw, sy, training, has_residual](const Tensor& grad, const std::vector<bool>& n) {
+           const bool want_residual = has_residual && n[3];
+           const BatchNormGrads g =
+               batch_norm_backward(grad, sx, smean, sinv, sw, training, n[0], n[1], sy, want_residual);
+           Tensor gr;
+           if (want_residual) gr = sy.defined() ? g.residual : grad;
+           return Grads{g.input, g.weight, n[2] ? g.sum_g : Tensor{}, gr};
          });
 }
 

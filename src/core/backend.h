@@ -399,6 +399,10 @@ struct Conv2dArgs {
 //                      a * (g - S(g) / n - (x - mean) * invstd^2 * S(g * (x - mean)) / n)
 //                      in training (n = N * S), a * g in evaluation
 //                      (Note [Batch norm's gradient]).
+//   Fused epilogue     forward: y = relu?(y + residual?) as y is stored;
+//                      backward: with relu, g is first masked where the
+//                      forward's y (read) is <= 0, and grad_residual (when
+//                      given) receives the masked g.
 struct BatchNormArgs {
   DType dtype = DType::F32;  // x, y, grad and grad_x
   std::int64_t n = 0, c = 0, s = 0;
@@ -408,6 +412,9 @@ struct BatchNormArgs {
   KernelOperand x, y, mean, var, invstd, weight, bias;      // var: training's forward only
   KernelOperand running_mean, running_var;                  // training's forward only
   KernelOperand grad, grad_x, sum_g, sum_gxc, grad_weight;  // the backward
+  KernelOperand residual;                                   // forward: added before the activation
+  KernelOperand grad_residual;                              // backward: the masked g (relu only)
+  bool relu = false;                                        // forward: applied; backward: y read as the mask
   DType param_dtype() const noexcept { return is_half(dtype) ? DType::F32 : dtype; }
 };
 

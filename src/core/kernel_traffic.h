@@ -106,11 +106,14 @@ inline Traffic traffic(const BatchNormArgs& a, bool backward) noexcept {
     return b;
   };
   if (backward)
-    return {dense_bytes(a.grad, n) + dense_bytes(a.x, n) + per_channel({&a.mean, &a.invstd, &a.weight}),
-            dense_bytes(a.grad_x, n) + per_channel({&a.sum_g, &a.sum_gxc, &a.grad_weight})};
+    return {dense_bytes(a.grad, n) + dense_bytes(a.x, n) + dense_bytes(a.y, n) +
+                per_channel({&a.mean, &a.invstd, &a.weight}),
+            dense_bytes(a.grad_x, n) + dense_bytes(a.grad_residual, n) +
+                per_channel({&a.sum_g, &a.sum_gxc, &a.grad_weight})};
   const std::uint64_t stats = per_channel({&a.mean, &a.invstd}) + (a.training ? per_channel({&a.var}) : 0),
                       running = a.training ? per_channel({&a.running_mean, &a.running_var}) : 0;
-  return {dense_bytes(a.x, n) + per_channel({&a.weight, &a.bias}) + (a.training ? 0 : stats) + running,
+  return {dense_bytes(a.x, n) + dense_bytes(a.residual, n) + per_channel({&a.weight, &a.bias}) +
+              (a.training ? 0 : stats) + running,
           dense_bytes(a.y, n) + (a.training ? stats : 0) + running};
 }
 inline Traffic traffic(const InterpolateArgs& a, bool backward) noexcept {

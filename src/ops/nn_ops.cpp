@@ -492,8 +492,10 @@ detail::BatchNormArgs batch_norm_args(const Tensor& x, bool training) {
 }
 
 Tensor batch_norm_fused(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                        const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps) {
+                        const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
+                        const Tensor& residual_in, bool relu) {
   const Tensor x = input.contiguous();
+  const Tensor residual = residual_in.defined() ? residual_in.contiguous() : Tensor{};
   const std::int64_t c = x.size(1);
   detail::BatchNormArgs a = batch_norm_args(x, training);
   a.eps = eps;
@@ -520,9 +522,11 @@ Tensor batch_norm_fused(const Tensor& input, const Tensor& running_mean, const T
     a.x = operand(x), a.y = operand(out), a.mean = operand(mean), a.invstd = operand(invstd);
     if (w.defined()) a.weight = operand(w);
     if (b.defined()) a.bias = operand(b);
+    if (residual.defined()) a.residual = operand(residual);
+    a.relu = relu;
     detail::dispatch::batch_norm(x.device(), a);
   }
-  detail::record_batch_norm_fused(out, x, weight, bias, mean, invstd, training);
+  detail::record_batch_norm_fused(out, x, weight, bias, mean, invstd, training, residual, relu);
   return out;
 }
 
@@ -531,7 +535,8 @@ Tensor batch_norm_fused(const Tensor& input, const Tensor& running_mean, const T
 namespace detail {
 
 BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                   const Tensor& weight, bool training, bool want_input, bool want_weight) {
+                                   const Tensor& weight, bool training, bool want_input, bool want_weight,
+                                   const Tensor& relu_output, bool want_residual) {
   ANVIL_PROFILE_OP("batch_norm_backward", &grad, &x);
   const Tensor g = grad.to(x.dtype()).contiguous(), w = weight.defined() ? weight.contiguous() : Tensor{};
   BatchNormArgs a = batch_norm_args(x, training);
@@ -545,6 +550,15 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
     out.input = make_empty(x.shape(), x.dtype(), x.device());
     a.grad_x = operand(out.input);
   }
+  const Tensor y = relu_output.defined() ? relu_output.contiguous() : Tensor{};
+  if (y.defined()) {
+    a.relu = true;
+    a.y = operand(y);
+    if (want_residual) {
+      out.residual = make_empty(x.shape(), x.dtype(), x.device());
+      a.grad_residual = operand(out.residual);
+    }
+  }
   a.grad = operand(g), a.x = operand(x), a.mean = operand(mean), a.invstd = operand(invstd);
   a.sum_g = operand(out.sum_g);
   if (w.defined()) a.weight = operand(w);
@@ -555,7 +569,8 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
 }  // namespace detail
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+                  const Tensor& bias, bool training, double momentum, double eps, const Tensor& residual,
+                  Activation activation) {
   ANVIL_PROFILE_OP("batch_norm", &x);
   detail::check_defined("batch_norm", x);
   // Not on an autocast list, as in PyTorch: a 16-bit input stays 16-bit
@@ -575,13 +590,23 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     ANVIL_CHECK(t->shape() == Shape{c}, ShapeError, "batch_norm: ", name, " must be [C] for an input of ", c,
                 " channels; expected [", c, "], got ", t->shape());
   }
+  if (residual.defined()) {
+    ANVIL_CHECK(residual.shape() == x.shape(), ShapeError,
+                "batch_norm: residual must have the input's shape; expected ", x.shape(), ", got ", residual.shape());
+    ANVIL_CHECK(residual.dtype() == x.dtype(), DTypeError,
+                "batch_norm: residual must have the input's dtype; expected ", x.dtype(), ", got ", residual.dtype());
+    on_device.push_back(residual);
+  }
+  ANVIL_CHECK(activation == Activation::None || activation == Activation::ReLU, ValueError,
+              "batch_norm: unknown activation; expected None or ReLU, got ", static_cast<int>(activation));
+  const bool relu = activation == Activation::ReLU;
   detail::check_same_device("batch_norm", on_device);
   ANVIL_CHECK(training || (running_mean.defined() && running_var.defined()), ValueError,
               "batch_norm: evaluation normalises with the running statistics; expected running_mean and running_var, "
               "got ",
               running_mean.defined() ? "no running_var" : "no running_mean");
   if (fused_batch_norm_applies(x, {&running_mean, &running_var, &weight, &bias}))
-    return batch_norm_fused(x, running_mean, running_var, weight, bias, training, momentum, eps);
+    return batch_norm_fused(x, running_mean, running_var, weight, bias, training, momentum, eps, residual, relu);
   std::vector<std::int64_t> dims{0};
   for (int i = 2; i < x.dim(); ++i) dims.push_back(i);
   Shape per_channel_shape = Shape::filled(x.dim(), 1);
@@ -610,6 +635,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     out = y.to(x.dtype());
   }
   detail::record_batch_norm(out, x, weight, bias, xc, invstd, training);
+  // The composite's epilogue: the unfused ops, recorded as they are.
+  if (residual.defined()) out = out + residual;
+  if (relu) out = anvil::relu(out);
   return out;
 }
 

@@ -465,11 +465,13 @@ int norm_parts(Q& q, const detail::BatchNormArgs& a, std::size_t local) {
 }
 
 // The flags of norm.kern: 1 training, 2 weight, 4 bias, 8 grad_x, 16
-// running_mean, 32 running_var, 64 var, 128 sum_gxc, 256 grad_weight.
+// running_mean, 32 running_var, 64 var, 128 sum_gxc, 256 grad_weight, 512
+// residual, 1024 relu, 2048 grad_residual.
 inline std::int32_t norm_flags(const detail::BatchNormArgs& a) {
   return (a.training ? 1 : 0) | (a.weight.data ? 2 : 0) | (a.bias.data ? 4 : 0) | (a.grad_x.data ? 8 : 0) |
          (a.running_mean.data ? 16 : 0) | (a.running_var.data ? 32 : 0) | (a.var.data ? 64 : 0) |
-         (a.sum_gxc.data ? 128 : 0) | (a.grad_weight.data ? 256 : 0);
+         (a.sum_gxc.data ? 128 : 0) | (a.grad_weight.data ? 256 : 0) | (a.residual.data ? 512 : 0) |
+         (a.relu ? 1024 : 0) | (a.grad_residual.data ? 2048 : 0);
 }
 
 // Either kernel of norm.kern: its operands (each a buffer and an offset;
@@ -510,19 +512,23 @@ void launch_norm(Q& q, const detail::BatchNormArgs& a, bool backward,
   run(request);
 }
 
-// var is null in evaluation, and unread there; so are absent weight and bias.
+// var is null in evaluation, and unread there; so are absent weight, bias
+// and residual.
 template <class Q>
 void batch_norm(Q& q, const detail::BatchNormArgs& a) {
-  launch_norm(q, a, false,
-              {&a.y, &a.x, &a.mean, &a.var, &a.invstd, &a.weight, &a.bias, &a.running_mean, &a.running_var},
-              "batch_norm");
+  launch_norm(
+      q, a, false,
+      {&a.y, &a.x, &a.mean, &a.var, &a.invstd, &a.weight, &a.bias, &a.running_mean, &a.running_var, &a.residual},
+      "batch_norm");
 }
 
-// grad_x is null when the input's gradient is not wanted.
+// grad_x is null when the input's gradient is not wanted; y (the forward's
+// output, ReLU's mask) is read with relu only, grad_residual written when given.
 template <class Q>
 void batch_norm_backward(Q& q, const detail::BatchNormArgs& a) {
   launch_norm(q, a, true,
-              {&a.grad_x, &a.grad, &a.x, &a.mean, &a.invstd, &a.weight, &a.sum_g, &a.sum_gxc, &a.grad_weight},
+              {&a.grad_x, &a.grad, &a.x, &a.mean, &a.invstd, &a.weight, &a.sum_g, &a.sum_gxc, &a.grad_weight, &a.y,
+               &a.grad_residual},
               "batch_norm_backward");
 }
 

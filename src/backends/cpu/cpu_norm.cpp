@@ -4,7 +4,9 @@
 // cache (a channel of ResNet-18's widest layer, [32, 64, 28, 28], is 98 KiB)
 // for its output, and no per-channel partial results cross threads.
 // f16 and bf16 inputs (T) compute in f32 (P), the type of every per-channel
-// operand, and round once per element stored.
+// operand, and round once per element stored. The fused epilogue (residual
+// add, ReLU) happens in the output's loop, and ReLU's gradient mask (y <= 0:
+// 0) in the backward's sums and its output loop, as in norm.kern.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -83,17 +85,27 @@ double sum_or_squares(const T* __restrict x, const ChannelRows& r, const P* m) {
   return total;
 }
 
-template <typename T, typename P>
-std::array<double, 2> gradient_sums(const T* __restrict g, const T* __restrict x, const ChannelRows& r, P mean) {
+// g masked by ReLU's gradient where kMask: 0 where the forward's y <= 0
+// (scalar.h's relu_backward, so a NaN y passes g).
+template <bool kMask, typename T, typename P>
+inline P masked(const T* __restrict g, const T* __restrict y, std::int64_t j) {
+  if constexpr (kMask) return static_cast<P>(y[j]) <= P(0) ? P(0) : static_cast<P>(g[j]);
+  return static_cast<P>(g[j]);
+}
+
+template <bool kMask, typename T, typename P>
+std::array<double, 2> gradient_sums(const T* __restrict g, const T* __restrict x, const T* __restrict y,
+                                    const ChannelRows& r, P mean) {
   std::array<double, 2> total{};
   if (r.s < kShortRow) {
     double pg[kShortRow] = {}, pgx[kShortRow] = {};
     for (std::int64_t i = 0; i < r.n; ++i) {
       const T* __restrict grow = g + r.row(i);
       const T* __restrict xrow = x + r.row(i);
+      const T* __restrict yrow = kMask ? y + r.row(i) : nullptr;
 #pragma omp simd
       for (std::int64_t j = 0; j < r.s; ++j) {
-        const P gj = static_cast<P>(grow[j]);
+        const P gj = masked<kMask, T, P>(grow, yrow, j);
         pg[j] += static_cast<double>(gj);
         pgx[j] += static_cast<double>(gj * (static_cast<P>(xrow[j]) - mean));
       }
@@ -104,12 +116,13 @@ std::array<double, 2> gradient_sums(const T* __restrict g, const T* __restrict x
   for (std::int64_t i = 0; i < r.n; ++i) {
     const T* __restrict grow = g + r.row(i);
     const T* __restrict xrow = x + r.row(i);
+    const T* __restrict yrow = kMask ? y + r.row(i) : nullptr;
     for (std::int64_t j0 = 0; j0 < r.s; j0 += kBlock) {
       const std::int64_t j1 = std::min(r.s, j0 + kBlock);
       P sg = 0, sgx = 0;
 #pragma omp simd reduction(+ : sg, sgx)
       for (std::int64_t j = j0; j < j1; ++j) {
-        const P gj = static_cast<P>(grow[j]);
+        const P gj = masked<kMask, T, P>(grow, yrow, j);
         sg += gj;
         sgx += gj * (static_cast<P>(xrow[j]) - mean);
       }
@@ -120,19 +133,32 @@ std::array<double, 2> gradient_sums(const T* __restrict g, const T* __restrict x
   return total;
 }
 
-template <typename T, typename P>
-void row_affine(T* __restrict y, const T* __restrict x, std::int64_t s, P a, P b) {
+// y = relu?(x * a + b + r?) over one row (kResidual: r read).
+template <bool kResidual, bool kRelu, typename T, typename P>
+void row_affine(T* __restrict y, const T* __restrict x, const T* __restrict r, std::int64_t s, P a, P b) {
 #pragma omp simd
-  for (std::int64_t i = 0; i < s; ++i) y[i] = static_cast<T>(static_cast<P>(x[i]) * a + b);
+  for (std::int64_t i = 0; i < s; ++i) {
+    P v = static_cast<P>(x[i]) * a + b;
+    // bn(x) rounded to T first, as the unfused ops store it (norm.kern too).
+    if constexpr (kResidual) v = static_cast<P>(static_cast<T>(v)) + static_cast<P>(r[i]);
+    if constexpr (kRelu) v = v < P(0) ? P(0) : v;
+    y[i] = static_cast<T>(v);
+  }
 }
 
-// dx = g * a - (x - mean) * k - c over one row.
-template <typename T, typename P>
-void row_input_gradient(T* __restrict dx, const T* __restrict g, const T* __restrict x, std::int64_t s, P mean, P a,
-                        P k, P c) {
+// dx = g * a - (x - mean) * k - c over one row, g masked where kMask; dr
+// (when not null) receives the masked g, dx likewise.
+template <bool kMask, typename T, typename P>
+void row_input_gradient(T* __restrict dx, T* __restrict dr, const T* __restrict g, const T* __restrict x,
+                        const T* __restrict y, std::int64_t s, P mean, P a, P k, P c) {
+  if (dr != nullptr) {
+#pragma omp simd
+    for (std::int64_t i = 0; i < s; ++i) dr[i] = static_cast<T>(masked<kMask, T, P>(g, y, i));
+  }
+  if (dx == nullptr) return;
 #pragma omp simd
   for (std::int64_t i = 0; i < s; ++i)
-    dx[i] = static_cast<T>(static_cast<P>(g[i]) * a - (static_cast<P>(x[i]) - mean) * k - c);
+    dx[i] = static_cast<T>(masked<kMask, T, P>(g, y, i) * a - (static_cast<P>(x[i]) - mean) * k - c);
 }
 
 // Channels per thread: a channel of N * S elements costs about three
@@ -146,6 +172,7 @@ template <typename T, typename P>
 void batch_norm_typed(const BatchNormArgs& a) {
   const T* x = elements<const T>(a.x);
   T* y = elements<T>(a.y);
+  const T* residual = elements<const T>(a.residual);
   P* mean = elements<P>(a.mean);
   P* var = elements<P>(a.var);
   P* invstd = elements<P>(a.invstd);
@@ -178,15 +205,27 @@ void batch_norm_typed(const BatchNormArgs& a) {
       }
       const P scale = weight ? inv * weight[ch] : inv;
       const P shift = (bias ? bias[ch] : P(0)) - m * scale;
-      for (std::int64_t i = 0; i < n; ++i) row_affine(y + rows.row(i), x + rows.row(i), s, scale, shift);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t row = rows.row(i);
+        if (residual != nullptr && a.relu)
+          row_affine<true, true>(y + row, x + row, residual + row, s, scale, shift);
+        else if (residual != nullptr)
+          row_affine<true, false>(y + row, x + row, residual + row, s, scale, shift);
+        else if (a.relu)
+          row_affine<false, true>(y + row, x + row, x + row, s, scale, shift);
+        else
+          row_affine<false, false>(y + row, x + row, x + row, s, scale, shift);
+      }
     }
   });
 }
 
-template <typename T, typename P>
+template <bool kMask, typename T, typename P>
 void batch_norm_backward_typed(const BatchNormArgs& a) {
   const T* g = elements<const T>(a.grad);
   const T* x = elements<const T>(a.x);
+  const T* y = elements<const T>(a.y);
+  T* dr = elements<T>(a.grad_residual);
   const P* mean = elements<const P>(a.mean);
   const P* invstd = elements<const P>(a.invstd);
   const P* weight = elements<const P>(a.weight);
@@ -200,11 +239,11 @@ void batch_norm_backward_typed(const BatchNormArgs& a) {
     for (std::int64_t ch = begin; ch < end; ++ch) {
       const ChannelRows rows{n, c, ch, s};
       const P m = mean[ch], inv = invstd[ch];
-      const auto sums = gradient_sums<T, P>(g, x, rows, m);
+      const auto sums = gradient_sums<kMask, T, P>(g, x, y, rows, m);
       sum_g[ch] = static_cast<P>(sums[0]);
       if (sum_gxc) sum_gxc[ch] = static_cast<P>(sums[1]);
       if (grad_weight) grad_weight[ch] = static_cast<P>(sums[1]) * inv;
-      if (dx == nullptr) continue;
+      if (dx == nullptr && dr == nullptr) continue;
       const P scale = weight ? inv * weight[ch] : inv;
       P k = 0, shift = 0;
       if (a.training) {
@@ -214,7 +253,8 @@ void batch_norm_backward_typed(const BatchNormArgs& a) {
       }
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t row = rows.row(i);
-        row_input_gradient(dx + row, g + row, x + row, s, m, scale, k, shift);
+        row_input_gradient<kMask, T, P>(dx ? dx + row : nullptr, dr ? dr + row : nullptr, g + row, x + row,
+                                        kMask ? y + row : nullptr, s, m, scale, k, shift);
       }
     }
   });
@@ -242,7 +282,12 @@ struct Forward {
 };
 template <typename T, typename P>
 struct Backward {
-  static void run(const BatchNormArgs& a) { batch_norm_backward_typed<T, P>(a); }
+  static void run(const BatchNormArgs& a) {
+    if (a.relu)
+      batch_norm_backward_typed<true, T, P>(a);
+    else
+      batch_norm_backward_typed<false, T, P>(a);
+  }
 };
 
 }  // namespace

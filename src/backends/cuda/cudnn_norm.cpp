@@ -92,6 +92,12 @@ bool Runtime::batch_norm_dnn(Slot& s, const detail::BatchNormArgs& a, bool backw
   if (!backward && (a.var.data != nullptr || (a.running_mean.data == nullptr) != (a.running_var.data == nullptr)))
     return false;
   if (backward && a.sum_gxc.data != nullptr) return false;
+  // The fused epilogue (residual add, ReLU) stays on norm.kern: cuDNN's
+  // BatchNormalization*Ex with CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION or
+  // BN_ACTIVATION runs only in CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode on NHWC
+  // CUDNN_DATA_HALF tensors with C a multiple of 4 (cuDNN 8 API reference), and
+  // its backward needs the forward's reserve space; anvil's x here is NCHW.
+  if (a.residual.data != nullptr || a.relu || a.grad_residual.data != nullptr) return false;
   const std::int64_t m = a.n * a.s;
   if (m < 2 || a.c <= 0 || a.n > INT_MAX || a.c > INT_MAX || a.s > INT_MAX ||
       static_cast<double>(m) * static_cast<double>(a.c) >= static_cast<double>(INT_MAX))
