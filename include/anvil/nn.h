@@ -365,16 +365,27 @@ class Upsample : public Module {
 // Batch normalisation over the channel dim 1 (BatchNorm1d: [N, C] or
 // [N, C, L]; BatchNorm2d: [N, C, H, W]). Training uses the batch statistics
 // and updates running_mean / running_var (momentum 0.1, unbiased variance);
-// eval() uses the running statistics.
+// eval() uses the running statistics. BatchNorm2d's `activation` (anvil's,
+// not torch's) fuses a ReLU after it, and forward(x, residual) adds a
+// residual before that activation: a ResNet block's relu(bn(x) + shortcut)
+// in one kernel each way (anvil::batch_norm's fused epilogue).
+//   nn::BatchNorm2d bn(64, 1e-5, 0.1, Activation::ReLU);
+//   Tensor y = bn.forward(x, shortcut);   // relu(bn(x) + shortcut)
 class BatchNorm : public Module {
  public:
+  Activation activation() const noexcept { return activation_; }  // the constructor's
+  // Batch norm of x, plus residual (x's shape, dtype and device; undefined
+  // for none), then the module's activation, in one fused kernel.
   Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, const Tensor& residual);
 
  protected:
-  BatchNorm(std::int64_t num_features, double eps, double momentum, std::vector<int> allowed_dims);
+  BatchNorm(std::int64_t num_features, double eps, double momentum, std::vector<int> allowed_dims,
+            Activation activation = Activation::None);
   std::int64_t features_;
   double eps_, momentum_;
   std::vector<int> allowed_dims_;
+  Activation activation_;
   Tensor w_, b_;
 };
 class BatchNorm1d : public BatchNorm {
@@ -386,8 +397,9 @@ class BatchNorm1d : public BatchNorm {
 };
 class BatchNorm2d : public BatchNorm {
  public:
-  explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1)
-      : BatchNorm(num_features, eps, momentum, {4}) {}
+  explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                       Activation activation = Activation::None)
+      : BatchNorm(num_features, eps, momentum, {4}, activation) {}
   std::string name() const override;
   std::shared_ptr<Module> clone_impl(std::optional<Device> device) const override;
 };

@@ -46,6 +46,13 @@ PyModule& python_module(nn::Module& m) {
   return *p;
 }
 
+// The fused batch norm's activation by name: None or "relu".
+Activation parse_activation(const char* op, const std::optional<std::string>& name) {
+  if (!name) return Activation::None;
+  if (*name == "relu") return Activation::ReLU;
+  throw ValueError(detail::cat(op, ": unknown activation; expected None or \"relu\", got \"", *name, "\""));
+}
+
 std::string module_repr(const nn::Module& m) {
   std::ostringstream os;
   os << m;
@@ -199,8 +206,20 @@ void bind_nn(nb::module_& top) {
   nb::class_<nn::BatchNorm, nn::Module>(m, "_BatchNorm", doc("nn::BatchNorm"));
   nb::class_<nn::BatchNorm1d, nn::BatchNorm>(m, "BatchNorm1d", doc("nn::BatchNorm1d"))
       .def(nb::init<std::int64_t, double, double>(), "num_features"_a, "eps"_a = 1e-5, "momentum"_a = 0.1);
+  // activation="relu" and forward(x, residual): anvil's fused epilogue (torch has neither).
+  const auto bn_call = [](nn::BatchNorm& l, const Tensor& x, std::optional<Tensor> residual) {
+    return l.forward(x, residual.value_or(Tensor()));
+  };
   nb::class_<nn::BatchNorm2d, nn::BatchNorm>(m, "BatchNorm2d", doc("nn::BatchNorm2d"))
-      .def(nb::init<std::int64_t, double, double>(), "num_features"_a, "eps"_a = 1e-5, "momentum"_a = 0.1);
+      .def(
+          "__init__",
+          [](nn::BatchNorm2d* self, std::int64_t features, double eps, double momentum,
+             std::optional<std::string> activation) {
+            new (self) nn::BatchNorm2d(features, eps, momentum, parse_activation("BatchNorm2d", activation));
+          },
+          "num_features"_a, "eps"_a = 1e-5, "momentum"_a = 0.1, "activation"_a = nb::none())
+      .def("forward", bn_call, "input"_a, "residual"_a = nb::none(), ANVIL_NOGIL, doc("nn::BatchNorm::forward"))
+      .def("__call__", bn_call, "input"_a, "residual"_a = nb::none(), ANVIL_NOGIL);
   nb::class_<nn::Embedding, nn::Module>(m, "Embedding", doc("nn::Embedding"))
       .def(nb::init<std::int64_t, std::int64_t>(), "num_embeddings"_a, "embedding_dim"_a);
   nb::class_<nn::LayerNorm, nn::Module>(m, "LayerNorm", doc("nn::LayerNorm"))
@@ -329,12 +348,15 @@ void bind_nn(nb::module_& top) {
   f.def(
       "batch_norm",
       [](const Tensor& x, std::optional<Tensor> rm, std::optional<Tensor> rv, std::optional<Tensor> w,
-         std::optional<Tensor> b, bool training, double momentum, double eps) {
+         std::optional<Tensor> b, bool training, double momentum, double eps, std::optional<Tensor> residual,
+         std::optional<std::string> activation) {
         return batch_norm(x, rm.value_or(Tensor()), rv.value_or(Tensor()), w.value_or(Tensor()), b.value_or(Tensor()),
-                          training, momentum, eps);
+                          training, momentum, eps, residual.value_or(Tensor()),
+                          parse_activation("batch_norm", activation));
       },
       "input"_a, "running_mean"_a, "running_var"_a, "weight"_a = nb::none(), "bias"_a = nb::none(),
-      "training"_a = false, "momentum"_a = 0.1, "eps"_a = 1e-5, ANVIL_NOGIL, doc("batch_norm"));
+      "training"_a = false, "momentum"_a = 0.1, "eps"_a = 1e-5, "residual"_a = nb::none(), "activation"_a = nb::none(),
+      ANVIL_NOGIL, doc("batch_norm"));
   f.def(
       "scaled_dot_product_attention",
       [](const Tensor& q, const Tensor& k, const Tensor& v, std::optional<Tensor> mask, bool is_causal) {

@@ -85,6 +85,41 @@ def test_layers_match_torch(dev, make):
         np.testing.assert_allclose(N(got), p.grad.numpy(), rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.parametrize("residual", [True, False])
+def test_fused_batch_norm_matches_torch_composition(dev, residual):
+    # anvil's BatchNorm2d(activation="relu") and forward(x, residual): torch's
+    # relu(bn(x) + r), its values, running statistics and gradients.
+    layer, tlayer = nn.BatchNorm2d(3, activation="relu"), torch.nn.BatchNorm2d(3)
+    assert "activation=relu" in repr(layer)
+    layer.to(dev)
+    rng = np.random.default_rng(3)
+    xn, rn = rng.standard_normal((4, 3, 5, 5)).astype(np.float32), rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+    x, tx = anvil.tensor(xn, device=dev, requires_grad=True), torch.tensor(xn, requires_grad=True)
+    r, tr = anvil.tensor(rn, device=dev, requires_grad=True), torch.tensor(rn, requires_grad=True)
+    y = layer(x, r) if residual else layer(x)
+    ty = torch.relu(tlayer(tx) + tr) if residual else torch.relu(tlayer(tx))
+    np.testing.assert_allclose(N(y), ty.detach().numpy(), rtol=1e-4, atol=1e-5)
+    (y * y).sum().backward()
+    (ty * ty).sum().backward()
+    np.testing.assert_allclose(N(x.grad), tx.grad.numpy(), rtol=1e-3, atol=1e-4)
+    if residual:
+        np.testing.assert_allclose(N(r.grad), tr.grad.numpy(), rtol=1e-3, atol=1e-4)
+    for name, p in tlayer.named_parameters():
+        got = dict(layer.named_parameters())[name].grad
+        np.testing.assert_allclose(N(got), p.grad.numpy(), rtol=1e-3, atol=1e-4)
+    for name in ("running_mean", "running_var"):
+        np.testing.assert_allclose(N(layer.state_dict()[name]), getattr(tlayer, name).numpy(), rtol=1e-5, atol=1e-6)
+    # The functional form, in evaluation, and the errors.
+    F, rm, rv = nn.functional, anvil.tensor([0.1, -0.2, 0.3], device=dev), anvil.tensor([0.5, 1.5, 2.0], device=dev)
+    got = F.batch_norm(x.detach(), rm, rv, residual=r.detach(), activation="relu")
+    want = (F.batch_norm(x.detach(), rm, rv) + r.detach()).relu()
+    np.testing.assert_allclose(N(got), N(want), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="BatchNorm2d: unknown activation"):
+        nn.BatchNorm2d(3, activation="gelu")
+    with pytest.raises(ValueError, match="batch_norm: residual must have the input's shape"):
+        F.batch_norm(x.detach(), rm, rv, residual=r.detach()[:2])
+
+
 def test_losses_match_torch(dev):
     logits = np.random.default_rng(2).standard_normal((5, 4)).astype(np.float32)
     target = np.array([0, 3, 1, 1, 2])

@@ -103,7 +103,7 @@ std::shared_ptr<Module> BatchNorm1d::clone_impl(std::optional<Device> device) co
   return clone_into(std::make_shared<BatchNorm1d>(features_, eps_, momentum_), device);
 }
 std::shared_ptr<Module> BatchNorm2d::clone_impl(std::optional<Device> device) const {
-  return clone_into(std::make_shared<BatchNorm2d>(features_, eps_, momentum_), device);
+  return clone_into(std::make_shared<BatchNorm2d>(features_, eps_, momentum_, activation_), device);
 }
 
 std::shared_ptr<Module> Embedding::clone_impl(std::optional<Device> device) const {

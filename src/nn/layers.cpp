@@ -209,8 +209,13 @@ std::string Upsample::name() const {
 }
 
 // --- BatchNorm ----------------------------------------------------------------------------
-BatchNorm::BatchNorm(std::int64_t num_features, double eps, double momentum, std::vector<int> allowed_dims)
-    : features_(num_features), eps_(eps), momentum_(momentum), allowed_dims_(std::move(allowed_dims)) {
+BatchNorm::BatchNorm(std::int64_t num_features, double eps, double momentum, std::vector<int> allowed_dims,
+                     Activation activation)
+    : features_(num_features),
+      eps_(eps),
+      momentum_(momentum),
+      allowed_dims_(std::move(allowed_dims)),
+      activation_(activation) {
   ANVIL_CHECK(num_features > 0, ValueError, "BatchNorm: num_features must be positive; expected > 0, got ",
               num_features);
   w_ = register_parameter("weight", ones({num_features}));
@@ -220,13 +225,15 @@ BatchNorm::BatchNorm(std::int64_t num_features, double eps, double momentum, std
   register_buffer("num_batches_tracked", zeros({}, i64));
 }
 
-Tensor BatchNorm::forward(const Tensor& x) {
+Tensor BatchNorm::forward(const Tensor& x) { return forward(x, Tensor{}); }
+
+Tensor BatchNorm::forward(const Tensor& x, const Tensor& residual) {
   bool ok = false;
   for (int d : allowed_dims_) ok = ok || x.dim() == d;
   ANVIL_CHECK(ok && x.size(1) == features_, ShapeError, name(), ": input has the wrong shape; expected [N, ", features_,
               allowed_dims_[0] == 4 ? ", H, W]" : "] or [N, C, L]", ", got ", x.shape());
-  const Tensor out =
-      batch_norm(x, buffer_ref("running_mean"), buffer_ref("running_var"), w_, b_, is_training(), momentum_, eps_);
+  const Tensor out = batch_norm(x, buffer_ref("running_mean"), buffer_ref("running_var"), w_, b_, is_training(),
+                                momentum_, eps_, residual, activation_);
   if (is_training()) {
     NoGradGuard no_grad;
     buffer_ref("num_batches_tracked").add_(1);
@@ -238,7 +245,8 @@ std::string BatchNorm1d::name() const {
   return detail::cat("BatchNorm1d(", features_, ", eps=", eps_, ", momentum=", momentum_, ")");
 }
 std::string BatchNorm2d::name() const {
-  return detail::cat("BatchNorm2d(", features_, ", eps=", eps_, ", momentum=", momentum_, ")");
+  return detail::cat("BatchNorm2d(", features_, ", eps=", eps_, ", momentum=", momentum_,
+                     activation_ == Activation::ReLU ? ", activation=relu)" : ")");
 }
 
 // --- init -----------------------------------------------------------------------------------
