@@ -31,13 +31,14 @@ class Residual : public anvil::nn::Module {
         conv2_(register_module("conv2", anvil::nn::Conv2d(num_channels, num_channels, 3, 1, 1))),
         conv3_(use_1x1conv ? register_module("conv3", anvil::nn::Conv2d(in_channels, num_channels, 1, strides))
                            : nullptr),
-        bn1_(register_module("bn1", anvil::nn::BatchNorm2d(num_channels))),
-        bn2_(register_module("bn2", anvil::nn::BatchNorm2d(num_channels))) {}
+        bn1_(register_module("bn1", anvil::nn::BatchNorm2d(num_channels, 1e-5, 0.1, anvil::Activation::ReLU))),
+        bn2_(register_module("bn2", anvil::nn::BatchNorm2d(num_channels, 1e-5, 0.1, anvil::Activation::ReLU))) {}
 
+  // The book's relu(bn1(conv1(x))) and relu(bn2(conv2(y)) + shortcut), each
+  // batch norm with its ReLU (and the shortcut's add) fused into one kernel.
   anvil::Tensor forward(const anvil::Tensor& x) override {
-    anvil::Tensor y = anvil::relu((*bn1_)((*conv1_)(x)));
-    y = (*bn2_)((*conv2_)(y));
-    return anvil::relu(y + (conv3_ ? (*conv3_)(x) : x));
+    const anvil::Tensor y = (*bn1_)((*conv1_)(x));
+    return bn2_->forward((*conv2_)(y), conv3_ ? (*conv3_)(x) : x);
   }
   std::string name() const override { return "Residual"; }
   // What nn::DataParallel(net, devices) clones each replica with.

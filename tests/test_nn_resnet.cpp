@@ -305,6 +305,50 @@ TEST_P(Residual, ResNet18RunsForwardAndBackward) {
   EXPECT_TRUE(std::isfinite(param_named(*net, "fc.1.weight").grad().abs().sum().item<double>()));
 }
 
+// The block fuses bn1 with its ReLU and bn2 with the shortcut's add and
+// ReLU (anvil::batch_norm's epilogue); its output, running statistics and
+// gradients are the book's unfused relu(bn1(conv1(x))), relu(bn2(conv2(y))
+// + shortcut) computed from the same parameters, in training and eval.
+TEST_P(Residual, FusedBatchNormsMatchTheUnfusedBlock) {
+  const Device d = device();
+  for (const bool down : {true, false}) {
+    for (const bool training : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << (down ? "1x1 shortcut" : "identity") << (training ? " training" : " eval"));
+      manual_seed(8);
+      d2l::Residual m(down ? 3 : 4, 4, down, down ? 2 : 1);
+      m.to(d);
+      if (!training) m.eval();
+      nn::StateDict ref;  // the parameters and running statistics, copied
+      for (const auto& [n, t] : m.state_dict()) ref[n] = t.detach().clone();
+      for (const std::string bn : {"bn1", "bn2"}) {  // running statistics away from 0 and 1
+        ref[bn + ".running_mean"] = randn({4}, d) * 0.1;
+        ref[bn + ".running_var"] = rand({4}, d) + 0.5;
+      }
+      m.load_state_dict(ref);
+      for (const auto& [n, t] : m.named_parameters()) ref[n].requires_grad_();  // the reference's leaves
+      const Tensor x0 = randn({4, down ? 3 : 4, 6, 6}, d), g = randn({4, 4, down ? 3 : 6, down ? 3 : 6}, d);
+      Tensor x = x0.clone().requires_grad_(), xr = x0.clone().requires_grad_();
+      const Tensor y = m(x);
+      y.backward(g);
+      const auto p = [&](const std::string& n) { return ref.at(n); };
+      const auto bn = [&](const Tensor& t, const std::string& n) {
+        return batch_norm(t, p(n + ".running_mean"), p(n + ".running_var"), p(n + ".weight"), p(n + ".bias"), training);
+      };
+      const std::int64_t s = down ? 2 : 1;
+      const Tensor y1 = relu(bn(conv2d(xr, p("conv1.weight"), p("conv1.bias"), {s, s}, {1, 1}), "bn1"));
+      const Tensor shortcut = down ? conv2d(xr, p("conv3.weight"), p("conv3.bias"), {s, s}) : xr;
+      const Tensor yr = relu(bn(conv2d(y1, p("conv2.weight"), p("conv2.bias"), {1, 1}, {1, 1}), "bn2") + shortcut);
+      yr.backward(g);
+      EXPECT_TRUE(allclose(y, yr, 1e-5, 1e-5));
+      EXPECT_TRUE(allclose(x.grad(), xr.grad(), 1e-4, 1e-4));
+      for (const auto& [n, t] : m.named_parameters()) EXPECT_TRUE(allclose(t.grad(), ref[n].grad(), 1e-4, 1e-4)) << n;
+      const nn::StateDict after = m.state_dict();
+      for (const char* n : {"bn1.running_mean", "bn1.running_var", "bn2.running_mean", "bn2.running_var"})
+        EXPECT_TRUE(allclose(after.at(n), ref.at(n), 1e-5, 1e-6)) << n;
+    }
+  }
+}
+
 ANVIL_INSTANTIATE_DEVICE_TEST(Residual);
 
 TEST(ResNet18, HasTheBooksNamesAndSizes) {
