@@ -12,6 +12,7 @@
 
 #include "anvil/nn/sequence.h"
 #include "device_test.h"
+#include "env_guard.h"
 
 namespace {
 
@@ -120,6 +121,46 @@ TEST_P(MemoryFormatTest, ConvolutionAndPoolingKeepTheLayoutAndTheValues) {
   expect_close(gbc, gb, 1e-4);
 }
 
+// Batch norm reads a channels-last input as it is ([N*H*W, C] rows to the
+// kernels) and writes its output and gradients channels-last: training and
+// evaluation, the fused residual and ReLU, 16-bit input, and a channel split
+// over several work-groups (ANVIL_NORM_PARTS), against the same in NCHW.
+TEST_P(MemoryFormatTest, BatchNormKeepsTheLayoutAndTheValues) {
+  manual_seed(9);
+  const Tensor x0 = randn({4, 6, 5, 7}, device()), r0 = randn({4, 6, 5, 7}, device());
+  const Tensor w0 = rand({6}, device()) + 0.5, b0 = randn({6}, device());
+  for (const char* parts : {"1", "3"}) {
+    anvil::testing::EnvGuard split("ANVIL_NORM_PARTS", parts);
+    for (const DType t : {f32, bf16}) {
+      for (const bool training : {true, false}) {
+        const auto run = [&](MemoryFormat f) {
+          Tensor x = x0.to(t).contiguous(f).detach().requires_grad_();
+          Tensor r = r0.to(t).contiguous(f).detach().requires_grad_();
+          Tensor w = w0.detach().requires_grad_(), b = b0.detach().requires_grad_();
+          Tensor rm = zeros({6}, device()), rv = ones({6}, device());
+          const Tensor y = batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5, r, Activation::ReLU);
+          (y.to(f32) * y.to(f32)).sum().backward();
+          return std::tuple{y, x.grad(), r.grad(), w.grad(), b.grad(), rm, rv};
+        };
+        const auto [y, gx, gr, gw, gb, rm, rv] = run(MemoryFormat::Contiguous);
+        const auto [yc, gxc, grc, gwc, gbc, rmc, rvc] = run(CL);
+        SCOPED_TRACE(::testing::Message() << t << (training ? " training" : " evaluation") << ", parts " << parts);
+        EXPECT_EQ(yc.suggest_memory_format(), CL);
+        EXPECT_EQ(gxc.suggest_memory_format(), CL);
+        EXPECT_EQ(grc.suggest_memory_format(), CL);
+        const double tol = t == bf16 ? 3e-2 : 1e-4;
+        expect_close(yc, y, tol);
+        expect_close(gxc, gx, tol);
+        expect_close(grc, gr, tol);
+        expect_close(gwc, gw, t == bf16 ? 0.5 : 1e-3);
+        expect_close(gbc, gb, t == bf16 ? 0.5 : 1e-3);
+        expect_close(rmc, rm, 1e-5);
+        expect_close(rvc, rv, 1e-5);
+      }
+    }
+  }
+}
+
 std::shared_ptr<nn::Sequential> small_net() {
   return std::make_shared<nn::Sequential>(nn::Conv2d(3, 8, 3, 1, 1), nn::BatchNorm2d(8), nn::ReLU(), nn::MaxPool2d(2),
                                           nn::Conv2d(8, 8, 3), nn::ReLU(), nn::AdaptiveAvgPool2d({1, 1}), nn::Flatten(),
@@ -148,6 +189,10 @@ TEST_P(MemoryFormatTest, ModuleToChannelsLastTrainsAsNchw) {
     b.zero_grad();
     nn::cross_entropy((*nchw)(x), target).backward();
     nn::cross_entropy((*cl)(x.contiguous(CL)), target).backward();
+    for (const Tensor& p : cl->parameters())
+      if (p.dim() == 4) {
+        EXPECT_TRUE(p.grad().is_contiguous(CL)) << "a gradient laid out unlike its parameter";
+      }
     a.step();
     b.step();
   }

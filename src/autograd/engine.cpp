@@ -64,9 +64,20 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad, bool /*retain_grap
     if (!meta.grad.defined()) {
       // Steal the gradient when nothing else holds it (PyTorch does the same);
       // otherwise copy so that later in-place accumulation touches no one else.
+      // Either way it is laid out as the leaf is (a channels-last weight's
+      // gradient channels-last), which the multi-tensor optimiser step needs.
+      const Tensor param(leaf);
+      const MemoryFormat format = param.dim() == 4 ? param.suggest_memory_format() : MemoryFormat::Contiguous;
       const bool sole = grad.impl().use_count() == 1 && grad.impl()->storage().use_count() == 1 &&
-                        grad.is_contiguous() && grad.offset() == 0;
-      meta.grad = sole ? grad.detach() : clone(grad);
+                        grad.is_contiguous(format) && grad.offset() == 0;
+      if (sole) {
+        meta.grad = grad.detach();
+      } else if (format == MemoryFormat::Contiguous) {
+        meta.grad = clone(grad);
+      } else {  // clone() is always contiguous
+        meta.grad = make_empty(grad.shape(), grad.dtype(), grad.device(), format);
+        copy_into(meta.grad, grad);
+      }
     } else {
       meta.grad = meta.grad + grad;
     }

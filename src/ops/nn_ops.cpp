@@ -480,13 +480,25 @@ bool fused_batch_norm_applies(const Tensor& x, std::initializer_list<const Tenso
   return true;
 }
 
-// x [N, C, S...] as the kernels see it, and the shared arguments.
+// The layout batch norm's kernels read and write: a channels-last 4-d input
+// keeps its own, anything else is made contiguous.
+MemoryFormat batch_norm_format(const Tensor& x) {
+  return x.dim() == 4 ? x.suggest_memory_format() : MemoryFormat::Contiguous;
+}
+
+// x [N, C, S...] as the kernels see it, and the shared arguments. A
+// channels-last x [N, C, H, W] is [N*H*W, C] in memory: the kernels' [N, C, S]
+// with N*H*W rows and S = 1, so every backend normalises it as it is.
 detail::BatchNormArgs batch_norm_args(const Tensor& x, bool training) {
   detail::BatchNormArgs a;
   a.dtype = x.dtype();
   a.n = x.size(0);
   a.c = x.size(1);
   a.s = x.numel() / (a.n * a.c);
+  if (batch_norm_format(x) == MemoryFormat::ChannelsLast) {
+    a.n *= a.s;
+    a.s = 1;
+  }
   a.training = training;
   return a;
 }
@@ -494,13 +506,14 @@ detail::BatchNormArgs batch_norm_args(const Tensor& x, bool training) {
 Tensor batch_norm_fused(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                         const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
                         const Tensor& residual_in, bool relu) {
-  const Tensor x = input.contiguous();
-  const Tensor residual = residual_in.defined() ? residual_in.contiguous() : Tensor{};
+  const MemoryFormat format = batch_norm_format(input);
+  const Tensor x = input.contiguous(format);
+  const Tensor residual = residual_in.defined() ? residual_in.contiguous(format) : Tensor{};
   const std::int64_t c = x.size(1);
   detail::BatchNormArgs a = batch_norm_args(x, training);
   a.eps = eps;
   const DType p = a.param_dtype();
-  Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device());
+  Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device(), format);
   Tensor mean, invstd;
   {
     NoGradGuard no_grad;
@@ -538,7 +551,8 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
                                    const Tensor& weight, bool training, bool want_input, bool want_weight,
                                    const Tensor& relu_output, bool want_residual) {
   ANVIL_PROFILE_OP("batch_norm_backward", &grad, &x);
-  const Tensor g = grad.to(x.dtype()).contiguous(), w = weight.defined() ? weight.contiguous() : Tensor{};
+  const MemoryFormat format = batch_norm_format(x);  // x as the forward saved it: dense in it
+  const Tensor g = grad.to(x.dtype()).contiguous(format), w = weight.defined() ? weight.contiguous() : Tensor{};
   BatchNormArgs a = batch_norm_args(x, training);
   BatchNormGrads out;
   out.sum_g = make_empty(mean.shape(), mean.dtype(), x.device());
@@ -547,15 +561,15 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
     a.grad_weight = operand(out.weight);
   }
   if (want_input) {
-    out.input = make_empty(x.shape(), x.dtype(), x.device());
+    out.input = make_empty(x.shape(), x.dtype(), x.device(), format);
     a.grad_x = operand(out.input);
   }
-  const Tensor y = relu_output.defined() ? relu_output.contiguous() : Tensor{};
+  const Tensor y = relu_output.defined() ? relu_output.contiguous(format) : Tensor{};
   if (y.defined()) {
     a.relu = true;
     a.y = operand(y);
     if (want_residual) {
-      out.residual = make_empty(x.shape(), x.dtype(), x.device());
+      out.residual = make_empty(x.shape(), x.dtype(), x.device(), format);
       a.grad_residual = operand(out.residual);
     }
   }
