@@ -17,6 +17,8 @@
 #define ANVIL_SHARED __shared__
 #define ANVIL_BARRIER() __syncthreads()
 #define ANVIL_FN static __device__ __forceinline__
+#define ANVIL_RESTRICT __restrict__
+#define ANVIL_UNROLL _Pragma("unroll")
 
 #define ANVIL_CUDA_DIM(v, d) ((d) == 0 ? (v).x : (d) == 1 ? (v).y : (v).z)
 #define ANVIL_GID(d)                                                                 \
@@ -41,6 +43,13 @@ typedef double anvil_f64;
  * every device rounds as the CPU does. */
 typedef unsigned short anvil_f16;
 typedef unsigned short anvil_bf16;
+/* Chunks of 1..16 bytes, each aligned to its size: the dense kernels' vector
+ * loads and stores (dense.kern). */
+typedef unsigned char anvil_v1;
+typedef unsigned short anvil_v2;
+typedef unsigned int anvil_v4;
+typedef uint2 anvil_v8;
+typedef uint4 anvil_v16;
 #define ANVIL_AS_U32(f) __float_as_uint(f)
 #define ANVIL_AS_F32(u) __uint_as_float(u)
 #define ANVIL_HAS_FP64 1 /* every GPU NVRTC targets has fp64 */

@@ -5,10 +5,11 @@
  * src/backends/common/kernel_sources.cpp). prelude_cuda.h defines the same
  * vocabulary, so keep kernels to it:
  *   ANVIL_KERNEL, ANVIL_GLOBAL, ANVIL_SHARED, ANVIL_BARRIER(), ANVIL_FN,
+ *   ANVIL_RESTRICT, ANVIL_UNROLL (before a loop of constant trip count),
  *   ANVIL_GID(d), ANVIL_LID(d), ANVIL_GROUP(d), ANVIL_LSIZE(d), ANVIL_GSIZE(d),
  *   ANVIL_NGROUPS(d), the anvil_* fixed-width types, ANVIL_INF, ANVIL_CAT(),
  *   ANVIL_HAS_FP64 (where anvil_f64 exists), ANVIL_SCALAR_NAME(T, op) (scalar.h),
- *   ANVIL_AS_U32/ANVIL_AS_F32 (bit casts, half.h).
+ *   ANVIL_AS_U32/ANVIL_AS_F32 (bit casts, half.h), anvil_v1..anvil_v16 (chunks).
  * Math uses the overloaded names (exp, fabs, pow), never expf/fmaxf.
  * Kernel arguments: no size_t, no bool (use anvil_i64 and int).
  */
@@ -26,6 +27,8 @@
 #define ANVIL_SHARED __local
 #define ANVIL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
 #define ANVIL_FN static inline
+#define ANVIL_RESTRICT restrict
+#define ANVIL_UNROLL _Pragma("unroll")
 
 #define ANVIL_GID(d) ((anvil_i64)get_global_id(d))
 #define ANVIL_GSIZE(d) ((anvil_i64)get_global_size(d))
@@ -44,6 +47,13 @@ typedef float anvil_f32;
 /* f16 and bf16 are stored as their bits and computed in f32 (half.h) */
 typedef ushort anvil_f16;
 typedef ushort anvil_bf16;
+/* Chunks of 1..16 bytes, each aligned to its size: the dense kernels' vector
+ * loads and stores (dense.kern). */
+typedef uchar anvil_v1;
+typedef ushort anvil_v2;
+typedef uint anvil_v4;
+typedef uint2 anvil_v8;
+typedef uint4 anvil_v16;
 #define ANVIL_AS_U32(f) as_uint(f)
 #define ANVIL_AS_F32(u) as_float(u)
 #ifdef ANVIL_HAS_FP64

@@ -89,6 +89,42 @@ inline std::size_t pow2_at_most(std::size_t n) {
   return p;
 }
 
+// ---- the dense elementwise kernels (Note [Vector loads], kernel_specs.h) ----------------
+
+// Whether every tensor operand starts on a whole vector of `width` elements,
+// so the vector kernel (_cv) may run; scalars have no address.
+template <class Q>
+bool dense_vector_aligned(Q& q, int width, std::initializer_list<const detail::KernelOperand*> operands) {
+  for (const detail::KernelOperand* o : operands) {
+    if (o->is_scalar) continue;
+    const std::size_t vector_bytes = static_cast<std::size_t>(width) * element_size(o->dtype);
+    if (o->offset % width != 0 || q.base_alignment(o->data) % vector_bytes != 0) return false;
+  }
+  return true;
+}
+
+// The work-items a dense kernel needs for n elements in vectors of `width`
+// (1: the element kernel): EW_PER_THREAD vectors each, and one per element
+// of the tail.
+inline std::int64_t dense_work_items(std::int64_t n, int width) {
+  const std::int64_t per_thread = dense_elements_per_thread();
+  return std::max((n / width + per_thread - 1) / per_thread, n % width);
+}
+
+// Calls launch(start, count) for consecutive pieces of [0, n), each at most
+// dense_launch_limit() elements (a multiple of 16, so every piece of an
+// aligned operand stays aligned): the kernels' indices are 32-bit.
+template <class F>
+void for_each_dense_piece(std::int64_t n, F&& launch) {
+  const std::int64_t limit = dense_launch_limit();
+  for (std::int64_t start = 0; start < n; start += limit) launch(start, std::min(limit, n - start));
+}
+
+// A dense operand's offset at element `start` of the op (a scalar has none).
+inline std::int64_t offset_at(const detail::KernelOperand& o, std::int64_t start) {
+  return o.is_scalar ? o.offset : o.offset + start;
+}
+
 // ---- fill, arange, copy -----------------------------------------------------------
 
 template <class Q>
@@ -130,13 +166,27 @@ void copy(Q& q, const detail::ElementwiseArgs& a) {
       return;
     }
   }
-  const bool strided = !is_dense || in.is_scalar;
-  auto l = q.launch(q.kernel(CopyKernel{in.dtype, a.out.dtype, strided}));
-  if (!strided) {
-    l.buffer(a.out.data).arg(a.out.offset).buffer(in.data).arg(in.offset).arg(a.numel).run(a.numel, "copy");
+  if (is_dense && !in.is_scalar) {
+    const int width = dense_vector_width({in.dtype, a.out.dtype});
+    const bool vector = dense_vector_aligned(q, width, {&a.out, &in});
+    const auto k = q.kernel(CopyKernel{in.dtype, a.out.dtype, false, vector});
+    for_each_dense_piece(a.numel, [&](std::int64_t start, std::int64_t n) {
+      q.launch(k)
+          .buffer(a.out.data)
+          .arg(a.out.offset + start)
+          .buffer(in.data)
+          .arg(in.offset + start)
+          .arg(n)
+          .run(dense_work_items(n, vector ? width : 1), "copy");
+    });
     return;
   }
-  l.buffer(a.out.data).buffer(in.data).scalar(operand_scalar(in)).arg(ew_layout(a)).run(a.numel, "copy");
+  q.launch(q.kernel(CopyKernel{in.dtype, a.out.dtype, true}))
+      .buffer(a.out.data)
+      .buffer(in.data)
+      .scalar(operand_scalar(in))
+      .arg(ew_layout(a))
+      .run(a.numel, "copy");
 }
 
 // ---- unary, binary, where ---------------------------------------------------------
@@ -145,17 +195,35 @@ template <class Q>
 void unary(Q& q, detail::UnaryOp op, const detail::UnaryParams& params, const detail::ElementwiseArgs& a) {
   if (a.numel <= 0) return;
   const char* opname = detail::name(op);
-  const UnaryKernel request{op, a.in[0].dtype, a.out.dtype, !all_dense(a)};
+  const detail::KernelOperand& in = a.in[0];
+  UnaryKernel request{op, in.dtype, a.out.dtype, !all_dense(a)};
   const DType tc = request.compute_type();
   const ScalarArg lo = scalar_arg(op == detail::UnaryOp::Clamp ? params.lo : 0.0, tc);
   const ScalarArg hi = scalar_arg(op == detail::UnaryOp::Clamp ? params.hi : 0.0, tc);
-  auto l = q.launch(q.kernel(request));
   if (!request.strided) {
-    l.buffer(a.out.data).arg(a.out.offset).buffer(a.in[0].data).arg(a.in[0].offset).scalar(lo).scalar(hi).arg(a.numel);
-    l.run(a.numel, opname);
+    const int width = dense_vector_width({in.dtype, a.out.dtype});
+    request.vector = dense_vector_aligned(q, width, {&a.out, &in});
+    const auto k = q.kernel(request);
+    for_each_dense_piece(a.numel, [&](std::int64_t start, std::int64_t n) {
+      q.launch(k)
+          .buffer(a.out.data)
+          .arg(a.out.offset + start)
+          .buffer(in.data)
+          .arg(in.offset + start)
+          .scalar(lo)
+          .scalar(hi)
+          .arg(n)
+          .run(dense_work_items(n, request.vector ? width : 1), opname);
+    });
     return;
   }
-  l.buffer(a.out.data).buffer(a.in[0].data).scalar(lo).scalar(hi).arg(ew_layout(a)).run(a.numel, opname);
+  q.launch(q.kernel(request))
+      .buffer(a.out.data)
+      .buffer(in.data)
+      .scalar(lo)
+      .scalar(hi)
+      .arg(ew_layout(a))
+      .run(a.numel, opname);
 }
 
 template <class Q>
@@ -172,17 +240,28 @@ void binary(Q& q, detail::BinaryOp op, const detail::ElementwiseArgs& a, const d
     else if (!y.is_scalar)
       variant = BinaryVariant::DenseScalarA;
   }
-  auto l = q.launch(q.kernel(BinaryKernel{op, x.dtype, y.dtype, a.out.dtype, variant, prologue}));
   if (variant != BinaryVariant::Strided) {
     // Dense: plain arguments (PoCL copies a by-value struct per launch).
-    l.buffer(a.out.data).arg(a.out.offset).buffer(x.data).arg(x.offset).buffer(y.data).arg(y.offset);
-    const std::int64_t per_thread = dense_elements_per_thread();  // binary.kern's EW_PER_THREAD
-    l.scalar(operand_scalar(x))
-        .scalar(operand_scalar(y))
-        .arg(a.numel)
-        .run((a.numel + per_thread - 1) / per_thread, opname);
+    const int width = dense_vector_width({x.dtype, y.dtype, a.out.dtype});
+    const bool vector = dense_vector_aligned(q, width, {&a.out, &x, &y});
+    const auto k = q.kernel(BinaryKernel{op, x.dtype, y.dtype, a.out.dtype, variant, prologue, vector});
+    const ScalarArg sx = operand_scalar(x), sy = operand_scalar(y);
+    for_each_dense_piece(a.numel, [&](std::int64_t start, std::int64_t n) {
+      q.launch(k)
+          .buffer(a.out.data)
+          .arg(a.out.offset + start)
+          .buffer(x.data)
+          .arg(offset_at(x, start))
+          .buffer(y.data)
+          .arg(offset_at(y, start))
+          .scalar(sx)
+          .scalar(sy)
+          .arg(n)
+          .run(dense_work_items(n, vector ? width : 1), opname);
+    });
     return;
   }
+  auto l = q.launch(q.kernel(BinaryKernel{op, x.dtype, y.dtype, a.out.dtype, variant, prologue}));
   l.buffer(a.out.data).buffer(x.data).buffer(y.data).scalar(operand_scalar(x)).scalar(operand_scalar(y));
   l.arg(ew_layout(a)).run(a.numel, opname);
 }
@@ -192,9 +271,35 @@ void where(Q& q, const detail::ElementwiseArgs& a) {
   if (a.numel <= 0) return;
   const detail::KernelOperand &c = a.in[0], &x = a.in[1], &y = a.in[2];
   const ScalarArg sc = c.is_scalar ? scalar_arg(c.scalar, DType::Bool) : scalar_arg(0.0, DType::Bool);
+  const ScalarArg sx = operand_scalar(x), sy = operand_scalar(y);
+  if (all_dense(a)) {
+    const int width = dense_vector_width({DType::Bool, x.dtype, y.dtype, a.out.dtype});
+    const bool vector = dense_vector_aligned(q, width, {&a.out, &c, &x, &y});
+    const auto k = q.kernel(WhereKernel{x.dtype, y.dtype, a.out.dtype, false, vector});
+    // where.kern's scalar_mask: bit 1 = cond, bit 2 = a, bit 3 = b
+    const std::int32_t mask = (c.is_scalar ? 2 : 0) | (x.is_scalar ? 4 : 0) | (y.is_scalar ? 8 : 0);
+    for_each_dense_piece(a.numel, [&](std::int64_t start, std::int64_t n) {
+      q.launch(k)
+          .buffer(a.out.data)
+          .arg(a.out.offset + start)
+          .buffer(c.data)
+          .arg(offset_at(c, start))
+          .buffer(x.data)
+          .arg(offset_at(x, start))
+          .buffer(y.data)
+          .arg(offset_at(y, start))
+          .scalar(sc)
+          .scalar(sx)
+          .scalar(sy)
+          .arg(mask)
+          .arg(n)
+          .run(dense_work_items(n, vector ? width : 1), "where");
+    });
+    return;
+  }
   auto l = q.launch(q.kernel(WhereKernel{x.dtype, y.dtype, a.out.dtype}));
   l.buffer(a.out.data).buffer(c.data).buffer(x.data).buffer(y.data);
-  l.scalar(sc).scalar(operand_scalar(x)).scalar(operand_scalar(y)).arg(ew_layout(a)).run(a.numel, "where");
+  l.scalar(sc).scalar(sx).scalar(sy).arg(ew_layout(a)).run(a.numel, "where");
 }
 
 // ---- reductions -------------------------------------------------------------------

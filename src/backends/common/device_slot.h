@@ -173,6 +173,9 @@ class DeviceSlot {
   int compute_units() const noexcept { return queue.compute_units(); }
   std::size_t local_size() const noexcept { return queue.local_size(); }
   std::size_t max_work_group() const noexcept { return queue.max_work_group(); }
+  // The alignment in bytes the runtime guarantees for a buffer handle's first
+  // element (Note [Vector loads]).
+  std::size_t base_alignment(const void* handle) const noexcept { return queue.base_alignment(handle); }
 
  private:
   static constexpr std::size_t kIndexErrorBytes = 2 * sizeof(std::int64_t);

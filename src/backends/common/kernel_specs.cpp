@@ -1,11 +1,13 @@
 #include "backends/common/kernel_specs.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <set>
+#include <utility>
 
 #include "core/half.h"
 
@@ -70,7 +72,34 @@ T saturate(double v) noexcept {
   return static_cast<T>(v);
 }
 
+// dense.kern's defines (Note [Vector loads]): EW_PER_THREAD, EW_VEC, and the
+// chunk type of each operand, named by its macro ("VT_A" for TA's).
+void dense_defines(std::vector<std::string>& defines, std::initializer_list<std::pair<const char*, DType>> operands) {
+  int width = 16;
+  for (const auto& [macro, t] : operands) width = std::min(width, dense_vector_width({t}));
+  defines.push_back(def("EW_PER_THREAD", std::to_string(dense_elements_per_thread())));
+  defines.push_back(def("EW_VEC", std::to_string(width)));
+  for (const auto& [macro, t] : operands)
+    defines.push_back(def(macro, "anvil_v" + std::to_string(width * static_cast<int>(element_size(t)))));
+}
+
 }  // namespace
+
+int dense_vector_width(std::initializer_list<DType> types) noexcept {
+  int width = 16;
+  for (DType t : types) width = std::min(width, 16 / static_cast<int>(element_size(t)));
+  return width;
+}
+
+std::int64_t dense_launch_limit() noexcept {
+  static const std::int64_t n = [] {
+    constexpr std::int64_t kLimit = std::int64_t{1} << 30;
+    const char* v = std::getenv("ANVIL_EW_LAUNCH_LIMIT");
+    const std::int64_t asked = v ? std::atoll(v) / 16 * 16 : 0;
+    return asked >= 16 && asked <= kLimit ? asked : kLimit;
+  }();
+  return n;
+}
 
 std::string define_options(const KernelSpec& spec) {
   std::string out;
@@ -161,11 +190,15 @@ KernelSpec FillKernel::spec() const {
           std::string(dtype_name(t)) + (arange ? "_arange" : "_fill")};
 }
 
+// The suffix of a dense (_c), vector (_cv) or strided (_s) kernel.
+static const char* dense_suffix(bool strided, bool vector) { return strided ? "_s" : vector ? "_cv" : "_c"; }
+
 KernelSpec CopyKernel::spec() const {
   const std::string prefix = std::string("copy_") + dtype_name(ti) + "_" + dtype_name(to);
-  return {"copy.kern",
-          {def("KPREFIX", prefix), type_def("TI", ti), type_def("TO", to), flag_def("TO_BOOL", to == DType::Bool)},
-          prefix + (strided ? "_s" : "_c")};
+  std::vector<std::string> defines = {def("KPREFIX", prefix), type_def("TI", ti), type_def("TO", to),
+                                      flag_def("TO_BOOL", to == DType::Bool)};
+  dense_defines(defines, {{"VT_I", ti}, {"VT_O", to}});
+  return {"copy.kern", std::move(defines), prefix + dense_suffix(strided, vector)};
 }
 
 // f16 and bf16 compute in f32 on every device (half.h: no half arithmetic on PoCL).
@@ -181,11 +214,15 @@ KernelSpec UnaryKernel::spec() const {
   const DType tc = compute_type();
   std::string prefix = std::string(opname) + "_" + dtype_name(ti);
   if (to != ti) prefix += std::string("_") + dtype_name(to);
-  return {"unary.kern",
-          {def("KPREFIX", prefix), def("UN_FN", op == UnaryOp::Clamp ? "anvil_op_clamp" : op_fn(opname)),
-           type_def("TI", ti), type_def("TC", tc), flag_def("TC_FLOAT", is_floating(tc)), type_def("TO", to),
-           flag_def("TO_BOOL", to == DType::Bool)},
-          prefix + (strided ? "_s" : "_c")};
+  std::vector<std::string> defines = {def("KPREFIX", prefix),
+                                      def("UN_FN", op == UnaryOp::Clamp ? "anvil_op_clamp" : op_fn(opname)),
+                                      type_def("TI", ti),
+                                      type_def("TC", tc),
+                                      flag_def("TC_FLOAT", is_floating(tc)),
+                                      type_def("TO", to),
+                                      flag_def("TO_BOOL", to == DType::Bool)};
+  dense_defines(defines, {{"VT_I", ti}, {"VT_O", to}});
+  return {"unary.kern", std::move(defines), prefix + dense_suffix(strided, vector)};
 }
 
 int dense_elements_per_thread() noexcept {
@@ -214,20 +251,21 @@ KernelSpec BinaryKernel::spec() const {
   if (tb != ta || to != (detail::is_comparison(op) ? DType::Bool : ta))
     prefix += std::string("_") + dtype_name(tb) + "_" + dtype_name(to);
   static constexpr const char* kSuffix[] = {"_c", "_cs", "_sc", "_s"};
+  static constexpr const char* kVectorSuffix[] = {"_cv", "_csv", "_scv", "_s"};
   defines.insert(defines.begin(), {def("KPREFIX", prefix), def("BIN_FN", op_fn(opname)), type_def("TA", ta),
                                    type_def("TB", tb), type_def("TC", tc), flag_def("TC_FLOAT", is_floating(tc)),
-                                   type_def("TO", to), flag_def("TO_BOOL", to == DType::Bool),
-                                   def("EW_PER_THREAD", std::to_string(dense_elements_per_thread()))});
-  return {"binary.kern", std::move(defines), prefix + kSuffix[static_cast<int>(variant)]};
+                                   type_def("TO", to), flag_def("TO_BOOL", to == DType::Bool)});
+  dense_defines(defines, {{"VT_A", ta}, {"VT_B", tb}, {"VT_O", to}});
+  return {"binary.kern", std::move(defines), prefix + (vector ? kVectorSuffix : kSuffix)[static_cast<int>(variant)]};
 }
 
 KernelSpec WhereKernel::spec() const {
   std::string prefix = std::string("where_") + dtype_name(to);
   if (ta != to || tb != to) prefix += std::string("_") + dtype_name(ta) + "_" + dtype_name(tb);
-  return {"where.kern",
-          {def("KPREFIX", prefix), type_def("TA", ta), type_def("TB", tb), type_def("TO", to),
-           flag_def("TO_BOOL", to == DType::Bool)},
-          prefix + "_s"};
+  std::vector<std::string> defines = {def("KPREFIX", prefix), type_def("TA", ta), type_def("TB", tb),
+                                      type_def("TO", to), flag_def("TO_BOOL", to == DType::Bool)};
+  dense_defines(defines, {{"VT_C", DType::Bool}, {"VT_A", ta}, {"VT_B", tb}, {"VT_O", to}});
+  return {"where.kern", std::move(defines), prefix + dense_suffix(strided, vector)};
 }
 
 DType ReduceKernel::accumulator() const noexcept {
@@ -319,28 +357,33 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     out.push_back(FillKernel{false, t, fp64}.spec());
     out.push_back(FillKernel{true, t, fp64}.spec());
     for (DType to : types)
-      for (bool strided : {false, true}) out.push_back(CopyKernel{t, to, strided}.spec());
+      for (int v = 0; v < 3; ++v) out.push_back(CopyKernel{t, to, v == 2, v == 1}.spec());  // _c, _cv, _s
     for (int op = 0; op < static_cast<int>(UnaryOp::Count); ++op) {
       const auto u = static_cast<UnaryOp>(op);
       const DType to = detail::row(u).rule == detail::UnaryRule::ToBool ? DType::Bool
                        : detail::is_float_only(u) && !is_floating(t)    ? DType::F32
                                                                         : t;
-      for (bool strided : {false, true}) out.push_back(UnaryKernel{u, t, to, strided}.spec());
+      for (int v = 0; v < 3; ++v) out.push_back(UnaryKernel{u, t, to, v == 2, v == 1}.spec());
     }
     for (int op = 0; op < static_cast<int>(BinaryOp::Count); ++op) {
       const auto b = static_cast<BinaryOp>(op);
       if (detail::is_float_only(b) && !is_floating(t)) continue;  // floats only
       if (detail::is_bitwise(b) && is_floating(t)) continue;      // integers and bool
       const DType to = detail::is_comparison(b) ? DType::Bool : t;
-      for (int v = 0; v < 4; ++v) out.push_back(BinaryKernel{b, t, t, to, static_cast<BinaryVariant>(v)}.spec());
+      for (int v = 0; v < 4; ++v)
+        for (bool vector : {false, true})
+          if (!vector || v != static_cast<int>(BinaryVariant::Strided))
+            out.push_back(BinaryKernel{b, t, t, to, static_cast<BinaryVariant>(v), {}, vector}.spec());
     }
     if (is_floating(t))  // unary into binary: a prologue on either side, and on both
       for (int v = 0; v < 4; ++v)
         for (detail::BinaryPrologue p : {detail::BinaryPrologue{{UnaryOp::Exp, UnaryOp::Count}},
                                          detail::BinaryPrologue{{UnaryOp::Count, UnaryOp::Sigmoid}},
                                          detail::BinaryPrologue{{UnaryOp::Tanh, UnaryOp::Relu}}})
-          out.push_back(BinaryKernel{BinaryOp::Mul, t, t, t, static_cast<BinaryVariant>(v), p}.spec());
-    out.push_back(WhereKernel{t, t, t}.spec());
+          for (bool vector : {false, true})
+            if (!vector || v != static_cast<int>(BinaryVariant::Strided))
+              out.push_back(BinaryKernel{BinaryOp::Mul, t, t, t, static_cast<BinaryVariant>(v), p, vector}.spec());
+    for (int v = 0; v < 3; ++v) out.push_back(WhereKernel{t, t, t, v == 2, v == 1}.spec());
     for (int op = 0; op < static_cast<int>(ReduceOp::Count); ++op) {
       const auto r = static_cast<ReduceOp>(op);
       const DType to = detail::is_arg_reduce(r) ? DType::I64 : t;

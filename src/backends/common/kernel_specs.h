@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -74,11 +75,34 @@ struct FillKernel {
   KernelSpec spec() const;
 };
 
+// Note [Elements per work-item]: each work-item of a dense elementwise kernel
+// does this many elements (or vectors), one work-group's width apart, so
+// loads stay coalesced and more bytes are in flight per thread: one per
+// thread left `c = a + b` on 16M f32 at 75% of an H100's bandwidth. 4 unless
+// ANVIL_EW_PER_THREAD (1 to 16) says otherwise, read once; the kernels get it
+// as EW_PER_THREAD.
+int dense_elements_per_thread() noexcept;
+
+// Note [Vector loads]
+// The dense kernels of unary, binary, copy (casts) and where each have a
+// vector form (_cv): a work-item loads and stores 16 bytes of the widest
+// operand at a time (4 f32, 8 f16, 16 bool; the narrower operands as many
+// elements in a smaller chunk), EW_PER_THREAD vectors a group's width apart,
+// then the n % EW_VEC tail one element per work-item. Scalar loads, 64-bit
+// indices and one unary element per thread held `c = a + b` at 69% of an
+// H200's bandwidth. The host takes it when every tensor operand starts on a
+// whole vector (dense_vector_aligned), else the element kernel (_c); both
+// compute each element by the same expression, so the results are the same
+// bits. Indices are 32-bit: the host launches at most 2^30 elements at once.
+int dense_vector_width(std::initializer_list<DType> types) noexcept;  // elements per vector: 16 bytes of the widest
+std::int64_t dense_launch_limit() noexcept;  // 2^30, or ANVIL_EW_LAUNCH_LIMIT for tests (a multiple of 16)
+
 struct CopyKernel {
   DType ti, to;
-  bool strided;  // _s (layout block), otherwise _c
+  bool strided;         // _s (layout block), otherwise _c
+  bool vector = false;  // _cv (Note [Vector loads])
   std::uint64_t key() const noexcept {
-    return kernel_key(Family::Copy, 0, strided, static_cast<int>(ti), static_cast<int>(to));
+    return kernel_key(Family::Copy, 0, strided | vector << 1, static_cast<int>(ti), static_cast<int>(to));
   }
   KernelSpec spec() const;
 };
@@ -87,20 +111,17 @@ struct UnaryKernel {
   detail::UnaryOp op;
   DType ti, to;
   bool strided;
+  bool vector = false;                  // _cv (Note [Vector loads])
   DType compute_type() const noexcept;  // float ops on integers compute in f32
   std::uint64_t key() const noexcept {
-    return kernel_key(Family::Unary, static_cast<int>(op), strided, static_cast<int>(ti), static_cast<int>(to));
+    return kernel_key(Family::Unary, static_cast<int>(op), strided | vector << 1, static_cast<int>(ti),
+                      static_cast<int>(to));
   }
   KernelSpec spec() const;
 };
 
-// _c both inputs dense tensors, _cs b a scalar, _sc a a scalar, _s strided.
-// Note [Elements per work-item]: each work-item of a dense binary kernel does
-// this many elements, one work-group's width apart, so loads stay coalesced
-// and more bytes are in flight per thread: one per thread left `c = a + b`
-// on 16M f32 at 75% of an H100's bandwidth. 4 unless ANVIL_EW_PER_THREAD
-// (1 to 16) says otherwise, read once; binary.kern gets it as EW_PER_THREAD.
-int dense_elements_per_thread() noexcept;
+// _c both inputs dense tensors, _cs b a scalar, _sc a a scalar, _s strided;
+// _cv, _csv, _scv the dense ones' vector kernels.
 enum class BinaryVariant : std::uint8_t { Dense, DenseScalarB, DenseScalarA, Strided };
 // With a prologue, each input first goes through its unary op (Note [Unary
 // into binary], core/backend.h), in bits 16..31 of the key.
@@ -109,9 +130,10 @@ struct BinaryKernel {
   DType ta, tb, to;
   BinaryVariant variant;
   detail::BinaryPrologue prologue = {};
+  bool vector = false;  // Note [Vector loads]; dense variants only
   std::uint64_t key() const noexcept {
-    return kernel_key(Family::Binary, static_cast<int>(op), static_cast<int>(variant), static_cast<int>(ta),
-                      static_cast<int>(tb), static_cast<int>(to)) |
+    return kernel_key(Family::Binary, static_cast<int>(op), static_cast<int>(variant) | vector << 2,
+                      static_cast<int>(ta), static_cast<int>(tb), static_cast<int>(to)) |
            (std::uint64_t(prologue.pre[0]) << 16) | (std::uint64_t(prologue.pre[1]) << 24);
   }
   KernelSpec spec() const;
@@ -119,8 +141,11 @@ struct BinaryKernel {
 
 struct WhereKernel {
   DType ta, tb, to;
+  bool strided = true;  // _s, otherwise _c
+  bool vector = false;  // _cv (Note [Vector loads])
   std::uint64_t key() const noexcept {
-    return kernel_key(Family::Where, 0, 0, static_cast<int>(ta), static_cast<int>(tb), static_cast<int>(to));
+    return kernel_key(Family::Where, 0, strided | vector << 1, static_cast<int>(ta), static_cast<int>(tb),
+                      static_cast<int>(to));
   }
   KernelSpec spec() const;
 };

@@ -118,6 +118,12 @@ class Queue {
   int compute_units() const noexcept { return entry_.props.compute_units; }
   std::size_t local_size() const noexcept { return 256; }
   std::size_t max_work_group() const noexcept { return static_cast<std::size_t>(entry_.max_threads_per_block); }
+  // A device pointer's own alignment: cudaMalloc's blocks are 256-aligned,
+  // but a tensor adopted through DLPack may start anywhere.
+  static std::size_t base_alignment(const void* p) noexcept {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    return a == 0 ? 256 : static_cast<std::size_t>(a & (~a + 1));
+  }
   // Free memory (cudaMemGetInfo).
   void update_properties(DeviceProperties& p) const noexcept;
 

@@ -109,6 +109,10 @@ class Queue {
   // Work-group size for 1-D elementwise launches.
   std::size_t local_size() const noexcept { return local_size_; }
   std::size_t max_work_group() const noexcept { return entry_.max_work_group; }
+  // Every buffer is a whole cl_mem, aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN:
+  // at least the largest built-in type in OpenCL 1.2 (long16, or int16 on
+  // an embedded profile: 64 bytes).
+  static std::size_t base_alignment(const void*) noexcept { return 64; }
   void make_current() const noexcept {}                        // OpenCL calls name their queue
   void update_properties(DeviceProperties&) const noexcept {}  // no portable free-memory query
 
