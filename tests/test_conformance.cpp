@@ -10,6 +10,7 @@
 // the ulp bound stated in their row (kUlp: f32, f64).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -521,6 +522,155 @@ TEST_P(Conformance, AgreesWithTheCpu) {
       }
     }
   report_measured();
+}
+
+// ---- the dense kernels' vector and element forms (Note [Vector loads], kernel_specs.h) ----
+
+// A dense view `off` elements into a buffer of off + x.numel() + 8 values,
+// the guard (values(…, seed)), holding x's values, on x's device: with off
+// not a whole vector, the element kernels run instead of the vector kernels.
+struct Placed {
+  Tensor buffer, view, guard;
+};
+
+// n values of type t on the CPU, different for each seed: small integers
+// (and halves for floats), exact in every dtype, 0/1 for bool.
+Tensor values(DType t, std::int64_t n, int seed) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    v[static_cast<std::size_t>(i)] =
+        t == boolean ? ((i + seed) % 3 == 0)
+                     : static_cast<double>((i * 7 + seed * 13) % 101) + (is_floating(t) ? 0.5 : 0.0);
+  return from_host(v.data(), {n}, f64, cpu()).to(t);
+}
+
+Placed placed(const Tensor& x, std::int64_t off, int seed) {
+  Placed p;
+  p.guard = values(x.dtype(), off + x.numel() + 8, seed);
+  p.buffer = p.guard.to(x.device()).clone();
+  p.view = p.buffer.narrow(0, off, x.numel());
+  p.view.copy_(x);
+  return p;
+}
+
+// What p's buffer should hold once `want` is written into its view.
+Tensor with_view(const Placed& p, const Tensor& want) {
+  Tensor expected = p.guard.clone();
+  expected.narrow(0, p.view.offset() - p.buffer.offset(), want.numel()).copy_(want);
+  return expected;
+}
+
+// A NaN of any float dtype: its sign and payload are not part of a result
+// (as in AgreesWithTheCpu).
+bool any_nan(std::uint64_t bits, DType t) {
+  if (t == f16) return (bits & 0x7fffu) > 0x7c00u;
+  if (t == bf16) return (bits & 0x7fffu) > 0x7f80u;
+  return (t == f32 || t == f64) && is_nan(bits, t);
+}
+
+// The same bits, element by element, where `checked(i)` (all when null).
+void expect_same_bits(const std::string& what, const Tensor& want, const Tensor& got,
+                      const std::function<bool(std::size_t)>& checked = nullptr) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  const Bits w = bits_of(want), g = bits_of(got);
+  ASSERT_EQ(g.size(), w.size()) << what;
+  int bad = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if ((checked && !checked(i)) || w[i] == g[i] || (any_nan(w[i], want.dtype()) && any_nan(g[i], want.dtype())))
+      continue;
+    if (++bad <= 3)
+      ADD_FAILURE() << what << ": element " << i << " of " << w.size() << " is " << show(g[i], want.dtype())
+                    << ", expected " << show(w[i], want.dtype());
+  }
+  if (bad > 3) ADD_FAILURE() << what << ": " << bad - 3 << " more";
+}
+
+// Whether C defines converting float v to integer type t: its integer part
+// fits (devices differ elsewhere, and so do a CPU's scalar and vector code).
+bool fits(double v, DType t) {
+  if (t == u8) return v > -1 && v < 256;
+  if (t == i32) return v > -2147483649.0 && v < 2147483648.0;
+  return v >= -9223372036854775808.0 && v < 9223372036854775808.0;  // i64
+}
+
+// Every op of the table, every dtype: on tensors that start at 0 (the
+// vector kernels) and on views that start 1 and 3 elements in (the
+// element kernels), tensor and scalar operands alike: the same bits.
+TEST_P(Conformance, VectorAndElementKernelsGiveTheSameBits) {
+  const Device d = device();
+  const bool fp64 = properties(d).fp64;
+  for (const OpCase& c : cases())
+    for (DType t : c.dtypes) {
+      if (t == f64 && !fp64) continue;
+      const Operands in = operands_for(c, t);
+      const std::string what = d.str() + " " + c.name + " " + tname(t);
+      const Tensor a = make(in.a, t, d), a1 = placed(a, 1, 5).view;
+      if (c.unary) {
+        expect_same_bits(what, c.unary(a), c.unary(a1));
+        continue;
+      }
+      const Tensor b = make(in.b, t, d), b3 = placed(b, 3, 6).view;
+      expect_same_bits(what, c.binary(a, b), c.binary(a1, b3));
+      if (!c.with_scalar || (c.name == "pow" && !is_floating(t))) continue;
+      const Scalar s = t == boolean ? Scalar(true) : is_floating(t) ? Scalar(2.5) : Scalar(std::int64_t{3});
+      expect_same_bits(what + " (scalar operand)", c.with_scalar(a, s), c.with_scalar(a1, s));
+    }
+  // Casts between every pair of dtypes, special values included.
+  const std::vector<DType> all = {boolean, u8, i32, i64, f32, f64, f16, bf16};
+  for (DType from : all)
+    for (DType to : all) {
+      if (from == to || ((from == f64 || to == f64) && !fp64)) continue;
+      const Tensor a = is_half(from) ? make(inputs(f32), f32, cpu()).to(from).to(d) : make(inputs(from), from, d);
+      const std::vector<double> v = a.to(cpu()).to(f64).to_vector<double>();
+      const bool float_to_int = is_floating(from) && !is_floating(to) && to != boolean;
+      expect_same_bits(d.str() + " " + tname(from) + " to " + tname(to), a.to(to), placed(a, 1, 5).view.to(to),
+                       [&](std::size_t i) { return !float_to_int || fits(v[i], to); });
+    }
+}
+
+// Dense views at offsets 0..7 (in vectors of 2, 4, 8 or 16 elements: aligned
+// or not, each operand on its own), sizes around a vector and its tail,
+// every dtype, against the CPU on fresh tensors; a view's buffer outside
+// the view stays as it was.
+TEST_P(Conformance, ElementwiseKernelsOnMisalignedViewsOddSizesAndEveryDtype) {
+  const Device d = device();
+  const std::vector<DType> dtypes = {boolean, u8, i32, i64, f32, f64, f16, bf16};
+  // Offsets of (out or cond, a, b): all aligned, all alike, one operand off.
+  const int offsets[][3] = {{0, 0, 0}, {1, 1, 1}, {2, 2, 2}, {4, 4, 4}, {7, 7, 7},
+                            {0, 0, 5}, {0, 6, 0}, {3, 0, 0}, {2, 6, 4}, {5, 3, 1}};
+  for (std::size_t k = 0; k < dtypes.size(); ++k) {
+    const DType t = dtypes[k], cast_to = dtypes[(k + 3) % dtypes.size()];
+    if ((t == f64 || cast_to == f64) && !properties(d).fp64) continue;
+    for (std::int64_t n : {0, 1, 3, 15, 17, 1023, 4099}) {
+      const Tensor ha = values(t, n, 1), hb = values(t, n, 2), hc = values(boolean, n, 3);
+      for (const auto& off : offsets) {
+        const std::string what = d.str() + " " + tname(t) + " n=" + std::to_string(n) + " offsets (" +
+                                 std::to_string(off[0]) + ", " + std::to_string(off[1]) + ", " +
+                                 std::to_string(off[2]) + "):";
+        const Placed a = placed(ha.to(d), off[1], 7), b = placed(hb.to(d), off[2], 8);
+        const Tensor cond = placed(hc.to(d), off[0], 9).view;
+        expect_same_bits(what + " add", add(ha, hb), add(a.view, b.view));
+        expect_same_bits(what + " lt", lt(ha, hb), lt(a.view, b.view));
+        expect_same_bits(what + " abs", abs(ha), abs(a.view));
+        expect_same_bits(what + " add scalar", add(ha, Scalar(true)), add(a.view, Scalar(true)));
+        if (t != boolean) expect_same_bits(what + " scalar sub", 3 - ha, 3 - a.view);
+        expect_same_bits(what + " to " + tname(cast_to), ha.to(cast_to), a.view.to(cast_to));
+        expect_same_bits(what + " where", where(hc, ha, hb), where(cond, a.view, b.view));
+        expect_same_bits(what + " where scalar", where(hc, ha, Scalar(1)), where(cond, a.view, Scalar(1)));
+        // Into views: add_out and a cast by copy_ at out's offset, neg_ in place.
+        Placed out = placed(values(t, n, 11).to(d), off[0], 10);
+        add_out(out.view, a.view, b.view);
+        expect_same_bits(what + " add_out", with_view(out, add(ha, hb)), out.buffer);
+        Placed cast = placed(values(cast_to, n, 12).to(d), off[0], 11);
+        cast.view.copy_(a.view);
+        expect_same_bits(what + " copy_ to " + tname(cast_to), with_view(cast, ha.to(cast_to)), cast.buffer);
+        if (t == boolean) continue;
+        Placed self = placed(ha.to(d), off[1], 13);
+        self.view.neg_();
+        expect_same_bits(what + " neg_", with_view(self, neg(ha)), self.buffer);
+      }
+    }
+  }
 }
 
 ANVIL_INSTANTIATE_DEVICE_TEST(Conformance);

@@ -178,6 +178,51 @@ TEST(CudaKernels, EveryKernelCompilesForCudaWithTheSameSymbols) {
               arch, cuda::nvrtc_version().c_str());
 }
 
+// Note [Vector loads]: a vector kernel loads and stores whole 16-byte
+// vectors of its widest operand (a narrower one in a smaller chunk), reads
+// through the read-only path (its pointers are restrict), and keeps its
+// vectors in registers, never in local memory.
+TEST(CudaKernels, VectorKernelsMoveSixteenBytesAtATime) {
+  using detail::BinaryOp;
+  using device_common::BinaryVariant;
+  struct Case {
+    device_common::KernelSpec spec;
+    const char* load;  // in the kernel's PTX
+    const char* store;
+  };
+  // The loads as 4 x u32; the stores as NVRTC 13 writes them (16, 8 or 4 bytes).
+  const Case cases[] = {
+      {device_common::BinaryKernel{BinaryOp::Add, DType::F32, DType::F32, DType::F32, BinaryVariant::Dense, {}, true}
+           .spec(),
+       "ld.global.nc.v4.u32", "st.global.v4.f32"},
+      {device_common::BinaryKernel{
+           BinaryOp::Mul, DType::BF16, DType::BF16, DType::BF16, BinaryVariant::DenseScalarB, {}, true}
+           .spec(),
+       "ld.global.nc.v4.u32", "st.global.v4.u32"},
+      {device_common::UnaryKernel{detail::UnaryOp::Exp, DType::F16, DType::F16, false, true}.spec(),
+       "ld.global.nc.v4.u32", "st.global.v4.u32"},
+      {device_common::CopyKernel{DType::F32, DType::F16, false, true}.spec(), "ld.global.nc.v4.u32",
+       "st.global.v4.u16"},
+      {device_common::BinaryKernel{BinaryOp::Lt, DType::F32, DType::F32, DType::Bool, BinaryVariant::Dense, {}, true}
+           .spec(),
+       "ld.global.nc.v4.u32", "st.global.u32"},
+      {device_common::WhereKernel{DType::F64, DType::F64, DType::F64, false, true}.spec(), "ld.global.nc.v4.u32",
+       "st.global.v2.f64"},
+  };
+  const int arch = cuda::nvrtc_architectures().front();
+  for (const Case& c : cases) {
+    const cuda::CompiledProgram p = cuda::compile_program(c.spec, arch / 10, arch % 10, /*ptx=*/true);
+    const std::string ptx(p.image.c_str());
+    const std::size_t begin = ptx.find(".entry " + c.spec.name + "(");
+    ASSERT_NE(begin, std::string::npos) << c.spec.name;
+    const std::size_t end = ptx.find(".entry ", begin + 1);
+    const std::string body = ptx.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    EXPECT_NE(body.find(c.load), std::string::npos) << c.spec.name << " has no " << c.load << ":\n" << body;
+    EXPECT_NE(body.find(c.store), std::string::npos) << c.spec.name << " has no " << c.store << ":\n" << body;
+    EXPECT_EQ(body.find(".local"), std::string::npos) << c.spec.name << " uses local memory:\n" << body;
+  }
+}
+
 // The newest architecture compiles to a CUBIN (ptxas runs too), for a
 // family of each kind of kernel: shared memory, structs, doubles, Philox.
 TEST(CudaKernels, CubinForTheNewestArchitecture) {
