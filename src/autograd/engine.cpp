@@ -67,7 +67,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad, bool /*retain_grap
       // Either way it is laid out as the leaf is (a channels-last weight's
       // gradient channels-last), which the multi-tensor optimiser step needs.
       const Tensor param(leaf);
-      const MemoryFormat format = param.dim() == 4 ? param.suggest_memory_format() : MemoryFormat::Contiguous;
+      const MemoryFormat format = param.suggest_memory_format();
       const bool sole = grad.impl().use_count() == 1 && grad.impl()->storage().use_count() == 1 &&
                         grad.is_contiguous(format) && grad.offset() == 0;
       if (sole) {

@@ -480,12 +480,6 @@ bool fused_batch_norm_applies(const Tensor& x, std::initializer_list<const Tenso
   return true;
 }
 
-// The layout batch norm's kernels read and write: a channels-last 4-d input
-// keeps its own, anything else is made contiguous.
-MemoryFormat batch_norm_format(const Tensor& x) {
-  return x.dim() == 4 ? x.suggest_memory_format() : MemoryFormat::Contiguous;
-}
-
 // x [N, C, S...] as the kernels see it, and the shared arguments. A
 // channels-last x [N, C, H, W] is [N*H*W, C] in memory: the kernels' [N, C, S]
 // with N*H*W rows and S = 1, so every backend normalises it as it is.
@@ -495,7 +489,7 @@ detail::BatchNormArgs batch_norm_args(const Tensor& x, bool training) {
   a.n = x.size(0);
   a.c = x.size(1);
   a.s = x.numel() / (a.n * a.c);
-  if (batch_norm_format(x) == MemoryFormat::ChannelsLast) {
+  if (x.suggest_memory_format() == MemoryFormat::ChannelsLast) {
     a.n *= a.s;
     a.s = 1;
   }
@@ -506,7 +500,7 @@ detail::BatchNormArgs batch_norm_args(const Tensor& x, bool training) {
 Tensor batch_norm_fused(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                         const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
                         const Tensor& residual_in, bool relu) {
-  const MemoryFormat format = batch_norm_format(input);
+  const MemoryFormat format = input.suggest_memory_format();  // channels-last kept, else contiguous
   const Tensor x = input.contiguous(format);
   const Tensor residual = residual_in.defined() ? residual_in.contiguous(format) : Tensor{};
   const std::int64_t c = x.size(1);
@@ -551,7 +545,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
                                    const Tensor& weight, bool training, bool want_input, bool want_weight,
                                    const Tensor& relu_output, bool want_residual) {
   ANVIL_PROFILE_OP("batch_norm_backward", &grad, &x);
-  const MemoryFormat format = batch_norm_format(x);  // x as the forward saved it: dense in it
+  const MemoryFormat format = x.suggest_memory_format();  // x as the forward saved it: dense in it
   const Tensor g = grad.to(x.dtype()).contiguous(format), w = weight.defined() ? weight.contiguous() : Tensor{};
   BatchNormArgs a = batch_norm_args(x, training);
   BatchNormGrads out;

@@ -163,8 +163,7 @@ MemoryFormat output_format(const Shape& shape, std::initializer_list<const Tenso
 
 Tensor cast(const Tensor& t, DType dtype) {
   if (t.impl_ref().dtype() == dtype) return t;
-  Tensor out =
-      make_empty(t.shape(), dtype, t.device(), t.dim() == 4 ? t.suggest_memory_format() : MemoryFormat::Contiguous);
+  Tensor out = make_empty(t.shape(), dtype, t.device(), t.suggest_memory_format());
   copy_into(out, t, "to");
   return out;
 }
