@@ -74,6 +74,39 @@ TEST_P(MemoryFormatTest, BadFormatsAreTypedErrors) {
   }
 }
 
+TEST_P(MemoryFormatTest, CloneAndMovesKeepTheLayout) {
+  // PyTorch's clone() and .to(device) preserve a channels-last layout; a
+  // format asked for is obeyed; anything else comes back contiguous.
+  const Tensor x = randn({2, 3, 4, 5}, device());
+  const Tensor xc = x.contiguous(CL);
+  const Tensor c = xc.clone();
+  EXPECT_TRUE(c.is_contiguous(CL));
+  EXPECT_FALSE(c.shares_storage(xc));
+  EXPECT_TRUE(c.equal(x));
+  EXPECT_TRUE(clone(xc, MemoryFormat::Contiguous).is_contiguous());
+  EXPECT_TRUE(x.clone(CL).is_contiguous(CL));
+  EXPECT_TRUE(x.clone().is_contiguous());
+  EXPECT_TRUE(x.permute({0, 1, 3, 2}).clone().is_contiguous());  // not channels-last: contiguous
+  EXPECT_THROW(randn({3, 4}, device()).clone(CL), ShapeError);
+  EXPECT_TRUE(xc.contiguous().is_contiguous());  // contiguous() never keeps channels-last
+  for (const Device d : {cpu(), device()}) {
+    const Tensor moved = xc.copy_to(d);
+    EXPECT_TRUE(moved.is_contiguous(CL)) << d;
+    EXPECT_TRUE(moved.cpu().equal(x.cpu())) << d;
+  }
+  const Tensor host = xc.to(cpu());
+  EXPECT_TRUE(host.is_contiguous(CL));
+  EXPECT_TRUE(host.to(device()).is_contiguous(CL));
+  EXPECT_EQ(host.to_vector<float>(), x.to_vector<float>());  // read in logical order
+  // The gradient of a channels-last leaf keeps its layout through the clone.
+  const Tensor leaf = xc.clone().requires_grad_();
+  (leaf * 2).sum().backward();
+  const Tensor again = leaf * 3;
+  again.sum().backward();
+  EXPECT_TRUE(leaf.grad().is_contiguous(CL));
+  EXPECT_TRUE(leaf.grad().equal(full_like(x, 5.0)));
+}
+
 TEST_P(MemoryFormatTest, ElementwiseOpsKeepTheLayout) {
   const Tensor x = randn({2, 6, 5, 7}, device()), y = randn({2, 6, 5, 7}, device());
   const Tensor bias = randn({6, 1, 1}, device());

@@ -333,7 +333,9 @@ Tensor unsqueeze(const Tensor& x, int dim);
 Tensor flatten(const Tensor& x, int start_dim = 0, int end_dim = -1);
 Tensor contiguous(const Tensor& x);
 Tensor contiguous(const Tensor& x, MemoryFormat format);
-Tensor clone(const Tensor& x);
+// A copy on x's device, laid out in `format`; Preserve (PyTorch's default)
+// keeps a channels-last tensor channels-last and makes anything else contiguous.
+Tensor clone(const Tensor& x, MemoryFormat format = MemoryFormat::Preserve);
 // index: 1-D integer tensor on x's device, entries in [0, x.size(dim)).
 Tensor index_select(const Tensor& x, int dim, const Tensor& index);
 // out[i][j] = x[index[i][j]][j] for dim 0, etc. (torch.gather).

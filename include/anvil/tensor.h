@@ -114,7 +114,8 @@ class Tensor {
   Tensor contiguous() const;  // this tensor when already contiguous
   // This tensor when already dense in `format`, else a copy laid out so.
   Tensor contiguous(MemoryFormat format) const;
-  Tensor clone() const;  // always a contiguous copy on the same device
+  // A copy on the same device: channels-last stays so, anything else becomes contiguous.
+  Tensor clone(MemoryFormat format = MemoryFormat::Preserve) const;
   Tensor operator[](std::int64_t index) const { return select(0, index); }
   Tensor index_select(int dim, const Tensor& index) const;
   Tensor gather(int dim, const Tensor& index) const;

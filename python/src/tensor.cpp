@@ -292,7 +292,8 @@ void bind_tensor(nb::module_& m) {
             return keeping_self([format](const Tensor& x) { return x.contiguous(format); })(self);
           },
           nb::kw_only(), "memory_format"_a = MemoryFormat::Contiguous, doc("Tensor::contiguous"))
-      .def("clone", &Tensor::clone, ANVIL_NOGIL, doc("Tensor::clone"))
+      .def("clone", &Tensor::clone, nb::kw_only(), "memory_format"_a = MemoryFormat::Preserve, ANVIL_NOGIL,
+           doc("Tensor::clone"))
       .def("index_select", &Tensor::index_select, "dim"_a, "index"_a, ANVIL_NOGIL, doc("Tensor::index_select"))
       .def("gather", &Tensor::gather, "dim"_a, "index"_a, ANVIL_NOGIL, doc("Tensor::gather"))
       .def("index_add", &Tensor::index_add, "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1, ANVIL_NOGIL,
@@ -691,7 +692,9 @@ void bind_tensor(nb::module_& m) {
       #name, [](const Tensor& x) { return anvil::name(x); }, "input"_a, doc(#name), ANVIL_NOGIL);
   ANVIL_FREE_UNARY(t)
   ANVIL_FREE_UNARY(contiguous)
-  ANVIL_FREE_UNARY(clone)
+  m.def(
+      "clone", [](const Tensor& x, MemoryFormat format) { return anvil::clone(x, format); }, "input"_a, nb::kw_only(),
+      "memory_format"_a = MemoryFormat::Preserve, doc("clone"), ANVIL_NOGIL);
 #undef ANVIL_FREE_UNARY
   m.def("matmul", &matmul, ANVIL_NOGIL, doc("matmul"));
   m.def("mm", &mm, ANVIL_NOGIL, doc("mm"));

@@ -45,3 +45,13 @@ def test_module_to_channels_last_computes_the_same():
     np.testing.assert_allclose(y.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
     net.to(DEVICE, memory_format=anvil.contiguous_format)
     assert net[0].weight.is_contiguous()
+
+
+def test_clone_and_cpu_keep_channels_last_as_torch():
+    x = anvil.randn(2, 3, 4, 5, device=DEVICE).contiguous(memory_format=anvil.channels_last)
+    t = torch.empty(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    assert x.clone().stride() == t.clone().stride()
+    assert anvil.clone(x).is_contiguous(memory_format=anvil.channels_last)
+    assert x.clone(memory_format=anvil.contiguous_format).is_contiguous()
+    assert x.cpu().stride() == t.cpu().stride()
+    np.testing.assert_array_equal(x.cpu().numpy(), x.contiguous().cpu().numpy())

@@ -70,14 +70,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad, bool /*retain_grap
       const MemoryFormat format = param.suggest_memory_format();
       const bool sole = grad.impl().use_count() == 1 && grad.impl()->storage().use_count() == 1 &&
                         grad.is_contiguous(format) && grad.offset() == 0;
-      if (sole) {
-        meta.grad = grad.detach();
-      } else if (format == MemoryFormat::Contiguous) {
-        meta.grad = clone(grad);
-      } else {  // clone() is always contiguous
-        meta.grad = make_empty(grad.shape(), grad.dtype(), grad.device(), format);
-        copy_into(meta.grad, grad);
-      }
+      meta.grad = sole ? grad.detach() : clone(grad, format);
     } else {
       meta.grad = meta.grad + grad;
     }

@@ -8,9 +8,13 @@
 namespace anvil::detail {
 
 void transfer_into(const TensorImpl& dst_impl, const TensorImpl& src_impl) {
-  ANVIL_ASSERT(dst_impl.is_contiguous() && src_impl.is_contiguous() && dst_impl.dtype() == src_impl.dtype() &&
-                   dst_impl.numel() == src_impl.numel(),
-               "transfer_into: contiguous tensors of one dtype and size");
+  // Both contiguous, or both dense in one other layout (channels-last): the
+  // callers allocate `dst` like `src`, so the bytes move as they lie.
+  ANVIL_ASSERT((dst_impl.is_contiguous() && src_impl.is_contiguous()) ||
+                   (dst_impl.shape() == src_impl.shape() && dst_impl.strides() == src_impl.strides()),
+               "transfer_into: tensors of one layout");
+  ANVIL_ASSERT(dst_impl.dtype() == src_impl.dtype() && dst_impl.numel() == src_impl.numel(),
+               "transfer_into: tensors of one dtype and size");
   const Device dst = dst_impl.device(), from = src_impl.device();
   const std::size_t elem = element_size(dst_impl.dtype());
   const std::size_t bytes = static_cast<std::size_t>(dst_impl.numel()) * elem;

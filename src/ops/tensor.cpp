@@ -56,19 +56,21 @@ bool Tensor::shares_storage(const Tensor& other) const { return impl_ref().stora
 
 namespace detail {
 
-// A contiguous copy of `src` on `dst`, always new storage.
-Tensor transfer(const Tensor& src, Device dst) {
+// A copy of `src` on `dst` in new storage, channels-last when `src` is (as
+// PyTorch's .to keeps the layout), else contiguous: bytes move as they lie.
+Tensor transfer(const Tensor& src, Device dst, MemoryFormat format = MemoryFormat::Preserve) {
   backend_checked(dst, "to");
   check_supported("to", Primitive::Storage, src.impl_ref().dtype(), dst);
-  Tensor out = make_empty(src.shape(), src.dtype(), dst);
-  transfer_into(out.impl_ref(), contiguous(src).impl_ref());
+  if (format == MemoryFormat::Preserve) format = src.suggest_memory_format();
+  Tensor out = make_empty(src.shape(), src.dtype(), dst, format);
+  transfer_into(out.impl_ref(), contiguous(src, format).impl_ref());
   return out;
 }
 
 // A contiguous host copy of `t` (itself when already a contiguous CPU tensor).
 Tensor host_contiguous(const Tensor& t) {
   if (t.device().is_cpu()) return contiguous(t);
-  return transfer(t, cpu());
+  return transfer(t, cpu(), MemoryFormat::Contiguous);
 }
 
 }  // namespace detail

@@ -337,7 +337,7 @@ Tensor flatten(const Tensor& x, int start_dim, int end_dim) {
 Tensor contiguous(const Tensor& x) {
   check_defined("contiguous", x);
   if (x.is_contiguous()) return x;
-  return clone(x);
+  return clone(x, MemoryFormat::Contiguous);
 }
 
 Tensor contiguous(const Tensor& x, MemoryFormat format) {
@@ -348,16 +348,15 @@ Tensor contiguous(const Tensor& x, MemoryFormat format) {
   ANVIL_CHECK(x.dim() == 4, ShapeError, "contiguous: ChannelsLast is a layout of 4-d [N, C, H, W] tensors; got ",
               x.dim(), "-d ", x.shape());
   if (x.is_contiguous(format)) return x;
-  Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device(), format);
-  detail::copy_into(out, x);
-  detail::record_clone(out, x);
-  detail::record_copy(x.device(), x.device(), out.nbytes());
-  return out;
+  return clone(x, format);
 }
 
-Tensor clone(const Tensor& x) {
+Tensor clone(const Tensor& x, MemoryFormat format) {
   check_defined("clone", x);
-  Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device());
+  if (format == MemoryFormat::Preserve) format = x.suggest_memory_format();
+  ANVIL_CHECK(format != MemoryFormat::ChannelsLast || x.dim() == 4, ShapeError,
+              "clone: ChannelsLast is a layout of 4-d [N, C, H, W] tensors; got ", x.dim(), "-d ", x.shape());
+  Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device(), format);
   detail::copy_into(out, x);
   detail::record_clone(out, x);
   detail::record_copy(x.device(), x.device(), out.nbytes());  // a same-device copy, in the ledger
@@ -656,6 +655,6 @@ Tensor Tensor::unsqueeze(int dim) const { return anvil::unsqueeze(*this, dim); }
 Tensor Tensor::flatten(int start_dim, int end_dim) const { return anvil::flatten(*this, start_dim, end_dim); }
 Tensor Tensor::contiguous() const { return anvil::contiguous(*this); }
 Tensor Tensor::contiguous(MemoryFormat format) const { return anvil::contiguous(*this, format); }
-Tensor Tensor::clone() const { return anvil::clone(*this); }
+Tensor Tensor::clone(MemoryFormat format) const { return anvil::clone(*this, format); }
 
 }  // namespace anvil
