@@ -189,6 +189,10 @@ Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Wind
 // interpolate_backward, the adjoint [N, C, OH, OW] -> [N, C, H, W] (not
 // itself recorded: backward runs without grad).
 void record_interpolate(const Tensor& out, const Tensor& x, const InterpolateArgs& shape);
+// softmax or log_softmax over the last dim by the fused kernel (Note [Fused
+// softmax]); its gradient from the saved output, by the backward kernel.
+void record_softmax(const Tensor& out, const Tensor& x, bool log);
+Tensor softmax_backward(const Tensor& grad, const Tensor& y, bool log);
 Tensor interpolate_backward(const Tensor& grad, const InterpolateArgs& shape);
 
 // batch_norm's rule. xc = x - mean (computed in `compute`, the dtype the op

@@ -243,4 +243,11 @@ void record_cross_entropy(const Tensor& out, const Tensor& logits, const Tensor&
   });
 }
 
+void record_softmax(const Tensor& out, const Tensor& x, bool log) {
+  if (!should_record({&x})) return;
+  const Tensor y = saved(out);
+  record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", out, {&x},
+         [y, log](const Tensor& g, const std::vector<bool>&) { return Grads{softmax_backward(g, y, log)}; });
+}
+
 }  // namespace anvil::detail

@@ -30,7 +30,9 @@ const char* name(FusedOp op) noexcept {
                                 "rnn",
                                 "rnn_backward",
                                 "interpolate",
-                                "interpolate_backward"};
+                                "interpolate_backward",
+                                "softmax",
+                                "softmax_backward"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(FusedOp::Count), "one name per FusedOp");
   return names[static_cast<int>(op)];
 }

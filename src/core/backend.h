@@ -289,6 +289,8 @@ enum class FusedOp : std::uint8_t {
   RnnBackward,           // its data and weight gradients
   Interpolate,           // nearest or bilinear resampling (InterpolateArgs)
   InterpolateBackward,   // its adjoint
+  Softmax,               // softmax or log_softmax over rows (SoftmaxArgs)
+  SoftmaxBackward,       // its gradient
   Count
 };
 const char* name(FusedOp op) noexcept;  // "im2col", …
@@ -499,6 +501,23 @@ struct InterpolateArgs {
   KernelOperand image, out;
 };
 
+// Note [Fused softmax]
+// softmax and log_softmax of `rows` contiguous rows of `len` (the frontend
+// takes this path for the last dim of a contiguous tensor): one pass for the
+// row's max, one for its sum, one to store, instead of five to eight
+// elementwise and reduction ops. f16 and bf16 compute in f32. With m the
+// row's max and s = Σ exp(x - m):
+//   Softmax          y = exp(x - m) / s, or for log: y = x - m - log(s)
+//                    (a row holding NaN or +inf, or all -inf, is NaN, as PyTorch's)
+//   SoftmaxBackward  grad_x from y and grad (the forward's output and its gradient):
+//                    y (g - Σ g y), or for log: g - exp(y) Σ g
+struct SoftmaxArgs {
+  DType dtype = DType::F32;  // f32, f64, f16 or bf16; every operand has it
+  std::int64_t rows = 0, len = 0;
+  bool log = false;
+  KernelOperand x, y, grad, grad_x;  // forward: x -> y; backward: y, grad -> grad_x
+};
+
 // ---- optional fused optimiser steps ------------------------------------------------
 // One pass over a parameter for the whole update of SGD or Adam, instead of the
 // four to ten elementwise ops (each a round trip through memory) of the
@@ -700,6 +719,9 @@ class Backend {
   // optional: Note [Interpolation]; asked as supports_fused(FusedOp::Interpolate, dtype).
   virtual void interpolate(int, const InterpolateArgs&) { not_fused(FusedOp::Interpolate); }
   virtual void interpolate_backward(int, const InterpolateArgs&) { not_fused(FusedOp::InterpolateBackward); }
+  // optional: Note [Fused softmax]; asked as supports_fused(FusedOp::Softmax, dtype).
+  virtual void softmax(int, const SoftmaxArgs&) { not_fused(FusedOp::Softmax); }
+  virtual void softmax_backward(int, const SoftmaxArgs&) { not_fused(FusedOp::SoftmaxBackward); }
   // optional: fused optimiser steps (see OptimizerStepArgs).
   virtual bool supports_optimizer_step(OptimizerKind, DType, int) noexcept { return false; }
   virtual void optimizer_step(int, const OptimizerStepArgs& args);  // default: throws NotSupported

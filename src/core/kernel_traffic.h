@@ -121,6 +121,11 @@ inline Traffic traffic(const InterpolateArgs& a, bool backward) noexcept {
                       out = dense_bytes(a.out, a.n * a.c * a.oh * a.ow);
   return backward ? Traffic{out, image} : Traffic{image, out};
 }
+inline Traffic traffic(const SoftmaxArgs& a, bool backward) noexcept {
+  const std::int64_t n = a.rows * a.len;
+  return backward ? Traffic{dense_bytes(a.y, n) + dense_bytes(a.grad, n), dense_bytes(a.grad_x, n)}
+                  : Traffic{dense_bytes(a.x, n), dense_bytes(a.y, n)};
+}
 inline Traffic traffic(const OptimizerStepArgs& a) noexcept {
   const bool sgd = a.kind == OptimizerKind::Sgd;
   const std::uint64_t p = dense_bytes(a.param, a.numel),

@@ -118,6 +118,8 @@ void rnn_forward(Device d, const RnnArgs& a) { of(d).rnn_forward(d.index(), a); 
 void rnn_backward(Device d, const RnnArgs& a) { of(d).rnn_backward(d.index(), a); }
 void interpolate(Device d, const InterpolateArgs& a) { of(d).interpolate(d.index(), a); }
 void interpolate_backward(Device d, const InterpolateArgs& a) { of(d).interpolate_backward(d.index(), a); }
+void softmax(Device d, const SoftmaxArgs& a) { of(d).softmax(d.index(), a); }
+void softmax_backward(Device d, const SoftmaxArgs& a) { of(d).softmax_backward(d.index(), a); }
 void optimizer_step(Device d, const OptimizerStepArgs& a) { of(d).optimizer_step(d.index(), a); }
 void optimizer_step_list(Device d, const OptimizerStepListArgs& a) { of(d).optimizer_step_list(d.index(), a); }
 

@@ -69,6 +69,8 @@ void rnn_forward(Device d, const RnnArgs& a);
 void rnn_backward(Device d, const RnnArgs& a);
 void interpolate(Device d, const InterpolateArgs& a);
 void interpolate_backward(Device d, const InterpolateArgs& a);
+void softmax(Device d, const SoftmaxArgs& a);
+void softmax_backward(Device d, const SoftmaxArgs& a);
 void optimizer_step(Device d, const OptimizerStepArgs& a);
 void optimizer_step_list(Device d, const OptimizerStepListArgs& a);
 

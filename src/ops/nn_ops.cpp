@@ -44,10 +44,59 @@ Tensor as_strided(const Tensor& x, const Shape& shape, const Strides& strides, s
   return detail::make_view(x, shape, strides, offset);
 }
 
+namespace {
+
+// Note [Fused softmax] (core/backend.h): one kernel over the rows of the last
+// dim where the backend has it. Other dims, integer inputs and the backends
+// without it take the composite, whose ops autograd differentiates.
+bool softmax_fuses(const Tensor& x, int dim, const char* op) {
+  return x.dim() > 0 && detail::wrap_dim(dim, x.dim(), op) == x.dim() - 1 && is_floating(x.dtype()) &&
+         detail::has_fused(x, {detail::FusedOp::Softmax, detail::FusedOp::SoftmaxBackward});
+}
+
+// The composite's empty input: nothing to normalise (amax has no identity).
+Tensor softmax_of_empty(const Tensor& x) { return clone(is_floating(x.dtype()) ? x : x.to(f32)); }
+
+Tensor softmax_fused(const Tensor& x, bool log) {
+  const Tensor xc = x.contiguous();
+  Tensor y = detail::make_empty(x.shape(), x.dtype(), x.device());
+  const std::int64_t len = x.size(x.dim() - 1);
+  if (y.numel() > 0)
+    detail::dispatch::softmax(x.device(), {.dtype = x.dtype(),
+                                           .rows = y.numel() / len,
+                                           .len = len,
+                                           .log = log,
+                                           .x = detail::operand(xc),
+                                           .y = detail::operand(y)});
+  detail::record_softmax(y, x, log);
+  return y;
+}
+
+}  // namespace
+
+namespace detail {
+Tensor softmax_backward(const Tensor& grad, const Tensor& y, bool log) {
+  const Tensor g = grad.contiguous();
+  Tensor gx = make_empty(y.shape(), y.dtype(), y.device());
+  const std::int64_t len = y.size(y.dim() - 1);
+  if (gx.numel() > 0)
+    dispatch::softmax_backward(y.device(), {.dtype = y.dtype(),
+                                            .rows = gx.numel() / len,
+                                            .len = len,
+                                            .log = log,
+                                            .y = operand(y),
+                                            .grad = operand(g),
+                                            .grad_x = operand(gx)});
+  return gx;
+}
+}  // namespace detail
+
 Tensor softmax(const Tensor& x, int dim) {
   ANVIL_PROFILE_OP("softmax", &x);
   detail::check_defined("softmax", x);
   if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return softmax((*c)[0], dim);
+  if (softmax_fuses(x, dim, "softmax")) return softmax_fused(x, false);
+  if (x.numel() == 0) return softmax_of_empty(x);
   const Tensor e = exp(x - amax(x, dim, true).detach());
   return e / sum(e, dim, true);
 }
@@ -56,6 +105,8 @@ Tensor log_softmax(const Tensor& x, int dim) {
   ANVIL_PROFILE_OP("log_softmax", &x);
   detail::check_defined("log_softmax", x);
   if (auto c = detail::autocast_inputs(detail::AutocastList::Fp32, {&x})) return log_softmax((*c)[0], dim);
+  if (softmax_fuses(x, dim, "log_softmax")) return softmax_fused(x, true);
+  if (x.numel() == 0) return softmax_of_empty(x);
   return x - logsumexp(x, dim, true);
 }
 

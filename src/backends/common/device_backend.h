@@ -336,10 +336,10 @@ class DeviceBackend final : public detail::Backend {
                supports(index, detail::Primitive::Fused, t).ok;
       return false;
     }
-    const bool takes =
-        (detail::is_window_kernel(op) || op == FusedOp::UnaryBinary || op == FusedOp::Interpolate ||
-         op == FusedOp::InterpolateBackward || op == FusedOp::BatchNorm || op == FusedOp::BatchNormBackward) &&
-        is_floating(t);
+    const bool takes = (detail::is_window_kernel(op) || op == FusedOp::UnaryBinary || op == FusedOp::Interpolate ||
+                        op == FusedOp::InterpolateBackward || op == FusedOp::BatchNorm ||
+                        op == FusedOp::BatchNormBackward || op == FusedOp::Softmax || op == FusedOp::SoftmaxBackward) &&
+                       is_floating(t);
     return takes && supports(index, detail::Primitive::Fused, t).ok;
   }
   // The Conv2d family where the runtime has a vendor library that takes the
@@ -380,6 +380,12 @@ class DeviceBackend final : public detail::Backend {
   void interpolate_backward(int index, const detail::InterpolateArgs& a) override {
     run(index, "interpolate_backward", detail::traffic(a, true),
         [&](Slot& s) { device_common::interpolate(s, a, true); });
+  }
+  void softmax(int index, const detail::SoftmaxArgs& a) override {
+    run(index, "softmax", detail::traffic(a, false), [&](Slot& s) { device_common::softmax(s, a, false); });
+  }
+  void softmax_backward(int index, const detail::SoftmaxArgs& a) override {
+    run(index, "softmax_backward", detail::traffic(a, true), [&](Slot& s) { device_common::softmax(s, a, true); });
   }
   void batch_norm(int index, const detail::BatchNormArgs& a) override {
     run(index, "batch_norm", detail::traffic(a, false), [&](Slot& s) {

@@ -475,6 +475,20 @@ void argsort(Q& q, const detail::SortArgs& a) {
       .run(total, "sort");
 }
 
+// ---- softmax and log_softmax (softmax.kern): Note [Fused softmax] -----------------
+
+template <class Q>
+void softmax(Q& q, const detail::SoftmaxArgs& a, bool backward) {
+  if (a.rows <= 0 || a.len <= 0) return;
+  auto l = q.launch(q.kernel(SoftmaxKernel{backward, a.dtype}));
+  if (backward)
+    l.buffer(a.grad_x.data).buffer(a.y.data).buffer(a.grad.data).arg(a.rows).arg(a.len).arg(a.grad_x.offset);
+  else
+    l.buffer(a.y.data).buffer(a.x.data).arg(a.rows).arg(a.len);
+  l.arg(a.y.offset).arg(backward ? a.grad.offset : a.x.offset);
+  l.arg(static_cast<std::int32_t>(a.log)).run(a.rows, backward ? "softmax_backward" : "softmax");
+}
+
 // ---- fused optimiser steps (optional in core/backend.h) ----------------------------
 
 inline std::int32_t sgd_flags(const detail::OptimizerStepArgs& a, bool first) {

@@ -340,6 +340,13 @@ KernelSpec InterpKernel::spec() const {
           prefix + (backward ? "_backward" : "_forward")};
 }
 
+KernelSpec SoftmaxKernel::spec() const {
+  const std::string prefix = std::string("softmax_") + dtype_name(t);
+  return {"softmax.kern",
+          {def("KPREFIX", prefix), type_def("T", t), type_def("TA", widen_half(t))},
+          prefix + (backward ? "_backward" : "_forward")};
+}
+
 KernelSpec RowKernel::spec() const {
   const std::string prefix = std::string("rows_") + dtype_name(t);
   return {
@@ -401,7 +408,10 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
         if (detail::is_window_kernel(static_cast<FusedOp>(op)))
           out.push_back(WindowKernel{static_cast<FusedOp>(op), t}.spec());
     if (is_floating(t))
-      for (bool backward : {false, true}) out.push_back(InterpKernel{backward, t}.spec());
+      for (bool backward : {false, true}) {
+        out.push_back(InterpKernel{backward, t}.spec());
+        out.push_back(SoftmaxKernel{backward, t}.spec());
+      }
     if (t == DType::F32 || t == DType::F64)
       for (int k = 0; k < static_cast<int>(detail::OptimizerKind::Count); ++k)
         for (bool multi : {false, true})

@@ -44,7 +44,8 @@ enum class Family : std::uint8_t {
   Rows,
   Optim,
   Norm,
-  Interp
+  Interp,
+  Softmax
 };
 constexpr std::uint64_t kernel_key(Family f, int op, int variant, int d0 = 15, int d1 = 15, int d2 = 15,
                                    int d3 = 15) noexcept {
@@ -250,6 +251,14 @@ struct InterpKernel {
   // The taps' and the sums' type.
   DType compute_type() const noexcept { return widen_half(t); }
   std::uint64_t key() const noexcept { return kernel_key(Family::Interp, backward, 0, static_cast<int>(t)); }
+  KernelSpec spec() const;
+};
+
+// softmax and log_softmax over contiguous rows, and their gradient (softmax.kern).
+struct SoftmaxKernel {
+  bool backward;  // <prefix>_backward, otherwise _forward
+  DType t;        // f32, f64, f16 or bf16
+  std::uint64_t key() const noexcept { return kernel_key(Family::Softmax, backward, 0, static_cast<int>(t)); }
   KernelSpec spec() const;
 };
 

@@ -183,6 +183,14 @@ void CpuBackend::batch_norm_backward(int, const detail::BatchNormArgs& a) {
   count(detail::traffic(a, true));
   kernels().batch_norm_backward(a);
 }
+void CpuBackend::softmax(int, const detail::SoftmaxArgs& a) {
+  count(detail::traffic(a, false));
+  kernels().softmax(a);
+}
+void CpuBackend::softmax_backward(int, const detail::SoftmaxArgs& a) {
+  count(detail::traffic(a, true));
+  kernels().softmax_backward(a);
+}
 void CpuBackend::optimizer_step(int, const detail::OptimizerStepArgs& a) {
   count(detail::traffic(a));
   kernels().optimizer_step(a);
@@ -196,7 +204,9 @@ bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
   if (detail::is_window_kernel(op) || op == detail::FusedOp::UnaryBinary || op == detail::FusedOp::Interpolate ||
       op == detail::FusedOp::InterpolateBackward)
     return is_floating(t);
-  if (op == detail::FusedOp::BatchNorm || op == detail::FusedOp::BatchNormBackward) return is_floating(t);
+  if (op == detail::FusedOp::BatchNorm || op == detail::FusedOp::BatchNormBackward || op == detail::FusedOp::Softmax ||
+      op == detail::FusedOp::SoftmaxBackward)
+    return is_floating(t);
   // The Conv2d family (cpu_conv.cpp; bf16 only on CPUs with bf16
   // instructions, which supports_fused_conv2d checks).
   return t == DType::F32 || t == DType::BF16;

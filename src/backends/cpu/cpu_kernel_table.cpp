@@ -33,6 +33,8 @@ constexpr KernelTable kTable{.name = kNamespace + 4,
                              .max_pool2d_backward = max_pool2d_backward,
                              .batch_norm = batch_norm,
                              .batch_norm_backward = batch_norm_backward,
+                             .softmax = softmax,
+                             .softmax_backward = softmax_backward,
                              .optimizer_step = optimizer_step,
                              .optimizer_step_list = optimizer_step_list};
 }  // namespace

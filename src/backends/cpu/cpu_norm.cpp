@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include "anvil/error.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/scalar_ops.h"
 #include "core/half.h"
 
 namespace anvil::cpu_backend {
@@ -290,10 +292,100 @@ struct Backward {
   }
 };
 
+// Note [Fused softmax] (backend.h): a thread owns whole rows; each row is
+// read three times (max, sum, store), from the cache after the first. T is
+// stored, P computed in (f32 for the 16-bit floats).
+template <typename T>
+T* row_of(const detail::KernelOperand& o, std::int64_t r, std::int64_t len) {
+  return static_cast<T*>(o.data) + o.offset + r * len;
+}
+std::int64_t softmax_grain(std::int64_t len) { return std::max<std::int64_t>(1, kParallelGrainVectorMath / len); }
+
+template <typename T, typename P>
+struct SoftmaxForward {
+  static void run(const detail::SoftmaxArgs& a) {
+    const std::int64_t len = a.len;
+    parallel_for(a.rows, softmax_grain(len), [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t r = begin; r < end; ++r) {
+        const T* __restrict x = row_of<const T>(a.x, r, len);
+        T* __restrict y = row_of<T>(a.y, r, len);
+        // NaN, +inf and all -inf need no test: exp(x - m) is NaN for some x
+        // there, and so is the sum and every output.
+        P m = -std::numeric_limits<P>::infinity();
+#pragma omp simd reduction(max : m)
+        for (std::int64_t i = 0; i < len; ++i) m = std::max(m, static_cast<P>(x[i]));
+        P sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (std::int64_t i = 0; i < len; ++i) sum += scalar::anvil_exp(static_cast<P>(x[i]) - m);
+        if (a.log) {
+          const P shift = m + std::log(sum);
+#pragma omp simd
+          for (std::int64_t i = 0; i < len; ++i) y[i] = static_cast<T>(static_cast<P>(x[i]) - shift);
+        } else {
+          const P inv = P(1) / sum;
+#pragma omp simd
+          for (std::int64_t i = 0; i < len; ++i)
+            y[i] = static_cast<T>(scalar::anvil_exp(static_cast<P>(x[i]) - m) * inv);
+        }
+      }
+    });
+  }
+};
+
+template <typename T, typename P>
+struct SoftmaxBackward {
+  static void run(const detail::SoftmaxArgs& a) {
+    const std::int64_t len = a.len;
+    parallel_for(a.rows, softmax_grain(len), [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t r = begin; r < end; ++r) {
+        const T* __restrict y = row_of<const T>(a.y, r, len);
+        const T* __restrict g = row_of<const T>(a.grad, r, len);
+        T* __restrict dx = row_of<T>(a.grad_x, r, len);
+        P sum = 0;  // log: Σ g; else Σ g y
+        if (a.log) {
+#pragma omp simd reduction(+ : sum)
+          for (std::int64_t i = 0; i < len; ++i) sum += static_cast<P>(g[i]);
+#pragma omp simd
+          for (std::int64_t i = 0; i < len; ++i)
+            dx[i] = static_cast<T>(static_cast<P>(g[i]) - scalar::anvil_exp(static_cast<P>(y[i])) * sum);
+        } else {
+#pragma omp simd reduction(+ : sum)
+          for (std::int64_t i = 0; i < len; ++i) sum += static_cast<P>(g[i]) * static_cast<P>(y[i]);
+#pragma omp simd
+          for (std::int64_t i = 0; i < len; ++i)
+            dx[i] = static_cast<T>(static_cast<P>(y[i]) * (static_cast<P>(g[i]) - sum));
+        }
+      }
+    });
+  }
+};
+
+template <template <typename, typename> class F>
+void softmax_by_dtype(const detail::SoftmaxArgs& a) {
+  switch (a.dtype) {
+    case DType::F64:
+      return F<double, double>::run(a);
+    case DType::F32:
+      return F<float, float>::run(a);
+    case DType::F16:
+      return F<detail::Half, float>::run(a);
+    case DType::BF16:
+      return F<detail::BFloat16, float>::run(a);
+    default:
+      ANVIL_ASSERT(false, "softmax: a floating dtype expected, got ", a.dtype);
+  }
+}
+
 }  // namespace
 
 void batch_norm(const BatchNormArgs& a) { by_dtype<Forward>(a); }
 void batch_norm_backward(const BatchNormArgs& a) { by_dtype<Backward>(a); }
+void softmax(const detail::SoftmaxArgs& a) {
+  if (a.rows > 0 && a.len > 0) softmax_by_dtype<SoftmaxForward>(a);
+}
+void softmax_backward(const detail::SoftmaxArgs& a) {
+  if (a.rows > 0 && a.len > 0) softmax_by_dtype<SoftmaxBackward>(a);
+}
 
 }  // namespace ANVIL_CPU_ISA
 }  // namespace anvil::cpu_backend

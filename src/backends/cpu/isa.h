@@ -53,6 +53,8 @@ struct KernelTable {
   void (*max_pool2d_backward)(const detail::Pool2dArgs&);
   void (*batch_norm)(const detail::BatchNormArgs&);
   void (*batch_norm_backward)(const detail::BatchNormArgs&);
+  void (*softmax)(const detail::SoftmaxArgs&);
+  void (*softmax_backward)(const detail::SoftmaxArgs&);
   void (*optimizer_step)(const detail::OptimizerStepArgs&);
   void (*optimizer_step_list)(const detail::OptimizerStepListArgs&);
 };
@@ -72,6 +74,8 @@ void max_pool2d(const detail::Pool2dArgs& a);
 void max_pool2d_backward(const detail::Pool2dArgs& a);
 void batch_norm(const detail::BatchNormArgs& a);
 void batch_norm_backward(const detail::BatchNormArgs& a);
+void softmax(const detail::SoftmaxArgs& a);
+void softmax_backward(const detail::SoftmaxArgs& a);
 void optimizer_step(const detail::OptimizerStepArgs& a);
 void optimizer_step_list(const detail::OptimizerStepListArgs& a);
 const KernelTable& kernel_table() noexcept;
