@@ -20,6 +20,7 @@
 #include "anvil/dist.h"
 #include "anvil/profiler.h"
 #include "device_test.h"
+#include "env_guard.h"
 
 using anvil::Device;
 using anvil::Tensor;
@@ -221,6 +222,138 @@ TEST_P(Profiler, BackwardOpsAreTaggedAndNested) {
       std::find_if(events.begin(), events.end(), [](const prof::TraceEvent& e) { return e.name == "SGD.step"; });
   ASSERT_NE(step, events.end());
   EXPECT_EQ(step->category, "optimizer");
+}
+
+// Note [Convolution algorithms]: one training step of a convolution with
+// both gradients, and the records it leaves per direction.
+struct ConvStep {
+  std::vector<prof::ConvAlgorithmStats> rows;
+  json trace;
+};
+ConvStep conv_step(Device d) {
+  anvil::manual_seed(0);
+  const Tensor x = anvil::randn({2, 8, 6, 6}, d).requires_grad_();
+  const Tensor w = anvil::randn({8, 8, 3, 3}, d).requires_grad_();
+  const Tensor b = anvil::randn({8}, d).requires_grad_();
+  const std::string path = temp_path("conv.json");
+  {
+    prof::Profile p({.trace_path = path});
+    anvil::conv2d(x, w, b, {1, 1}, {1, 1}).sum().backward();
+    anvil::synchronize(d);
+    p.stop();
+    ConvStep out{p.conv_algorithms(), {}};
+    const std::string table = p.conv_table();
+    EXPECT_NE(table.find("Direction"), std::string::npos) << table;
+    for (const prof::ConvAlgorithmStats& r : out.rows)
+      EXPECT_NE(table.find(r.choice.algorithm), std::string::npos) << table;
+    p.write_trace(path);
+    out.trace = read_json(path);
+    std::filesystem::remove(path);
+    return out;
+  }
+}
+const prof::ConvAlgorithmStats* find_direction(const ConvStep& s, const std::string& direction) {
+  const prof::ConvAlgorithmStats* found = nullptr;
+  for (const prof::ConvAlgorithmStats& r : s.rows)
+    if (r.choice.direction == direction) {
+      EXPECT_EQ(found, nullptr) << "two records for " << direction;
+      found = &r;
+    }
+  return found;
+}
+// The trace's args carry the same records as conv_algorithms().
+void expect_in_trace(const ConvStep& s) {
+  std::size_t n = 0;
+  for (const json& e : host_spans(s.trace)) {
+    if (!e.at("args").contains("algorithms")) continue;
+    for (const json& a : e.at("args").at("algorithms")) {
+      ++n;
+      const auto same = std::find_if(s.rows.begin(), s.rows.end(), [&](const prof::ConvAlgorithmStats& r) {
+        return r.name == e.at("name") && r.choice.direction == a.at("direction") &&
+               r.choice.algorithm == a.at("algorithm") && r.choice.math == a.at("math") &&
+               r.choice.workspace_bytes == a.at("workspace_bytes").get<std::uint64_t>();
+      });
+      EXPECT_NE(same, s.rows.end()) << a.dump();
+    }
+  }
+  EXPECT_EQ(n, s.rows.size());
+}
+
+// im2col's column matrix: N * C*KH*KW * OH*OW f32 elements.
+constexpr std::uint64_t kColumnBytes = 2ull * 8 * 3 * 3 * 6 * 6 * 4;
+
+TEST_P(Profiler, ConvolutionsNameTheirAlgorithmMathAndWorkspace) {
+  const Device d = device();
+  const ConvStep s = conv_step(d);
+  expect_in_trace(s);
+  const prof::ConvAlgorithmStats* fwd = find_direction(s, "forward");
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_EQ(fwd->name, "conv2d");
+  EXPECT_EQ(fwd->calls, 1u);
+  EXPECT_EQ(fwd->choice.math, "f32");
+  const prof::ConvAlgorithmStats* data = find_direction(s, "backward_data");
+  ASSERT_NE(data, nullptr);
+  if (d.is_cpu()) {
+    // oneDNN's own convolution, all three directions, named by oneDNN.
+    EXPECT_EQ(fwd->choice.algorithm.find("im2col"), std::string::npos) << fwd->choice.algorithm;
+    EXPECT_FALSE(fwd->choice.algorithm.empty());
+    const prof::ConvAlgorithmStats* weight = find_direction(s, "backward_weight");
+    ASSERT_NE(weight, nullptr);
+    EXPECT_EQ(data->name, "conv2d_backward");
+    EXPECT_EQ(weight->name, "conv2d_backward");
+    EXPECT_FALSE(data->choice.algorithm.empty());
+    EXPECT_FALSE(weight->choice.algorithm.empty());
+    EXPECT_EQ(weight->choice.math, "f32");
+    EXPECT_EQ(s.rows.size(), 3u);
+  } else if (d.type() == anvil::DeviceType::OpenCL) {
+    // The shared im2col kernel, a GEMM, and col2im for the input gradient;
+    // the weight gradient is matmul's own backward.
+    EXPECT_EQ(fwd->choice.algorithm, "im2col+gemm");
+    EXPECT_EQ(fwd->choice.workspace_bytes, kColumnBytes);
+    EXPECT_EQ(data->name, "col2im");
+    EXPECT_EQ(data->choice.algorithm, "gemm+col2im");
+    EXPECT_EQ(data->choice.workspace_bytes, kColumnBytes);
+    EXPECT_EQ(s.rows.size(), 2u);
+  }
+}
+
+TEST_P(Profiler, Im2colConvolutionsReportTheirColumnBuffer) {
+  anvil::testing::EnvGuard im2col("ANVIL_CONV_IM2COL", "1");
+  const ConvStep s = conv_step(device());
+  expect_in_trace(s);
+  const prof::ConvAlgorithmStats* fwd = find_direction(s, "forward");
+  const prof::ConvAlgorithmStats* data = find_direction(s, "backward_data");
+  ASSERT_NE(fwd, nullptr);
+  ASSERT_NE(data, nullptr);
+  EXPECT_EQ(fwd->name, "conv2d");
+  EXPECT_EQ(fwd->choice.algorithm, "im2col+gemm");
+  EXPECT_EQ(fwd->choice.math, "f32");
+  EXPECT_EQ(fwd->choice.workspace_bytes, kColumnBytes);
+  EXPECT_EQ(data->name, "col2im");
+  EXPECT_EQ(data->choice.algorithm, "gemm+col2im");
+  EXPECT_EQ(data->choice.workspace_bytes, kColumnBytes);
+  EXPECT_EQ(find_direction(s, "backward_weight"), nullptr);  // matmul's own backward
+}
+
+TEST_P(Profiler, CompositeConvolutionsReportTheirColumnMatrix) {
+  anvil::testing::EnvGuard composite("ANVIL_NO_FUSED", "1");
+  const ConvStep s = conv_step(device());
+  expect_in_trace(s);
+  const prof::ConvAlgorithmStats* fwd = find_direction(s, "forward");
+  const prof::ConvAlgorithmStats* data = find_direction(s, "backward_data");
+  const prof::ConvAlgorithmStats* weight = find_direction(s, "backward_weight");
+  ASSERT_NE(fwd, nullptr);
+  ASSERT_NE(data, nullptr);
+  ASSERT_NE(weight, nullptr);
+  EXPECT_EQ(fwd->name, "conv2d");
+  EXPECT_EQ(fwd->choice.algorithm, "strided-im2col+gemm");
+  EXPECT_EQ(fwd->choice.workspace_bytes, kColumnBytes);
+  EXPECT_EQ(data->name, "ConvolutionBackward");
+  EXPECT_EQ(data->choice.algorithm, "gemm+strided-col2im");
+  EXPECT_EQ(data->choice.workspace_bytes, kColumnBytes);
+  EXPECT_EQ(weight->name, "ConvolutionBackward");
+  EXPECT_EQ(weight->choice.algorithm, "strided-gemm");
+  EXPECT_EQ(weight->choice.workspace_bytes, 0u);
 }
 
 TEST_P(Profiler, CopiesAndMemoryAreRecorded) {

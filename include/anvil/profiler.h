@@ -109,6 +109,26 @@ struct ParallelPiece {
   bool region = false;  // a parallel region here: the size rule split it at this process's wake cost
 };
 
+// One direction of one convolution as its library ran it (Note [Convolution
+// algorithms] in src/core/observer.h): cuDNN's algorithm, oneDNN's
+// implementation, or anvil's own im2col path.
+struct ConvAlgorithm {
+  std::string direction;  // "forward", "backward_data", "backward_weight"
+  std::string algorithm;  // "IMPLICIT_PRECOMP_GEMM" (cuDNN), "brgconv:avx2" (oneDNN), "im2col+gemm", ...
+  std::string math;       // what it computed in: "f32", "bf16", "tf32" (tensor ops allowed), "fma" (TF32 off), ...
+  std::uint64_t workspace_bytes =
+      0;  // scratch it took beyond its operands (cuDNN workspace, oneDNN scratchpad, im2col's column buffer)
+};
+
+// One row of conv_algorithms(): the calls of one op with one input shape
+// that ran one direction with one algorithm.
+struct ConvAlgorithmStats {
+  std::string name;    // the span it was reported in: conv2d, conv2d_backward, col2im, ConvolutionBackward, ...
+  std::string shapes;  // its input shapes ("" without Options::record_shapes)
+  ConvAlgorithm choice;
+  std::uint64_t calls = 0;
+};
+
 // One recorded span (or instant), as in the trace. Times in µs from the
 // profile's start, on the host's steady clock; device times aligned to it.
 struct TraceEvent {
@@ -130,6 +150,7 @@ struct TraceEvent {
   std::vector<ParallelPiece> parallel;
   std::uint64_t regions = 0, region_threads = 0;  // region_threads: the team sizes summed
   double region_us = 0;
+  std::vector<ConvAlgorithm> algorithms;  // convolutions run directly inside the span, one per direction
 };
 
 void profile_until_exit(const std::string& trace_path, int table_rows);
@@ -156,6 +177,12 @@ class Profile {
   // device total, memory, the CPU's parallel regions, their mean team and the
   // self time outside them (serial), sorted and limited as asked.
   std::string table(const TableOptions& options = {});
+  // Each convolution's algorithm, math and workspace per direction (Note
+  // [Convolution algorithms] in src/core/observer.h), in order of first use.
+  std::vector<ConvAlgorithmStats> conv_algorithms();
+  // conv_algorithms() as a table: name, direction, algorithm, math,
+  // workspace, calls, input shapes.
+  std::string conv_table(int row_limit = 20);
   std::vector<SyncSite> sync_sites();  // sorted by waiting time
   std::string sync_table(int row_limit = 20);
   std::vector<MemoryTotals> memory();

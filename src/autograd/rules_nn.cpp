@@ -6,6 +6,7 @@
 
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
+#include "core/observer.h"
 #include "ops/op_common.h"
 
 namespace anvil::detail {
@@ -39,10 +40,21 @@ void record_conv2d(const Tensor& out, const Tensor& x, const Tensor& weight, con
     // [N, OH, OW, O]: a view when g has the channels-last layout of the forward result.
     const Tensor g2 = g.permute({0, 2, 3, 1}).reshape({win.n * win.oh * win.ow, o});
     Tensor gx, gw, gb;
-    if (n[1]) gw = matmul(g2.t(), sc).reshape(sw.shape());
+    // Note [Convolution algorithms]: GEMMs over the saved column matrix (the
+    // forward's workspace) and, for the input, a column gradient scattered back.
+    const auto report = [&](const char* direction, const char* algorithm, std::uint64_t bytes) {
+      observe_conv_algorithm(
+          {.direction = direction, .algorithm = algorithm, .math = to_string(g.dtype()), .workspace_bytes = bytes});
+    };
+    if (n[1]) {
+      gw = matmul(g2.t(), sc).reshape(sw.shape());
+      report("backward_weight", "strided-gemm", 0);
+    }
     if (n[2]) gb = sum(g2, {0});
     if (n[0]) {
       const Tensor gcols = matmul(g2, sw.reshape({o, ckk})).view({win.n, win.oh, win.ow, win.c, win.kh, win.kw});
+      report("backward_data", "gemm+strided-col2im",
+             static_cast<std::uint64_t>(gcols.numel()) * static_cast<std::uint64_t>(element_size(gcols.dtype())));
       gx = scatter_windows(win, g.device(), g.dtype(), [&](std::int64_t i, std::int64_t j) {
         return gcols.select(5, j).select(4, i).permute({0, 3, 1, 2});
       });

@@ -54,6 +54,20 @@ struct CallSite {
 };
 const CallSite* current_call_site() noexcept;
 
+// Note [Convolution algorithms]
+// A convolution's cost depends on the algorithm its library picked (cuDNN's
+// IMPLICIT_PRECOMP_GEMM or WINOGRAD, oneDNN's brgconv:avx2, anvil's own
+// im2col + GEMM), its math (TF32 or not) and the workspace it took; the
+// profiler shows them per direction (issue 38). The code that chose reports
+// one record per direction as it runs it; strings are static or live as
+// long as the library's cached plan, and the observer copies them.
+struct ConvAlgorithm {
+  const char* direction;          // "forward", "backward_data", "backward_weight"
+  std::string_view algorithm;     // the library's name for it ("IMPLICIT_PRECOMP_GEMM", "brgconv:avx2", "im2col+gemm")
+  std::string_view math;          // "f32", "bf16", "TF32 allowed", "tensor op", ...
+  std::uint64_t workspace_bytes;  // scratch memory the call took beyond its operands
+};
+
 // What an observer receives. Every member is set and noexcept, and is called
 // from whichever thread the event happens on, several at once.
 struct Observer {
@@ -76,6 +90,11 @@ struct Observer {
   // and its wall time in ns. Note [Parallel cost report] in
   // src/backends/cpu/threads.h.
   void (*parallel)(int threads, double width, bool region, std::int64_t ns) noexcept;
+  // Which algorithm one direction of a convolution ran with, reported by
+  // whoever chose it (a backend's library call, or the frontend's im2col and
+  // composite paths) on the thread that ran it, filed under the span open
+  // there (Note [Convolution algorithms]). Optional: null where not wanted.
+  void (*algorithm)(const ConvAlgorithm& choice) noexcept;
 };
 
 // Registers `observer` (static storage duration, constant-initialised, never
@@ -178,6 +197,12 @@ class SyncSpan {
 inline void observe_memory(Device d, std::int64_t bytes) noexcept {
   if (const Observer* o = observer()) [[unlikely]]
     o->memory(d, bytes);
+}
+
+// One direction of a convolution's algorithm (Note [Convolution algorithms]).
+inline void observe_conv_algorithm(const ConvAlgorithm& choice) noexcept {
+  if (const Observer* o = observer()) [[unlikely]]
+    if (o->algorithm != nullptr) o->algorithm(choice);
 }
 
 // A collective over `bytes` on `d`.

@@ -203,6 +203,16 @@ bool has_fused_conv2d(const Tensor& x, const detail::Conv2dArgs& shape) {
   return detail::dispatch::supports_fused_conv2d(x.device(), shape);
 }
 
+// Note [Convolution algorithms]: the im2col and composite paths name
+// themselves; their workspace is the column matrix they build.
+void report_conv(const char* direction, const char* algorithm, const Tensor& columns) noexcept {
+  detail::observe_conv_algorithm({.direction = direction,
+                                  .algorithm = algorithm,
+                                  .math = to_string(columns.dtype()),
+                                  .workspace_bytes = static_cast<std::uint64_t>(columns.numel()) *
+                                                     static_cast<std::uint64_t>(element_size(columns.dtype()))});
+}
+
 // [N, C*KH*KW, OH*OW]: the window matrix of x, one column per output pixel.
 Tensor im2col(const Tensor& x, const detail::Window2d& w) {
   ANVIL_PROFILE_OP("im2col", &x);
@@ -224,6 +234,9 @@ Tensor col2im(const Tensor& cols, const Window2d& w) {
   Tensor image = make_empty({w.n, w.c, w.h, w.w}, cols.dtype(), cols.device());
   if (image.numel() > 0)
     dispatch::col2im(cols.device(), {.dtype = cols.dtype(), .g = w, .image = operand(image), .cols = operand(cols)});
+  // The im2col path's input gradient: matmul's backward made the column
+  // gradient, scattered here (its weight gradient is that matmul's own).
+  report_conv("backward_data", "gemm+col2im", cols);
   return image;
 }
 
@@ -349,6 +362,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
                                       cols.view({w.n, groups, cg * kk, w.oh * w.ow}));
     out = out.view({w.n, o, w.oh, w.ow});
     if (bias.defined()) out = out + bias.reshape({o, 1, 1});
+    report_conv("forward", "im2col+gemm", cols);
     return out.contiguous(x.suggest_memory_format());  // a copy for channels-last input (no kernel of its own yet)
   }
   if (groups > 1) {
@@ -376,6 +390,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
     out = out2.view({w.n, w.oh, w.ow, o}).permute({0, 3, 1, 2});  // channels-last strides
   }
   detail::record_conv2d(out, x, weight, bias, cols, w);
+  report_conv("forward", "strided-im2col+gemm", cols);
   return out.contiguous(x.suggest_memory_format());
 }
 

@@ -400,6 +400,22 @@ void parallel_event(int threads, double width, bool region, std::int64_t ns) noe
   }
 }
 
+// A convolution's algorithm, filed under the span open on this thread (Note
+// [Convolution algorithms]); outside any span it is not recorded.
+void algorithm_event(const anvil::detail::ConvAlgorithm& choice) noexcept {
+  const Current c = current();
+  if (!c || c.log == nullptr) return;
+  try {
+    std::lock_guard lock(c.log->mutex);
+    if (c.log->closed || c.log->open.empty()) return;
+    c.log->records[c.log->open.back()].algorithms.push_back({.direction = choice.direction,
+                                                             .algorithm = std::string(choice.algorithm),
+                                                             .math = std::string(choice.math),
+                                                             .workspace_bytes = choice.workspace_bytes});
+  } catch (...) {
+  }
+}
+
 }  // namespace
 
 // What the profiler receives from the core while it records (Note [Observer off]).
@@ -412,6 +428,7 @@ constinit const anvil::detail::Observer kObserver{
     .memory = memory_event,
     .collective = collective_event,
     .parallel = parallel_event,
+    .algorithm = algorithm_event,
 };
 
 // ---- stopping ------------------------------------------------------------------------
@@ -516,6 +533,7 @@ void stop_session(Session& s) {
         e.region_us += piece.us;
       }
       e.parallel = r.parallel;
+      e.algorithms = r.algorithms;
       if (r.has_device_span) {
         e.has_device_span = true;
         e.device_start_us = static_cast<double>(r.device_start_ns - s.start_ns) * 1e-3;
@@ -577,6 +595,7 @@ void finish_exit_profile() {
     if (g_exit->rows > 0) {
       std::cout << "\nprofile: the top " << g_exit->rows << " ops by host time (anvil::profiler)\n"
                 << p.table({.sort_by = SortBy::HostTotal, .row_limit = g_exit->rows});
+      if (!p.conv_algorithms().empty()) std::cout << "\nconvolution algorithms\n" << p.conv_table(g_exit->rows);
       if (!p.sync_sites().empty()) std::cout << "\nhost syncs by call site\n" << p.sync_table(g_exit->rows);
       std::cout << std::flush;
     }

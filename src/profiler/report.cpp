@@ -199,6 +199,42 @@ std::string Profile::table(const TableOptions& options) {
   return os.str();
 }
 
+std::vector<ConvAlgorithmStats> Profile::conv_algorithms() {
+  std::vector<ConvAlgorithmStats> rows;
+  for (const TraceEvent& e : events()) {
+    for (const ConvAlgorithm& c : e.algorithms) {
+      auto same = [&](const ConvAlgorithmStats& r) {
+        return r.name == e.name && r.shapes == e.shapes && r.choice.direction == c.direction &&
+               r.choice.algorithm == c.algorithm && r.choice.math == c.math &&
+               r.choice.workspace_bytes == c.workspace_bytes;
+      };
+      auto it = std::find_if(rows.begin(), rows.end(), same);
+      if (it == rows.end()) it = rows.insert(rows.end(), {.name = e.name, .shapes = e.shapes, .choice = c});
+      ++it->calls;
+    }
+  }
+  return rows;
+}
+
+std::string Profile::conv_table(int row_limit) {
+  const std::vector<ConvAlgorithmStats> rows = conv_algorithms();
+  std::ostringstream os;
+  char line[1024];
+  std::snprintf(line, sizeof line, "%-24s  %-16s  %-28s  %-12s  %12s  %6s  %s\n", "Name", "Direction", "Algorithm",
+                "Math", "Workspace", "Calls", "Input shapes");
+  os << line;
+  std::size_t n = 0;
+  for (const ConvAlgorithmStats& r : rows) {
+    if (row_limit > 0 && n++ >= static_cast<std::size_t>(row_limit)) break;
+    std::snprintf(line, sizeof line, "%-24s  %-16s  %-28s  %-12s  %12s  %6llu  %s\n", fit(r.name, 24).c_str(),
+                  r.choice.direction.c_str(), fit(r.choice.algorithm, 28).c_str(), fit(r.choice.math, 12).c_str(),
+                  format_bytes(static_cast<std::int64_t>(r.choice.workspace_bytes)).c_str(),
+                  static_cast<unsigned long long>(r.calls), fit(r.shapes, 72).c_str());
+    os << line;
+  }
+  return os.str();
+}
+
 std::vector<SyncSite> Profile::sync_sites() {
   stop();
   std::vector<SyncSite> out;
@@ -285,6 +321,20 @@ std::string Profile::trace_json() {
         std::snprintf(buf, sizeof buf, "%s[%.6g,%.3f,%d,%d]", i ? "," : "", piece.width, piece.us, piece.threads,
                       piece.region ? 1 : 0);
         out += buf;
+      }
+      out += "]";
+    }
+    if (!e.algorithms.empty()) {  // Note [Convolution algorithms]
+      out += ",\"algorithms\":[";
+      for (std::size_t i = 0; i < e.algorithms.size(); ++i) {
+        const ConvAlgorithm& c = e.algorithms[i];
+        out += i ? ",{\"direction\":" : "{\"direction\":";
+        json_string(out, c.direction);
+        out += ",\"algorithm\":";
+        json_string(out, c.algorithm);
+        out += ",\"math\":";
+        json_string(out, c.math);
+        out += ",\"workspace_bytes\":" + std::to_string(c.workspace_bytes) + "}";
       }
       out += "]";
     }

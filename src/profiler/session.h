@@ -47,8 +47,9 @@ struct Record {
   std::uint64_t bytes = 0;
   void* mark_start = nullptr;  // device-clock markers (Note [Device clocks])
   void* mark_end = nullptr;
-  int site = -1;                        // syncs: index into Session::sites
-  std::vector<ParallelPiece> parallel;  // CPU work directly inside it (Note [Parallel cost report])
+  int site = -1;                          // syncs: index into Session::sites
+  std::vector<ParallelPiece> parallel;    // CPU work directly inside it (Note [Parallel cost report])
+  std::vector<ConvAlgorithm> algorithms;  // Note [Convolution algorithms]
   bool closed = false;
   // Filled when the profile stops:
   bool has_device_span = false;

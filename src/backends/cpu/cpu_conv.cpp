@@ -9,12 +9,14 @@
 #include <compare>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "anvil/error.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dnnl_common.h"
 #include "backends/cpu/threads.h"
+#include "core/observer.h"
 
 namespace anvil::cpu_backend {
 
@@ -98,6 +100,7 @@ Key key_of(FusedOp op, const Conv2dArgs& a, int threads) {
 struct Conv {
   dnnl::primitive primitive;
   memory::desc image, weight, bias, out, scratchpad;
+  std::string impl;  // oneDNN's name for the implementation it chose ("brgconv:avx2"): Note [Convolution algorithms]
 };
 
 // The logical dims of the four operands (weights grouped as goihw).
@@ -137,15 +140,15 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
   const convolution_forward::primitive_desc fwd(fwd_desc, attr, dnnl_engine());
   switch (op) {
     case FusedOp::Conv2d:
-      return {convolution_forward(fwd), fwd.src_desc(), fwd.weights_desc(),
-              fwd.bias_desc(),          fwd.dst_desc(), fwd.scratchpad_desc()};
+      return {convolution_forward(fwd), fwd.src_desc(),        fwd.weights_desc(), fwd.bias_desc(),
+              fwd.dst_desc(),           fwd.scratchpad_desc(), fwd.impl_info_str()};
     case FusedOp::Conv2dBackwardData: {
       const convolution_backward_data::primitive_desc pd(
           convolution_backward_data::desc(algorithm::convolution_direct, image, weight, out, strides, dilates, pad,
                                           pad),
           attr, dnnl_engine(), fwd);
       return {convolution_backward_data(pd), pd.diff_src_desc(), pd.weights_desc(), {}, pd.diff_dst_desc(),
-              pd.scratchpad_desc()};
+              pd.scratchpad_desc(),          pd.impl_info_str()};
     }
     default: {
       const auto desc = a.has_bias ? convolution_backward_weights::desc(algorithm::convolution_direct, image, weight,
@@ -158,9 +161,22 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
               pd.diff_weights_desc(),
               pd.diff_bias_desc(),
               pd.diff_dst_desc(),
-              pd.scratchpad_desc()};
+              pd.scratchpad_desc(),
+              pd.impl_info_str()};
     }
   }
+}
+
+// Tells the profiler which implementation ran `op` (Note [Convolution
+// algorithms]): its workspace is the scratchpad the call allocated.
+void report(FusedOp op, const Conv& conv, DType t) noexcept {
+  const char* direction = op == FusedOp::Conv2d               ? "forward"
+                          : op == FusedOp::Conv2dBackwardData ? "backward_data"
+                                                              : "backward_weight";
+  detail::observe_conv_algorithm({.direction = direction,
+                                  .algorithm = conv.impl,
+                                  .math = to_string(t),
+                                  .workspace_bytes = static_cast<std::uint64_t>(conv.scratchpad.get_size())});
 }
 
 // The cached primitive for (op, a) at the calling thread's OpenMP count.
@@ -266,6 +282,7 @@ void run(FusedOp op, const Conv2dArgs& a, detail::CachingAllocator& allocator, c
         const ParallelWork work(threads.threads(), conv_width(wa));
         wconv.primitive.execute(s, args);
       }
+      report(FusedOp::Conv2dBackwardWeight, wconv, wa.dtype);
       weight.finish(s);
       if (bias) bias->finish(s);
     };
@@ -281,6 +298,7 @@ void run(FusedOp op, const Conv2dArgs& a, detail::CachingAllocator& allocator, c
           const ParallelWork work(threads.threads(), conv_width(a));
           conv.primitive.execute(s, args);
         }
+        report(op, conv, a.dtype);
         out.finish(s);
         break;
       }
@@ -295,6 +313,7 @@ void run(FusedOp op, const Conv2dArgs& a, detail::CachingAllocator& allocator, c
                                      {DNNL_ARG_DIFF_SRC, image.work},
                                      {DNNL_ARG_SCRATCHPAD, temporaries.make(conv.scratchpad)}});
         }
+        report(op, conv, a.dtype);
         image.finish(s);
         if (weight_too != nullptr) {
           record_conv_call(threads.threads());  // a second convolution primitive
