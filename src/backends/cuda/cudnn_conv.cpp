@@ -14,22 +14,29 @@
 //   algorithms skipped); 16-bit ones use tensor cores.
 // - Plans (descriptors, algorithm, workspace size) are cached per device by
 //   direction, dtype, geometry, strides and math; the algorithm is cuDNN's
-//   heuristics' first usable one, or timed with set_benchmark(true). Bias:
-//   cudnnAddTensor / BackwardBias, else the shared kernels.
+//   heuristics' first usable one, or with set_benchmark(true) the fastest
+//   of their top few within a workspace cap (Note [Benchmark mode's choice]
+//   in backends/common/algorithm_choice.h). Bias: cudnnAddTensor /
+//   BackwardBias, else the shared kernels.
+// - Each call tells the profiler its algorithm, math and workspace (Note
+//   [Convolution algorithms] in core/observer.h).
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "anvil/error.h"
+#include "backends/common/algorithm_choice.h"
 #include "backends/common/scratch.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/runtime.h"
 #include "core/backend_settings.h"
+#include "core/observer.h"
 
 namespace anvil::cuda {
 
@@ -99,6 +106,7 @@ struct ConvPlan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = 0;  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
   std::size_t workspace = 0;
+  std::string math;           // for the profiler: "f32 DEFAULT tf32", "f32 FMA", "bf16 TENSOR_OP", ...
   bool bias_by_cudnn = true;  // false once cuDNN refused the bias op in this dtype
 };
 
@@ -119,6 +127,103 @@ ConvKey key_of(FusedOp which, const Conv2dArgs& a, bool tf32, bool benchmark) {
   for (int i = 0; i < 4; ++i) *v++ = a.out.strides[i];
   for (int i = 0; i < 4; ++i) *v++ = a.weight.strides[i];
   return k;
+}
+
+// cuDNN's names for its algorithms and math types, as the profiler shows them.
+const char* algorithm_name(FusedOp which, int algo) noexcept {
+  if (which == FusedOp::Conv2d) {
+    switch (static_cast<cudnnConvolutionFwdAlgo_t>(algo)) {
+      case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
+        return "IMPLICIT_GEMM";
+      case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+        return "IMPLICIT_PRECOMP_GEMM";
+      case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
+        return "GEMM";
+      case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
+        return "DIRECT";
+      case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
+        return "FFT";
+      case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
+        return "FFT_TILING";
+      case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
+        return "WINOGRAD";
+      case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+        return "WINOGRAD_NONFUSED";
+      default:
+        return "UNKNOWN";
+    }
+  }
+  if (which == FusedOp::Conv2dBackwardData) {
+    switch (static_cast<cudnnConvolutionBwdDataAlgo_t>(algo)) {
+      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0:
+        return "ALGO_0";
+      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1:
+        return "ALGO_1";
+      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT:
+        return "FFT";
+      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING:
+        return "FFT_TILING";
+      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD:
+        return "WINOGRAD";
+      case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED:
+        return "WINOGRAD_NONFUSED";
+      default:
+        return "UNKNOWN";
+    }
+  }
+  switch (static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo)) {
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0:
+      return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1:
+      return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT:
+      return "FFT";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3:
+      return "ALGO_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD:
+      return "WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED:
+      return "WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING:
+      return "FFT_TILING";
+    default:
+      return "UNKNOWN";
+  }
+}
+const char* math_name(cudnnMathType_t m) noexcept {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH:
+      return "DEFAULT";
+    case CUDNN_TENSOR_OP_MATH:
+      return "TENSOR_OP";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return "TENSOR_OP_ALLOW_CONVERSION";
+    case CUDNN_FMA_MATH:
+      return "FMA";
+    default:
+      return "UNKNOWN";
+  }
+}
+const char* direction_name(FusedOp which) noexcept {
+  return which == FusedOp::Conv2d               ? "forward"
+         : which == FusedOp::Conv2dBackwardData ? "backward_data"
+                                                : "backward_weight";
+}
+
+// Benchmark mode's workspace cap: ANVIL_CUDNN_BENCHMARK_WORKSPACE_MB
+// (MiB, read once), 1024 by default: room for the GEMM and Winograd
+// algorithms at ResNet's shapes, not for the FFT ones' gigabytes.
+std::size_t benchmark_workspace_cap() noexcept {
+  static const std::size_t cap = [] {
+    std::size_t mb = 1024;
+    if (const char* e = std::getenv("ANVIL_CUDNN_BENCHMARK_WORKSPACE_MB"); e != nullptr && *e != '\0') {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(e, &end, 10);
+      if (end != nullptr && *end == '\0') mb = static_cast<std::size_t>(v);
+    }
+    return mb << 20;
+  }();
+  return cap;
 }
 
 // Whether perf result `p` may run: supported, and no tensor-op math for
@@ -150,29 +255,86 @@ struct ConvPointers {
   void* b;  // bias (or its gradient); null without
 };
 
-// Picks the plan's algorithm: heuristics, or with `benchmark` timing every
-// candidate on the call's own operands (it writes the call's output, which
-// the call then overwrites).
+// The median time of `run` (one call of an algorithm on the plan's own
+// operands) over kBenchmarkRuns runs after one to warm up, each between two
+// events on the device's stream; -1 when cuDNN refuses a run.
+template <class Run>
+double time_algorithm(Slot& s, Run run) {
+  const std::string& label = s.label();
+  struct Events {
+    cudaEvent_t start = nullptr, end = nullptr;
+    ~Events() {
+      if (start) cudaEventDestroy(start);
+      if (end) cudaEventDestroy(end);
+    }
+  } e;
+  ANVIL_CUDA_CHECK(label, cudaEventCreate(&e.start));
+  ANVIL_CUDA_CHECK(label, cudaEventCreate(&e.end));
+  if (run() != CUDNN_STATUS_SUCCESS) return -1;
+  std::vector<double> ms;
+  for (int r = 0; r < device_common::kBenchmarkRuns; ++r) {
+    ANVIL_CUDA_CHECK(label, cudaEventRecord(e.start, s.queue.stream));
+    const cudnnStatus_t st = run();
+    ANVIL_CUDA_CHECK(label, cudaEventRecord(e.end, s.queue.stream));
+    ANVIL_CUDA_CHECK(label, cudaEventSynchronize(e.end));
+    if (st != CUDNN_STATUS_SUCCESS) return -1;
+    float one = 0;
+    ANVIL_CUDA_CHECK(label, cudaEventElapsedTime(&one, e.start, e.end));
+    ms.push_back(one);
+  }
+  return device_common::median_ms(std::move(ms));
+}
+
+// Picks the plan's algorithm: cuDNN's heuristics' first usable one that can
+// be allocated, or with `benchmark` the fastest of their top few within the
+// workspace cap, timed on the call's own operands (it writes the call's
+// output, which the call then overwrites): Note [Benchmark mode's choice].
 // Where cuDNN's heuristics offer nothing that can run (it happens for some
-// strict-f32 geometries), every algorithm is timed instead, as benchmark
-// mode does.
-template <class Perf, class Get, class Find>
-void choose(Slot& s, ConvPlan& plan, bool strict_f32, bool benchmark, int max_count, Get get, Find find) {
+// strict-f32 geometries), cudnnFind times every algorithm instead.
+template <class Perf, class Get, class Find, class Run>
+void choose(Slot& s, ConvPlan& plan, const char* dtype, bool strict_f32, bool benchmark, int max_count, Get get,
+            Find find, Run run) {
   const std::string& label = s.label();
   std::vector<Perf> perf(static_cast<std::size_t>(std::max(max_count, 1)));
   int count = 0;
   ANVIL_CUDNN_CHECK(label, get(max_count, &count, perf.data()));
+  const auto take = [&](const Perf& p) {
+    plan.algo = static_cast<int>(p.algo);
+    plan.workspace = p.memory;
+    const cudnnMathType_t math = strict_f32 ? CUDNN_FMA_MATH : p.mathType;
+    ANVIL_CUDNN_CHECK(label, plan.api.cudnnSetConvolutionMathType(plan.conv, math));
+    // f32 with TF32 allowed may run on tensor cores under any math type but FMA.
+    const bool tf32 = std::strcmp(dtype, "f32") == 0 && !strict_f32;
+    plan.math = detail::cat(dtype, " ", math_name(math), tf32 ? " tf32" : "");
+  };
   const auto pick = [&]() -> bool {
     for (int i = 0; i < count; ++i) {
       if (!usable(perf[i], strict_f32) || !workspace_fits(s, perf[i].memory)) continue;
-      plan.algo = static_cast<int>(perf[i].algo);
-      plan.workspace = perf[i].memory;
-      ANVIL_CUDNN_CHECK(
-          label, plan.api.cudnnSetConvolutionMathType(plan.conv, strict_f32 ? CUDNN_FMA_MATH : perf[i].mathType));
+      take(perf[i]);
       return true;
     }
     return false;
   };
+  const auto timed_pick = [&]() -> bool {
+    const std::size_t cap = benchmark_workspace_cap();
+    std::vector<device_common::AlgorithmCandidate> c;
+    for (int i = 0; i < count && i < device_common::kBenchmarkCandidates; ++i) {
+      device_common::AlgorithmCandidate x{.algo = static_cast<int>(perf[i].algo), .workspace = perf[i].memory};
+      x.usable = usable(perf[i], strict_f32) && x.workspace <= cap && workspace_fits(s, x.workspace);
+      if (x.usable) {
+        take(perf[i]);  // the math type the run needs
+        Scratch ws(s.allocator, x.workspace);
+        x.median_ms = time_algorithm(s, [&] { return run(perf[i].algo, ws.get(), ws.size()); });
+      }
+      c.push_back(x);
+    }
+    const int chosen = device_common::choose_algorithm(c, cap);
+    if (chosen < 0) return false;
+    take(perf[static_cast<std::size_t>(chosen)]);
+    return true;
+  };
+  if (benchmark && timed_pick()) return;
+  if (pick()) return;
   std::string offered;
   const auto note = [&](const char* how) {
     offered += detail::cat(offered.empty() ? "" : "; ", how, ":");
@@ -181,8 +343,7 @@ void choose(Slot& s, ConvPlan& plan, bool strict_f32, bool benchmark, int max_co
           detail::cat(" algo ", static_cast<int>(perf[i].algo), " (", plan.api.cudnnGetErrorString(perf[i].status),
                       ", math ", static_cast<int>(perf[i].mathType), ", ", perf[i].memory, " bytes)");
   };
-  if (!benchmark && pick()) return;
-  if (!benchmark) note("heuristics");
+  note("heuristics");
   std::size_t most = std::size_t{1} << 30;
   for (int i = 0; i < count; ++i)
     if (usable(perf[i], strict_f32)) most = std::max(most, perf[i].memory);
@@ -239,39 +400,54 @@ std::unique_ptr<ConvPlan> make_plan(Slot& s, const CudnnApi& api, cudnnHandle_t 
   ANVIL_CUDNN_CHECK(label, api.cudnnSetConvolutionMathType(plan->conv, math));
 
   ConvPlan& c = *plan;
+  const std::string dtype(to_string(a.dtype));
+  const double one_d = 1.0, zero_d = 0.0;
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const void* one = a.dtype == DType::F64 ? static_cast<const void*>(&one_d) : &one_f;
+  const void* zero = a.dtype == DType::F64 ? static_cast<const void*>(&zero_d) : &zero_f;
   int max_count = 0;
   if (which == FusedOp::Conv2d) {
     ANVIL_CUDNN_CHECK(label, api.cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count));
     choose<cudnnConvolutionFwdAlgoPerf_t>(
-        s, c, strict_f32, benchmark, max_count,
+        s, c, dtype.c_str(), strict_f32, benchmark, max_count,
         [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* r) {
           return api.cudnnGetConvolutionForwardAlgorithm_v7(h, c.x, c.w, c.conv, c.y, n, got, r);
         },
         [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* r, void* ws, std::size_t bytes) {
           return api.cudnnFindConvolutionForwardAlgorithmEx(h, c.x, p.x, c.w, p.w, c.conv, c.y, p.y, n, got, r, ws,
                                                             bytes);
+        },
+        [&](cudnnConvolutionFwdAlgo_t algo, void* ws, std::size_t bytes) {
+          return api.cudnnConvolutionForward(h, one, c.x, p.x, c.w, p.w, c.conv, algo, ws, bytes, zero, c.y, p.y);
         });
   } else if (which == FusedOp::Conv2dBackwardData) {
     ANVIL_CUDNN_CHECK(label, api.cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count));
     choose<cudnnConvolutionBwdDataAlgoPerf_t>(
-        s, c, strict_f32, benchmark, max_count,
+        s, c, dtype.c_str(), strict_f32, benchmark, max_count,
         [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r) {
           return api.cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c.w, c.y, c.conv, c.x, n, got, r);
         },
         [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r, void* ws, std::size_t bytes) {
           return api.cudnnFindConvolutionBackwardDataAlgorithmEx(h, c.w, p.w, c.y, p.y, c.conv, c.x, p.x, n, got, r, ws,
                                                                  bytes);
+        },
+        [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, std::size_t bytes) {
+          return api.cudnnConvolutionBackwardData(h, one, c.w, p.w, c.y, p.y, c.conv, algo, ws, bytes, zero, c.x, p.x);
         });
   } else {
     ANVIL_CUDNN_CHECK(label, api.cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count));
     choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        s, c, strict_f32, benchmark, max_count,
+        s, c, dtype.c_str(), strict_f32, benchmark, max_count,
         [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
           return api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c.x, c.y, c.conv, c.w, n, got, r);
         },
         [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r, void* ws, std::size_t bytes) {
           return api.cudnnFindConvolutionBackwardFilterAlgorithmEx(h, c.x, p.x, c.y, p.y, c.conv, c.w, p.w, n, got, r,
                                                                    ws, bytes);
+        },
+        [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, std::size_t bytes) {
+          return api.cudnnConvolutionBackwardFilter(h, one, c.x, p.x, c.y, p.y, c.conv, algo, ws, bytes, zero, c.w,
+                                                    p.w);
         });
   }
   plans_made.fetch_add(1, std::memory_order_relaxed);
@@ -431,6 +607,10 @@ void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArg
   const void* one = f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* zero = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
   Scratch ws(s.allocator, plan.workspace);
+  detail::observe_conv_algorithm({.direction = direction_name(which),
+                                  .algorithm = algorithm_name(which, plan.algo),
+                                  .math = plan.math,
+                                  .workspace_bytes = plan.workspace});
   if (which == FusedOp::Conv2d) {
     ANVIL_CUDNN_CHECK(label, api->cudnnConvolutionForward(h, one, plan.x, p.x, plan.w, p.w, plan.conv,
                                                           static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), ws.get(),
