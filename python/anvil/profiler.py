@@ -109,6 +109,14 @@ class profile:  # noqa: N801  (torch.profiler.profile)
     def trace_json(self):
         return self._profile().trace_json()
 
+    def conv_algorithms(self):
+        """Each convolution's algorithm, math and workspace per direction
+        (ConvAlgorithmStats: name, shapes, choice, calls)."""
+        return self._profile().conv_algorithms()
+
+    def conv_table(self, row_limit=20):
+        return self._profile().conv_table(row_limit)
+
     def sync_sites(self):
         """The lines of user code that made the host wait, by waiting time."""
         return self._profile().sync_sites()

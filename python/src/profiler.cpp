@@ -157,6 +157,24 @@ void bind_profiler(nb::module_& top) {
       .def_ro("us", &profiler::ParallelPiece::us)
       .def_ro("threads", &profiler::ParallelPiece::threads)
       .def_ro("region", &profiler::ParallelPiece::region);
+  nb::class_<profiler::ConvAlgorithm>(m, "ConvAlgorithm",
+                                      "One direction of one convolution as its library ran it: algorithm, math, "
+                                      "workspace")
+      .def_ro("direction", &profiler::ConvAlgorithm::direction)
+      .def_ro("algorithm", &profiler::ConvAlgorithm::algorithm)
+      .def_ro("math", &profiler::ConvAlgorithm::math)
+      .def_ro("workspace_bytes", &profiler::ConvAlgorithm::workspace_bytes)
+      .def("__repr__", [](const profiler::ConvAlgorithm& c) {
+        return detail::cat("ConvAlgorithm(direction='", c.direction, "', algorithm='", c.algorithm, "', math='", c.math,
+                           "', workspace_bytes=", c.workspace_bytes, ")");
+      });
+  nb::class_<profiler::ConvAlgorithmStats>(m, "ConvAlgorithmStats",
+                                           "One row of conv_algorithms(): the calls of one op and input shape that "
+                                           "ran one direction with one algorithm")
+      .def_ro("name", &profiler::ConvAlgorithmStats::name)
+      .def_ro("shapes", &profiler::ConvAlgorithmStats::shapes)
+      .def_ro("choice", &profiler::ConvAlgorithmStats::choice)
+      .def_ro("calls", &profiler::ConvAlgorithmStats::calls);
   nb::class_<profiler::TraceEvent>(m, "TraceEvent", "One recorded span, as in the trace (µs from the start)")
       .def_ro("name", &profiler::TraceEvent::name)
       .def_ro("category", &profiler::TraceEvent::category)
@@ -176,7 +194,8 @@ void bind_profiler(nb::module_& top) {
       .def_ro("parallel", &profiler::TraceEvent::parallel)
       .def_ro("regions", &profiler::TraceEvent::regions)
       .def_ro("region_threads", &profiler::TraceEvent::region_threads)
-      .def_ro("region_us", &profiler::TraceEvent::region_us);
+      .def_ro("region_us", &profiler::TraceEvent::region_us)
+      .def_ro("algorithms", &profiler::TraceEvent::algorithms);
 
   // Records from construction; anvil.profiler.profile starts one at `with`.
   nb::class_<profiler::Profile>(m, "Profile", "The C++ profile (anvil::profiler::Profile): records from construction")
@@ -202,6 +221,10 @@ void bind_profiler(nb::module_& top) {
           },
           "sort_by"_a = profiler::SortBy::HostTotal, "group_by_shape"_a = false, "row_limit"_a = 20, ANVIL_NOGIL,
           doc("profiler::Profile::table"))
+      .def("conv_algorithms", &profiler::Profile::conv_algorithms, ANVIL_NOGIL,
+           doc("profiler::Profile::conv_algorithms"))
+      .def("conv_table", &profiler::Profile::conv_table, "row_limit"_a = 20, ANVIL_NOGIL,
+           doc("profiler::Profile::conv_table"))
       .def("sync_sites", &profiler::Profile::sync_sites, ANVIL_NOGIL, doc("profiler::Profile::sync_sites"))
       .def("sync_table", &profiler::Profile::sync_table, "row_limit"_a = 20, ANVIL_NOGIL,
            doc("profiler::Profile::sync_table"))

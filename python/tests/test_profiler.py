@@ -168,3 +168,28 @@ def test_parallel_regions_per_op(tmp_path):
         spans = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e["name"] == "exp"]
     width, us, threads, region = spans[0]["args"]["parallel"][0]
     assert width == 64 and us > 0 and threads >= 1 and region == 1
+
+
+def test_conv_algorithms_per_direction(dev, tmp_path):
+    # Note [Convolution algorithms]: each convolution's algorithm, math and
+    # workspace, as conv_algorithms(), the table and the trace's args.
+    anvil.manual_seed(0)
+    conv = nn.Conv2d(8, 8, 3, padding=1).to(dev)
+    x = anvil.randn(2, 8, 6, 6, device=dev).requires_grad_()
+    trace = tmp_path / "conv.json"
+    with profile(trace_path=str(trace)) as prof:
+        conv(x).sum().backward()
+    rows = prof.conv_algorithms()
+    directions = {r.choice.direction: r for r in rows}
+    assert "forward" in directions and "backward_data" in directions, rows
+    forward = directions["forward"]
+    assert forward.name == "conv2d" and forward.calls == 1
+    assert forward.choice.algorithm and forward.choice.math == "f32"
+    if forward.choice.algorithm == "im2col+gemm":  # the devices' path: the column matrix
+        assert forward.choice.workspace_bytes == 2 * 8 * 3 * 3 * 6 * 6 * 4
+    table = prof.conv_table()
+    assert forward.choice.algorithm in table and "backward_data" in table, table
+    in_trace = [a for e in json.loads(trace.read_text())["traceEvents"]
+                for a in e.get("args", {}).get("algorithms", [])]
+    assert sorted(a["direction"] for a in in_trace) == sorted(r.choice.direction for r in rows)
+    assert any(e.algorithms for e in prof.events())
