@@ -12,14 +12,10 @@
 //   contiguous first. Outputs are NCHW (the frontend allocates them).
 // - Precision: TF32 unless set_allow_tf32(false) (CUDNN_FMA_MATH, tensor-op
 //   algorithms skipped); 16-bit ones use tensor cores.
-// - Plans (descriptors, algorithm, workspace size) are cached per device by
-//   direction, dtype, geometry, strides and math; the algorithm is cuDNN's
-//   heuristics' first usable one, or with set_benchmark(true) the fastest
-//   of their top few within a workspace cap (Note [Benchmark mode's choice]
-//   in backends/common/algorithm_choice.h). Bias: cudnnAddTensor /
-//   BackwardBias, else the shared kernels.
-// - Each call tells the profiler its algorithm, math and workspace (Note
-//   [Convolution algorithms] in core/observer.h).
+// - Plans are cached per device by direction, dtype, geometry, strides and
+//   math; the algorithm: the heuristics' first usable one, or in benchmark
+//   mode Note [Benchmark mode's choice] (backends/common/algorithm_choice.h).
+//   Bias: cudnnAddTensor / BackwardBias, else the shared kernels.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -607,6 +603,7 @@ void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArg
   const void* one = f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* zero = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
   Scratch ws(s.allocator, plan.workspace);
+  // The profiler's record of this call (Note [Convolution algorithms] in core/observer.h).
   detail::observe_conv_algorithm({.direction = direction_name(which),
                                   .algorithm = algorithm_name(which, plan.algo),
                                   .math = plan.math,
