@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -152,6 +154,118 @@ TEST_P(MemoryFormatTest, ConvolutionAndPoolingKeepTheLayoutAndTheValues) {
   expect_close(gxc, gx, 1e-4);
   expect_close(gwc, gw, 1e-4);
   expect_close(gbc, gb, 1e-4);
+}
+
+// The im2col convolution (the default on OpenCL and CUDA without cuDNN, on the
+// CPU under ANVIL_CONV_IM2COL=1) and the pools compute a channels-last input
+// in its layout: forward and backward launch no more kernels and move no more
+// bytes than on the same input in NCHW (a layout copy would be one launch
+// more), and every result and gradient is channels-last.
+TEST_P(MemoryFormatTest, ConvolutionAndPoolingComputeChannelsLastWithoutCopies) {
+  anvil::testing::EnvGuard im2col("ANVIL_CONV_IM2COL", "1");
+  const Device d = device();
+  manual_seed(4);
+  const Tensor x0 = randn({4, 8, 10, 10}, d), b0 = randn({8}, d);
+  using Op = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
+  struct Case {
+    std::string name;
+    Shape weight;
+    Op op;
+  };
+  const std::vector<Case> cases = {
+      {"conv2d 3x3",
+       {8, 8, 3, 3},
+       [](const Tensor& x, const Tensor& w, const Tensor& b) {
+         return conv2d(x, w, b, {1, 1}, {1, 1});
+       }},
+      {"conv2d 1x1 stride 2",
+       {8, 8, 1, 1},
+       [](const Tensor& x, const Tensor& w, const Tensor&) {
+         return conv2d(x, w, {}, {2, 2});
+       }},
+      {"max_pool2d 3x3 stride 2 padding 1",
+       {1},
+       [](const Tensor& x, const Tensor&, const Tensor&) {
+         return max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
+       }},
+      {"max_pool2d 2x2",
+       {1},
+       [](const Tensor& x, const Tensor&, const Tensor&) {
+         return max_pool2d(x, {2, 2}, {2, 2});
+       }},
+      {"avg_pool2d 2x2",
+       {1},
+       [](const Tensor& x, const Tensor&, const Tensor&) {
+         return avg_pool2d(x, {2, 2}, {2, 2});
+       }},
+      {"avg_pool2d 3x3 stride 2 padding 1",
+       {1},
+       [](const Tensor& x, const Tensor&, const Tensor&) {
+         return avg_pool2d(x, {3, 3}, {2, 2}, {1, 1});
+       }},
+  };
+  for (const auto& [name, weight, op] : cases) {
+    const Tensor w0 = randn(weight, d) * 0.2;
+    Tensor g0;
+    {
+      NoGradGuard no_grad;
+      g0 = randn(op(x0, w0, b0).shape(), d);
+    }
+    std::map<MemoryFormat, DeviceWork> work;
+    std::map<MemoryFormat, std::vector<Tensor>> results;
+    for (const MemoryFormat f : {MemoryFormat::Contiguous, CL}) {
+      const Tensor xf = x0.contiguous(f), wf = w0.dim() == 4 ? w0.contiguous(f) : w0, gf = g0.contiguous(f);
+      // Fresh leaves each time (no accumulation into an earlier gradient).
+      const auto step = [&] {
+        const Tensor x = xf.detach().requires_grad_(), w = wf.detach().requires_grad_();
+        const Tensor b = b0.detach().requires_grad_();
+        const Tensor y = op(x, w, b);
+        y.backward(gf);
+        return std::vector<Tensor>{y, x.grad(), w.grad()};
+      };
+      step();  // compiles the kernels
+      synchronize(d);
+      Ledger scope;
+      results[f] = step();
+      synchronize(d);
+      work[f] = scope.report().device_work(d);
+      for (const Tensor& t : results[f]) {
+        if (t.defined()) {
+          EXPECT_TRUE(t.is_contiguous(f)) << name << " " << t.strides();
+        }
+      }
+    }
+    const DeviceWork& nchw = work[MemoryFormat::Contiguous];
+    const DeviceWork& cl = work[CL];
+    std::cout << name << " on " << d << ": launches " << nchw.launches << " (NCHW) " << cl.launches
+              << " (channels-last), bytes read " << nchw.bytes_read << " " << cl.bytes_read << ", written "
+              << nchw.bytes_written << " " << cl.bytes_written << "\n";
+    EXPECT_LE(cl.launches, nchw.launches) << name;
+    EXPECT_LE(cl.bytes_read, nchw.bytes_read) << name;
+    EXPECT_LE(cl.bytes_written, nchw.bytes_written) << name;
+    for (std::size_t i = 0; i < results[CL].size(); ++i) {
+      if (results[CL][i].defined()) expect_close(results[CL][i], results[MemoryFormat::Contiguous][i], 1e-4);
+    }
+  }
+}
+
+// A channels-last input with an NCHW weight: the window matrix's taps follow
+// the weight (C*KH*KW), values and gradients as in NCHW.
+TEST_P(MemoryFormatTest, ChannelsLastInputWithAnNchwWeight) {
+  anvil::testing::EnvGuard im2col("ANVIL_CONV_IM2COL", "1");
+  manual_seed(6);
+  const Tensor x0 = randn({2, 5, 7, 6}, device()), w0 = randn({4, 5, 3, 2}, device()),
+               g0 = randn({2, 4, 4, 2}, device());
+  const auto run = [&](MemoryFormat f) {
+    const Tensor x = x0.contiguous(f).detach().requires_grad_(), w = w0.detach().requires_grad_();
+    const Tensor y = conv2d(x, w, {}, {2, 2}, {1, 0}, {1, 2});
+    y.backward(g0.contiguous(f));
+    return std::vector<Tensor>{y, x.grad(), w.grad()};
+  };
+  const std::vector<Tensor> nchw = run(MemoryFormat::Contiguous), cl = run(CL);
+  EXPECT_EQ(cl[0].suggest_memory_format(), CL);
+  EXPECT_EQ(cl[1].suggest_memory_format(), CL);
+  for (std::size_t i = 0; i < cl.size(); ++i) expect_close(cl[i], nchw[i], 1e-4);
 }
 
 // Batch norm reads a channels-last input as it is ([N*H*W, C] rows to the

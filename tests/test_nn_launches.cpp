@@ -25,13 +25,14 @@ struct StepWork {
 // One SGD training step (momentum 0.9, weight decay 5e-4) of the book's
 // ResNet-18 on f32 [8, 3, 32, 32] on `d`, after a first step that compiles
 // kernels and creates the optimiser's state.
-StepWork resnet18_step(Device d) {
+StepWork resnet18_step(Device d, MemoryFormat format = MemoryFormat::Contiguous) {
   manual_seed(3);
   auto net = d2l::resnet18(10, 3);
   net->to(d);
+  net->to(format);
   net->train();
   optim::SGD opt(net->parameters(), {.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4});
-  const Tensor x = randn({8, 3, 32, 32}, d), y = randint(0, 10, {8}, d);
+  const Tensor x = randn({8, 3, 32, 32}, d).contiguous(format), y = randint(0, 10, {8}, d);
   const auto step = [&] {
     opt.zero_grad();
     cross_entropy((*net)(x), y).backward();
@@ -72,6 +73,26 @@ TEST(Launches, ResNet18TrainingStepOnCpu) {
   std::cout << "resnet18 step on cpu: " << s.work.launches << " launches, " << s.work.bytes_allocated
             << " bytes allocated, " << s.work.bytes_read << " read, " << s.work.bytes_written << " written\n";
   EXPECT_GT(s.work.launches, 0u);
+}
+
+// The same step channels-last (net->to(ChannelsLast), a channels-last
+// input) costs no more than in NCHW on opencl:0, where the convolutions are
+// im2col and GEMM (issue 38 item 3: every layer computes in the layout, no
+// copies); the CPU's figures (oneDNN's convolutions) are reported.
+TEST(Launches, ResNet18ChannelsLastStepCostsNoMoreThanNchw) {
+  std::vector<Device> devices{cpu()};
+  if (device_count(DeviceType::OpenCL) > 0) devices.emplace_back("opencl:0");
+  for (const Device& d : devices) {
+    const DeviceWork nchw = resnet18_step(d).work, cl = resnet18_step(d, MemoryFormat::ChannelsLast).work;
+    std::cout << "resnet18 step on " << d << ", NCHW / channels-last: " << nchw.launches << " / " << cl.launches
+              << " launches, " << nchw.bytes_allocated << " / " << cl.bytes_allocated << " bytes allocated, "
+              << nchw.bytes_read << " / " << cl.bytes_read << " read, " << nchw.bytes_written << " / "
+              << cl.bytes_written << " written\n";
+    if (d.type() == DeviceType::CPU) continue;
+    EXPECT_LE(cl.launches, nchw.launches) << d;
+    EXPECT_LE(cl.bytes_read, nchw.bytes_read) << d;
+    EXPECT_LE(cl.bytes_written, nchw.bytes_written) << d;
+  }
 }
 
 class BatchNormLaunches : public anvil::testing::DeviceTest {};

@@ -176,12 +176,14 @@ void record_cross_entropy(const Tensor& out, const Tensor& logits, const Tensor&
 // The fused-kernel paths of conv2d and max_pool2d (used when the backend's
 // supports_fused() says so; src/ops/nn_ops.cpp). im2col's gradient is col2im;
 // the fused max_pool2d keeps its argmax indices for its backward.
-void record_im2col(const Tensor& out, const Tensor& x, const Window2d& win);
+// `cols_strides`: the six dims [N, C, KH, KW, OH, OW] of the contiguous cols.
+void record_im2col(const Tensor& out, const Tensor& x, const Window2d& win, const Strides& cols_strides);
 void record_max_pool2d_indices(const Tensor& out, const Tensor& x, const Tensor& indices, const Window2d& win);
-// [N, C*KH*KW, OH*OW] → [N, C, H, W], summing overlapping windows.
-Tensor col2im(const Tensor& cols, const Window2d& win);
-// [N, C, OH, OW] output gradient → [N, C, H, W] input gradient.
-Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Window2d& win);
+// contiguous cols (laid out as cols_strides say) → [N, C, H, W] in `format`,
+// summing overlapping windows.
+Tensor col2im(const Tensor& cols, const Window2d& win, const Strides& cols_strides, MemoryFormat format);
+// [N, C, OH, OW] output gradient (any strides) → [N, C, H, W] input gradient in `format`.
+Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Window2d& win, MemoryFormat format);
 
 // interpolate's kernel path (Note [Interpolation] in core/backend.h; taken
 // when the backend's supports_fused() says so; src/ops/interpolate.cpp),

@@ -14,16 +14,18 @@ namespace anvil::detail {
 namespace {
 using Grads = std::vector<Tensor>;
 
-// dx of a padded [N, C, H, W] input from per-offset contributions:
-// contribution(kh, kw) is [N, C, OH, OW] (any strides).
+// dx of a padded [N, C, H, W] input from per-offset contributions, laid
+// out in `format`: contribution(kh, kw) is [N, C, OH, OW] (any strides).
 template <typename F>
-Tensor scatter_windows(const Window2d& w, Device d, DType t, F contribution) {
+Tensor scatter_windows(const Window2d& w, Device d, DType t, F contribution,
+                       MemoryFormat format = MemoryFormat::Contiguous) {
   const std::int64_t hp = w.h + 2 * w.ph, wp = w.w + 2 * w.pw;
-  Tensor gxp = zeros({w.n, w.c, hp, wp}, d, t);
+  Tensor gxp = make_empty({w.n, w.c, hp, wp}, t, d, format).zero_();
+  const Strides& s = gxp.strides();
   for (std::int64_t i = 0; i < w.kh; ++i)
     for (std::int64_t j = 0; j < w.kw; ++j) {
-      Tensor view =
-          as_strided(gxp, {w.n, w.c, w.oh, w.ow}, {w.c * hp * wp, hp * wp, w.sh * wp, w.sw}, i * w.dh * wp + j * w.dw);
+      Tensor view = as_strided(gxp, {w.n, w.c, w.oh, w.ow}, {s[0], s[1], w.sh * s[2], w.sw * s[3]},
+                               i * w.dh * s[2] + j * w.dw * s[3]);
       view.add_(contribution(i, j));
     }
   if (w.ph == 0 && w.pw == 0) return gxp;
@@ -220,10 +222,12 @@ void record_max_pool2d(const Tensor& out, const Tensor& x, const Tensor& windows
   });
 }
 
-void record_im2col(const Tensor& out, const Tensor& x, const Window2d& win) {
+void record_im2col(const Tensor& out, const Tensor& x, const Window2d& win, const Strides& cols_strides) {
   if (!should_record({&x})) return;
-  record("Im2ColBackward", out, {&x},
-         [win](const Tensor& g, const std::vector<bool>&) { return Grads{col2im(g.contiguous(), win)}; });
+  const MemoryFormat format = x.suggest_memory_format();
+  record("Im2ColBackward", out, {&x}, [win, cols_strides, format](const Tensor& g, const std::vector<bool>&) {
+    return Grads{col2im(g.contiguous(), win, cols_strides, format)};
+  });
 }
 
 void record_max_pool2d_indices(const Tensor& out, const Tensor& x, const Tensor& indices, const Window2d& win) {
@@ -231,16 +235,19 @@ void record_max_pool2d_indices(const Tensor& out, const Tensor& x, const Tensor&
   const Tensor si = saved(indices);
   // The first maximum of a window takes its whole gradient (PyTorch's rule);
   // the composite path shares it among ties instead. Both are subgradients.
-  record("MaxPool2DBackward", out, {&x}, [si, win](const Tensor& g, const std::vector<bool>&) {
-    return Grads{max_pool2d_backward(g.contiguous(), si, win)};
+  const MemoryFormat format = x.suggest_memory_format();
+  record("MaxPool2DBackward", out, {&x}, [si, win, format](const Tensor& g, const std::vector<bool>&) {
+    return Grads{max_pool2d_backward(g, si, win, format)};  // the kernels read g's strides
   });
 }
 
 void record_avg_pool2d(const Tensor& out, const Tensor& x, const Window2d& win) {
   if (!should_record({&x})) return;
-  record("AvgPool2DBackward", out, {&x}, [win](const Tensor& g, const std::vector<bool>&) {
+  const MemoryFormat format = x.suggest_memory_format();
+  record("AvgPool2DBackward", out, {&x}, [win, format](const Tensor& g, const std::vector<bool>&) {
     const Tensor share = g / static_cast<double>(win.kh * win.kw);
-    return Grads{scatter_windows(win, g.device(), g.dtype(), [&](std::int64_t, std::int64_t) { return share; })};
+    return Grads{scatter_windows(
+        win, g.device(), g.dtype(), [&](std::int64_t, std::int64_t) { return share; }, format)};
   });
 }
 

@@ -322,10 +322,13 @@ struct Window2dGeometry {
 };
 
 // Im2col: cols = windows of `image`, zero outside it.
-//   cols[n][(c*KH + i)*KW + j][oh*OW + ow] = image[n][c][oh*SH - PH + i*DH][ow*SW - PW + j*DW]
-// `image` is strided over its 4 dims; `cols` is contiguous [N, C*KH*KW, OH*OW].
+//   cols[n][c][i][j][oh][ow] = image[n][c][oh*SH - PH + i*DH][ow*SW - PW + j*DW]
+// `image` is strided over its 4 dims; `cols` is dense, strided over the six
+// dims [N, C, KH, KW, OH, OW]: [N, C*KH*KW, OH*OW] for an NCHW input, one row
+// of C*KH*KW (or KH*KW*C) per output pixel for a channels-last one.
 // Col2im: the adjoint, image = sum of cols over every window covering each
-// pixel; `image` is contiguous and overwritten. Both: image and cols share a dtype.
+// pixel; `image` is dense (NCHW or channels-last) and overwritten. Both:
+// image and cols share a dtype.
 struct Im2colArgs {
   DType dtype = DType::F32;
   Window2dGeometry g;
@@ -337,10 +340,10 @@ struct Im2colArgs {
 // wins), indices[n][c][p] = where it is, as ih*W + iw in its (n, c) plane; the
 // first maximum on ties, NaN wins (PyTorch's choice); -1 and -inf for a
 // window that lies entirely in padding. `image` strided over its 4 dims; out
-// and indices (i64) contiguous [N, C, OH, OW].
-// MaxPool2dBackward: image (contiguous, overwritten) = zero, then
+// dense [N, C, OH, OW] (NCHW or channels-last), indices (i64) strided.
+// MaxPool2dBackward: image (dense, overwritten) = zero, then
 // image[n][c][indices[n][c][p]] += out[n][c][p] with `out` holding the
-// output's gradient (contiguous).
+// output's gradient (strided, as indices).
 struct Pool2dArgs {
   DType dtype = DType::F32;
   Window2dGeometry g;

@@ -172,10 +172,13 @@ detail::Window2d window(const char* op, const Tensor& x, std::array<std::int64_t
   return w;
 }
 
-// x padded with `value` (x itself without padding).
+// x padded with `value` (x itself without padding), in x's layout.
 Tensor pad2d(const Tensor& x, const detail::Window2d& w, double value) {
   if (w.ph == 0 && w.pw == 0) return x;
-  Tensor p = full({w.n, w.c, w.h + 2 * w.ph, w.w + 2 * w.pw}, value, x.device(), x.dtype());
+  const Shape padded{w.n, w.c, w.h + 2 * w.ph, w.w + 2 * w.pw};
+  Tensor p = x.suggest_memory_format() == MemoryFormat::ChannelsLast
+                 ? detail::make_empty(padded, x.dtype(), x.device(), MemoryFormat::ChannelsLast).fill_(value)
+                 : full(padded, value, x.device(), x.dtype());
   p.narrow(2, w.ph, w.h).narrow(3, w.pw, w.w).copy_(x);
   return p;
 }
@@ -213,27 +216,56 @@ void report_conv(const char* direction, const char* algorithm, const Tensor& col
                                                      static_cast<std::uint64_t>(element_size(columns.dtype()))});
 }
 
-// [N, C*KH*KW, OH*OW]: the window matrix of x, one column per output pixel.
-Tensor im2col(const Tensor& x, const detail::Window2d& w) {
-  ANVIL_PROFILE_OP("im2col", &x);
-  Tensor cols = detail::make_empty({w.n, w.c * w.kh * w.kw, w.oh * w.ow}, x.dtype(), x.device());
-  if (cols.numel() > 0)
-    detail::dispatch::im2col(x.device(), {.dtype = x.dtype(), .g = w, .image = operand(x), .cols = operand(cols)});
-  detail::record_im2col(cols, x, w);
-  return cols;
+// How im2col lays out the window matrix (Im2colArgs in backend.h): for an
+// NCHW input [N, C*KH*KW, OH*OW], a column per output pixel, so that
+// out[n] = W @ cols[n] is NCHW; for a channels-last one [N*OH*OW, C*KH*KW], a
+// row per output pixel, so that out = cols @ W^T is NHWC, with the taps
+// ordered as the weight lies (KH*KW*C for a channels-last weight) so that W
+// is a view.
+enum class ColsLayout { Columns, RowsCKK, RowsKKC };
+
+Shape cols_shape(const detail::Window2d& w, ColsLayout layout) {
+  const std::int64_t k = w.c * w.kh * w.kw, p = w.oh * w.ow;
+  return layout == ColsLayout::Columns ? Shape{w.n, k, p} : Shape{w.n * p, k};
 }
 
+// The strides of a contiguous matrix of cols_shape() over the six dims
+// [N, C, KH, KW, OH, OW] the kernels index.
+Strides cols_strides(const detail::Window2d& w, ColsLayout layout) {
+  const std::int64_t kk = w.kh * w.kw, k = w.c * kk, p = w.oh * w.ow;
+  switch (layout) {
+    case ColsLayout::Columns:
+      return {k * p, kk * p, w.kw * p, p, w.ow, 1};
+    case ColsLayout::RowsCKK:
+      return {p * k, kk, w.kw, 1, w.ow * k, k};
+    case ColsLayout::RowsKKC:
+      break;
+  }
+  return {p * k, 1, w.kw * w.c, w.c, w.ow * k, k};
+}
+
+Tensor im2col(const Tensor& x, const detail::Window2d& w, ColsLayout layout) {
+  ANVIL_PROFILE_OP("im2col", &x);
+  Tensor cols = detail::make_empty(cols_shape(w, layout), x.dtype(), x.device());
+  const Strides strides = cols_strides(w, layout);
+  if (cols.numel() > 0)
+    detail::dispatch::im2col(x.device(),
+                             {.dtype = x.dtype(), .g = w, .image = operand(x), .cols = detail::operand(cols, strides)});
+  detail::record_im2col(cols, x, w, strides);
+  return cols;
+}
 }  // namespace
 
 namespace detail {
 
-Tensor col2im(const Tensor& cols, const Window2d& w) {
+Tensor col2im(const Tensor& cols, const Window2d& w, const Strides& cols_strides, MemoryFormat format) {
   ANVIL_PROFILE_OP("col2im", &cols);
-  ANVIL_ASSERT(cols.is_contiguous() && cols.shape() == Shape({w.n, w.c * w.kh * w.kw, w.oh * w.ow}),
+  ANVIL_ASSERT(cols.is_contiguous() && cols.numel() == w.n * w.c * w.kh * w.kw * w.oh * w.ow,
                "col2im: unexpected cols ", cols.shape());
-  Tensor image = make_empty({w.n, w.c, w.h, w.w}, cols.dtype(), cols.device());
+  Tensor image = make_empty({w.n, w.c, w.h, w.w}, cols.dtype(), cols.device(), format);
   if (image.numel() > 0)
-    dispatch::col2im(cols.device(), {.dtype = cols.dtype(), .g = w, .image = operand(image), .cols = operand(cols)});
+    dispatch::col2im(cols.device(),
+                     {.dtype = cols.dtype(), .g = w, .image = operand(image), .cols = operand(cols, cols_strides)});
   // The im2col path's input gradient: matmul's backward made the column
   // gradient, scattered here (its weight gradient is that matmul's own).
   report_conv("backward_data", "gemm+col2im", cols);
@@ -309,11 +341,10 @@ ConvGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& wei
   return out;
 }
 
-Tensor max_pool2d_backward(const Tensor& output_grad, const Tensor& indices, const Window2d& w) {
-  ANVIL_PROFILE_OP("max_pool2d_backward", &output_grad);
-  ANVIL_ASSERT(output_grad.shape() == indices.shape(), "max_pool2d_backward: unexpected grad ", output_grad.shape());
-  const Tensor grad = output_grad.contiguous();  // channels-last from the layers above: the kernel reads NCHW
-  Tensor image = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device());
+Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Window2d& w, MemoryFormat format) {
+  ANVIL_PROFILE_OP("max_pool2d_backward", &grad);
+  ANVIL_ASSERT(grad.shape() == indices.shape(), "max_pool2d_backward: unexpected grad ", grad.shape());
+  Tensor image = make_empty({w.n, w.c, w.h, w.w}, grad.dtype(), grad.device(), format);
   if (image.numel() > 0)
     dispatch::max_pool2d_backward(
         grad.device(),
@@ -351,19 +382,29 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
     if (has_fused_conv2d(x, shape)) return detail::conv2d_fused(x, weight, bias, shape);
   }
   if (has_fused(x, {detail::FusedOp::Im2col, detail::FusedOp::Col2im}) && weight.dtype() == x.dtype()) {
+    const std::int64_t kk = w.kh * w.kw;
+    if (x.suggest_memory_format() == MemoryFormat::ChannelsLast && groups == 1) {
+      // out = cols [N*OH*OW, C*KH*KW] @ W^T: [N*OH*OW, O] is the NHWC result
+      // itself. The taps follow the weight's layout, so W is a view.
+      const bool kkc = weight.suggest_memory_format() == MemoryFormat::ChannelsLast;
+      const Tensor cols = im2col(x, w, kkc ? ColsLayout::RowsKKC : ColsLayout::RowsCKK);
+      const Tensor w2 = (kkc ? weight.permute({0, 2, 3, 1}) : weight).reshape({o, w.c * kk});
+      const Tensor out = bias.defined() ? addmm(bias, cols, w2.t()) : matmul(cols, w2.t());
+      report_conv("forward", "im2col+gemm", cols);
+      return out.view({w.n, w.oh, w.ow, o}).permute({0, 3, 1, 2});
+    }
     // out[n] = W [O, C*KH*KW] @ cols[n]: NCHW directly, and autograd through
     // matmul and im2col (whose gradient is col2im). A group's input channels
     // are adjacent rows of cols, so groups are one broadcast batched matmul
     // [G, O/G, C/G*KH*KW] @ [N, G, C/G*KH*KW, OH*OW].
-    const Tensor cols = im2col(x, w);
-    const std::int64_t kk = w.kh * w.kw;
+    const Tensor cols = im2col(x, w, ColsLayout::Columns);
     Tensor out = groups == 1 ? matmul(weight.reshape({o, w.c * kk}), cols)
                              : matmul(weight.reshape({groups, o / groups, cg * kk}),
                                       cols.view({w.n, groups, cg * kk, w.oh * w.ow}));
     out = out.view({w.n, o, w.oh, w.ow});
     if (bias.defined()) out = out + bias.reshape({o, 1, 1});
     report_conv("forward", "im2col+gemm", cols);
-    return out.contiguous(x.suggest_memory_format());  // a copy for channels-last input (no kernel of its own yet)
+    return out.contiguous(x.suggest_memory_format());  // grouped channels-last input: a copy
   }
   if (groups > 1) {
     // Without the fused kernels: one ungrouped convolution per group, whose
@@ -413,14 +454,16 @@ Tensor max_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
   check_4d("max_pool2d", x);
   const detail::Window2d w = window("max_pool2d", x, kernel, stride, padding);
   if (has_fused(x, {detail::FusedOp::MaxPool2d, detail::FusedOp::MaxPool2dBackward})) {
-    Tensor out = detail::make_empty({w.n, w.c, w.oh, w.ow}, x.dtype(), x.device());
-    Tensor indices = detail::make_empty(out.shape(), DType::I64, x.device());
+    // Output and indices in x's layout: the kernels write either.
+    const MemoryFormat format = x.suggest_memory_format();
+    Tensor out = detail::make_empty({w.n, w.c, w.oh, w.ow}, x.dtype(), x.device(), format);
+    Tensor indices = detail::make_empty(out.shape(), DType::I64, x.device(), format);
     if (out.numel() > 0)
       detail::dispatch::max_pool2d(
           x.device(),
           {.dtype = x.dtype(), .g = w, .image = operand(x), .out = operand(out), .indices = operand(indices)});
     detail::record_max_pool2d_indices(out, x, indices, w);
-    return out.contiguous(x.suggest_memory_format());  // a copy for channels-last input (no kernel of its own yet)
+    return out;
   }
   Tensor windows, out;
   {
@@ -441,10 +484,15 @@ Tensor avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> kernel, std::arra
   Tensor out;
   {
     NoGradGuard no_grad;
-    out = mean(windows_nc(pad2d(x, w, 0.0), w), {4, 5});
+    const Tensor windows = windows_nc(pad2d(x, w, 0.0), w);
+    // Channels-last: the windows reduced in [N, OH, OW, C] order, whose
+    // result is the NHWC output.
+    out = x.suggest_memory_format() == MemoryFormat::ChannelsLast
+              ? mean(windows.permute({0, 2, 3, 1, 4, 5}), {4, 5}).permute({0, 3, 1, 2})
+              : mean(windows, {4, 5});
   }
   detail::record_avg_pool2d(out, x, w);
-  return out.contiguous(x.suggest_memory_format());
+  return out;
 }
 
 namespace {

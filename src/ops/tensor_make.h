@@ -19,5 +19,12 @@ Tensor make_view(const Tensor& base, const Shape& shape, const Strides& strides,
 
 // The operand a kernel sees for `t` (strides as stored).
 inline KernelOperand operand(const Tensor& t) { return operand(t.impl_ref()); }
+// The operand of `t`'s elements seen through other strides (im2col's matrix
+// as the six dims its kernels index).
+inline KernelOperand operand(const Tensor& t, const Strides& strides) {
+  KernelOperand op = operand(t);
+  for (int i = 0; i < strides.size(); ++i) op.strides[i] = strides[i];
+  return op;
+}
 
 }  // namespace anvil::detail

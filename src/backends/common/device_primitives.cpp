@@ -119,38 +119,44 @@ GemmLayout gemm_layout(const detail::GemmArgs& a) {
   return L;
 }
 
-WindowLayout window_layout(const detail::Window2dGeometry& g, const detail::KernelOperand& image,
-                           std::int64_t out_offset, std::int64_t idx_offset) {
-  return {g.n,
-          g.c,
-          g.h,
-          g.w,
-          g.kh,
-          g.kw,
-          g.sh,
-          g.sw,
-          g.ph,
-          g.pw,
-          g.oh,
-          g.ow,
-          image.offset,
-          image.strides[0],
-          image.strides[1],
-          image.strides[2],
-          image.strides[3],
-          out_offset,
-          idx_offset,
-          g.dh,
-          g.dw};
+namespace {
+// The geometry and the image's strides; the rest filled by the callers. A
+// dimension of size 1 gets stride 1: its coordinate is 0 whatever the
+// stride, and the kernels divide by the strides of the operand they write.
+std::int64_t stride_of(const detail::KernelOperand& o, int d, std::int64_t size) {
+  return size == 1 ? 1 : o.strides[d];
+}
+WindowLayout window_geometry(const detail::Window2dGeometry& g, const detail::KernelOperand& image) {
+  WindowLayout L{};
+  L.n = g.n, L.c = g.c, L.h = g.h, L.w = g.w, L.kh = g.kh, L.kw = g.kw, L.sh = g.sh, L.sw = g.sw;
+  L.ph = g.ph, L.pw = g.pw, L.oh = g.oh, L.ow = g.ow, L.dh = g.dh, L.dw = g.dw;
+  L.img_offset = image.offset;
+  L.img_sn = stride_of(image, 0, g.n), L.img_sc = stride_of(image, 1, g.c);
+  L.img_sh = stride_of(image, 2, g.h), L.img_sw = stride_of(image, 3, g.w);
+  return L;
+}
+}  // namespace
+
+WindowLayout window_layout(const detail::Im2colArgs& a) {
+  const detail::Window2dGeometry& g = a.g;
+  WindowLayout L = window_geometry(g, a.image);
+  L.out_offset = a.cols.offset;
+  L.out_sn = stride_of(a.cols, 0, g.n), L.out_sc = stride_of(a.cols, 1, g.c);
+  L.out_si = stride_of(a.cols, 2, g.kh), L.out_sj = stride_of(a.cols, 3, g.kw);
+  L.out_sh = stride_of(a.cols, 4, g.oh), L.out_sw = stride_of(a.cols, 5, g.ow);
+  return L;
 }
 
-detail::KernelOperand contiguous_image(const detail::KernelOperand& img, const detail::Window2dGeometry& g) {
-  detail::KernelOperand o = img;
-  o.strides[3] = 1;
-  o.strides[2] = g.w;
-  o.strides[1] = g.h * g.w;
-  o.strides[0] = g.c * g.h * g.w;
-  return o;
+WindowLayout window_layout(const detail::Pool2dArgs& a) {
+  const detail::Window2dGeometry& g = a.g;
+  WindowLayout L = window_geometry(g, a.image);
+  L.out_offset = a.out.offset, L.idx_offset = a.indices.offset;
+  L.out_sn = stride_of(a.out, 0, g.n), L.out_sc = stride_of(a.out, 1, g.c);
+  L.out_sh = stride_of(a.out, 2, g.oh), L.out_sw = stride_of(a.out, 3, g.ow);
+  L.out_si = L.out_sj = 1;
+  L.idx_sn = stride_of(a.indices, 0, g.n), L.idx_sc = stride_of(a.indices, 1, g.c);
+  L.idx_sh = stride_of(a.indices, 2, g.oh), L.idx_sw = stride_of(a.indices, 3, g.ow);
+  return L;
 }
 
 }  // namespace anvil::device_common

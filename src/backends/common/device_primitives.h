@@ -58,10 +58,8 @@ EwLayout ew_layout(const detail::ElementwiseArgs& a);
 ReduceLayout reduce_layout(const detail::ReduceArgs& a, detail::ReduceOp op);
 IndexLayout index_layout(const detail::IndexArgs& a);
 GemmLayout gemm_layout(const detail::GemmArgs& a);
-WindowLayout window_layout(const detail::Window2dGeometry& g, const detail::KernelOperand& image,
-                           std::int64_t out_offset, std::int64_t idx_offset);
-// The image written by col2im / max_pool2d_backward: contiguous.
-detail::KernelOperand contiguous_image(const detail::KernelOperand& img, const detail::Window2dGeometry& g);
+WindowLayout window_layout(const detail::Im2colArgs& a);
+WindowLayout window_layout(const detail::Pool2dArgs& a);
 
 // The kernel argument for a scalar operand (or a zero of its dtype for a tensor).
 inline ScalarArg operand_scalar(const detail::KernelOperand& o) {
@@ -661,7 +659,7 @@ void im2col(Q& q, const detail::Im2colArgs& a) {
       .buffer(a.cols.data)
       .buffer(a.image.data)
       .arg(total)
-      .arg(window_layout(a.g, a.image, a.cols.offset, 0))
+      .arg(window_layout(a))
       .run(total, "im2col");
 }
 
@@ -673,7 +671,7 @@ void col2im(Q& q, const detail::Im2colArgs& a) {
       .buffer(a.image.data)
       .buffer(a.cols.data)
       .arg(total)
-      .arg(window_layout(a.g, contiguous_image(a.image, a.g), a.cols.offset, 0))
+      .arg(window_layout(a))
       .run(total, "col2im");
 }
 
@@ -686,7 +684,7 @@ void max_pool2d(Q& q, const detail::Pool2dArgs& a) {
       .buffer(a.indices.data)
       .buffer(a.image.data)
       .arg(total)
-      .arg(window_layout(a.g, a.image, a.out.offset, a.indices.offset))
+      .arg(window_layout(a))
       .run(total, "max_pool2d");
 }
 
@@ -699,7 +697,7 @@ void max_pool2d_backward(Q& q, const detail::Pool2dArgs& a) {
       .buffer(a.out.data)
       .buffer(a.indices.data)
       .arg(total)
-      .arg(window_layout(a.g, contiguous_image(a.image, a.g), a.out.offset, a.indices.offset))
+      .arg(window_layout(a))
       .run(total, "max_pool2d_backward");
 }
 

@@ -62,8 +62,10 @@ struct WindowLayout {
   std::int64_t img_offset, img_sn, img_sc, img_sh, img_sw;
   std::int64_t out_offset, idx_offset;
   std::int64_t dh, dw;
+  std::int64_t out_sn, out_sc, out_si, out_sj, out_sh, out_sw;
+  std::int64_t idx_sn, idx_sc, idx_sh, idx_sw;
 };
-static_assert(sizeof(WindowLayout) == 8 * 21);
+static_assert(sizeof(WindowLayout) == 8 * 31);
 
 // interpolate.kern's anvil_interp_layout.
 struct InterpLayout {

@@ -7,6 +7,7 @@
 // backward) in an f32 plane that is rounded once, as every 16-bit op here
 // accumulates in f32 (DESIGN §4.2).
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <vector>
 
@@ -37,6 +38,21 @@ struct Image {
         sw(op.strides[3]) {}
   const T* plane(std::int64_t n, std::int64_t c) const { return base + n * sn + c * sc; }
 };
+
+// Whether `o` is row-major over `sizes` (dims of size 1 take any stride):
+// the NCHW layouts the plane loops below walk. Other layouts (a
+// channels-last image, cols with a row per output pixel) take the loops
+// over pixels with the channels innermost.
+bool row_major(const detail::KernelOperand& o, std::initializer_list<std::int64_t> sizes) {
+  std::int64_t expected = 1;
+  for (int d = static_cast<int>(sizes.size()) - 1; d >= 0; --d) {
+    const std::int64_t size = sizes.begin()[d];
+    if (size != 1 && o.strides[d] != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+bool nchw_cols(const Im2colArgs& a) { return row_major(a.cols, {a.g.n, a.g.c, a.g.kh, a.g.kw, a.g.oh, a.g.ow}); }
 
 // Planes per task so that one task has some tens of thousands of elements.
 std::int64_t plane_grain(std::int64_t plane_elems) {
@@ -74,8 +90,35 @@ class PlaneSum {
   std::vector<float> wide_;  // f16/bf16 only
 };
 
+// cols of any layout, one task per output row (n, oh), the channels innermost.
+template <typename T>
+void im2col_pixels(const Im2colArgs& a) {
+  const Window2dGeometry& g = a.g;
+  const Image<T> x(a.image);
+  T* cols = static_cast<T*>(a.cols.data) + a.cols.offset;
+  const std::int64_t* cs = a.cols.strides;
+  parallel_for(g.n * g.oh, plane_grain(g.ow * g.c * g.kh * g.kw), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t n = r / g.oh, oh = r % g.oh;
+      for (std::int64_t ow = 0; ow < g.ow; ++ow)
+        for (std::int64_t i = 0; i < g.kh; ++i)
+          for (std::int64_t j = 0; j < g.kw; ++j) {
+            T* dst = cols + n * cs[0] + i * cs[2] + j * cs[3] + oh * cs[4] + ow * cs[5];
+            const std::int64_t ih = oh * g.sh - g.ph + i * g.dh, iw = ow * g.sw - g.pw + j * g.dw;
+            if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) {
+              for (std::int64_t c = 0; c < g.c; ++c) dst[c * cs[1]] = T(0);
+              continue;
+            }
+            const T* src = x.plane(n, 0) + ih * x.sh + iw * x.sw;
+            for (std::int64_t c = 0; c < g.c; ++c) dst[c * cs[1]] = src[c * x.sc];
+          }
+    }
+  });
+}
+
 template <typename T>
 void im2col_typed(const Im2colArgs& a) {
+  if (!nchw_cols(a)) return im2col_pixels<T>(a);
   const Window2dGeometry& g = a.g;
   const Image<T> x(a.image);
   T* cols = static_cast<T*>(a.cols.data) + a.cols.offset;
@@ -116,8 +159,42 @@ void im2col_typed(const Im2colArgs& a) {
   });
 }
 
+// Image and cols of any layout: each pixel gathers the windows covering it,
+// in the order the plane loop below adds them (i, then j), the channels
+// innermost; one task per image row (n, y).
+template <typename T>
+void col2im_pixels(const Im2colArgs& a) {
+  const Window2dGeometry& g = a.g;
+  T* image = static_cast<T*>(a.image.data) + a.image.offset;
+  const std::int64_t* is = a.image.strides;
+  const T* cols = static_cast<const T*>(a.cols.data) + a.cols.offset;
+  const std::int64_t* cs = a.cols.strides;
+  parallel_for(g.n * g.h, plane_grain(g.w * g.c * g.kh * g.kw), [&](std::int64_t begin, std::int64_t end) {
+    std::vector<Acc<T>> acc(static_cast<std::size_t>(g.c));
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t n = r / g.h, y = r % g.h;
+      for (std::int64_t x = 0; x < g.w; ++x) {
+        std::fill(acc.begin(), acc.end(), Acc<T>(0));
+        for (std::int64_t i = 0; i < g.kh; ++i) {
+          const std::int64_t th = y + g.ph - i * g.dh;
+          if (th < 0 || th % g.sh != 0 || th / g.sh >= g.oh) continue;
+          for (std::int64_t j = 0; j < g.kw; ++j) {
+            const std::int64_t tw = x + g.pw - j * g.dw;
+            if (tw < 0 || tw % g.sw != 0 || tw / g.sw >= g.ow) continue;
+            const T* src = cols + n * cs[0] + i * cs[2] + j * cs[3] + th / g.sh * cs[4] + tw / g.sw * cs[5];
+            for (std::int64_t c = 0; c < g.c; ++c) acc[static_cast<std::size_t>(c)] += Acc<T>(src[c * cs[1]]);
+          }
+        }
+        T* dst = image + n * is[0] + y * is[2] + x * is[3];
+        for (std::int64_t c = 0; c < g.c; ++c) dst[c * is[1]] = T(acc[static_cast<std::size_t>(c)]);
+      }
+    }
+  });
+}
+
 template <typename T>
 void col2im_typed(const Im2colArgs& a) {
+  if (!nchw_cols(a) || !row_major(a.image, {a.g.n, a.g.c, a.g.h, a.g.w})) return col2im_pixels<T>(a);
   const Window2dGeometry& g = a.g;
   T* image = static_cast<T*>(a.image.data) + a.image.offset;
   const T* cols = static_cast<const T*>(a.cols.data) + a.cols.offset;
@@ -255,8 +332,50 @@ void max_pool_2x2_run(const T* src, std::int64_t planes, const Window2dGeometry&
   }
 }
 
+// Output and indices of any layout (channels-last), one task per output row
+// (n, oh), the channels innermost; the window's taps in the order of the
+// plane loop below, so ties and NaN go the same way.
+template <typename T>
+void max_pool2d_pixels(const Pool2dArgs& a) {
+  const Window2dGeometry& g = a.g;
+  const Image<T> x(a.image);
+  T* out = static_cast<T*>(a.out.data) + a.out.offset;
+  std::int64_t* indices = static_cast<std::int64_t*>(a.indices.data) + a.indices.offset;
+  const std::int64_t *os = a.out.strides, *xs = a.indices.strides;
+  parallel_for(g.n * g.oh, plane_grain(g.ow * g.c * g.kh * g.kw), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t n = r / g.oh, oh = r % g.oh, ih0 = oh * g.sh - g.ph;
+      const std::int64_t i_lo = std::max<std::int64_t>(0, -ih0), i_hi = std::min(g.kh, g.h - ih0);
+      for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+        const std::int64_t iw0 = ow * g.sw - g.pw;
+        const std::int64_t j_lo = std::max<std::int64_t>(0, -iw0), j_hi = std::min(g.kw, g.w - iw0);
+        T* o = out + n * os[0] + oh * os[2] + ow * os[3];
+        std::int64_t* idx = indices + n * xs[0] + oh * xs[2] + ow * xs[3];
+        for (std::int64_t c = 0; c < g.c; ++c) {
+          o[c * os[1]] = T(-std::numeric_limits<float>::infinity());
+          idx[c * xs[1]] = -1;
+        }
+        for (std::int64_t i = i_lo; i < i_hi; ++i)
+          for (std::int64_t j = j_lo; j < j_hi; ++j) {
+            const T* src = x.plane(n, 0) + (ih0 + i) * x.sh + (iw0 + j) * x.sw;
+            const std::int64_t where = (ih0 + i) * g.w + (iw0 + j);
+            for (std::int64_t c = 0; c < g.c; ++c) {
+              const T v = src[c * x.sc];
+              if (idx[c * xs[1]] < 0 || beats(v, o[c * os[1]])) {
+                o[c * os[1]] = v;
+                idx[c * xs[1]] = where;
+              }
+            }
+          }
+      }
+    }
+  });
+}
+
 template <typename T>
 void max_pool2d_typed(const Pool2dArgs& a) {
+  if (!row_major(a.out, {a.g.n, a.g.c, a.g.oh, a.g.ow}) || !row_major(a.indices, {a.g.n, a.g.c, a.g.oh, a.g.ow}))
+    return max_pool2d_pixels<T>(a);
   const Window2dGeometry& g = a.g;
   const Image<T> x(a.image);
   T* out = static_cast<T*>(a.out.data) + a.out.offset;
@@ -311,9 +430,46 @@ void max_pool2d_typed(const Pool2dArgs& a) {
   });
 }
 
+// Any layout (channels-last): one task per sample, whose windows scatter
+// into an f32-or-wider image [C, H, W] in the plane loop's order, then
+// stored in the image's layout.
+template <typename T>
+void max_pool2d_backward_samples(const Pool2dArgs& a) {
+  const Window2dGeometry& g = a.g;
+  T* image = static_cast<T*>(a.image.data) + a.image.offset;
+  const T* grad = static_cast<const T*>(a.out.data) + a.out.offset;
+  const std::int64_t* indices = static_cast<const std::int64_t*>(a.indices.data) + a.indices.offset;
+  const std::int64_t *ms = a.image.strides, *gs = a.out.strides, *xs = a.indices.strides;
+  const std::int64_t hw = g.h * g.w;
+  parallel_for(g.n, plane_grain(g.c * (hw + g.oh * g.ow)), [&](std::int64_t begin, std::int64_t end) {
+    std::vector<Acc<T>> sum(static_cast<std::size_t>(g.c * hw));
+    for (std::int64_t n = begin; n < end; ++n) {
+      std::fill(sum.begin(), sum.end(), Acc<T>(0));
+      for (std::int64_t c = 0; c < g.c; ++c) {
+        Acc<T>* plane = sum.data() + c * hw;
+        const T* gp = grad + n * gs[0] + c * gs[1];
+        const std::int64_t* ip = indices + n * xs[0] + c * xs[1];
+        for (std::int64_t oh = 0; oh < g.oh; ++oh)
+          for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+            const std::int64_t q = ip[oh * xs[2] + ow * xs[3]];
+            if (q >= 0) plane[q] += gp[oh * gs[2] + ow * gs[3]];
+          }
+      }
+      T* dst = image + n * ms[0];
+      for (std::int64_t y = 0; y < g.h; ++y)
+        for (std::int64_t x = 0; x < g.w; ++x)
+          for (std::int64_t c = 0; c < g.c; ++c)
+            dst[y * ms[2] + x * ms[3] + c * ms[1]] = T(sum[static_cast<std::size_t>(c * hw + y * g.w + x)]);
+    }
+  });
+}
+
 template <typename T>
 void max_pool2d_backward_typed(const Pool2dArgs& a) {
   const Window2dGeometry& g = a.g;
+  if (!row_major(a.image, {g.n, g.c, g.h, g.w}) || !row_major(a.out, {g.n, g.c, g.oh, g.ow}) ||
+      !row_major(a.indices, {g.n, g.c, g.oh, g.ow}))
+    return max_pool2d_backward_samples<T>(a);
   T* image = static_cast<T*>(a.image.data) + a.image.offset;
   const T* grad = static_cast<const T*>(a.out.data) + a.out.offset;
   const std::int64_t* indices = static_cast<const std::int64_t*>(a.indices.data) + a.indices.offset;
