@@ -262,9 +262,10 @@ void batch_norm_backward_typed(const BatchNormArgs& a) {
   });
 }
 
-// x's dtype picks T; the per-channel operands are f32 for the 16-bit ones.
-template <template <typename, typename> class F>
-void by_dtype(const BatchNormArgs& a) {
+// The dtype picks T, the stored type, and P, the computed one (f32 for the
+// 16-bit floats, as batch norm's per-channel operands are).
+template <template <typename, typename> class F, class Args>
+void by_dtype(const Args& a) {
   switch (a.dtype) {
     case DType::F64:
       return F<double, double>::run(a);
@@ -275,7 +276,7 @@ void by_dtype(const BatchNormArgs& a) {
     case DType::BF16:
       return F<detail::BFloat16, float>::run(a);
     default:
-      ANVIL_ASSERT(false, "batch_norm: a floating dtype expected, got ", a.dtype);
+      ANVIL_ASSERT(false, "batch_norm, softmax: a floating dtype expected, got ", a.dtype);
   }
 }
 template <typename T, typename P>
@@ -360,31 +361,15 @@ struct SoftmaxBackward {
   }
 };
 
-template <template <typename, typename> class F>
-void softmax_by_dtype(const detail::SoftmaxArgs& a) {
-  switch (a.dtype) {
-    case DType::F64:
-      return F<double, double>::run(a);
-    case DType::F32:
-      return F<float, float>::run(a);
-    case DType::F16:
-      return F<detail::Half, float>::run(a);
-    case DType::BF16:
-      return F<detail::BFloat16, float>::run(a);
-    default:
-      ANVIL_ASSERT(false, "softmax: a floating dtype expected, got ", a.dtype);
-  }
-}
-
 }  // namespace
 
 void batch_norm(const BatchNormArgs& a) { by_dtype<Forward>(a); }
 void batch_norm_backward(const BatchNormArgs& a) { by_dtype<Backward>(a); }
 void softmax(const detail::SoftmaxArgs& a) {
-  if (a.rows > 0 && a.len > 0) softmax_by_dtype<SoftmaxForward>(a);
+  if (a.rows > 0 && a.len > 0) by_dtype<SoftmaxForward>(a);
 }
 void softmax_backward(const detail::SoftmaxArgs& a) {
-  if (a.rows > 0 && a.len > 0) softmax_by_dtype<SoftmaxBackward>(a);
+  if (a.rows > 0 && a.len > 0) by_dtype<SoftmaxBackward>(a);
 }
 
 }  // namespace ANVIL_CPU_ISA
