@@ -57,17 +57,20 @@ bool softmax_fuses(const Tensor& x, int dim, const char* op) {
 // The composite's empty input: nothing to normalise (amax has no identity).
 Tensor softmax_of_empty(const Tensor& x) { return clone(is_floating(x.dtype()) ? x : x.to(f32)); }
 
+// The rows of `t`'s last dim, for a non-empty t; the operands are the caller's.
+detail::SoftmaxArgs softmax_rows(const Tensor& t, bool log) {
+  const std::int64_t len = t.size(t.dim() - 1);
+  return {.dtype = t.dtype(), .rows = t.numel() / len, .len = len, .log = log};
+}
+
 Tensor softmax_fused(const Tensor& x, bool log) {
   const Tensor xc = x.contiguous();
   Tensor y = detail::make_empty(x.shape(), x.dtype(), x.device());
-  const std::int64_t len = x.size(x.dim() - 1);
-  if (y.numel() > 0)
-    detail::dispatch::softmax(x.device(), {.dtype = x.dtype(),
-                                           .rows = y.numel() / len,
-                                           .len = len,
-                                           .log = log,
-                                           .x = detail::operand(xc),
-                                           .y = detail::operand(y)});
+  if (y.numel() > 0) {
+    detail::SoftmaxArgs a = softmax_rows(y, log);
+    a.x = detail::operand(xc), a.y = detail::operand(y);
+    detail::dispatch::softmax(x.device(), a);
+  }
   detail::record_softmax(y, x, log);
   return y;
 }
@@ -78,15 +81,11 @@ namespace detail {
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, bool log) {
   const Tensor g = grad.contiguous();
   Tensor gx = make_empty(y.shape(), y.dtype(), y.device());
-  const std::int64_t len = y.size(y.dim() - 1);
-  if (gx.numel() > 0)
-    dispatch::softmax_backward(y.device(), {.dtype = y.dtype(),
-                                            .rows = gx.numel() / len,
-                                            .len = len,
-                                            .log = log,
-                                            .y = operand(y),
-                                            .grad = operand(g),
-                                            .grad_x = operand(gx)});
+  if (gx.numel() > 0) {
+    SoftmaxArgs a = softmax_rows(y, log);
+    a.y = operand(y), a.grad = operand(g), a.grad_x = operand(gx);
+    dispatch::softmax_backward(y.device(), a);
+  }
   return gx;
 }
 }  // namespace detail
