@@ -8,10 +8,10 @@
 namespace anvil::cpu_backend {
 
 // Computes `g` with oneDNN and returns true, or returns false, doing
-// nothing, where that path does not apply: f32 on a CPU without AVX-512,
-// bf16 on one without bf16 instructions, another dtype, an empty product,
-// or a layout oneDNN has no implementation for. Its scratchpad comes from
-// `allocator`.
+// nothing, where that path does not apply: f32 on a CPU without AVX-512
+// (except a batch of products each too small to thread), bf16 on one without
+// bf16 instructions, another dtype, an empty product, or a layout oneDNN has
+// no implementation for. Its scratchpad comes from `allocator`.
 bool dnnl_gemm(const detail::GemmArgs& g, detail::CachingAllocator& allocator);
 
 }  // namespace anvil::cpu_backend
