@@ -125,6 +125,26 @@ TEST(ThreadChoice, SmallWorkNeverEntersAParallelRegion) {
   EXPECT_EQ(num_threads(), 2) << "the BLAS choice leaves the caller's thread count alone";
 }
 
+TEST(ThreadChoice, ChunksShareShortRangesEvenly) {
+  using cpu_threads::chunk_length;
+  // A bias gradient's 6 channels on two threads: three each (rounded to 16,
+  // the whole range went to the first thread and the second woke for nothing).
+  EXPECT_EQ(chunk_length(6, 2), 3);
+  EXPECT_EQ(chunk_length(64, 16), 4) << "ResNet's 64 channels on 16 threads: every thread a share";
+  EXPECT_EQ(chunk_length(7, 4), 2);
+  // Long ranges are rounded to 16 elements, moving at most 15 of a chunk's 256 or more.
+  EXPECT_EQ(chunk_length(1000, 2), 512);
+  EXPECT_EQ(chunk_length(1 << 20, 3), 349536);
+  EXPECT_EQ(chunk_length(511, 2), 256);
+  EXPECT_EQ(chunk_length(510, 2), 255);
+  for (const std::int64_t n : {1, 5, 6, 17, 255, 256, 257, 4000, 100003})
+    for (const int nt : {1, 2, 3, 4, 7, 16}) {
+      const std::int64_t chunk = chunk_length(n, nt);
+      EXPECT_GE(chunk * nt, n) << n << " over " << nt << " threads: every element in a chunk";
+      EXPECT_LT(chunk - (n + nt - 1) / nt, 16) << n << " over " << nt;
+    }
+}
+
 TEST(ThreadChoice, LargeWorkUsesEveryAllowedThread) {
   ThreadsGuard guard;
   const Tensor big = randn({4 << 20}, cpu());

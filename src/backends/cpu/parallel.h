@@ -95,8 +95,7 @@ void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
   }
   auto chunk_of_thread = [&](int t, int nt) {
     if (t == 0) record_parallel_region(nt);
-    // Chunks aligned to 16 elements keep vector loops on cache-line bounds.
-    const std::int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
+    const std::int64_t chunk = chunk_length(n, nt);
     const std::int64_t begin = std::min<std::int64_t>(n, t * chunk);
     const std::int64_t end = std::min<std::int64_t>(n, begin + chunk);
     if (begin < end) fn(begin, end);
