@@ -19,24 +19,16 @@ namespace anvil::cpu_backend {
 
 // Note [GEMM through oneDNN]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
-// bf16: Debian's OpenBLAS has no bf16 GEMM, so bf16 products were widened to
-// f32 for sgemm; where the CPU has AVX512_BF16, oneDNN's matmul computes on
-// bf16 with f32 accumulation and one rounding, the same contract (LibTorch's
-// too): on a 2-core Zen 4, n = 1024, 545 against 168 GFLOP/s widened.
-// f32: OpenBLAS 0.3.21 has no AVX-512 kernels for Zen 4 and oneDNN has: on
-// AVX-512 CPUs oneDNN takes f32 products (1.87x OpenBLAS's speed at n = 1024);
-// without AVX-512 the two were even, so OpenBLAS keeps them, except batches
-// of products each too small to repay a thread: OpenBLAS runs those one after
-// another on one thread (its OpenMP build serialises concurrent calls), and
-// oneDNN runs the whole batch as one call across the pool. On the 2-core Zen 4
-// VM, AVX2, LeNet's first-layer weight gradient (256 x [6, 784] @ [784, 25])
-// took 4.6 -> 3.8 ms on one thread and 5.5 -> 2.1-3.1 ms on two, and its
-// 2-thread epoch 1.59 -> 1.38 s; attention-sized Q Kᵀ (384 x [50, 16] @
-// [16, 50]) 0.91 -> 0.77 and 0.96-1.24 -> 0.64-0.70 ms. Products small
-// enough for libxsmm stay there; f64 stays on OpenBLAS. The whole batch is one
-// call; alpha is an output scale, beta a sum post-op; primitives are cached by
-// shape, layout, dtype, alpha, beta and threads; threads follow the product's
-// size (Note [Threads from the work's size]). Figures: docs/measurements.md.
+// bf16: Debian's OpenBLAS has none, so where the CPU has AVX512_BF16 oneDNN's
+// matmul computes on bf16 with f32 accumulation and one rounding (LibTorch's
+// contract too): 545 against 168 GFLOP/s widened (2-core Zen 4, n = 1024).
+// f32 on AVX-512 CPUs: OpenBLAS 0.3.21 has no AVX-512 kernels, oneDNN has
+// (1.87x at n = 1024). Without AVX-512 the two were even, so OpenBLAS keeps
+// f32, except a batch of products each too small to thread, which OpenBLAS
+// runs one by one on one thread and oneDNN as one call across the pool.
+// libxsmm keeps the small products; f64 stays on OpenBLAS. alpha is an output
+// scale, beta a sum post-op; primitives are cached by layout, dtype, alpha,
+// beta and threads (Note [Threads from the work's size]). docs/measurements.md.
 
 namespace {
 
@@ -101,8 +93,7 @@ void* pointer_of(const detail::GemmMatrix& x, DType t) {
 bool dnnl_gemm(const GemmArgs& g, detail::CachingAllocator& allocator) {
   if (g.batch <= 0 || g.m <= 0 || g.n <= 0 || g.k <= 0) return false;
   if (g.dtype == DType::BF16 ? !cpu_has_bf16_dot() : g.dtype != DType::F32) return false;
-  if (g.dtype == DType::F32 && !cpu_has_avx512() &&
-      (g.batch == 1 || gemm_threads(g.m, g.n, g.k, usable_threads()) > 1))
+  if (g.dtype == DType::F32 && !cpu_has_avx512() && (g.batch == 1 || gemm_threads(g.m, g.n, g.k, usable_threads()) > 1))
     return false;
   // A bf16 multiply-add here costs about a quarter of OpenBLAS's f32 one (see
   // the Note), so a product repays a thread at four times the size.
