@@ -1,8 +1,9 @@
 // GEMM: libxsmm's JIT kernels for small f32/f64 products; oneDNN for
-// larger f32 ones on CPUs with AVX-512 and for bf16 where the CPU computes
-// in it (cpu_gemm_dnnl.cpp); OpenBLAS for the rest (parallel inside, on
-// anvil's one pool, on as many threads as the product's size repays); plain
-// loops for integer dtypes.
+// larger f32 ones on CPUs with AVX-512, for batches of f32 products each too
+// small to thread on the others, and for bf16 where the CPU computes in it
+// (cpu_gemm_dnnl.cpp); OpenBLAS for the rest (parallel inside, on anvil's
+// one pool, on as many threads as the product's size repays); plain loops
+// for integer dtypes.
 #include <cblas.h>
 #include <libxsmm.h>
 #include <omp.h>
@@ -22,12 +23,12 @@
 // operand is transposed and k ≤ 128, m·n·k ≤ 100³; and only when its output
 // rows (n) are a multiple of an AVX2 register's lanes or at least 8 registers
 // long, alpha is 1 and beta 0 or 1, B is not transposed (1.17's JIT has no
-// TRANS_A) and libxsmm dispatches a kernel; else OpenBLAS. Why: measured by
-// bench_gemm_small, libxsmm takes 0.08-0.5x OpenBLAS's time up to 32³ but
-// loses beyond ~80³ and on short odd rows (docs/measurements.md has the
-// tables). Dispatch is a registry lookup (~30 ns), so kernels are not cached
-// here. A batch runs one kernel call per item, over anvil's pool when the
-// work repays threads (gemm_threads). BLIS wins some mid sizes but exports
+// TRANS_A) and libxsmm dispatches a kernel; else oneDNN or OpenBLAS. Why:
+// measured by bench_gemm_small, libxsmm takes 0.08-0.5x OpenBLAS's time up to
+// 32³ but loses beyond ~80³ and on short odd rows (docs/measurements.md has
+// the tables). Dispatch is a registry lookup (~30 ns), so kernels are not
+// cached here. A batch runs one kernel call per item, over anvil's pool when
+// the work repays threads (gemm_threads). BLIS wins some mid sizes but exports
 // OpenBLAS's symbols (Note [One process per BLAS]), so it is not used.
 
 namespace anvil::cpu_backend {
