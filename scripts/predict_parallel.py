@@ -31,7 +31,13 @@ import sys
 
 REFERENCE_WAKE_US = 45.0  # kReferenceWakeUs (src/backends/cpu/wake_cost.h)
 MIN_WAKE_US = 1.0  # kMinWakeUs
-GRAIN_WAKE_FLOOR_US = 24.0  # kGrainWakeFloorUs: a measured wake sizes work as at least this
+GRAIN_WAKE_FLOOR_US = 24.0  # kGrainWakeFloorUs, at 16 threads and more
+
+
+def grain_wake_floor_us(threads):
+    """grain_wake_floor_us (wake_cost.h): a measured wake sizes work as at
+    least this, 24 µs at 16 threads, linear down to MIN_WAKE_US at 2."""
+    return min(max(GRAIN_WAKE_FLOOR_US * (threads - 1) / 15.0, MIN_WAKE_US), GRAIN_WAKE_FLOOR_US)
 
 # The passive wake anvil measured on the 16-core host (benchmarks/README.md,
 # issue 31's third run): the shape a wake measured on fewer cores is scaled
@@ -130,7 +136,9 @@ def self_test():
     assert team(1.9, 16, 45.0) == 1, "below two shares: the calling thread"
     assert team(1.0, 16, 22.5) == 2, "a cheaper wake splits smaller work"
     assert team(100.0, 1, 1.0) == 1
-    assert team(1.0, 16, 4.0, GRAIN_WAKE_FLOOR_US) == 1, "a measured 4 µs sizes work as 24 µs"
+    assert team(1.0, 16, 4.0, grain_wake_floor_us(16)) == 1, "a measured 4 µs sizes work as 24 µs at 16 threads"
+    assert team(1.0, 2, 4.0, grain_wake_floor_us(2)) == 2, "and as itself at 2"
+    assert grain_wake_floor_us(2) == 1.6 and grain_wake_floor_us(64) == 24.0
     # One serial second, one piece of 8 ms at width 8 and one of 1 ms at width 1.
     r = predict([(8.0, 8000.0), (1.0, 1000.0)], 1_009_000.0, 4, 10.0)
     assert r["serial_us"] == 1_000_000.0
@@ -184,7 +192,7 @@ def main():
     wake = a.wake_us
     if a.wake_from:
         wake = extrapolate_wake(a.wake_us, a.wake_from, a.threads)
-    r = predict(pieces, epoch_us, a.threads, wake, GRAIN_WAKE_FLOOR_US)
+    r = predict(pieces, epoch_us, a.threads, wake, grain_wake_floor_us(a.threads))
     fields = [
         f"predicted_s={r['predicted_us'] * 1e-6:.3f}",
         f"threads={a.threads}",

@@ -372,13 +372,24 @@ TEST(WakeCost, MeasuredOnceAtTheBoundAndAgainWhenItChanges) {
   EXPECT_GE(c.wake_us, cpu_threads::kMinWakeUs);
   EXPECT_LE(c.wake_us, cpu_threads::kMaxWakeUs);
   EXPECT_EQ(parallel_costs().wake_us, c.wake_us) << "measured once, not per decision";
-  // A measured wake below the floor sizes the work as the floor does.
-  const double sized_by = std::max(c.wake_us, cpu_threads::kGrainWakeFloorUs);
+  // A measured wake below the floor at 2 threads sizes the work as the floor does.
+  const double sized_by = std::max(c.wake_us, cpu_threads::grain_wake_floor_us(2));
   EXPECT_EQ(c.grain, std::llround(static_cast<double>(1 << 18) * sized_by / cpu_threads::kReferenceWakeUs));
   set_num_threads(3);
   c = parallel_costs();
   EXPECT_EQ(c.threads, 3) << "a new bound is measured again";
   set_num_threads(saved);
+}
+
+// The floor under a measured wake grows with the team: none worth keeping
+// at 2 threads, 24 µs from 16 (Note [Threads from the measured wake cost]).
+TEST(WakeCost, FloorGrowsWithTheTeam) {
+  using cpu_threads::grain_wake_floor_us;
+  EXPECT_DOUBLE_EQ(grain_wake_floor_us(2), 1.6);
+  EXPECT_DOUBLE_EQ(grain_wake_floor_us(16), cpu_threads::kGrainWakeFloorUs);
+  EXPECT_DOUBLE_EQ(grain_wake_floor_us(64), cpu_threads::kGrainWakeFloorUs);
+  EXPECT_DOUBLE_EQ(grain_wake_floor_us(1), cpu_threads::kMinWakeUs);
+  for (int t = 2; t < 16; ++t) EXPECT_LT(grain_wake_floor_us(t), grain_wake_floor_us(t + 1)) << t << " threads";
 }
 
 TEST(WakeCost, DerivedThresholdsFollowTheCost) {

@@ -456,13 +456,16 @@ int main(int argc, char** argv) {
         libs.push_back({"torch t" + t, "bench_train_torch", {"--threads", t, "--blas-threads", t}, true, ""});
       }
     }
-    // --anvil-env rows are measured against LibTorch in its defaults (or the first setting).
+    // --anvil-env rows run anvil at the defaults setting (or the first one) and
+    // are measured against LibTorch at the same.
     const auto defaults =
         std::find_if(settings.begin(), settings.end(), [](const Setting& st) { return st.name == "defaults"; });
     const Setting& env_setting = defaults != settings.end() ? *defaults : settings.front();
     const std::size_t env_peer = env_setting.torch;
     const std::size_t first_env = libs.size();
-    for (const std::string& env : opt.anvil_env) libs.push_back({"anvil " + env, "bench_train_anvil", {}, false, env});
+    const std::vector<std::string> env_args = libs[env_setting.anvil].args;
+    for (const std::string& env : opt.anvil_env)
+      libs.push_back({"anvil " + env, "bench_train_anvil", env_args, false, env});
     for (Library& lib : libs) {
       const std::string path = here() + "/" + lib.program;
       if (access(path.c_str(), X_OK) != 0) {

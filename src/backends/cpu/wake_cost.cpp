@@ -56,7 +56,7 @@ double wake_us_from_env() noexcept {
 
 // threads: the bound `us` was measured at; 0 when pinned (taken as it is).
 void store_wake(double us, int threads) noexcept {
-  const double for_thresholds = threads > 0 ? std::max(us, kGrainWakeFloorUs) : us;
+  const double for_thresholds = threads > 0 ? std::max(us, grain_wake_floor_us(threads)) : us;
   g_work_scale.store(for_thresholds / kReferenceWakeUs, std::memory_order_relaxed);
   g_wake_threads.store(threads, std::memory_order_relaxed);
   g_wake_ns.store(std::max<std::int64_t>(1, std::llround(us * 1000.0)), std::memory_order_release);

@@ -2,6 +2,7 @@
 // the process, and the work thresholds scaled by it (threads.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace anvil::cpu_backend {
@@ -23,13 +24,21 @@ inline constexpr double kReferenceWakeUs = 45.0;
 inline constexpr double kMinWakeUs = 1.0;
 inline constexpr double kMaxWakeUs = 100.0;
 // The least measured wake the thresholds are scaled by (a pin may ask for
-// less). With spinning workers (Note [Bounded OpenMP spinning]) the 16-core
-// host measures 4 µs, and thresholds that small put 15 threads on the MLP's
-// GEMMs, gathers and optimiser step: its epoch took 4x as long at 16 threads
-// (the H200 host's wait sweep of 2026-11-28, kept with the benchmark
-// results: 4 µs 0.30 s, 24 µs 0.06 s). LeNet was
-// fastest at 4 µs (0.38 s, 0.70 s at 24), so per-op thresholds remain owed.
-inline constexpr double kGrainWakeFloorUs = 24.0;
+// less), growing with the team: what a region costs beyond its wake (data
+// spread over more cores' caches) grows with it. With spinning workers (Note
+// [Bounded OpenMP spinning]) the 16-core host measures 4 µs, and thresholds
+// that small put 15 threads on the MLP's GEMMs, gathers and optimiser step:
+// its epoch took 4x as long at 16 threads (the H200 host's wait sweep of
+// 2026-11-28, kept with the benchmark results: 4 µs 0.30 s, 24 µs 0.06 s).
+// At 2 threads no floor was worth keeping: on the 2-core Xeon the MLP's
+// epoch took 0.072 s sized by 24 µs against 0.067 s by 1-4 µs (the optimiser
+// step on both threads), LeNet's the same within noise (2026-11-29,
+// docs/threads.md). In between linear, not measured. LeNet was fastest at
+// 4 µs on 16 threads too (0.38 s, 0.70 s at 24), so per-op thresholds remain owed.
+inline constexpr double kGrainWakeFloorUs = 24.0;  // at 16 threads and more
+constexpr double grain_wake_floor_us(int threads) {
+  return std::clamp(kGrainWakeFloorUs * (threads - 1) / 15.0, kMinWakeUs, kGrainWakeFloorUs);
+}
 // The least factor a threshold is scaled by (the least a pin can ask for).
 inline constexpr double kMinWorkScale = kMinWakeUs / kReferenceWakeUs;
 
