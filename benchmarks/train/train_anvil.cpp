@@ -39,7 +39,8 @@ class AnvilTrainer final : public tb::Trainer {
                {.batch_size = tb::kBatchSize, .shuffle = true, .seed = seed}),
         test_(load(dir, "test-images", f32), load(dir, "test-labels", i64), {.batch_size = tb::kEvalBatchSize}) {
     if (model != "mlp" && model != "lenet")
-      throw ValueError("train_anvil: unknown model; expected mlp, lenet, resnet18, gru or vit, got '" + model + "'");
+      throw ValueError("train_anvil: unknown model; expected mlp, lenet, resnet18, gru, lstm or vit, got '" + model +
+                       "'");
   }
 
   double train_epoch() override {
@@ -119,14 +120,14 @@ class AnvilImageStepTrainer final : public tb::Trainer {
   Tensor x_, y_, test_x_, test_y_;
 };
 
-// gru: one step per "epoch" on the fixed batch of sequences (train_worker.h).
-class AnvilGruTrainer final : public tb::Trainer {
+// gru, lstm: one step per "epoch" on the fixed batch of sequences (train_worker.h).
+class AnvilRnnTrainer final : public tb::Trainer {
  public:
-  AnvilGruTrainer(std::uint64_t seed, const std::string& dir)
+  AnvilRnnTrainer(const std::string& cell, std::uint64_t seed, const std::string& dir)
       : x_(load(dir, "text-x", i64)),
         y_(load(dir, "text-y", i64).t().reshape({-1})),  // step-major, as the logits
-        net_((manual_seed(seed), load(dir, "text-vocab-size", i64).item<std::int64_t>()), tb::kGruHiddens),
-        opt_(net_.parameters(), {.lr = tb::kGruLearningRate}) {}
+        net_((manual_seed(seed), load(dir, "text-vocab-size", i64).item<std::int64_t>()), tb::kRnnHiddens, cell),
+        opt_(net_.parameters(), {.lr = tb::kRnnLearningRate}) {}
 
   double train_epoch() override {
     double loss = 0;
@@ -134,7 +135,7 @@ class AnvilGruTrainer final : public tb::Trainer {
       opt_.zero_grad();
       const Tensor l = nn::cross_entropy(net_.forward(x_, {}).logits, y_);
       l.backward();
-      d2l::grad_clipping(net_.parameters(), tb::kGruClipNorm);
+      d2l::grad_clipping(net_.parameters(), tb::kRnnClipNorm);
       opt_.step();
       loss = l.item<double>();
     }
@@ -174,8 +175,8 @@ int main(int argc, char** argv) {
       manual_seed(seed);
       trainer = std::make_unique<AnvilImageStepTrainer>(std::make_shared<d2l::ViT>(kVitConfig), tb::kVitBatch,
                                                         tb::kVitLearningRate, dir);
-    } else if (model == "gru") {
-      trainer = std::make_unique<AnvilGruTrainer>(seed, dir);
+    } else if (model == "gru" || model == "lstm") {
+      trainer = std::make_unique<AnvilRnnTrainer>(model, seed, dir);
     } else {
       trainer = std::make_unique<AnvilTrainer>(model, seed, dir);
     }

@@ -4,7 +4,7 @@
 //   bench_train                                  # MLP and LeNet, 10 epochs each
 //   bench_train --models mlp --epochs 5 --markdown
 //   bench_train --anvil-env GOMP_SPINCOUNT=300000   # plus anvil spinning as libgomp does by default
-//   bench_train --models resnet18,gru,vit --epochs 6   # the book's ResNet-18, GRU, ViT: s/step
+//   bench_train --models resnet18,gru,lstm,vit --epochs 6   # ResNet-18, GRU, LSTM, ViT: s/step
 //   bench_train --models gru --threads 1          # only the 1-thread row
 //   bench_train --busy                            # each library alone and beside 2 spinning processes
 //
@@ -16,7 +16,7 @@
 // one rotating each epoch, so a burst of load elsewhere on the machine hits
 // all of them. s/epoch is the median over epochs 2..N (epoch 1 is the
 // warm-up: allocator caches, page faults, BLAS buffers); test accuracy is read
-// after the last epoch. For resnet18, vit and gru an "epoch" is
+// after the last epoch. For resnet18, vit, gru and lstm an "epoch" is
 // kStepsPerRound training steps on a fixed batch (train_worker.h), and their
 // rows are seconds per step.
 //
@@ -112,8 +112,8 @@ Options parse(int argc, char** argv) {
              o.models.clear();
              std::istringstream in(v);
              for (std::string m; std::getline(in, m, ',');) {
-               if (m != "mlp" && m != "lenet" && m != "resnet18" && m != "gru" && m != "vit")
-                 throw std::runtime_error("--models: expected mlp, lenet, resnet18, gru or vit, got '" + m + "'");
+               if (m != "mlp" && m != "lenet" && m != "resnet18" && m != "gru" && m != "lstm" && m != "vit")
+                 throw std::runtime_error("--models: expected mlp, lenet, resnet18, gru, lstm or vit, got '" + m + "'");
                o.models.push_back(m);
              }
            })
@@ -162,8 +162,9 @@ Options parse(int argc, char** argv) {
              phase_seconds_given = true;
            })
       .details(
-          "  --models    which models, comma-separated: mlp, lenet, resnet18, gru, vit (default mlp,lenet;\n"
-          "              resnet18, gru and vit time steps on a fixed batch: s/step of 5 back to back per epoch)\n"
+          "  --models    which models, comma-separated: mlp, lenet, resnet18, gru, lstm, vit (default mlp,lenet;\n"
+          "              resnet18, gru, lstm and vit time steps on a fixed batch: s/step of 5 back to back per\n"
+          "              epoch)\n"
           "  --threads   thread settings, one row each (default defaults,1,2): `defaults` is each library\n"
           "              in its defaults; N is both at N threads (LibTorch's OpenBLAS held to N too)\n"
           "  --epochs    epochs per model and library (default 10); s/epoch is the median of epochs 2..N\n"
@@ -288,10 +289,13 @@ std::string model_label(const std::string& model) {
   return model == "mlp" || model == "lenet" ? model : model + " (s/step)";
 }
 
+// The language models: trained on The Time Machine's characters, not images.
+bool is_rnn(const std::string& model) { return model == "gru" || model == "lstm"; }
+
 std::string accuracy_note(const std::string& model) {
   if (model == "resnet18") return "(of 32 test images)";
   if (model == "vit") return "(of 128 test images)";
-  if (model == "gru") return "(next char of the batch)";
+  if (is_rnn(model)) return "(next char of the batch)";
   return "";
 }
 
@@ -489,8 +493,8 @@ int main(int argc, char** argv) {
 
     TempDir data;
     const bool needs_images =
-        std::any_of(opt.models.begin(), opt.models.end(), [](const std::string& m) { return m != "gru"; });
-    const bool needs_text = std::find(opt.models.begin(), opt.models.end(), "gru") != opt.models.end();
+        std::any_of(opt.models.begin(), opt.models.end(), [](const std::string& m) { return !is_rnn(m); });
+    const bool needs_text = std::any_of(opt.models.begin(), opt.models.end(), is_rnn);
     if (needs_images) {
       const anvil::FashionMNIST train(anvil::FashionMNIST::Split::Train), test(anvil::FashionMNIST::Split::Test);
       const std::int64_t available = train.images().size(0);
@@ -507,8 +511,8 @@ int main(int argc, char** argv) {
     if (needs_text) {  // the first minibatch of the example's sequential iterator (train_worker.h)
       const d2l::Corpus corpus = d2l::load_corpus(text_path, -1);
       std::mt19937_64 rng(opt.seed);
-      const auto [xs, ys] = d2l::batches(corpus.tokens, tb::kGruBatch, tb::kGruSteps, /*random=*/false, rng).front();
-      const anvil::Shape shape{tb::kGruBatch, tb::kGruSteps};
+      const auto [xs, ys] = d2l::batches(corpus.tokens, tb::kRnnBatch, tb::kRnnSteps, /*random=*/false, rng).front();
+      const anvil::Shape shape{tb::kRnnBatch, tb::kRnnSteps};
       dump(data.path(), "text-x", anvil::tensor(xs, shape, anvil::cpu()));
       dump(data.path(), "text-y", anvil::tensor(ys, shape, anvil::cpu()));
       const auto vocab = static_cast<std::int64_t>(corpus.chars.size());
@@ -525,7 +529,7 @@ int main(int argc, char** argv) {
       std::cout << "  Fashion-MNIST from " << anvil::FashionMNIST::default_root() << "; mlp, lenet: "
                 << (opt.train_images > 0 ? "epochs of the first " + std::to_string(opt.train_images) + " images, " : "")
                 << "batch 256, SGD lr 0.1; resnet18: one step on 32 images; vit: one step on 128\n";
-    if (needs_text) std::cout << "  gru: one step on 32 sequences of 35 characters of " << text_path << "\n";
+    if (needs_text) std::cout << "  gru, lstm: one step on 32 sequences of 35 characters of " << text_path << "\n";
     for (const Library& lib : libs) std::cout << "  " << lib.key << ": " << lib.info << "\n";
     std::cout << "  load average at start: " << loadavg() << "\n" << std::flush;
     const auto t0 = std::chrono::steady_clock::now();

@@ -131,21 +131,25 @@ struct ViTImpl : tnn::Module {
 };
 TORCH_MODULE(ViT);
 
-// examples/d2l_rnn.h's RNNModel: one-hot characters through a GRU, then a
-// Linear from every step's hidden state to the vocabulary.
+// examples/d2l_rnn.h's RNNModel: one-hot characters through a GRU or an
+// LSTM, then a Linear from every step's hidden state to the vocabulary.
 struct RNNModelImpl : tnn::Module {
-  RNNModelImpl(std::int64_t vocab, std::int64_t hiddens)
-      : vocab(vocab),
-        rnn(register_module("rnn", tnn::GRU(tnn::GRUOptions(vocab, hiddens)))),
-        linear(register_module("linear", tnn::Linear(hiddens, vocab))) {}
+  RNNModelImpl(std::int64_t vocab, std::int64_t hiddens, const std::string& cell)
+      : vocab(vocab), linear(register_module("linear", tnn::Linear(hiddens, vocab))) {
+    if (cell == "lstm")
+      lstm = register_module("rnn", tnn::LSTM(tnn::LSTMOptions(vocab, hiddens)));
+    else
+      gru = register_module("rnn", tnn::GRU(tnn::GRUOptions(vocab, hiddens)));
+  }
   // tokens [batch, steps] -> logits [steps * batch, vocab], from a zero state.
   torch::Tensor forward(const torch::Tensor& tokens) {
     const torch::Tensor x = torch::one_hot(tokens.t(), vocab).to(torch::kFloat32);
-    const torch::Tensor out = std::get<0>(rnn->forward(x));
+    const torch::Tensor out = lstm ? std::get<0>(lstm->forward(x)) : std::get<0>(gru->forward(x));
     return linear->forward(out.reshape({-1, out.size(-1)}));
   }
   std::int64_t vocab;
-  tnn::GRU rnn;
+  tnn::GRU gru{nullptr};
+  tnn::LSTM lstm{nullptr};
   tnn::Linear linear;
 };
 TORCH_MODULE(RNNModel);
@@ -162,8 +166,8 @@ class TorchTrainer final : public tb::Trainer {
  public:
   TorchTrainer(const std::string& model, std::uint64_t seed, const std::string& dir) {
     if (model != "mlp" && model != "lenet")
-      throw std::runtime_error("train_torch: unknown model; expected mlp, lenet, resnet18, gru or vit, got '" + model +
-                               "'");
+      throw std::runtime_error("train_torch: unknown model; expected mlp, lenet, resnet18, gru, lstm or vit, got '" +
+                               model + "'");
     torch::manual_seed(seed);
     net_ = model == "mlp" ? make_mlp() : make_lenet();
     opt_ = std::make_unique<torch::optim::SGD>(net_->parameters(), torch::optim::SGDOptions(tb::kLearningRate));
@@ -251,15 +255,15 @@ class TorchImageStepTrainer final : public tb::Trainer {
   torch::Tensor x_, y_, test_x_, test_y_;
 };
 
-// gru: one step per "epoch" on the fixed batch of sequences (train_worker.h).
-class TorchGruTrainer final : public tb::Trainer {
+// gru, lstm: one step per "epoch" on the fixed batch of sequences (train_worker.h).
+class TorchRnnTrainer final : public tb::Trainer {
  public:
-  TorchGruTrainer(std::uint64_t seed, const std::string& dir)
+  TorchRnnTrainer(const std::string& cell, std::uint64_t seed, const std::string& dir)
       : x_(load(dir, "text-x", torch::kInt64)),
         y_(load(dir, "text-y", torch::kInt64).t().reshape({-1})),  // step-major, as the logits
         net_((torch::manual_seed(seed), load(dir, "text-vocab-size", torch::kInt64).item<std::int64_t>()),
-             tb::kGruHiddens),
-        opt_(net_->parameters(), torch::optim::SGDOptions(tb::kGruLearningRate)) {}
+             tb::kRnnHiddens, cell),
+        opt_(net_->parameters(), torch::optim::SGDOptions(tb::kRnnLearningRate)) {}
 
   double train_epoch() override {
     double loss = 0;
@@ -267,7 +271,7 @@ class TorchGruTrainer final : public tb::Trainer {
       opt_.zero_grad();
       const torch::Tensor l = torch::nn::functional::cross_entropy(net_->forward(x_), y_);
       l.backward();
-      tnn::utils::clip_grad_norm_(net_->parameters(), tb::kGruClipNorm);
+      tnn::utils::clip_grad_norm_(net_->parameters(), tb::kRnnClipNorm);
       opt_.step();
       loss = l.item<double>();
     }
@@ -330,8 +334,8 @@ int main(int argc, char** argv) {
       torch::manual_seed(seed);
       trainer =
           std::make_unique<TorchImageStepTrainer>(tnn::Sequential(ViT()), tb::kVitBatch, tb::kVitLearningRate, dir);
-    } else if (model == "gru") {
-      trainer = std::make_unique<TorchGruTrainer>(seed, dir);
+    } else if (model == "gru" || model == "lstm") {
+      trainer = std::make_unique<TorchRnnTrainer>(model, seed, dir);
     } else {
       trainer = std::make_unique<TorchTrainer>(model, seed, dir);
     }

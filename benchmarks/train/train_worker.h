@@ -14,10 +14,10 @@
 //   eval                              -> ok <test accuracy>
 //   quit
 //
-// <model> is `mlp`, `lenet`, `resnet18`, `gru` or `vit`; <data-dir> holds the
+// <model> is `mlp`, `lenet`, `resnet18`, `gru`, `lstm` or `vit`; <data-dir> holds the
 // raw dumps train_compare writes (see Note [Same tensors] there). For `mlp`
 // and `lenet` every epoch reshuffles the training set; the clock brackets the
-// whole epoch: batching, forward, loss, backward, SGD step. The other three
+// whole epoch: batching, forward, loss, backward, SGD step. The others
 // are timed per step: an "epoch" is kStepsPerRound training steps on a fixed
 // batch, reported as seconds per step, and its loss is the last step's.
 //   resnet18  the book's ResNet-18 of examples/d2l_resnet.h (28x28 inputs) on
@@ -34,6 +34,7 @@
 //             in `text-vocab-size`), from a zero state; cross-entropy,
 //             gradients clipped to norm 1, SGD lr 1; eval is the next-character
 //             accuracy on that batch.
+//   lstm      the same with an LSTM (`--cell lstm`).
 //
 // Workers take `--threads N` (both libraries: intra-op threads; LibTorch also
 // `--blas-threads N` for its own pthread OpenBLAS) for the equal-thread rows.
@@ -67,11 +68,11 @@ inline constexpr std::int64_t kVitImageSize = 28, kVitPatchSize = 7, kVitHiddens
                               kVitHeads = 4, kVitBlocks = 2;
 inline constexpr double kVitDropout = 0.1;
 // examples/rnn_language_model.cpp's defaults.
-inline constexpr std::int64_t kGruBatch = 32, kGruSteps = 35, kGruHiddens = 256;
-inline constexpr double kGruLearningRate = 1.0, kGruClipNorm = 1.0;
+inline constexpr std::int64_t kRnnBatch = 32, kRnnSteps = 35, kRnnHiddens = 256;
+inline constexpr double kRnnLearningRate = 1.0, kRnnClipNorm = 1.0;
 
 // Training steps in one timed round of the s/step models (resnet18, vit,
-// gru), back to back as a training loop runs them. A lone step after the
+// gru, lstm), back to back as a training loop runs them. A lone step after the
 // other workers' turns measured what they left in the caches as much as the
 // step itself: on the 2-core Zen 4 anvil's ResNet-18 step at 2 threads took
 // 0.35-0.42 s in a run of four or six workers against 0.27-0.29 s alone or
