@@ -10,8 +10,10 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "anvil/anvil.h"
 #include "backends/cpu/openmp_defaults.h"
@@ -58,8 +60,8 @@ TEST(OpenMP, AnvilBoundsTheSpinOnAQuietMachine) {
   EXPECT_NE(out.find("defaulted=1"), std::string::npos) << out;
   EXPECT_NE(out.find("sum=1.04858e+06"), std::string::npos) << out;
   // libgomp shows the spin count it started with: anvil's, or 0 (passive).
-  // Which one depends on the load when the child started, as the reason says.
-  if (out.find("reason=quiet: load ") != std::string::npos) {
+  // Which one depends on the runnable threads when the child started, as the reason says.
+  if (out.find("reason=quiet: ") != std::string::npos) {
     const std::size_t at = out.find("spin_count=");
     ASSERT_NE(at, std::string::npos) << out;
     const long count = std::atol(out.c_str() + at + 11);
@@ -67,7 +69,7 @@ TEST(OpenMP, AnvilBoundsTheSpinOnAQuietMachine) {
     EXPECT_NE(out.find("GOMP_SPINCOUNT = '" + std::to_string(count) + "'"), std::string::npos) << out;
     EXPECT_NE(out.find("policy=spin 200 us"), std::string::npos) << out;
   } else {
-    EXPECT_NE(out.find("reason=busy: load "), std::string::npos) << out;
+    EXPECT_NE(out.find("reason=busy: "), std::string::npos) << out;
     EXPECT_NE(out.find("GOMP_SPINCOUNT = '0'"), std::string::npos) << out;
     EXPECT_NE(out.find("policy=passive"), std::string::npos) << out;
   }
@@ -84,4 +86,58 @@ TEST(OpenMP, TheUsersPolicyStands) {
   const std::string out = run_child("OMP_WAIT_POLICY=active");
   EXPECT_EQ(out.find("GOMP_SPINCOUNT = '0'"), std::string::npos) << out;
   EXPECT_NE(out.find("defaulted=0 policy=yours spin_count=0 reason=OMP_WAIT_POLICY=active"), std::string::npos) << out;
+}
+
+// The decision itself, from given inputs: nothing timed, nothing read.
+namespace {
+AnvilOpenmpWaitPolicy decide(const char* policy, const char* spin, const char* threads, int cpus, int others) {
+  using Decide = AnvilOpenmpWaitPolicy (*)(const char*, const char*, const char*, int, int, double);
+  const auto fn = reinterpret_cast<Decide>(dlsym(RTLD_DEFAULT, "anvil_openmp_decide"));
+  if (fn == nullptr) throw std::runtime_error("anvil_openmp_decide is not exported");
+  return fn(policy, spin, threads, cpus, others, /*pause_ns=*/20.0);
+}
+}  // namespace
+
+TEST(OpenMPDecision, QuietSpinsForTwoHundredMicroseconds) {
+  const AnvilOpenmpWaitPolicy p = decide(nullptr, nullptr, nullptr, 16, 7);
+  EXPECT_TRUE(p.defaulted);
+  EXPECT_EQ(p.spin_count, 10000) << "200 us of 20 ns pauses";
+  EXPECT_STREQ(p.policy, "spin 200 us");
+  EXPECT_STREQ(p.reason, "quiet: 7 other runnable threads on 16 CPUs");
+}
+
+TEST(OpenMPDecision, BusySleepsAtOnce) {
+  for (const auto& [cpus, others] : {std::pair{16, 8}, std::pair{2, 1}, std::pair{2, 5}}) {
+    const AnvilOpenmpWaitPolicy p = decide(nullptr, nullptr, nullptr, cpus, others);
+    EXPECT_TRUE(p.defaulted);
+    EXPECT_EQ(p.spin_count, 0) << cpus << " CPUs, " << others << " others";
+    EXPECT_STREQ(p.policy, "passive");
+    EXPECT_EQ(std::string(p.reason).rfind("busy: ", 0), 0u) << p.reason;
+  }
+  EXPECT_STREQ(decide(nullptr, nullptr, nullptr, 2, 1).reason, "busy: 1 other runnable threads on 2 CPUs");
+}
+
+TEST(OpenMPDecision, MoreThreadsThanCpusSleepAtOnce) {
+  const AnvilOpenmpWaitPolicy p = decide(nullptr, nullptr, "17", 16, 0);
+  EXPECT_STREQ(p.policy, "passive");
+  EXPECT_STREQ(p.reason, "17 threads on 16 CPUs");
+  EXPECT_STREQ(decide(nullptr, nullptr, "16", 16, 0).policy, "spin 200 us");
+}
+
+TEST(OpenMPDecision, UnknownRunnableThreadsSleepAtOnce) {
+  const AnvilOpenmpWaitPolicy p = decide(nullptr, nullptr, nullptr, 4, -1);
+  EXPECT_STREQ(p.policy, "passive");
+  EXPECT_STREQ(p.reason, "no /proc/loadavg");
+}
+
+TEST(OpenMPDecision, TheUsersVariablesStand) {
+  AnvilOpenmpWaitPolicy p = decide("active", nullptr, nullptr, 2, 0);
+  EXPECT_FALSE(p.defaulted);
+  EXPECT_STREQ(p.policy, "yours");
+  EXPECT_STREQ(p.reason, "OMP_WAIT_POLICY=active");
+  p = decide(nullptr, "1000", nullptr, 2, 3);
+  EXPECT_FALSE(p.defaulted);
+  EXPECT_EQ(p.spin_count, 0);
+  EXPECT_STREQ(p.reason, "GOMP_SPINCOUNT=1000");
+  EXPECT_STREQ(decide("passive", "0", nullptr, 2, 0).reason, "OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=0");
 }

@@ -59,7 +59,7 @@ struct ParallelCosts {
   std::int64_t grain_libm = 0;            // of log, sin, tanh, pow
   std::int64_t gemm_macs_per_thread = 0;  // multiply-adds per thread of a GEMM or convolution
   std::string wait_policy;                // how idle workers wait: "spin 200 us" (then sleep), "passive", "yours"
-  std::string wait_reason;                // why: "quiet: load 0.21 on 16 CPUs", "busy: ...", the user's variables
+  std::string wait_reason;  // why: "quiet: 0 other runnable threads on 16 CPUs", "busy: ...", the user's variables
 };
 ParallelCosts parallel_costs();
 

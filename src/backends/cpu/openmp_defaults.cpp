@@ -3,18 +3,22 @@
 // once (passive) costs a futex wake per parallel region: 17-38 us at 2-16
 // threads, which held LeNet to 1.8x from 1 to 16 threads. Spinning without
 // bound holds the cores another process needs: on a busy machine a 0.6 s
-// epoch took 14 s. So on a quiet machine (1-minute load under half the CPUs
-// this process may use, and no more threads than those CPUs) workers spin
-// for kSpinMicroseconds, turned into libgomp's GOMP_SPINCOUNT with the pause
-// instruction's measured cost, and then sleep; otherwise they sleep at once.
-// A user's OMP_WAIT_POLICY or GOMP_SPINCOUNT stands. This file is its own
-// tiny library, listed after libgomp, OpenBLAS and oneDNN among libanvil's
-// dependencies: the loader initialises unrelated libraries in reverse order,
-// so it runs before libgomp. Measurements: docs/threads.md.
+// epoch took 14 s. So on a quiet machine (other processes' runnable threads
+// fewer than half the CPUs this process may use, no more threads than those
+// CPUs) workers spin for kSpinMicroseconds, turned into libgomp's
+// GOMP_SPINCOUNT with the pause instruction's measured cost, then sleep;
+// otherwise they sleep at once. Runnable threads now, not the load average:
+// that trails by a minute, so a run started after another sleeps (an LSTM
+// 49k against 130k tokens/s). A user's OMP_WAIT_POLICY or GOMP_SPINCOUNT
+// stands. This is its own tiny library, listed after libgomp, OpenBLAS and
+// oneDNN among libanvil's dependencies: the loader initialises unrelated
+// libraries in reverse order, so it runs before libgomp. docs/threads.md.
 #include "backends/cpu/openmp_defaults.h"
 
 #include <sched.h>
+#include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -52,47 +56,76 @@ int allowed_cpus() {
   return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
 }
 
-double load_average() {
-  double load = -1;
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load) != 1) load = -1;
+// Other processes' threads runnable now (/proc/loadavg's running count, all
+// CPUs, this thread included); where some are, the least of a few reads
+// 0.5 ms apart, so a passing daemon does not count. -1 when unreadable.
+int others_runnable() {
+  constexpr int kReads = 5;
+  int least = -1;
+  for (int i = 0; i < kReads && least != 0; ++i) {
+    if (i > 0) {
+      const timespec half_ms{0, 500'000};
+      nanosleep(&half_ms, nullptr);
+    }
+    double averages[3];
+    int running = 0, total = 0;
+    FILE* f = std::fopen("/proc/loadavg", "r");
+    if (f == nullptr) return least;
+    const int read = std::fscanf(f, "%lf %lf %lf %d/%d", &averages[0], &averages[1], &averages[2], &running, &total);
     std::fclose(f);
+    if (read != 5 || running < 1) return least;
+    least = least < 0 ? running - 1 : std::min(least, running - 1);
   }
-  return load;
+  return least;
 }
 
-__attribute__((constructor)) void set_openmp_defaults() {
-  AnvilOpenmpWaitPolicy& p = g_policy;
-  const char* user_policy = std::getenv("OMP_WAIT_POLICY");
-  const char* user_spin = std::getenv("GOMP_SPINCOUNT");
+}  // namespace
+
+AnvilOpenmpWaitPolicy anvil_openmp_decide(const char* user_policy, const char* user_spin, const char* omp_threads,
+                                          int cpus, int others_runnable, double pause_ns) {
+  AnvilOpenmpWaitPolicy p{};
   if (user_policy != nullptr || user_spin != nullptr) {
     std::snprintf(p.policy, sizeof p.policy, "yours");
     std::snprintf(p.reason, sizeof p.reason, "%s%s%s%s%s", user_policy ? "OMP_WAIT_POLICY=" : "",
                   user_policy ? user_policy : "", user_policy && user_spin ? " " : "",
                   user_spin ? "GOMP_SPINCOUNT=" : "", user_spin ? user_spin : "");
-    return;
+    return p;
   }
   p.defaulted = true;
-  const int cpus = allowed_cpus();
-  const char* omp_threads = std::getenv("OMP_NUM_THREADS");
   const int threads = omp_threads != nullptr && std::atoi(omp_threads) > 0 ? std::atoi(omp_threads) : cpus;
-  const double load = load_average();
   if (threads > cpus) {
     std::snprintf(p.reason, sizeof p.reason, "%d threads on %d CPUs", threads, cpus);
-  } else if (load < 0 || load >= 0.5 * cpus) {
-    std::snprintf(p.reason, sizeof p.reason, load < 0 ? "no load average" : "busy: load %.2f on %d CPUs", load, cpus);
+  } else if (others_runnable < 0) {
+    std::snprintf(p.reason, sizeof p.reason, "no /proc/loadavg");
+  } else if (2 * others_runnable >= cpus) {
+    std::snprintf(p.reason, sizeof p.reason, "busy: %d other runnable threads on %d CPUs", others_runnable, cpus);
   } else {
-    p.spin_count = static_cast<long>(kSpinMicroseconds * 1000 / pause_ns());
-    std::snprintf(p.reason, sizeof p.reason, "quiet: load %.2f on %d CPUs", load, cpus);
+    p.spin_count = static_cast<long>(kSpinMicroseconds * 1000 / pause_ns);
+    std::snprintf(p.reason, sizeof p.reason, "quiet: %d other runnable threads on %d CPUs", others_runnable, cpus);
   }
-  if (p.spin_count > 0) {
-    char count[32];
-    std::snprintf(count, sizeof count, "%ld", p.spin_count);
-    setenv("GOMP_SPINCOUNT", count, 0);
+  if (p.spin_count > 0)
     std::snprintf(p.policy, sizeof p.policy, "spin %.0f us", kSpinMicroseconds);
+  else
+    std::snprintf(p.policy, sizeof p.policy, "passive");
+  return p;
+}
+
+namespace {
+
+__attribute__((constructor)) void set_openmp_defaults() {
+  const char* user_policy = std::getenv("OMP_WAIT_POLICY");
+  const char* user_spin = std::getenv("GOMP_SPINCOUNT");
+  const bool yours = user_policy != nullptr || user_spin != nullptr;
+  const int others = yours ? 0 : others_runnable();
+  g_policy = anvil_openmp_decide(user_policy, user_spin, std::getenv("OMP_NUM_THREADS"), allowed_cpus(), others,
+                                 yours || others != 0 ? 1.0 : pause_ns());
+  if (!g_policy.defaulted) return;
+  if (g_policy.spin_count > 0) {
+    char count[32];
+    std::snprintf(count, sizeof count, "%ld", g_policy.spin_count);
+    setenv("GOMP_SPINCOUNT", count, 0);
   } else {
     setenv("OMP_WAIT_POLICY", "passive", 0);
-    std::snprintf(p.policy, sizeof p.policy, "passive");
   }
 }
 
