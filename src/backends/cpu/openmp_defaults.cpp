@@ -1,18 +1,15 @@
 // Note [Bounded OpenMP spinning]
-// libgomp reads its wait policy once, in its own constructor. Sleeping at
-// once (passive) costs a futex wake per parallel region: 17-38 us at 2-16
-// threads, which held LeNet to 1.8x from 1 to 16 threads. Spinning without
-// bound holds the cores another process needs: on a busy machine a 0.6 s
-// epoch took 14 s. So on a quiet machine (other processes' runnable threads
-// fewer than half the CPUs this process may use, no more threads than those
-// CPUs) workers spin for kSpinMicroseconds, turned into libgomp's
-// GOMP_SPINCOUNT with the pause instruction's measured cost, then sleep;
-// otherwise they sleep at once. Runnable threads now, not the load average:
-// that trails by a minute, so a run started after another sleeps (an LSTM
-// 49k against 130k tokens/s). A user's OMP_WAIT_POLICY or GOMP_SPINCOUNT
-// stands. This is its own tiny library, listed after libgomp, OpenBLAS and
-// oneDNN among libanvil's dependencies: the loader initialises unrelated
-// libraries in reverse order, so it runs before libgomp. docs/threads.md.
+// libgomp reads its wait policy once, at load. Sleeping at once (passive)
+// costs a futex wake per parallel region (17-38 us at 2-16 threads); spinning
+// without bound holds the cores other processes need (a 0.6 s epoch took 14
+// s). So where other processes' runnable threads are fewer than half the
+// CPUs this process may use, and there are no more threads than those CPUs,
+// workers spin kSpinMicroseconds (GOMP_SPINCOUNT from the pause's measured
+// cost), then sleep; otherwise they sleep at once. Runnable threads now: the
+// load average trails by a minute, and a run started after another slept
+// (an LSTM 49k against 130k tokens/s). The user's OMP_WAIT_POLICY or
+// GOMP_SPINCOUNT stands. Its own library, so the loader runs it before
+// libgomp (reverse order of libanvil's dependencies). docs/threads.md.
 #include "backends/cpu/openmp_defaults.h"
 
 #include <sched.h>
