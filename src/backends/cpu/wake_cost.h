@@ -31,8 +31,9 @@ inline constexpr double kMaxWakeUs = 100.0;
 // its epoch took 4x as long at 16 threads (the H200 host's wait sweep of
 // 2026-11-28, kept with the benchmark results: 4 µs 0.30 s, 24 µs 0.06 s).
 // At 2 threads no floor was worth keeping: on the 2-core Xeon the MLP's
-// epoch took 0.072 s sized by 24 µs against 0.067 s by 1-4 µs (the optimiser
-// step on both threads), LeNet's the same within noise (2026-11-29,
+// epoch took 0.072 s sized by 24 µs against 0.067 s by 1-4 µs (its optimiser
+// step, relu and bias sums on both threads; the step 60 -> 32 µs), LeNet's
+// the same within noise (2026-11-29,
 // docs/threads.md). In between linear, not measured. LeNet was fastest at
 // 4 µs on 16 threads too (0.38 s, 0.70 s at 24), so per-op thresholds remain owed.
 inline constexpr double kGrainWakeFloorUs = 24.0;  // at 16 threads and more
