@@ -36,7 +36,6 @@ using std::ceil;
 using std::copysign;
 using std::cos;
 using std::cosh;
-using std::erf;
 using std::exp2;
 using std::expm1;
 using std::fabs;
@@ -116,3 +115,43 @@ ANVIL_FN float tanh(float x) {
 }
 
 ANVIL_FN double tanh(double x) { return std::tanh(x); }
+
+// erf(x) for float, branch-free so that loops vectorise: libm's erff is a
+// call per element (9.4 ns on the 2-core Xeon, where GELU and its gradient
+// took 19% of a ViT step on one thread). Below |x| = 0.921875 the odd Taylor
+// series to x^23; above, 1 - erfc(|x|) with erfc(z) = t exp(-z^2 + P(t)),
+// t = 1 / (1 + z/2), Numerical Recipes' erfcc (relative error below
+// 1.2e-7), with the exp above. Within 3 ulp of float64 erf over [-6, 6] in
+// float arithmetic (the conformance test allows 16). ±inf gives ±1, NaN
+// stays NaN, -0 stays -0.
+ANVIL_FN float erf(float x) {
+  const float a = std::fabs(x), x2 = x * x;
+  float p = -1.2290555240e-09f;
+  p = p * x2 + 1.4807192805e-08f;
+  p = p * x2 - 1.6365844147e-07f;
+  p = p * x2 + 1.6462114445e-06f;
+  p = p * x2 - 1.4925650248e-05f;
+  p = p * x2 + 1.2055332627e-04f;
+  p = p * x2 - 8.5483270232e-04f;
+  p = p * x2 + 5.2239778452e-03f;
+  p = p * x2 - 2.6866171509e-02f;
+  p = p * x2 + 1.1283791810e-01f;
+  p = p * x2 - 3.7612637877e-01f;
+  p = p * x2 + 1.1283792257e+00f;
+  const float small = x * p;
+  const float t = 1.0f / (1.0f + 0.5f * a);
+  float q = 0.17087277f;
+  q = q * t - 0.82215223f;
+  q = q * t + 1.48851587f;
+  q = q * t - 1.13520398f;
+  q = q * t + 0.27886807f;
+  q = q * t - 0.18628806f;
+  q = q * t + 0.09678418f;
+  q = q * t + 0.37409196f;
+  q = q * t + 1.00002368f;
+  q = q * t - 1.26551223f;
+  const float large = std::copysign(1.0f - t * exp(q - a * a), x);
+  return a < 0.921875f ? small : large;
+}
+
+ANVIL_FN double erf(double x) { return std::erf(x); }
