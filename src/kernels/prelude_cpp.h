@@ -56,6 +56,15 @@ ANVIL_FN float bits_to_float(std::uint32_t u) {
   return f;
 }
 
+// c0 x^n + c1 x^(n-1) + ... + cn by Horner's rule, as written out: the
+// polynomials below, each step p = p * x + c.
+template <typename... C>
+ANVIL_FN float horner(float x, float c0, C... rest) {
+  float p = c0;
+  ((p = p * x + rest), ...);
+  return p;
+}
+
 // exp(x) for float: Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2,
 // a degree-6 polynomial for exp(r), and 2^n from the exponent bits.
 // Max error ~2 ulp (tests/test_conformance.cpp); exp(+large) = inf,
@@ -67,12 +76,8 @@ ANVIL_FN float exp(float x) {
   const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  float p = horner(r, 1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f,
+                   5.0000001201e-1f);
   p = p * r * r + r + 1.0f;
   // 2^n split into two factors so n down to -150 stays representable.
   const std::int32_t ni = static_cast<std::int32_t>(n);
@@ -98,15 +103,9 @@ ANVIL_FN double exp(double x) { return std::exp(x); }
 // conformance test allows 5). ±inf gives ±1, NaN stays NaN, -0 stays -0.
 ANVIL_FN float tanh(float x) {
   const float x2 = x * x;
-  float p = -2.3912911424e-04f;
-  p = p * x2 + 5.9002744095e-04f;
-  p = p * x2 - 1.4558343871e-03f;
-  p = p * x2 + 3.5921280366e-03f;
-  p = p * x2 - 8.8632355299e-03f;
-  p = p * x2 + 2.1869488536e-02f;
-  p = p * x2 - 5.3968253968e-02f;
-  p = p * x2 + 1.3333333333e-01f;
-  p = p * x2 - 3.3333333333e-01f;
+  const float p =
+      horner(x2, -2.3912911424e-04f, 5.9002744095e-04f, -1.4558343871e-03f, 3.5921280366e-03f, -8.8632355299e-03f,
+             2.1869488536e-02f, -5.3968253968e-02f, 1.3333333333e-01f, -3.3333333333e-01f);
   const float series = x * (p * x2 + 1.0f);
   const float ax = std::fabs(x);
   const float t = exp(-2.0f * ax);
@@ -126,30 +125,13 @@ ANVIL_FN double tanh(double x) { return std::tanh(x); }
 // stays NaN, -0 stays -0.
 ANVIL_FN float erf(float x) {
   const float a = std::fabs(x), x2 = x * x;
-  float p = -1.2290555240e-09f;
-  p = p * x2 + 1.4807192805e-08f;
-  p = p * x2 - 1.6365844147e-07f;
-  p = p * x2 + 1.6462114445e-06f;
-  p = p * x2 - 1.4925650248e-05f;
-  p = p * x2 + 1.2055332627e-04f;
-  p = p * x2 - 8.5483270232e-04f;
-  p = p * x2 + 5.2239778452e-03f;
-  p = p * x2 - 2.6866171509e-02f;
-  p = p * x2 + 1.1283791810e-01f;
-  p = p * x2 - 3.7612637877e-01f;
-  p = p * x2 + 1.1283792257e+00f;
+  const float p = horner(x2, -1.2290555240e-09f, 1.4807192805e-08f, -1.6365844147e-07f, 1.6462114445e-06f,
+                         -1.4925650248e-05f, 1.2055332627e-04f, -8.5483270232e-04f, 5.2239778452e-03f,
+                         -2.6866171509e-02f, 1.1283791810e-01f, -3.7612637877e-01f, 1.1283792257e+00f);
   const float small = x * p;
   const float t = 1.0f / (1.0f + 0.5f * a);
-  float q = 0.17087277f;
-  q = q * t - 0.82215223f;
-  q = q * t + 1.48851587f;
-  q = q * t - 1.13520398f;
-  q = q * t + 0.27886807f;
-  q = q * t - 0.18628806f;
-  q = q * t + 0.09678418f;
-  q = q * t + 0.37409196f;
-  q = q * t + 1.00002368f;
-  q = q * t - 1.26551223f;
+  const float q = horner(t, 0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f,
+                         0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f);
   const float large = std::copysign(1.0f - t * exp(q - a * a), x);
   return a < 0.921875f ? small : large;
 }
