@@ -206,6 +206,71 @@ TEST(ConvPaths, AnyInputLayout) {
   }
 }
 
+// Note [Winograd convolution on the CPU]: a 3x3 stride-1 f32 convolution
+// takes oneDNN's Winograd kernels on AVX-512 where the rule says they win
+// (the weight gradient always; forward and data gradient from 128 output
+// tiles of 4x4), direct otherwise and with ANVIL_CPU_WINOGRAD=0; the results
+// agree with f64 within the direct path's tolerance either way.
+struct Algorithms {
+  std::string forward, data, weight;
+  Result result;
+};
+Algorithms algorithms_of(const Case& c, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& grad_out) {
+  profiler::Profile p;
+  Algorithms out{.result = run(c, x, w, b, grad_out)};
+  p.stop();
+  for (const profiler::ConvAlgorithmStats& r : p.conv_algorithms()) {
+    std::string& slot = r.choice.direction == "forward"         ? out.forward
+                        : r.choice.direction == "backward_data" ? out.data
+                                                                : out.weight;
+    EXPECT_TRUE(slot.empty()) << "two records for " << r.choice.direction;
+    slot = r.choice.algorithm;
+  }
+  return out;
+}
+
+TEST(ConvPaths, WinogradWhereItWins) {
+  manual_seed(21);
+  const bool avx512 = has_avx512_core();
+  const auto wino = [](const std::string& algorithm) { return algorithm.find("wino") != std::string::npos; };
+  struct Expect {
+    Case c;
+    bool forward, data, weight;  // Winograd in each direction on AVX-512
+  };
+  const std::vector<Expect> cases = {
+      {{"8 x 64 x 14 x 14: 128 tiles", {8, 64, 14, 14}, {64, 64, 3, 3}, {1, 1}, {1, 1}}, true, true, true},
+      {{"2 x 64 x 14 x 14: 32 tiles", {2, 64, 14, 14}, {64, 64, 3, 3}, {1, 1}, {1, 1}}, false, false, true},
+      {{"stride 2", {8, 64, 14, 14}, {64, 64, 3, 3}, {2, 2}, {1, 1}}, false, false, false},
+      {{"5x5", {8, 16, 14, 14}, {16, 16, 5, 5}, {1, 1}, {2, 2}}, false, false, false},
+  };
+  for (const Expect& e : cases) {
+    SCOPED_TRACE(e.c.name);
+    const Tensor x = randn(e.c.x), w = randn(e.c.w) * 0.1, b = randn({e.c.w[0]});
+    const Tensor grad_out = randn(conv2d(x, w, b, e.c.stride, e.c.padding).shape());
+    const Algorithms got = algorithms_of(e.c, x, w, b, grad_out);
+    EXPECT_EQ(wino(got.forward), avx512 && e.forward) << got.forward;
+    EXPECT_EQ(wino(got.data), avx512 && e.data) << got.data;
+    EXPECT_EQ(wino(got.weight), avx512 && e.weight) << got.weight;
+    Algorithms off, f64;
+    {
+      EnvScope no("ANVIL_CPU_WINOGRAD", "0");
+      off = algorithms_of(e.c, x, w, b, grad_out);
+    }
+    EXPECT_FALSE(wino(off.forward) || wino(off.data) || wino(off.weight)) << "ANVIL_CPU_WINOGRAD=0";
+    {
+      EnvScope force("ANVIL_CONV_IM2COL", "1");
+      f64 = algorithms_of(e.c, x.to(DType::F64), w.to(DType::F64), b.to(DType::F64), grad_out);
+    }
+    for (const Result* r : std::initializer_list<const Result*>{&got.result, &off.result}) {
+      const std::string path = r == &got.result ? "default" : "direct";
+      expect_close(r->y, f64.result.y, path + " output");
+      expect_close(r->gx, f64.result.gx, path + " input gradient");
+      expect_close(r->gw, f64.result.gw, path + " weight gradient");
+      expect_close(r->gb, f64.result.gb, path + " bias gradient");
+    }
+  }
+}
+
 TEST(ConvPaths, BiasGradientAloneAndNoGrad) {
   manual_seed(3);
   const Tensor x = randn({2, 8, 6, 6}), w = randn({4, 8, 3, 3});

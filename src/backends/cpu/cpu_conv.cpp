@@ -1,5 +1,5 @@
 // The CPU backend's Conv2d family (backend.h, Conv2dArgs) through oneDNN's
-// direct convolution. See Note [oneDNN for CPU convolution]
+// direct and Winograd convolutions. See Note [oneDNN for CPU convolution]
 // (the bench_conv_dnnl program) for what was measured, and Note [oneDNN
 // convolution in the CPU backend] below for how it is used.
 #include <omp.h>
@@ -16,6 +16,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dnnl_common.h"
 #include "backends/cpu/threads.h"
+#include "core/env_flag.h"
 #include "core/observer.h"
 
 namespace anvil::cpu_backend {
@@ -80,17 +81,18 @@ struct Key {
   FusedOp op;
   DType dtype;
   int threads;
-  bool bias;
+  bool bias, winograd;
   std::array<std::int64_t, 16> geometry;
   auto operator<=>(const Key&) const = default;
 };
 
-Key key_of(FusedOp op, const Conv2dArgs& a, int threads) {
+Key key_of(FusedOp op, const Conv2dArgs& a, int threads, bool winograd) {
   const detail::Window2dGeometry& g = a.g;
   return {op,
           a.dtype,
           threads,
           a.has_bias,
+          winograd,
           {g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, g.dh, g.dw, a.out_channels, a.groups}};
 }
 
@@ -117,7 +119,30 @@ Dims dims_of(const Conv2dArgs& a) {
           {g.n, o, g.oh, g.ow}};
 }
 
-Conv create(FusedOp op, const Conv2dArgs& a) {
+// Note [Winograd convolution on the CPU]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// oneDNN's F(4x4, 3x3) Winograd kernels (AVX-512, f32; PyTorch's CPU path
+// never uses them) against its direct ones, time ratio over batch 32-256,
+// C = O 64-512, H = W 4-56, 1 and 2 threads: the weight gradient 0.33-0.94
+// everywhere; forward and data gradient 0.36-0.94 from 128 output tiles of
+// 4x4 (N x ceil(OH/4) x ceil(OW/4)), mixed below (up to 1.84). So direction
+// and geometry decide, never the thread count, which thus never changes a
+// convolution's algorithm and rounding. Error against float64: 1.4e-6 rms
+// relative (direct 2.2e-7), far inside the TF32 PyTorch allows in cuDNN by
+// default. ANVIL_CPU_WINOGRAD=0 turns it off (read per call). Figures and
+// ResNet-18 steps: docs/measurements.md.
+constexpr std::int64_t kWinogradMinTiles = 128;
+
+bool use_winograd(FusedOp op, const Conv2dArgs& a) {
+  const detail::Window2dGeometry& g = a.g;
+  const bool shape = a.dtype == DType::F32 && a.groups == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 &&
+                     g.dh == 1 && g.dw == 1 && cpu_has_avx512();
+  if (!shape || detail::env_flag_off("ANVIL_CPU_WINOGRAD")) return false;
+  const std::int64_t tiles = g.n * ((g.oh + 3) / 4) * ((g.ow + 3) / 4);
+  return op == FusedOp::Conv2dBackwardWeight || tiles >= kWinogradMinTiles;
+}
+
+Conv create(FusedOp op, const Conv2dArgs& a, dnnl::algorithm alg) {
   using dnnl::algorithm;
   using dnnl::convolution_backward_data;
   using dnnl::convolution_backward_weights;
@@ -132,11 +157,11 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
   const memory::dims strides{g.sh, g.sw}, dilates{g.dh - 1, g.dw - 1}, pad{g.ph, g.pw};
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const auto fwd_desc =
-      a.has_bias ? convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm::convolution_direct, image,
-                                             weight, bias, out, strides, dilates, pad, pad)
-                 : convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm::convolution_direct, image,
-                                             weight, out, strides, dilates, pad, pad);
+  // The forward descriptor is also the backward directions' hint: same algorithm.
+  const auto fwd_desc = a.has_bias ? convolution_forward::desc(dnnl::prop_kind::forward_training, alg, image, weight,
+                                                               bias, out, strides, dilates, pad, pad)
+                                   : convolution_forward::desc(dnnl::prop_kind::forward_training, alg, image, weight,
+                                                               out, strides, dilates, pad, pad);
   const convolution_forward::primitive_desc fwd(fwd_desc, attr, dnnl_engine());
   switch (op) {
     case FusedOp::Conv2d:
@@ -144,17 +169,15 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
               fwd.dst_desc(),           fwd.scratchpad_desc(), fwd.impl_info_str()};
     case FusedOp::Conv2dBackwardData: {
       const convolution_backward_data::primitive_desc pd(
-          convolution_backward_data::desc(algorithm::convolution_direct, image, weight, out, strides, dilates, pad,
-                                          pad),
-          attr, dnnl_engine(), fwd);
+          convolution_backward_data::desc(alg, image, weight, out, strides, dilates, pad, pad), attr, dnnl_engine(),
+          fwd);
       return {convolution_backward_data(pd), pd.diff_src_desc(), pd.weights_desc(), {}, pd.diff_dst_desc(),
               pd.scratchpad_desc(),          pd.impl_info_str()};
     }
     default: {
-      const auto desc = a.has_bias ? convolution_backward_weights::desc(algorithm::convolution_direct, image, weight,
-                                                                        bias, out, strides, dilates, pad, pad)
-                                   : convolution_backward_weights::desc(algorithm::convolution_direct, image, weight,
-                                                                        out, strides, dilates, pad, pad);
+      const auto desc =
+          a.has_bias ? convolution_backward_weights::desc(alg, image, weight, bias, out, strides, dilates, pad, pad)
+                     : convolution_backward_weights::desc(alg, image, weight, out, strides, dilates, pad, pad);
       const convolution_backward_weights::primitive_desc pd(desc, attr, dnnl_engine(), fwd);
       return {convolution_backward_weights(pd),
               pd.src_desc(),
@@ -165,6 +188,18 @@ Conv create(FusedOp op, const Conv2dArgs& a) {
               pd.impl_info_str()};
     }
   }
+}
+
+// Winograd when asked and oneDNN has it for the shape, otherwise direct.
+Conv create(FusedOp op, const Conv2dArgs& a, bool winograd) {
+  if (winograd) {
+    try {
+      return create(op, a, dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error& e) {
+      if (e.status != dnnl_unimplemented) throw;
+    }
+  }
+  return create(op, a, dnnl::algorithm::convolution_direct);
 }
 
 // Tells the profiler which implementation ran `op` (Note [Convolution
@@ -182,7 +217,8 @@ void report(FusedOp op, const Conv& conv, DType t) noexcept {
 // The cached primitive for (op, a) at the calling thread's OpenMP count.
 Conv cached(FusedOp op, const Conv2dArgs& a, int threads) {
   static DnnlCache<Key, Conv> cache(kCacheCapacity);
-  return cache.get(key_of(op, a, threads), [&] { return create(op, a); });
+  const bool winograd = use_winograd(op, a);
+  return cache.get(key_of(op, a, threads, winograd), [&] { return create(op, a, winograd); });
 }
 
 // oneDNN's view of an anvil operand: its logical dims with its own strides.
