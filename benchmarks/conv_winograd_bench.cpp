@@ -23,9 +23,7 @@ using dnnl::algorithm;
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-double seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 template <class F>
 double best_ms(F&& run) {
@@ -59,10 +57,9 @@ std::array<double, 3> time_directions(algorithm alg, memory::dim n, memory::dim 
       weight({c, c, 3, 3}, memory::data_type::f32, Tag::any), bias({c}, memory::data_type::f32, Tag::x),
       out({n, c, h, h}, memory::data_type::f32, Tag::any);
   const memory::dims stride{1, 1}, dilate{0, 0}, pad{1, 1};
-  const convolution_forward::primitive_desc fwd(
-      convolution_forward::desc(dnnl::prop_kind::forward_training, alg, image, weight, bias, out, stride, dilate,
-                                pad, pad),
-      engine);
+  const convolution_forward::primitive_desc fwd(convolution_forward::desc(dnnl::prop_kind::forward_training, alg, image,
+                                                                          weight, bias, out, stride, dilate, pad, pad),
+                                                engine);
   memory x = filled(fwd.src_desc(), engine, rng), w = filled(fwd.weights_desc(), engine, rng),
          b = filled(fwd.bias_desc(), engine, rng), y = filled(fwd.dst_desc(), engine, rng);
   const convolution_backward_data::primitive_desc data(
@@ -77,12 +74,12 @@ std::array<double, 3> time_directions(algorithm alg, memory::dim n, memory::dim 
       s.wait();
     });
   };
-  return {timed(convolution_forward(fwd), {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b},
-                                           {DNNL_ARG_DST, y}}),
-          timed(convolution_backward_data(data), {{DNNL_ARG_DIFF_DST, y}, {DNNL_ARG_WEIGHTS, w},
-                                                  {DNNL_ARG_DIFF_SRC, gx}}),
-          timed(convolution_backward_weights(grad), {{DNNL_ARG_DIFF_DST, y}, {DNNL_ARG_SRC, x},
-                                                     {DNNL_ARG_DIFF_WEIGHTS, gw}, {DNNL_ARG_DIFF_BIAS, gb}})};
+  return {
+      timed(convolution_forward(fwd),
+            {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, y}}),
+      timed(convolution_backward_data(data), {{DNNL_ARG_DIFF_DST, y}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, gx}}),
+      timed(convolution_backward_weights(grad),
+            {{DNNL_ARG_DIFF_DST, y}, {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_WEIGHTS, gw}, {DNNL_ARG_DIFF_BIAS, gb}})};
 }
 
 }  // namespace

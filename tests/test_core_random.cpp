@@ -44,7 +44,7 @@ TEST_P(Random, ManualSeedReproduces) {
 TEST_P(Random, SameSeedSameNumbersOnEveryDevice) {
   // DESIGN §4.10: the numbers drawn on `d` equal those drawn on the CPU.
   const Device d = device();
-  for (const Shape& s : {Shape{1}, Shape{7}, Shape{1023}, Shape{3, 5, 7}}) {
+  for (const Shape& s : {Shape{1}, Shape{7}, Shape{1023}, Shape{3, 5, 7}, Shape{10007}}) {
     SCOPED_TRACE(s.str());
     manual_seed(99);
     auto on_d = rand(s, d);
@@ -57,6 +57,24 @@ TEST_P(Random, SameSeedSameNumbersOnEveryDevice) {
     EXPECT_TRUE(equal(on_d.cpu(), on_cpu));
     EXPECT_TRUE(allclose(n_d.cpu(), n_cpu, 1e-12, 1e-12));
     EXPECT_TRUE(equal(i_d.cpu(), i_cpu));
+  }
+}
+
+TEST_P(Random, AnElementDependsOnlyOnItsSeedOffsetAndIndex) {
+  // DESIGN §4.10's stream layout: a fill of n is the first n elements of a
+  // longer fill from the same state, however a device splits the work (the
+  // CPU: groups of 16 Philox blocks vectorised, the rest one by one, per
+  // thread's chunk).
+  const Device d = device();
+  for (DType dt : {f32, f64}) {
+    SCOPED_TRACE(to_string(dt));
+    manual_seed(7);
+    const Tensor longest = rand({30011}, d, dt);
+    for (std::int64_t n : {1, 63, 64, 65, 130, 4097, 10000, 30011}) {
+      SCOPED_TRACE(n);
+      manual_seed(7);
+      EXPECT_TRUE(equal(rand({n}, d, dt), longest.narrow(0, 0, n)));
+    }
   }
 }
 
