@@ -104,6 +104,11 @@ std::vector<Case> cases() {
       {"matmul_2d_1d", {{3, 4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
       {"matmul_dot", {{4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
       {"matmul_batched_broadcast", {{2, 3, 4}, {4, 2}}, [](V x) { return matmul(x[0], x[1]); }},
+      // The broadcast matrix's gradient folds the batch into rows: 4-D, 1-D
+      // and a transposed weight (a Linear on [B, T, K]).
+      {"matmul_4d_2d", {{2, 2, 3, 4}, {4, 2}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_3d_1d", {{2, 3, 4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_3d_transposed", {{2, 3, 4}, {2, 4}}, [](V x) { return matmul(x[0], x[1].t()); }},
       {"bmm_transposed", {{2, 4, 3}, {2, 4, 2}}, [](V x) { return bmm(x[0].transpose(1, 2), x[1]); }},
       {"addmm", {{3}, {2, 4}, {4, 3}}, [](V x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); }},
       {"views",
