@@ -128,12 +128,13 @@ Tensor finite_inputs(DType t, Shape shape, std::uint64_t seed) {
 struct Result {
   DType dtype;
   std::vector<unsigned char> bytes;
+  std::string what;  // the op that gave it, for the failure message
 };
 
 Result result_of(const Tensor& t) {
   const Tensor c = t.contiguous();
   const auto* p = static_cast<const unsigned char*>(c.raw_data_ptr());
-  return {c.dtype(), {p, p + c.nbytes()}};
+  return {c.dtype(), {p, p + c.nbytes()}, {}};
 }
 
 // The largest distance in units in the last place between two results of
@@ -176,19 +177,25 @@ std::int64_t distance(const Result& a, const Result& b) {
 // backward), the optimiser steps.
 std::vector<Result> run_everything() {
   std::vector<Result> out;
-  auto keep = [&](const Tensor& t) { out.push_back(result_of(t)); };
+  std::string what;  // the op of the results kept next
+  auto keep = [&](const Tensor& t) {
+    out.push_back(result_of(t));
+    out.back().what = what;
+  };
   for (DType t : {f32, f64, f16, bf16}) {
     const Tensor x = inputs(t, {1037}, 1), y = inputs(t, {1037}, 2);
     const Tensor big = inputs(t, {3, 70001}, 3);
     // Every elementwise op of one tensor (anvil/ops.def).
-    for (const auto& f : std::vector<std::function<Tensor(const Tensor&)>>{
-#define ANVIL_UNARY_OP(Op, name, ...) [](const Tensor& v) { return anvil::name(v); },
+    for (const auto& [name, f] : std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>>{
+#define ANVIL_UNARY_OP(Op, name, ...) {#name, [](const Tensor& v) { return anvil::name(v); }},
 #define ANVIL_UNARY_OP_WITH_PARAMS(...)
 #include "anvil/ops.def"
          }) {
+      what = name;
       keep(f(x));
       keep(f(big));
     }
+    what = "binary, conversions and reductions";
     keep(x + y);
     keep(x - y);
     keep(x * y);
@@ -219,6 +226,7 @@ std::vector<Result> run_everything() {
     keep(sum(big));
   }
   // Window kernels, batch norm and the steps, f32 and f64, with gradients.
+  what = "pooling, batch norm, conv2d and optimiser steps";
   for (DType t : {f32, f64}) {
     Tensor x = finite_inputs(t, {8, 3, 17, 19}, 5).requires_grad_();
     Tensor w = finite_inputs(t, {5, 3, 3, 3}, 6).requires_grad_();
@@ -272,8 +280,8 @@ TEST(CpuIsa, EveryBuildGivesTheSameBits) {
       const std::int64_t d = distance(got[i], first[i]);
       differing += d != 0;
       if ((d < 0 || d > bound) && ++reported <= 10)
-        ADD_FAILURE() << "result " << i << " (" << to_string(got[i].dtype) << ") differs between the " << first_name
-                      << " and " << name << " builds by "
+        ADD_FAILURE() << "result " << i << " (" << got[i].what << ", " << to_string(got[i].dtype)
+                      << ") differs between the " << first_name << " and " << name << " builds by "
                       << (d < 0 ? std::string("an exact value") : std::to_string(d) + " ulp");
     }
     std::printf("%s against %s: %d of %zu results differ\n", name.c_str(), first_name.c_str(), differing, got.size());

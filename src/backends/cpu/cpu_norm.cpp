@@ -302,6 +302,23 @@ T* row_of(const detail::KernelOperand& o, std::int64_t r, std::int64_t len) {
 }
 std::int64_t softmax_grain(std::int64_t len) { return std::max<std::int64_t>(1, kParallelGrainVectorMath / len); }
 
+// Σ term(i) over [0, len) in an order the source fixes: element i in
+// running sum i % 8, the eight added pairwise at the end, vectorised or not.
+// Under `omp simd reduction` the order was the compiler's: the avx2 build
+// summed softmax's exponentials one by one (that loop did not vectorise
+// there), the avx512 build in 8 lanes, 1 ulp apart (test_cpu_isa).
+template <typename P, typename Term>
+P ordered_sum(std::int64_t len, Term term) {
+  P part[8] = {};
+  const std::int64_t body = len / 8 * 8;
+  for (std::int64_t i = 0; i < body; i += 8) {
+#pragma omp simd
+    for (int k = 0; k < 8; ++k) part[k] += term(i + k);
+  }
+  for (std::int64_t i = body; i < len; ++i) part[i - body] += term(i);
+  return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+}
+
 template <typename T, typename P>
 struct SoftmaxForward {
   static void run(const detail::SoftmaxArgs& a) {
@@ -315,9 +332,7 @@ struct SoftmaxForward {
         P m = -std::numeric_limits<P>::infinity();
 #pragma omp simd reduction(max : m)
         for (std::int64_t i = 0; i < len; ++i) m = std::max(m, static_cast<P>(x[i]));
-        P sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (std::int64_t i = 0; i < len; ++i) sum += scalar::anvil_exp(static_cast<P>(x[i]) - m);
+        const P sum = ordered_sum<P>(len, [&](std::int64_t i) { return scalar::anvil_exp(static_cast<P>(x[i]) - m); });
         if (a.log) {
           const P shift = m + std::log(sum);
 #pragma omp simd
@@ -342,16 +357,14 @@ struct SoftmaxBackward {
         const T* __restrict y = row_of<const T>(a.y, r, len);
         const T* __restrict g = row_of<const T>(a.grad, r, len);
         T* __restrict dx = row_of<T>(a.grad_x, r, len);
-        P sum = 0;  // log: Σ g; else Σ g y
         if (a.log) {
-#pragma omp simd reduction(+ : sum)
-          for (std::int64_t i = 0; i < len; ++i) sum += static_cast<P>(g[i]);
+          const P sum = ordered_sum<P>(len, [&](std::int64_t i) { return static_cast<P>(g[i]); });
 #pragma omp simd
           for (std::int64_t i = 0; i < len; ++i)
             dx[i] = static_cast<T>(static_cast<P>(g[i]) - scalar::anvil_exp(static_cast<P>(y[i])) * sum);
         } else {
-#pragma omp simd reduction(+ : sum)
-          for (std::int64_t i = 0; i < len; ++i) sum += static_cast<P>(g[i]) * static_cast<P>(y[i]);
+          const P sum =
+              ordered_sum<P>(len, [&](std::int64_t i) { return static_cast<P>(g[i]) * static_cast<P>(y[i]); });
 #pragma omp simd
           for (std::int64_t i = 0; i < len; ++i)
             dx[i] = static_cast<T>(static_cast<P>(y[i]) * (static_cast<P>(g[i]) - sum));
