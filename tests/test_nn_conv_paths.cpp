@@ -208,9 +208,10 @@ TEST(ConvPaths, AnyInputLayout) {
 
 // Note [Winograd convolution on the CPU]: a 3x3 stride-1 f32 convolution
 // takes oneDNN's Winograd kernels on AVX-512 where the rule says they win
-// (the weight gradient always; forward and data gradient from 128 output
-// tiles of 4x4), direct otherwise and with ANVIL_CPU_WINOGRAD=0; the results
-// agree with f64 within the direct path's tolerance either way.
+// (from 64 channels: the weight gradient always, forward and data gradient
+// from 128 output tiles of 4x4), direct otherwise and with
+// ANVIL_CPU_WINOGRAD=0; the results agree with f64 within the direct path's
+// tolerance either way.
 struct Algorithms {
   std::string forward, data, weight;
   Result result;
@@ -242,6 +243,8 @@ TEST(ConvPaths, WinogradWhereItWins) {
       {{"2 x 64 x 14 x 14: 32 tiles", {2, 64, 14, 14}, {64, 64, 3, 3}, {1, 1}, {1, 1}}, false, false, true},
       {{"stride 2", {8, 64, 14, 14}, {64, 64, 3, 3}, {2, 2}, {1, 1}}, false, false, false},
       {{"5x5", {8, 16, 14, 14}, {16, 16, 5, 5}, {1, 1}, {2, 2}}, false, false, false},
+      {{"32 channels", {8, 32, 14, 14}, {32, 32, 3, 3}, {1, 1}, {1, 1}}, false, false, false},
+      {{"64 -> 128 channels", {8, 64, 14, 14}, {128, 64, 3, 3}, {1, 1}, {1, 1}}, true, true, true},
   };
   for (const Expect& e : cases) {
     SCOPED_TRACE(e.c.name);

@@ -125,18 +125,19 @@ Dims dims_of(const Conv2dArgs& a) {
 // never uses them) against its direct ones, time ratio over batch 32-256,
 // C = O 64-512, H = W 4-56, 1 and 2 threads: the weight gradient 0.33-0.94
 // everywhere; forward and data gradient 0.36-0.94 from 128 output tiles of
-// 4x4 (N x ceil(OH/4) x ceil(OW/4)), mixed below (up to 1.84). So direction
-// and geometry decide, never the thread count, which thus never changes a
-// convolution's algorithm and rounding. Error against float64: 1.4e-6 rms
-// relative (direct 2.2e-7), far inside the TF32 PyTorch allows in cuDNN by
-// default. ANVIL_CPU_WINOGRAD=0 turns it off (read per call). Figures and
-// ResNet-18 steps: docs/measurements.md.
-constexpr std::int64_t kWinogradMinTiles = 128;
+// 4x4 (N x ceil(OH/4) x ceil(OW/4)), mixed below (up to 1.84). So only from
+// 64 channels, where it was measured, and never by thread count, which thus
+// never changes a convolution's rounding. Error against float64: 1.4e-6 rms
+// relative (direct 2.2e-7; below 64 channels direct stays exact on integers),
+// far inside the TF32 PyTorch allows in cuDNN. ANVIL_CPU_WINOGRAD=0 turns it
+// off (read per call). Figures, ResNet-18 steps: docs/measurements.md.
+constexpr std::int64_t kWinogradMinTiles = 128, kWinogradMinChannels = 64;
 
 bool use_winograd(FusedOp op, const Conv2dArgs& a) {
   const detail::Window2dGeometry& g = a.g;
   const bool shape = a.dtype == DType::F32 && a.groups == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 &&
-                     g.dh == 1 && g.dw == 1 && cpu_has_avx512();
+                     g.dh == 1 && g.dw == 1 && std::min(g.c, a.out_channels) >= kWinogradMinChannels &&
+                     cpu_has_avx512();
   if (!shape || detail::env_flag_off("ANVIL_CPU_WINOGRAD")) return false;
   const std::int64_t tiles = g.n * ((g.oh + 3) / 4) * ((g.ow + 3) / 4);
   return op == FusedOp::Conv2dBackwardWeight || tiles >= kWinogradMinTiles;
