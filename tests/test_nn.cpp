@@ -662,6 +662,33 @@ TEST_P(NN, DropoutTrainsAndEvaluates) {
   EXPECT_TRUE(drop(x).is_same(x));
 }
 
+// dropout's mask comes from one Philox fill (RandomKind::KeepMask): the same
+// elements dropped on every device for one seed, the kept ones scaled by
+// by 1 / (1 - p) in the dtype, and the gradient the same mask.
+TEST_P(NN, DropoutMaskIsOneFillTheSameOnEveryDevice) {
+  const Device d = device();
+  for (DType t : {f32, f64}) {
+    SCOPED_TRACE(to_string(t));
+    const Tensor x0 = arange(1, 5001, 1, cpu(), t).reshape({50, 100});
+    const auto run = [&](Device on) {
+      manual_seed(5);
+      const Tensor x = x0.to(on).detach().requires_grad_();  // a leaf of its own on the CPU too
+      const Tensor y = dropout(x, 0.3, true);
+      y.backward(ones_like(y));
+      return std::pair{y.cpu(), x.grad().cpu()};
+    };
+    const auto [y, g] = run(d);
+    const auto [y_cpu, g_cpu] = run(cpu());
+    EXPECT_TRUE(equal(y, y_cpu)) << "dropout's mask differs between " << d << " and cpu";
+    EXPECT_TRUE(equal(g, g_cpu));
+    const Tensor kept = y != 0.0, scale = full({50, 100}, 1.0 / (1.0 - 0.3), cpu(), t);
+    EXPECT_TRUE(equal(y, where(kept, x0 * scale, 0.0)));
+    EXPECT_TRUE(equal(g, where(kept, scale, 0.0)));
+    const double fraction = mean(kept.to(f64)).item<double>();
+    EXPECT_NEAR(fraction, 0.7, 0.03);
+  }
+}
+
 // End to end: a few hundred SGD steps of the MLP on a Fashion-MNIST subset
 // must bring the training loss under a threshold, on every device.
 TEST_P(NN, ShortTrainingRunReachesLossThreshold) {

@@ -238,15 +238,21 @@ struct IndexArgs {
 
 // Philox 4x32-10 fill of a contiguous tensor: element i uses counter
 // (offset + i / 4) and lane i % 4 (see src/kernels/philox.h), so every
-// backend produces the same numbers.
-enum class RandomKind : std::uint8_t { Uniform, Normal, Randint };
+// backend produces the same numbers. KeepMask is dropout's mask from the
+// uniform u of element i: b where u >= a, else 0 (a = p, b = 1 / (1 - p)).
+enum class RandomKind : std::uint8_t { Uniform, Normal, Randint, KeepMask };
 struct RandomArgs {
   RandomKind kind = RandomKind::Uniform;
   KernelOperand out;  // contiguous
   std::int64_t numel = 0;
   std::uint64_t seed = 0, offset = 0;
-  double a = 0, b = 1;  // Randint: [a, b)
+  double a = 0, b = 1;  // Randint: [a, b); KeepMask: p and the kept value
 };
+// The op a fill is reported as (profiler, ledger).
+inline const char* random_name(RandomKind k) noexcept {
+  static constexpr const char* kNames[] = {"rand", "randn", "randint", "dropout_mask"};
+  return kNames[static_cast<int>(k)];
+}
 
 // Row primitives (cumsum, sort): the op frontend moves the dim last and makes
 // the input contiguous, so both see `rows` contiguous rows of `len`.

@@ -110,8 +110,7 @@ std::uint64_t reserve(std::uint64_t counters, std::uint64_t& seed) {
 }
 
 Tensor random_fill(detail::RandomKind kind, const Shape& shape, Device d, DType t, double a, double b) {
-  static constexpr const char* kNames[] = {"rand", "randn", "randint"};
-  const char* op = kNames[static_cast<int>(kind)];
+  const char* op = detail::random_name(kind);
   Tensor out = make_on(op, shape, t, d);
   const std::int64_t n = out.numel();
   if (n == 0) return out;
@@ -143,6 +142,12 @@ Tensor randn(const Shape& shape, Device d, DType t) {
   ANVIL_CHECK(is_floating(t), DTypeError, "randn: needs a floating dtype; expected f16, bf16, f32 or f64, got ", t);
   return random_fill(detail::RandomKind::Normal, shape, d, t, 0, 1);
 }
+namespace detail {
+Tensor dropout_mask(const Tensor& like, double p) {
+  return random_fill(RandomKind::KeepMask, like.shape(), like.device(), like.dtype(), p, 1.0 / (1.0 - p));
+}
+}  // namespace detail
+
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Device d, DType t) {
   ANVIL_CHECK(low < high, ValueError, "randint: empty range; expected low < high, got low ", low, " and high ", high);
   ANVIL_CHECK(t != DType::Bool, DTypeError, "randint: expected a numeric dtype, got bool");

@@ -13,6 +13,11 @@
 
 namespace anvil::detail {
 
+// Dropout's mask for `like` (its shape, device and floating dtype, always
+// contiguous): 1 / (1 - p) where the element's uniform is >= p, else 0,
+// from one Philox fill (RandomKind::KeepMask).
+Tensor dropout_mask(const Tensor& like, double p);
+
 // ValueError when `t` is undefined; `arg` is its position.
 void check_defined(const char* op, const Tensor& t, int arg = 0);
 

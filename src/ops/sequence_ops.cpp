@@ -133,6 +133,9 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   ANVIL_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: p is a probability; expected [0, 1], got ", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return x * 0.0;
+  // One fill makes the scaled mask and one product applies it (the gradient
+  // is one product too), where rand, >=, a cast and two products did.
+  if (is_floating(x.dtype())) return x * detail::dropout_mask(x, p);
   return x * (rand_like(x) >= p).to(x.dtype()) * (1.0 / (1.0 - p));
 }
 

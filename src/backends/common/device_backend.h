@@ -314,7 +314,7 @@ class DeviceBackend final : public detail::Backend {
     run(index, detail::name(a.op), detail::traffic(a), [&](Slot& s) { device_common::index(s, a); });
   }
   void random(int index, const detail::RandomArgs& a) override {
-    run(index, random_name(a.kind), {0, detail::dense_bytes(a.out, a.numel)},
+    run(index, detail::random_name(a.kind), {0, detail::dense_bytes(a.out, a.numel)},
         [&](Slot& s) { device_common::random(s, a); });
   }
 
@@ -505,10 +505,6 @@ class DeviceBackend final : public detail::Backend {
     throw DeviceError(detail::cat(op, ": device ", R::kName, ":", index, " does not exist; expected an index below ",
                                   d.devices.size(), ", got ", index,
                                   d.devices.empty() ? " (" + d.reason + ")" : std::string()));
-  }
-  static const char* random_name(detail::RandomKind k) noexcept {
-    static constexpr const char* kNames[] = {"rand", "randn", "randint"};
-    return kNames[static_cast<int>(k)];
   }
   // Runs `body(slot)` as primitive `op` on device `index` with its lock held;
   // the ledger counts `traffic` (the launches count themselves).

@@ -427,8 +427,7 @@ void gemm_tiled(Q& q, const detail::GemmArgs& a) {
 
 template <class Q>
 void random(Q& q, const detail::RandomArgs& a) {
-  static constexpr const char* kNames[] = {"rand", "randn", "randint"};
-  const char* opname = kNames[static_cast<int>(a.kind)];
+  const char* opname = detail::random_name(a.kind);
   if (a.numel <= 0) return;
   // Without fp64 the distributions compute in float (philox.h).
   auto l = q.launch(q.kernel(RandomKernel{a.kind, a.out.dtype, q.fp64()}));

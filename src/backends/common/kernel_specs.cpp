@@ -305,7 +305,7 @@ KernelSpec GemmKernel::spec() const {
 }
 
 KernelSpec RandomKernel::spec() const {
-  static constexpr const char* kSuffix[] = {"_uniform", "_normal", "_randint"};
+  static constexpr const char* kSuffix[] = {"_uniform", "_normal", "_randint", "_keep_mask"};
   const std::string prefix = std::string("random_") + dtype_name(t);
   std::vector<std::string> defines = {def("KPREFIX", prefix), type_def("TO", t), flag_def("TO_BOOL", t == DType::Bool)};
   if (!fp64) defines.push_back(def("ANVIL_RNG_F32", "1"));
@@ -400,7 +400,7 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
     }
     for (int v = 0; v < 3; ++v) out.push_back(IndexKernel{t, DType::I64, static_cast<IndexVariant>(v)}.spec());
     out.push_back(GemmKernel{t}.spec());
-    for (int k = 0; k < 3; ++k) out.push_back(RandomKernel{static_cast<RandomKind>(k), t, fp64}.spec());
+    for (int k = 0; k < 4; ++k) out.push_back(RandomKernel{static_cast<RandomKind>(k), t, fp64}.spec());
     if (!is_half(t)) out.push_back(RowKernel{true, t, fp64}.spec());  // halves sort as f32 (ops/scan_sort.cpp)
     if (t == DType::F32 || t == DType::F64 || t == DType::I64) out.push_back(RowKernel{false, t, fp64}.spec());
     if (is_floating(t))

@@ -43,6 +43,9 @@ void fill_scalar(T* out, std::int64_t b, std::int64_t e, const detail::RandomArg
       case detail::RandomKind::Uniform:
         out[i] = static_cast<T>(philox::anvil_u32_to_unit(lanes[u & 3]));
         break;
+      case detail::RandomKind::KeepMask:
+        out[i] = static_cast<T>(philox::anvil_u32_to_unit(lanes[u & 3]) >= a.a ? a.b : 0.0);
+        break;
       case detail::RandomKind::Normal:
         out[i] = static_cast<T>(philox::anvil_normal_from(lanes[0], lanes[1], static_cast<int>(u & 1)));
         break;
@@ -54,18 +57,26 @@ void fill_scalar(T* out, std::int64_t b, std::int64_t e, const detail::RandomArg
   }
 }
 
-// Uniforms of whole Philox blocks [first, last): four outputs per block,
-// without fill_scalar's per-element test and switch, which cost 2.65 ns an
-// element against 1.02 here (rand of 147k floats, one thread; dropout's rand
-// was 12% of a ViT step). The same Philox and conversion, so the same bits.
-template <class T>
-void uniform_blocks(T* out, std::uint64_t first, std::uint64_t last, std::uint64_t seed, std::uint64_t offset) {
+// Uniforms (or dropout masks) of whole Philox blocks [first, last): four
+// outputs per block, without fill_scalar's per-element test and switch,
+// which cost 2.65 ns an element against 1.02 here (rand of 147k floats, one
+// thread; dropout's rand was 12% of a ViT step). The same Philox and
+// conversion, so the same bits.
+template <bool kMask, class T>
+void uniform_blocks(T* out, std::uint64_t first, std::uint64_t last, const detail::RandomArgs& a) {
+  const std::uint64_t seed = a.seed, offset = a.offset;
+  // u = m / 2^24 with m the lane's top 24 bits, so u >= p exactly when m >= ceil(p 2^24).
+  const double scaled = std::ceil(std::clamp(a.a, 0.0, 1.0) * 16777216.0);
+  const auto threshold = static_cast<std::uint32_t>(scaled);
+  const T keep = static_cast<T>(a.b), drop = static_cast<T>(0.0);
   for (std::uint64_t block = first; block < last; ++block) {
     std::uint32_t lanes[4];
     philox::anvil_philox4(offset + block, seed, lanes);
     T* o = out + 4 * block;
     for (int k = 0; k < 4; ++k) {
-      if constexpr (std::is_same_v<T, float>) {
+      if constexpr (kMask) {
+        o[k] = (lanes[k] >> 8) >= threshold ? keep : drop;
+      } else if constexpr (std::is_same_v<T, float>) {
         // 24 bits times 2^-24: exact in float, the value anvil_u32_to_unit gives.
         o[k] = static_cast<float>(lanes[k] >> 8) * (1.0f / 16777216.0f);
       } else {
@@ -83,12 +94,19 @@ void CpuBackend::random(int, const detail::RandomArgs& a) {
     T* out = static_cast<T*>(a.out.data) + a.out.offset;
     const std::uint64_t seed = a.seed, offset = a.offset;
     parallel_for(a.numel, 4096, [&](std::int64_t b, std::int64_t e) {
-      if (a.kind != detail::RandomKind::Uniform) return fill_scalar(out, b, e, a, seed, offset);
+      if (a.kind != detail::RandomKind::Uniform && a.kind != detail::RandomKind::KeepMask)
+        return fill_scalar(out, b, e, a, seed, offset);
       // Whole blocks at once, the elements of a block split between two
       // threads' chunks one by one.
       const std::int64_t first = std::min(e, (b + 3) / 4 * 4), last = first + (e - first) / 4 * 4;
       fill_scalar(out, b, first, a, seed, offset);
-      uniform_blocks(out, static_cast<std::uint64_t>(first / 4), static_cast<std::uint64_t>(last / 4), seed, offset);
+      const auto blocks = [&]<bool kMask> {
+        uniform_blocks<kMask>(out, static_cast<std::uint64_t>(first / 4), static_cast<std::uint64_t>(last / 4), a);
+      };
+      if (a.kind == detail::RandomKind::KeepMask)
+        blocks.template operator()<true>();
+      else
+        blocks.template operator()<false>();
       fill_scalar(out, last, e, a, seed, offset);
     });
   });
