@@ -27,8 +27,8 @@ namespace {
 // Elements [b, e) one at a time. One Philox block serves 4 uniforms (2
 // normals): it is computed once per block, not once per element.
 template <class T>
-void fill_scalar(T* out, std::int64_t b, std::int64_t e, const detail::RandomArgs& a, std::uint64_t seed,
-                 std::uint64_t offset) {
+void fill_scalar(T* out, std::int64_t b, std::int64_t e, const detail::RandomArgs& a) {
+  const std::uint64_t seed = a.seed, offset = a.offset;
   std::uint32_t lanes[4];
   std::uint64_t block = ~std::uint64_t{0};
   const bool normal = a.kind == detail::RandomKind::Normal;
@@ -92,22 +92,19 @@ void CpuBackend::random(int, const detail::RandomArgs& a) {
   count({0, detail::dense_bytes(a.out, a.numel)});
   ANVIL_DISPATCH(a.out.dtype, T, {
     T* out = static_cast<T*>(a.out.data) + a.out.offset;
-    const std::uint64_t seed = a.seed, offset = a.offset;
     parallel_for(a.numel, 4096, [&](std::int64_t b, std::int64_t e) {
       if (a.kind != detail::RandomKind::Uniform && a.kind != detail::RandomKind::KeepMask)
-        return fill_scalar(out, b, e, a, seed, offset);
+        return fill_scalar(out, b, e, a);
       // Whole blocks at once, the elements of a block split between two
       // threads' chunks one by one.
       const std::int64_t first = std::min(e, (b + 3) / 4 * 4), last = first + (e - first) / 4 * 4;
-      fill_scalar(out, b, first, a, seed, offset);
-      const auto blocks = [&]<bool kMask> {
-        uniform_blocks<kMask>(out, static_cast<std::uint64_t>(first / 4), static_cast<std::uint64_t>(last / 4), a);
-      };
+      const auto block_first = static_cast<std::uint64_t>(first / 4), block_last = static_cast<std::uint64_t>(last / 4);
+      fill_scalar(out, b, first, a);
       if (a.kind == detail::RandomKind::KeepMask)
-        blocks.template operator()<true>();
+        uniform_blocks<true>(out, block_first, block_last, a);
       else
-        blocks.template operator()<false>();
-      fill_scalar(out, last, e, a, seed, offset);
+        uniform_blocks<false>(out, block_first, block_last, a);
+      fill_scalar(out, last, e, a);
     });
   });
 }
