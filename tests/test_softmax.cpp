@@ -137,6 +137,29 @@ TEST_P(Softmax, RecordsPyTorchsNodes) {
   EXPECT_EQ(log_softmax(x, 1).grad_fn_name(), "LogSoftmaxBackward");
 }
 
+// Note [Softmax over short rows] (cpu_norm.cpp): the CPU's forward over
+// rows shorter than 32 works across rows, and must give each row the bits
+// of the row-by-row path. Padding a row with -inf columns to 40 elements
+// sends it down the row-by-row path and adds only zeros to its sum, so the
+// first columns must be equal bit for bit; likewise for each dtype and for
+// row counts around the 16-row blocks.
+TEST(SoftmaxCpu, ShortRowsHaveTheBitsOfTheRowByRowPath) {
+  manual_seed(8);
+  constexpr std::int64_t kPadded = 40;
+  for (DType t : {f32, f64, bf16, f16})
+    for (std::int64_t rows : {1, 15, 16, 17, 37})
+      for (std::int64_t len : {1, 7, 10, 17, 28, 31}) {
+        SCOPED_TRACE(::testing::Message() << to_string(t) << " [" << rows << ", " << len << "]");
+        const Tensor x = (randn({rows, len}) * 4).to(t);
+        const Tensor padded =
+            cat({x, full({rows, kPadded - len}, -std::numeric_limits<double>::infinity(), cpu(), t)}, 1);
+        for (bool log : {false, true}) {
+          const Tensor want = apply(padded, log).narrow(1, 0, len).contiguous();
+          EXPECT_TRUE(equal(apply(x, log), want)) << (log ? "log_softmax" : "softmax");
+        }
+      }
+}
+
 }  // namespace
 
 ANVIL_INSTANTIATE_DEVICE_TEST(Softmax);
