@@ -327,4 +327,51 @@ TEST(MatmulCpuLibraryGemm, F32ScalesAccumulatesAndOverwrites) {
 // [GEMM through oneDNN]), else through f32: the same contract either way.
 TEST(MatmulCpuBf16, ScalesAccumulatesAndOverwrites) { expect_gemm_scales_and_overwrites(bf16, Layout::Transposed, 11); }
 
+// addmm with a row of bias (Linear's case) is one backend call on the CPU
+// (FusedOp::GemmBias): oneDNN adds the bias in its epilogue; libxsmm and
+// OpenBLAS get it written into C's rows first. Each path against the double
+// reference, with the bias as [n], as [1, n] and as a strided view (not a
+// contiguous row: the copy first, two calls), and its gradients unchanged.
+TEST(MatmulCpuGemmBias, EachPathAddsTheRowOnce) {
+  struct Case {
+    const char* what;
+    DType dt;
+    std::int64_t m, k, n;
+    Layout lb;
+  };
+  const Case cases[] = {
+      {"oneDNN or OpenBLAS f32", f32, 64, 96, 40, Layout::Transposed},
+      {"libxsmm f32", f32, 16, 24, 32, Layout::Contiguous},
+      {"libxsmm f64", f64, 16, 24, 32, Layout::Contiguous},
+      {"OpenBLAS f64", f64, 64, 96, 40, Layout::Transposed},
+      {"bf16", bf16, 32, 40, 16, Layout::Transposed},
+  };
+  std::uint64_t seed = 900;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const auto a = ref::make_input({c.m, c.k}, Layout::Contiguous, c.dt, cpu(), Domain{-1, 1}, seed++);
+    const auto b = ref::make_input({c.k, c.n}, c.lb, c.dt, cpu(), Domain{-1, 1}, seed++);
+    const Tensor wide = randn({c.n, 2}).to(c.dt);
+    const Tensor bias = wide.select(1, 0).contiguous();
+    const ref::Array ab = ref::matmul(a.r, b.r);
+    const std::vector<double> row = bias.to(f64).to_vector<double>();
+    ref::Array want = ab;
+    for (std::size_t i = 0; i < want.v.size(); ++i) want.v[i] += row[i % static_cast<std::size_t>(c.n)];
+    for (const auto& [b_in, calls] :
+         {std::pair{bias, 1u}, std::pair{bias.reshape({1, c.n}), 1u}, std::pair{wide.select(1, 0), 2u}}) {
+      Ledger ledger;
+      const Tensor out = addmm(b_in, a.t, b.t);
+      EXPECT_EQ(ledger.report().device_work(cpu()).launches, calls) << ledger.report();
+      EXPECT_TRUE(ref::close(out, want, matmul_tol(c.dt, c.k)));
+    }
+  }
+  // The gradients are addmm's, whichever way the bias was added.
+  const Tensor x = randn({8, 5}).requires_grad_(), w = randn({5, 3}).requires_grad_(),
+               bias = randn({3}).requires_grad_();
+  addmm(bias, x, w).sum().backward();
+  EXPECT_TRUE(allclose(bias.grad(), full({3}, 8.0)));
+  EXPECT_TRUE(allclose(x.grad(), ones({8, 3}).matmul(w.detach().t()), 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(w.grad(), x.detach().t().matmul(ones({8, 3})), 1e-5, 1e-6));
+}
+
 }  // namespace

@@ -32,7 +32,8 @@ const char* name(FusedOp op) noexcept {
                                 "interpolate",
                                 "interpolate_backward",
                                 "softmax",
-                                "softmax_backward"};
+                                "softmax_backward",
+                                "gemm_bias"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(FusedOp::Count), "one name per FusedOp");
   return names[static_cast<int>(op)];
 }

@@ -207,6 +207,12 @@ struct GemmArgs {
   std::int64_t batch = 1, m = 0, n = 0, k = 0;
   GemmMatrix a, b, c;  // c.trans is always false
   double alpha = 1.0, beta = 0.0;
+  // Only where supports_fused(FusedOp::GemmBias, dtype) says yes, and then
+  // with beta 0: when set, C[b] = alpha * op(A[b]) @ op(B[b]) + bias, a
+  // contiguous row of n elements of `dtype` (from bias_offset) added to
+  // every row (addmm's and Linear's bias, without a pass writing it into C).
+  const void* bias = nullptr;
+  std::int64_t bias_offset = 0;
 };
 
 // out = x gathered along `dim` with `index` (i64, contiguous):
@@ -297,6 +303,7 @@ enum class FusedOp : std::uint8_t {
   InterpolateBackward,   // its adjoint
   Softmax,               // softmax or log_softmax over rows (SoftmaxArgs)
   SoftmaxBackward,       // its gradient
+  GemmBias,              // a GEMM adding a row of bias to C's rows (GemmArgs::bias)
   Count
 };
 const char* name(FusedOp op) noexcept;  // "im2col", …

@@ -56,9 +56,10 @@ bool batch_stride(const Tensor& t, int nbatch, std::int64_t& stride) {
 
 }  // namespace
 
-// out[..., m, n] (= or +=) a[..., m, k] @ b[..., k, n]; batch dims already
-// broadcast to out's. `out` is contiguous.
-void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta) {
+// out[..., m, n] (= or +=) a[..., m, k] @ b[..., k, n], plus `bias` (a
+// contiguous row of n, where the backend takes FusedOp::GemmBias) in every
+// row; batch dims already broadcast to out's. `out` is contiguous.
+void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta, const Tensor* bias = nullptr) {
   const int nd = out.dim(), nbatch = nd - 2;
   const std::int64_t m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[nd - 1];
   GemmArgs g;
@@ -83,6 +84,10 @@ void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta) {
   g.c.offset = out.offset();
   g.c.ld = std::max<std::int64_t>(n, 1);
   g.c.batch_stride = m * n;
+  if (bias != nullptr) {
+    g.bias = bias->impl_ref().storage()->data();
+    g.bias_offset = bias->offset();
+  }
   // A batch against one shared B (a Linear or conv weight broadcast over
   // the batch) whose A rows are evenly spaced is a single taller GEMM: stack
   // the batch into M. Backends then see one large product, not many small.
@@ -224,9 +229,15 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
   ANVIL_CHECK(is_floating(t), DTypeError, "addmm: needs floating-point tensors; expected f16, bf16, f32 or f64, got ",
               t);
   Tensor out = detail::make_empty(out_shape, t, d);
-  if (out.numel() > 0) {
+  const double be = beta.to_double(), al = alpha.to_double();
+  // Linear's case, a row of bias, is added by the GEMM where the backend
+  // can (oneDNN's bias on the CPU): no pass writing it into out first.
+  const bool bias_row = bias.dim() >= 1 && bias.numel() == out_shape[1] && bias.strides()[bias.dim() - 1] == 1;
+  if (out.numel() > 0 && a.shape()[1] > 0 && be == 1.0 && al == 1.0 && bias_row && bias.dtype() == t &&
+      detail::has_fused(out, {detail::FusedOp::GemmBias})) {
+    detail::gemm_into(out, detail::cast(a, t), detail::cast(b, t), 0.0, &bias);
+  } else if (out.numel() > 0) {
     detail::copy_into(out, bias);
-    const double be = beta.to_double(), al = alpha.to_double();
     if (be != 1.0) {
       NoGradGuard no_grad;
       out.mul_(be);

@@ -153,8 +153,34 @@ void half_gemm(const GemmArgs& g, std::int64_t b, std::vector<float>& fa, std::v
   for (std::int64_t i = 0; i < g.m; ++i) detail::narrow_from_f32(fc.data() + i * g.n, c + i * g.c.ld, g.n);
 }
 
+// The bias (GemmArgs::bias) written into every row of C, for the paths that
+// then add the product (beta 1): libxsmm, OpenBLAS and the loops.
+template <typename T>
+void write_bias_rows(const GemmArgs& g) {
+  const T* bias = static_cast<const T*>(g.bias) + g.bias_offset;
+  T* c = static_cast<T*>(g.c.data) + g.c.offset;
+  const std::int64_t rows = g.batch * g.m;
+  parallel_for(rows, std::max<std::int64_t>(1, kParallelGrain / g.n), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r)
+      std::copy(bias, bias + g.n, c + r / g.m * g.c.batch_stride + r % g.m * g.c.ld);
+  });
+}
+
 template <typename T>
 void gemm_typed(const GemmArgs& g, detail::CachingAllocator& allocator) {
+  // The bias: oneDNN adds it in its epilogue; elsewhere it is written into C
+  // and the product added. Products small enough for libxsmm stay there.
+  if (g.bias != nullptr) {
+    ANVIL_ASSERT(g.beta == 0, "gemm: a bias with beta ", g.beta);
+    GemmArgs added = g;
+    added.bias = nullptr;
+    added.beta = 1;
+    bool small = false;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) small = xsmm_kernel<T>(added) != nullptr;
+    if (!small && dnnl_gemm(g, allocator)) return;
+    write_bias_rows<T>(g);
+    return gemm_typed<T>(added, allocator);
+  }
   // One matrix at a time, each parallel inside OpenBLAS where it is large
   // enough. Never call OpenBLAS from several threads at once: its OpenMP
   // build serialises concurrent calls on a lock, and a batch of 32x32

@@ -9,6 +9,7 @@
 #include <compare>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <unordered_map>
 
 #include "anvil/error.h"
 #include "backends/cpu/dnnl_common.h"
@@ -27,7 +28,7 @@ namespace anvil::cpu_backend {
 // f32, except a batch of products each too small to thread, which OpenBLAS
 // runs one by one on one thread and oneDNN as one call across the pool.
 // libxsmm keeps the small products; f64 stays on OpenBLAS. alpha is an output
-// scale, beta a sum post-op; primitives are cached by layout, dtype, alpha,
+// scale, beta a sum post-op, a bias row oneDNN's bias; primitives are cached by layout, dtype, alpha,
 // beta and threads (Note [Threads from the work's size]). docs/measurements.md.
 
 namespace {
@@ -40,6 +41,7 @@ constexpr std::size_t kCacheCapacity = 64;
 struct Key {
   std::array<std::int64_t, 12> layout;  // batch, m, n, k, trans and ld of a and b, batch strides, ldc, c's batch stride
   double alpha, beta;
+  bool bias;
   DType dtype;
   int threads;
   auto operator<=>(const Key&) const = default;
@@ -57,7 +59,7 @@ memory::desc desc_of(const detail::GemmMatrix& x, std::int64_t batch, std::int64
 
 struct Matmul {
   dnnl::matmul primitive;
-  memory::desc a, b, c, scratchpad;
+  memory::desc a, b, c, bias, scratchpad;  // bias: zero where there is none
 };
 
 // The primitive for `g`, or nothing where oneDNN has no implementation for it.
@@ -77,8 +79,11 @@ std::optional<Matmul> create(const GemmArgs& g) {
     const memory::data_type type = dnnl_data_type(g.dtype);
     const memory::desc a = desc_of(g.a, g.batch, g.m, g.k, type), b = desc_of(g.b, g.batch, g.k, g.n, type),
                        out = desc_of(c, g.batch, g.m, g.n, type);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, out), attr, dnnl_engine());
-    return Matmul{dnnl::matmul(pd), a, b, out, pd.scratchpad_desc()};
+    // The bias row, broadcast over the batch and the rows.
+    const memory::desc bias = g.bias != nullptr ? memory::desc({1, 1, g.n}, type, {g.n, g.n, 1}) : memory::desc();
+    const dnnl::matmul::primitive_desc pd(
+        g.bias != nullptr ? dnnl::matmul::desc(a, b, bias, out) : dnnl::matmul::desc(a, b, out), attr, dnnl_engine());
+    return Matmul{dnnl::matmul(pd), a, b, out, bias, pd.scratchpad_desc()};
   } catch (const dnnl::error&) {
     return std::nullopt;
   }
@@ -104,6 +109,7 @@ bool dnnl_gemm(const GemmArgs& g, detail::CachingAllocator& allocator) {
                  g.c.ld, g.c.batch_stride},
                 g.alpha,
                 g.beta,
+                g.bias != nullptr,
                 g.dtype,
                 threads.threads()};
   const std::optional<Matmul> matmul = cache.get(key, [&] { return create(g); });
@@ -115,8 +121,13 @@ bool dnnl_gemm(const GemmArgs& g, detail::CachingAllocator& allocator) {
     memory a(matmul->a, dnnl_engine(), pointer_of(g.a, g.dtype)), b(matmul->b, dnnl_engine(), pointer_of(g.b, g.dtype)),
         c(matmul->c, dnnl_engine(), pointer_of(g.c, g.dtype)), scratchpad = temporaries.make(matmul->scratchpad);
     const ParallelWork work(threads.threads(), gemm_width(g.batch * g.m, g.n, cost_k));
-    matmul->primitive.execute(
-        s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratchpad}};
+    if (g.bias != nullptr)
+      args.emplace(DNNL_ARG_BIAS, memory(matmul->bias, dnnl_engine(),
+                                         static_cast<char*>(const_cast<void*>(g.bias)) +
+                                             g.bias_offset * static_cast<std::int64_t>(element_size(g.dtype))));
+    matmul->primitive.execute(s, args);
     s.wait();
   } catch (const dnnl::error& e) {
     throw BackendError(detail::cat("matmul: oneDNN failed (status ", static_cast<int>(e.status), ": ", e.what(),

@@ -205,7 +205,7 @@ bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
       op == detail::FusedOp::InterpolateBackward)
     return is_floating(t);
   if (op == detail::FusedOp::BatchNorm || op == detail::FusedOp::BatchNormBackward || op == detail::FusedOp::Softmax ||
-      op == detail::FusedOp::SoftmaxBackward)
+      op == detail::FusedOp::SoftmaxBackward || op == detail::FusedOp::GemmBias)
     return is_floating(t);
   // The Conv2d family (cpu_conv.cpp; bf16 only on CPUs with bf16
   // instructions, which supports_fused_conv2d checks).
