@@ -147,6 +147,34 @@ TEST_P(Matmul, MmBmmDotOuter) {
   }
 }
 
+// linear on [..., K]: a contiguous input is folded into one addmm (PyTorch's
+// way), any other takes matmul then the bias; values and gradients as the
+// composite matmul(x, w.t()) + b (matmul is checked against the reference).
+TEST_P(Matmul, LinearOverLeadingDims) {
+  const Device d = device();
+  std::uint64_t seed = 88;
+  for (DType dt : {f32, f64}) {
+    SCOPED_TRACE(to_string(dt));
+    for (Layout la : {Layout::Contiguous, Layout::Transposed}) {
+      SCOPED_TRACE(ref::name(la));
+      const auto x = ref::make_input({3, 5, 13}, la, dt, d, Domain{-1, 1}, seed++);
+      const auto w = ref::make_input({7, 13}, Layout::Contiguous, dt, d, Domain{-1, 1}, seed++);
+      const auto b = ref::make_input({7}, Layout::Contiguous, dt, d, Domain{-1, 1}, seed++);
+      const Tensor y = linear(x.t, w.t, b.t);
+      EXPECT_EQ(y.shape(), (Shape{3, 5, 7}));
+      const Tensor composite = matmul(x.t, w.t.t()) + b.t;
+      EXPECT_TRUE(allclose(y, composite, dt == f64 ? 1e-12 : 1e-5, dt == f64 ? 1e-12 : 1e-5));
+      Tensor xg = x.t.detach().requires_grad_(), wg = w.t.detach().requires_grad_(), bg = b.t.detach().requires_grad_();
+      sum(linear(xg, wg, bg) * linear(xg, wg, bg)).backward();
+      Tensor xc = x.t.detach().requires_grad_(), wc = w.t.detach().requires_grad_(), bc = b.t.detach().requires_grad_();
+      const Tensor yc = matmul(xc, wc.t()) + bc;
+      sum(yc * yc).backward();
+      for (const auto& [got, expect] : {std::pair{xg, xc}, std::pair{wg, wc}, std::pair{bg, bc}})
+        EXPECT_TRUE(allclose(got.grad(), expect.grad(), dt == f64 ? 1e-10 : 1e-4, dt == f64 ? 1e-10 : 1e-4));
+    }
+  }
+}
+
 TEST_P(Matmul, MmOutWritesInPlace) {
   const Device d = device();
   const auto a = ref::make_input({6, 5}, Layout::Transposed, f32, d, Domain{-1, 1}, 1);

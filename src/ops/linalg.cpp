@@ -285,6 +285,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (auto c = detail::autocast_inputs(detail::AutocastList::LowerPrecision, {&x, &weight, &bias}))
     return linear((*c)[0], (*c)[1], (*c)[2]);
   if (x.dim() == 2 && bias.defined()) return addmm(bias, x, weight.t());
+  // [..., K] inputs as PyTorch's linear takes them: the rows folded into one
+  // addmm, so the bias is added by the GEMM where the backend can (a
+  // transformer's every Linear) and the weight gradient is one product.
+  if (x.dim() > 2 && bias.defined() && x.is_contiguous() && x.numel() > 0) {
+    Shape out_shape = x.shape();
+    out_shape[out_shape.size() - 1] = weight.size(0);
+    return addmm(bias, x.reshape({-1, x.size(-1)}), weight.t()).reshape(out_shape);
+  }
   const Tensor y = matmul(x, weight.t());
   return bias.defined() ? y + bias : y;
 }
