@@ -67,6 +67,25 @@ anvil::Tensor index_copy_op(const anvil::Tensor& x, const anvil::Tensor& i, cons
   return anvil::index_copy(x, 0, i, s);
 }
 
+// A training step's small ops on the CPU: softmax over short rows (Note
+// [Softmax over short rows]), argmax over classes, and Linear's addmm with a
+// row of bias (FusedOp::GemmBias) beside the plain product.
+void rows_op(benchmark::State& state, anvil::Tensor (*op)(const anvil::Tensor&), std::int64_t rows, std::int64_t cols) {
+  const auto a = anvil::randn({rows, cols});
+  for (auto _ : state) benchmark::DoNotOptimize(op(a));
+  set_bytes(state, a, 2);
+}
+anvil::Tensor log_softmax_op(const anvil::Tensor& a) { return anvil::log_softmax(a, 1); }
+anvil::Tensor softmax_op(const anvil::Tensor& a) { return anvil::softmax(a, 1); }
+anvil::Tensor argmax_op(const anvil::Tensor& a) { return anvil::argmax(a, 1); }
+
+void linear(benchmark::State& state, bool bias, std::int64_t m, std::int64_t k, std::int64_t n) {
+  const auto x = anvil::randn({m, k});
+  const auto w = anvil::randn({n, k});
+  const auto b = anvil::randn({n});
+  for (auto _ : state) benchmark::DoNotOptimize(bias ? anvil::addmm(b, x, w.t()) : anvil::matmul(x, w.t()));
+}
+
 anvil::Tensor add_op(const anvil::Tensor& a, const anvil::Tensor& b) { return anvil::add(a, b); }
 anvil::Tensor mul_op(const anvil::Tensor& a, const anvil::Tensor& b) { return anvil::mul(a, b); }
 anvil::Tensor exp_op(const anvil::Tensor& a) { return anvil::exp(a); }
@@ -88,6 +107,20 @@ anvil::Tensor tanh_op(const anvil::Tensor& a) { return anvil::tanh(a); }
       ->Unit(benchmark::kMicrosecond);
   for (std::int64_t n : {64, 100, 256, 1024})
     benchmark::RegisterBenchmark(id("matmul", n, n).c_str(), matmul, n)->Unit(benchmark::kMicrosecond);
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{256, 10}, {1120, 28}, {1024, 32}}) {
+    benchmark::RegisterBenchmark(id("log_softmax", rows, cols).c_str(), rows_op, log_softmax_op, rows, cols)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(id("softmax", rows, cols).c_str(), rows_op, softmax_op, rows, cols)
+        ->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::RegisterBenchmark(id("argmax", 256, 10).c_str(), rows_op, argmax_op, 256, 10)
+      ->Unit(benchmark::kMicrosecond);
+  // The MLP's first Linear: x [256, 784], weight [256, 784].
+  benchmark::RegisterBenchmark("addmm(bias=[256],x=[256,784],weight.t()=[784,256],dtype=f32)", linear, true, 256, 784,
+                               256)
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("matmul(x=[256,784],weight.t()=[784,256],dtype=f32)", linear, false, 256, 784, 256)
+      ->Unit(benchmark::kMicrosecond);
   return 0;
 }();
 
