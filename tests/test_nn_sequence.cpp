@@ -11,6 +11,7 @@
 #include "anvil/autograd.h"
 #include "anvil/nn/sequence.h"
 #include "device_test.h"
+#include "env_guard.h"
 
 using namespace anvil;
 
@@ -240,3 +241,70 @@ TEST_P(SequenceLayers, AttentionMatchesAPlainSoftmax) {
 }
 
 ANVIL_INSTANTIATE_DEVICE_TEST(SequenceLayers);
+
+namespace {
+
+struct LayerNormResult {
+  Tensor y, gx, gw, gb;
+};
+
+// y and the gradients of sum(y * w) for layer_norm over the last dim.
+LayerNormResult run_layer_norm(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& weights,
+                               bool composite) {
+  anvil::testing::EnvGuard env("ANVIL_NO_FUSED", composite ? "1" : nullptr);
+  Tensor x = x0.detach().requires_grad_();
+  Tensor w = w0.defined() ? w0.detach().requires_grad_() : Tensor{};
+  Tensor b = b0.defined() ? b0.detach().requires_grad_() : Tensor{};
+  const Tensor y = layer_norm(x, {x0.size(-1)}, w, b, 1e-5);
+  sum(y * weights).backward();
+  return {y.detach(), x.grad(), w.defined() ? w.grad() : Tensor{}, b.defined() ? b.grad() : Tensor{}};
+}
+
+}  // namespace
+
+// Note [Fused layer norm]: on the CPU layer_norm is one call each way. Its
+// values and gradients against the composite (ANVIL_NO_FUSED=1), with and
+// without weight and bias, over more rows than one block of the weight's
+// sums; the same bits on one thread and on two; one backend call forward
+// and one backward.
+TEST(LayerNormCpu, FusedAgainstTheCompositeOnAnyThreadCount) {
+  manual_seed(12);
+  const int threads = num_threads();
+  for (DType t : {f32, f64})
+    for (int affine = 0; affine < 4; ++affine) {
+      SCOPED_TRACE(::testing::Message() << to_string(t) << " weight " << (affine & 1) << " bias " << (affine & 2));
+      const Tensor x = (randn({37, 17, 64}) * 3 + 1).to(t), weights = randn({37, 17, 64}).to(t);
+      const Tensor w = (affine & 1) ? randn({64}).to(t) : Tensor{}, b = (affine & 2) ? randn({64}).to(t) : Tensor{};
+      const LayerNormResult fused = run_layer_norm(x, w, b, weights, false),
+                            composite = run_layer_norm(x, w, b, weights, true);
+      const double tol = t == f64 ? 1e-10 : 1e-4;
+      EXPECT_TRUE(allclose(fused.y, composite.y, tol, tol));
+      EXPECT_TRUE(allclose(fused.gx, composite.gx, tol, tol));
+      if (w.defined()) {
+        EXPECT_TRUE(allclose(fused.gw, composite.gw, tol, tol));
+      }
+      if (b.defined()) {
+        EXPECT_TRUE(allclose(fused.gb, composite.gb, tol, tol));
+      }
+      set_num_threads(threads == 1 ? 2 : 1);
+      const LayerNormResult other = run_layer_norm(x, w, b, weights, false);
+      set_num_threads(threads);
+      EXPECT_TRUE(equal(other.y, fused.y) && equal(other.gx, fused.gx));
+      if (w.defined()) {
+        EXPECT_TRUE(equal(other.gw, fused.gw));
+      }
+      if (b.defined()) {
+        EXPECT_TRUE(equal(other.gb, fused.gb));
+      }
+    }
+  Tensor x = randn({8, 5, 32}).requires_grad_();
+  const Tensor w = ones({32}).requires_grad_(), b = zeros({32}).requires_grad_();
+  Ledger forward;
+  const Tensor y = layer_norm(x, {32}, w, b);
+  EXPECT_EQ(forward.report().device_work(cpu()).launches, 1u) << forward.report();
+  const Tensor g = ones({8, 5, 32});
+  Ledger backward;
+  y.backward(g);
+  // The kernel, then the three leaves' gradients stored (no accumulation on a first pass).
+  EXPECT_LE(backward.report().device_work(cpu()).launches, 2u) << backward.report();
+}

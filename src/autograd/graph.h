@@ -224,6 +224,20 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
                                    const Tensor& weight, bool training, bool want_input, bool want_weight,
                                    const Tensor& relu_output = {}, bool want_residual = false);
 
+// The fused path of layer_norm (Note [Fused layer norm]): x contiguous f32
+// or f64 as rows of normalized.numel(), mean and invstd [rows], weight and
+// bias of x's dtype (shaped `normalized`), contiguous, or undefined.
+// layer_norm_backward computes every wanted gradient in one call; nothing it
+// returns is recorded.
+void record_layer_norm_fused(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const Tensor& mean, const Tensor& invstd, const Shape& normalized);
+struct LayerNormGrads {
+  Tensor input, weight, bias;
+};
+LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& invstd, const Shape& normalized, bool want_input, bool want_weight,
+                                   bool want_bias);
+
 // layer_norm's rule: xhat = (x - mean) * invstd over the k trailing dims
 // (the shape weight and bias have when defined), invstd with them kept as 1.
 void record_layer_norm(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& xhat,

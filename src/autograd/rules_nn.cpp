@@ -177,6 +177,18 @@ void record_rnn_fused(const Tensor& packed, const RnnArgs& shape, const Tensor& 
          });
 }
 
+void record_layer_norm_fused(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const Tensor& mean, const Tensor& invstd, const Shape& normalized) {
+  if (!should_record({&x, &weight, &bias})) return;
+  const Tensor sx = saved(x), smean = saved(mean), sinv = saved(invstd),
+               sw = weight.defined() ? saved(weight) : Tensor{};
+  record("NativeLayerNormBackward", out, {&x, &weight, &bias},
+         [sx, smean, sinv, sw, normalized](const Tensor& grad, const std::vector<bool>& n) {
+           const LayerNormGrads g = layer_norm_backward(grad, sx, sw, smean, sinv, normalized, n[0], n[1], n[2]);
+           return Grads{g.input, g.weight, g.bias};
+         });
+}
+
 // Note [Batch norm's gradient] for layer_norm: the statistics are per row
 // (over the trailing dims) and weight is per column, so nothing folds into
 // a per-channel coefficient; with gxhat = g * weight,

@@ -33,7 +33,9 @@ const char* name(FusedOp op) noexcept {
                                 "interpolate_backward",
                                 "softmax",
                                 "softmax_backward",
-                                "gemm_bias"};
+                                "gemm_bias",
+                                "layer_norm",
+                                "layer_norm_backward"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(FusedOp::Count), "one name per FusedOp");
   return names[static_cast<int>(op)];
 }

@@ -126,6 +126,15 @@ inline Traffic traffic(const SoftmaxArgs& a, bool backward) noexcept {
   return backward ? Traffic{dense_bytes(a.y, n) + dense_bytes(a.grad, n), dense_bytes(a.grad_x, n)}
                   : Traffic{dense_bytes(a.x, n), dense_bytes(a.y, n)};
 }
+inline Traffic traffic(const LayerNormArgs& a, bool backward) noexcept {
+  const std::int64_t n = a.rows * a.len;
+  const std::uint64_t stats = dense_bytes(a.mean, a.rows) + dense_bytes(a.invstd, a.rows),
+                      params = dense_bytes(a.weight, a.len) + dense_bytes(a.bias, a.len);
+  if (backward)
+    return {dense_bytes(a.grad, n) + dense_bytes(a.x, n) + stats + dense_bytes(a.weight, a.len),
+            dense_bytes(a.grad_x, n) + dense_bytes(a.grad_weight, a.len) + dense_bytes(a.grad_bias, a.len)};
+  return {dense_bytes(a.x, n) + params, dense_bytes(a.y, n) + stats};
+}
 inline Traffic traffic(const OptimizerStepArgs& a) noexcept {
   const bool sgd = a.kind == OptimizerKind::Sgd;
   const std::uint64_t p = dense_bytes(a.param, a.numel),

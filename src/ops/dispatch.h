@@ -64,6 +64,8 @@ void conv2d_backward(Device d, const Conv2dArgs& data, const Conv2dArgs& weight)
 void unary_binary(Device d, BinaryOp op, const BinaryPrologue& prologue, const ElementwiseArgs& a);
 void batch_norm(Device d, const BatchNormArgs& a);
 void batch_norm_backward(Device d, const BatchNormArgs& a);
+void layer_norm(Device d, const LayerNormArgs& a);
+void layer_norm_backward(Device d, const LayerNormArgs& a);
 std::size_t rnn_reserve_bytes(Device d, const RnnArgs& a);
 void rnn_forward(Device d, const RnnArgs& a);
 void rnn_backward(Device d, const RnnArgs& a);

@@ -10,7 +10,9 @@
 #include "autograd/graph.h"
 #include "core/observer.h"
 #include "ops/autocast.h"
+#include "ops/dispatch.h"
 #include "ops/op_common.h"
+#include "ops/tensor_make.h"
 
 namespace anvil {
 
@@ -38,6 +40,60 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   return index_select(weight, 0, indices.reshape({-1})).reshape(s);
 }
 
+namespace {
+
+// Note [Fused layer norm] (core/backend.h): where the backend has both
+// kernels, for f32 and f64 with weight and bias in x's dtype; otherwise the
+// composite, whose ops autograd differentiates.
+bool layer_norm_fuses(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return (x.dtype() == f32 || x.dtype() == f64) && x.numel() > 0 &&
+         (!weight.defined() || weight.dtype() == x.dtype()) && (!bias.defined() || bias.dtype() == x.dtype()) &&
+         detail::has_fused(x, {detail::FusedOp::LayerNorm, detail::FusedOp::LayerNormBackward});
+}
+
+detail::KernelOperand operand_or_none(const Tensor& t) {
+  return t.defined() ? detail::operand(t) : detail::KernelOperand{};
+}
+
+Tensor layer_norm_fused(const Tensor& x, const Shape& normalized, const Tensor& weight, const Tensor& bias,
+                        double eps) {
+  const std::int64_t len = normalized.numel();
+  const Tensor xc = x.contiguous(), wc = weight.defined() ? weight.contiguous() : Tensor{},
+               bc = bias.defined() ? bias.contiguous() : Tensor{};
+  const std::int64_t rows = x.numel() / len;
+  Tensor out = detail::make_empty(x.shape(), x.dtype(), x.device());
+  Tensor mean = detail::make_empty({rows}, x.dtype(), x.device()),
+         invstd = detail::make_empty({rows}, x.dtype(), x.device());
+  detail::LayerNormArgs a{.dtype = x.dtype(), .rows = rows, .len = len, .eps = eps};
+  a.x = detail::operand(xc), a.y = detail::operand(out), a.weight = operand_or_none(wc), a.bias = operand_or_none(bc);
+  a.mean = detail::operand(mean), a.invstd = detail::operand(invstd);
+  detail::dispatch::layer_norm(x.device(), a);
+  detail::record_layer_norm_fused(out, xc, weight, bias, mean, invstd, normalized);
+  return out;
+}
+
+}  // namespace
+
+namespace detail {
+LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& invstd, const Shape& normalized, bool want_input, bool want_weight,
+                                   bool want_bias) {
+  ANVIL_PROFILE_OP("layer_norm_backward", &grad, &x);
+  const Tensor g = grad.to(x.dtype()).contiguous();
+  const std::int64_t len = normalized.numel();
+  LayerNormArgs a{.dtype = x.dtype(), .rows = x.numel() / len, .len = len};
+  LayerNormGrads out;
+  if (want_input) out.input = make_empty(x.shape(), x.dtype(), x.device());
+  if (want_weight) out.weight = make_empty(normalized, x.dtype(), x.device());
+  if (want_bias) out.bias = make_empty(normalized, x.dtype(), x.device());
+  a.grad = operand(g), a.x = operand(x), a.mean = operand(mean), a.invstd = operand(invstd);
+  a.weight = operand_or_none(weight), a.grad_x = operand_or_none(out.input);
+  a.grad_weight = operand_or_none(out.weight), a.grad_bias = operand_or_none(out.bias);
+  dispatch::layer_norm_backward(x.device(), a);
+  return out;
+}
+}  // namespace detail
+
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   ANVIL_PROFILE_OP("layer_norm", &x, &weight, &bias);
@@ -57,6 +113,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
               "layer_norm: weight must have normalized_shape; expected ", normalized_shape, ", got ", weight.shape());
   ANVIL_CHECK(!bias.defined() || bias.shape() == normalized_shape, ShapeError,
               "layer_norm: bias must have normalized_shape; expected ", normalized_shape, ", got ", bias.shape());
+  if (layer_norm_fuses(x, weight, bias)) return layer_norm_fused(x, normalized_shape, weight, bias, eps);
   std::vector<std::int64_t> dims;
   for (int i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
   // 16-bit inputs compute in f32 and round once, as PyTorch does.

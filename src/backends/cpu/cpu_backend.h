@@ -87,6 +87,8 @@ class CpuBackend final : public detail::Backend {
   // Fused batch norm (cpu_norm.cpp), every floating dtype.
   void batch_norm(int index, const detail::BatchNormArgs& args) override;
   void batch_norm_backward(int index, const detail::BatchNormArgs& args) override;
+  void layer_norm(int index, const detail::LayerNormArgs& args) override;
+  void layer_norm_backward(int index, const detail::LayerNormArgs& args) override;
   // softmax and log_softmax over rows (cpu_norm.cpp), every floating dtype.
   void softmax(int index, const detail::SoftmaxArgs& args) override;
   void softmax_backward(int index, const detail::SoftmaxArgs& args) override;

@@ -183,6 +183,14 @@ void CpuBackend::batch_norm_backward(int, const detail::BatchNormArgs& a) {
   count(detail::traffic(a, true));
   kernels().batch_norm_backward(a);
 }
+void CpuBackend::layer_norm(int, const detail::LayerNormArgs& a) {
+  count(detail::traffic(a, false));
+  kernels().layer_norm(a);
+}
+void CpuBackend::layer_norm_backward(int, const detail::LayerNormArgs& a) {
+  count(detail::traffic(a, true));
+  kernels().layer_norm_backward(a);
+}
 void CpuBackend::softmax(int, const detail::SoftmaxArgs& a) {
   count(detail::traffic(a, false));
   kernels().softmax(a);
@@ -207,6 +215,8 @@ bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
   if (op == detail::FusedOp::BatchNorm || op == detail::FusedOp::BatchNormBackward || op == detail::FusedOp::Softmax ||
       op == detail::FusedOp::SoftmaxBackward || op == detail::FusedOp::GemmBias)
     return is_floating(t);
+  if (op == detail::FusedOp::LayerNorm || op == detail::FusedOp::LayerNormBackward)
+    return t == DType::F32 || t == DType::F64;
   // The Conv2d family (cpu_conv.cpp; bf16 only on CPUs with bf16
   // instructions, which supports_fused_conv2d checks).
   return t == DType::F32 || t == DType::BF16;

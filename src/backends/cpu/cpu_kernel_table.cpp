@@ -35,6 +35,8 @@ constexpr KernelTable kTable{.name = kNamespace + 4,
                              .batch_norm_backward = batch_norm_backward,
                              .softmax = softmax,
                              .softmax_backward = softmax_backward,
+                             .layer_norm = layer_norm,
+                             .layer_norm_backward = layer_norm_backward,
                              .optimizer_step = optimizer_step,
                              .optimizer_step_list = optimizer_step_list};
 }  // namespace

@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "anvil/error.h"
 #include "backends/cpu/isa.h"
@@ -469,8 +470,110 @@ struct SoftmaxBackward {
   }
 };
 
+// Note [Fused layer norm] (backend.h): a thread owns whole rows, each read
+// twice for its statistics (ordered_sum's fixed order) and once for y.
+template <typename T>
+const T* param_of(const detail::KernelOperand& o) {
+  return o.data == nullptr ? nullptr : static_cast<const T*>(o.data) + o.offset;
+}
+
+template <typename T>
+void layer_norm_typed(const detail::LayerNormArgs& a) {
+  const std::int64_t len = a.len;
+  const T *w = param_of<T>(a.weight), *b = param_of<T>(a.bias);
+  T* mean_out = static_cast<T*>(a.mean.data) + a.mean.offset;
+  T* invstd_out = static_cast<T*>(a.invstd.data) + a.invstd.offset;
+  parallel_for(a.rows, softmax_grain(len), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const T* __restrict x = row_of<const T>(a.x, r, len);
+      T* __restrict y = row_of<T>(a.y, r, len);
+      const T mean = ordered_sum<T>(len, [&](std::int64_t i) { return x[i]; }) / static_cast<T>(len);
+      const T var =
+          ordered_sum<T>(len, [&](std::int64_t i) { return (x[i] - mean) * (x[i] - mean); }) / static_cast<T>(len);
+      const T invstd = T(1) / std::sqrt(var + static_cast<T>(a.eps));
+      mean_out[r] = mean;
+      invstd_out[r] = invstd;
+#pragma omp simd
+      for (std::int64_t i = 0; i < len; ++i) {
+        const T xhat = (x[i] - mean) * invstd;
+        y[i] = (w != nullptr ? xhat * w[i] : xhat) + (b != nullptr ? b[i] : T(0));
+      }
+    }
+  });
+}
+
+// The weight's and bias's gradients are sums over rows: each block of rows
+// (a partition fixed by `rows` alone) adds its rows in order into its own
+// partial sums, and the blocks are added in order, so the bits do not
+// depend on the thread count.
+template <typename T>
+void layer_norm_backward_typed(const detail::LayerNormArgs& a) {
+  const std::int64_t len = a.len, rows = a.rows;
+  const T* w = param_of<T>(a.weight);
+  const T* mean = param_of<T>(a.mean);
+  const T* invstd = param_of<T>(a.invstd);
+  const bool want_x = a.grad_x.data != nullptr,
+             want_sums = a.grad_weight.data != nullptr || a.grad_bias.data != nullptr;
+  constexpr std::int64_t kMaxBlocks = 256, kMinBlockRows = 64;
+  const std::int64_t blocks = std::clamp<std::int64_t>((rows + kMinBlockRows - 1) / kMinBlockRows, 1, kMaxBlocks);
+  const std::int64_t block_rows = (rows + blocks - 1) / blocks;
+  std::vector<T> partial(want_sums ? static_cast<std::size_t>(blocks * 2 * len) : 0);  // [block][weight | bias][len]
+  const T inv_len = T(1) / static_cast<T>(len);
+  parallel_for(blocks, std::max<std::int64_t>(1, softmax_grain(len) / block_rows),
+               [&](std::int64_t b0, std::int64_t b1) {
+                 for (std::int64_t blk = b0; blk < b1; ++blk) {
+                   T* __restrict pw = want_sums ? partial.data() + blk * 2 * len : nullptr;
+                   T* __restrict pb = want_sums ? pw + len : nullptr;
+                   for (std::int64_t r = blk * block_rows; r < std::min(rows, (blk + 1) * block_rows); ++r) {
+                     const T* __restrict x = row_of<const T>(a.x, r, len);
+                     const T* __restrict g = row_of<const T>(a.grad, r, len);
+                     const T m = mean[r], s = invstd[r];
+                     if (want_x) {
+                       const auto gxhat = [&](std::int64_t i) { return w != nullptr ? g[i] * w[i] : g[i]; };
+                       const T mean_g = ordered_sum<T>(len, gxhat) * inv_len;
+                       const T mean_gx =
+                           ordered_sum<T>(len, [&](std::int64_t i) { return gxhat(i) * ((x[i] - m) * s); }) * inv_len;
+                       T* __restrict dx = row_of<T>(a.grad_x, r, len);
+#pragma omp simd
+                       for (std::int64_t i = 0; i < len; ++i)
+                         dx[i] = s * (gxhat(i) - mean_g - (x[i] - m) * s * mean_gx);
+                     }
+                     if (want_sums) {
+#pragma omp simd
+                       for (std::int64_t i = 0; i < len; ++i) {
+                         pw[i] += g[i] * ((x[i] - m) * s);
+                         pb[i] += g[i];
+                       }
+                     }
+                   }
+                 }
+               });
+  if (!want_sums) return;
+  T* gw = a.grad_weight.data == nullptr ? nullptr : static_cast<T*>(a.grad_weight.data) + a.grad_weight.offset;
+  T* gb = a.grad_bias.data == nullptr ? nullptr : static_cast<T*>(a.grad_bias.data) + a.grad_bias.offset;
+  parallel_for(len, std::max<std::int64_t>(1, kParallelGrain / blocks), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      T sw = 0, sb = 0;
+      for (std::int64_t blk = 0; blk < blocks; ++blk) {
+        sw += partial[static_cast<std::size_t>(blk * 2 * len + i)];
+        sb += partial[static_cast<std::size_t>(blk * 2 * len + len + i)];
+      }
+      if (gw != nullptr) gw[i] = sw;
+      if (gb != nullptr) gb[i] = sb;
+    }
+  });
+}
+
 }  // namespace
 
+void layer_norm(const detail::LayerNormArgs& a) {
+  if (a.rows <= 0 || a.len <= 0) return;
+  a.dtype == DType::F64 ? layer_norm_typed<double>(a) : layer_norm_typed<float>(a);
+}
+void layer_norm_backward(const detail::LayerNormArgs& a) {
+  if (a.rows <= 0 || a.len <= 0) return;
+  a.dtype == DType::F64 ? layer_norm_backward_typed<double>(a) : layer_norm_backward_typed<float>(a);
+}
 void batch_norm(const BatchNormArgs& a) { by_dtype<Forward>(a); }
 void batch_norm_backward(const BatchNormArgs& a) { by_dtype<Backward>(a); }
 void softmax(const detail::SoftmaxArgs& a) {

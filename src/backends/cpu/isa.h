@@ -55,6 +55,8 @@ struct KernelTable {
   void (*batch_norm_backward)(const detail::BatchNormArgs&);
   void (*softmax)(const detail::SoftmaxArgs&);
   void (*softmax_backward)(const detail::SoftmaxArgs&);
+  void (*layer_norm)(const detail::LayerNormArgs&);
+  void (*layer_norm_backward)(const detail::LayerNormArgs&);
   void (*optimizer_step)(const detail::OptimizerStepArgs&);
   void (*optimizer_step_list)(const detail::OptimizerStepListArgs&);
 };
@@ -76,6 +78,8 @@ void batch_norm(const detail::BatchNormArgs& a);
 void batch_norm_backward(const detail::BatchNormArgs& a);
 void softmax(const detail::SoftmaxArgs& a);
 void softmax_backward(const detail::SoftmaxArgs& a);
+void layer_norm(const detail::LayerNormArgs& a);
+void layer_norm_backward(const detail::LayerNormArgs& a);
 void optimizer_step(const detail::OptimizerStepArgs& a);
 void optimizer_step_list(const detail::OptimizerStepListArgs& a);
 const KernelTable& kernel_table() noexcept;
