@@ -297,6 +297,19 @@ TEST(LayerNormCpu, FusedAgainstTheCompositeOnAnyThreadCount) {
         EXPECT_TRUE(equal(other.gb, fused.gb));
       }
     }
+  // A strided weight and bias (every other column of a [32, 2]): the
+  // kernels read them as rows, so the op must pass them contiguous both ways.
+  {
+    const Tensor x0 = randn({6, 7, 32}), weights = randn({6, 7, 32});
+    const Tensor w0 = randn({32, 2}).select(1, 0), b0 = randn({32, 2}).select(1, 1);
+    ASSERT_FALSE(w0.is_contiguous());
+    const LayerNormResult fused = run_layer_norm(x0, w0, b0, weights, false),
+                          composite = run_layer_norm(x0, w0, b0, weights, true);
+    EXPECT_TRUE(allclose(fused.y, composite.y, 1e-4, 1e-4));
+    EXPECT_TRUE(allclose(fused.gx, composite.gx, 1e-4, 1e-4));
+    EXPECT_TRUE(allclose(fused.gw, composite.gw, 1e-4, 1e-4));
+    EXPECT_TRUE(allclose(fused.gb, composite.gb, 1e-4, 1e-4));
+  }
   Tensor x = randn({8, 5, 32}).requires_grad_();
   const Tensor w = ones({32}).requires_grad_(), b = zeros({32}).requires_grad_();
   Ledger forward;

@@ -226,7 +226,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
 
 // The fused path of layer_norm (Note [Fused layer norm]): x contiguous f32
 // or f64 as rows of normalized.numel(), mean and invstd [rows], weight and
-// bias of x's dtype (shaped `normalized`), contiguous, or undefined.
+// bias of x's dtype (shaped `normalized`, any strides) or undefined.
 // layer_norm_backward computes every wanted gradient in one call; nothing it
 // returns is recorded.
 void record_layer_norm_fused(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,

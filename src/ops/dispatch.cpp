@@ -112,9 +112,9 @@ void unary_binary(Device d, BinaryOp op, const BinaryPrologue& prologue, const E
   of(d).unary_binary(d.index(), op, prologue, a);
 }
 void batch_norm(Device d, const BatchNormArgs& a) { of(d).batch_norm(d.index(), a); }
+void batch_norm_backward(Device d, const BatchNormArgs& a) { of(d).batch_norm_backward(d.index(), a); }
 void layer_norm(Device d, const LayerNormArgs& a) { of(d).layer_norm(d.index(), a); }
 void layer_norm_backward(Device d, const LayerNormArgs& a) { of(d).layer_norm_backward(d.index(), a); }
-void batch_norm_backward(Device d, const BatchNormArgs& a) { of(d).batch_norm_backward(d.index(), a); }
 std::size_t rnn_reserve_bytes(Device d, const RnnArgs& a) { return of(d).rnn_reserve_bytes(d.index(), a); }
 void rnn_forward(Device d, const RnnArgs& a) { of(d).rnn_forward(d.index(), a); }
 void rnn_backward(Device d, const RnnArgs& a) { of(d).rnn_backward(d.index(), a); }

@@ -79,7 +79,8 @@ LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Te
                                    const Tensor& invstd, const Shape& normalized, bool want_input, bool want_weight,
                                    bool want_bias) {
   ANVIL_PROFILE_OP("layer_norm_backward", &grad, &x);
-  const Tensor g = grad.to(x.dtype()).contiguous();
+  // The kernel reads the weight as a row: a strided one (the op's input, as saved) made dense.
+  const Tensor g = grad.to(x.dtype()).contiguous(), w = weight.defined() ? weight.contiguous() : Tensor{};
   const std::int64_t len = normalized.numel();
   LayerNormArgs a{.dtype = x.dtype(), .rows = x.numel() / len, .len = len};
   LayerNormGrads out;
@@ -87,7 +88,7 @@ LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Te
   if (want_weight) out.weight = make_empty(normalized, x.dtype(), x.device());
   if (want_bias) out.bias = make_empty(normalized, x.dtype(), x.device());
   a.grad = operand(g), a.x = operand(x), a.mean = operand(mean), a.invstd = operand(invstd);
-  a.weight = operand_or_none(weight), a.grad_x = operand_or_none(out.input);
+  a.weight = operand_or_none(w), a.grad_x = operand_or_none(out.input);
   a.grad_weight = operand_or_none(out.weight), a.grad_bias = operand_or_none(out.bias);
   dispatch::layer_norm_backward(x.device(), a);
   return out;

@@ -28,8 +28,9 @@ namespace anvil::cpu_backend {
 // f32, except a batch of products each too small to thread, which OpenBLAS
 // runs one by one on one thread and oneDNN as one call across the pool.
 // libxsmm keeps the small products; f64 stays on OpenBLAS. alpha is an output
-// scale, beta a sum post-op, a bias row oneDNN's bias; primitives are cached by layout, dtype, alpha,
-// beta and threads (Note [Threads from the work's size]). docs/measurements.md.
+// scale, beta a sum post-op, a bias row (GemmArgs::bias) oneDNN's bias;
+// primitives are cached by layout, dtype, alpha, beta, bias and threads
+// (Note [Threads from the work's size]). docs/measurements.md.
 
 namespace {
 
