@@ -86,10 +86,18 @@ void linear(benchmark::State& state, bool bias, std::int64_t m, std::int64_t k, 
   for (auto _ : state) benchmark::DoNotOptimize(bias ? anvil::addmm(b, x, w.t()) : anvil::matmul(x, w.t()));
 }
 
+// Dropout's mask is this fill (Philox, src/kernels/philox.h) with a threshold.
+void rand_fill(benchmark::State& state, std::int64_t rows, std::int64_t cols) {
+  for (auto _ : state) benchmark::DoNotOptimize(anvil::rand({rows, cols}));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * rows * cols * 4);
+}
+
 anvil::Tensor add_op(const anvil::Tensor& a, const anvil::Tensor& b) { return anvil::add(a, b); }
 anvil::Tensor mul_op(const anvil::Tensor& a, const anvil::Tensor& b) { return anvil::mul(a, b); }
 anvil::Tensor exp_op(const anvil::Tensor& a) { return anvil::exp(a); }
 anvil::Tensor tanh_op(const anvil::Tensor& a) { return anvil::tanh(a); }
+anvil::Tensor relu_op(const anvil::Tensor& a) { return anvil::relu(a); }
+anvil::Tensor gelu_op(const anvil::Tensor& a) { return anvil::gelu(a); }
 
 [[maybe_unused]] const int kRegistered = [] {
   for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{2, 3}, {1024, 1024}, {4096, 4096}}) {
@@ -105,6 +113,14 @@ anvil::Tensor tanh_op(const anvil::Tensor& a) { return anvil::tanh(a); }
   benchmark::RegisterBenchmark(id("index_copy", 10000, 256).c_str(), scatter_rows<decltype(&index_copy_op)>,
                                index_copy_op, 10000, 256, 32 * 35)
       ->Unit(benchmark::kMicrosecond);
+  // The MLP's hidden activation: 256 rows of 256.
+  benchmark::RegisterBenchmark(id("relu", 256, 256).c_str(), unary, relu_op, 256, 256)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark(id("add", 256, 256).c_str(), binary, add_op, 256, 256)->Unit(benchmark::kMicrosecond);
+  // The ViT's feed-forward activation: [128, 17, 128] as rows.
+  benchmark::RegisterBenchmark(id("gelu", 2176, 128).c_str(), unary, gelu_op, 2176, 128)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark(id("tanh", 2176, 128).c_str(), unary, tanh_op, 2176, 128)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark(id("exp", 2176, 128).c_str(), unary, exp_op, 2176, 128)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark(id("rand", 2176, 64).c_str(), rand_fill, 2176, 64)->Unit(benchmark::kMicrosecond);
   for (std::int64_t n : {64, 100, 256, 1024})
     benchmark::RegisterBenchmark(id("matmul", n, n).c_str(), matmul, n)->Unit(benchmark::kMicrosecond);
   for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{256, 10}, {1120, 28}, {1024, 32}}) {

@@ -24,7 +24,9 @@ set(anvil_cpu_isa_flags_avx2 -march=x86-64-v3)
 # 256-bit vectors as the avx2 build: `omp simd reduction` loops (cpu_reduce.cpp,
 # cpu_norm.cpp) add in as many lanes as a vector holds, and 512-bit ones gave
 # other bits (f64 norm 24 ulp, batch norm's gradient 8 ulp apart); AVX-512's
-# masks, 32 registers and instructions stay.
+# masks, 32 registers and instructions stay. The elementwise loops, where no
+# lane's result depends on another's, take 512 (CMakeLists.txt, Note
+# [Vectorised elementwise loops]).
 set(anvil_cpu_isa_flags_avx512 -march=x86-64-v4 -mprefer-vector-width=256)
 # Static archives, linked lowest first: they follow the library's own
 # objects on the link line, and the linker keeps the first copy of what the

@@ -63,8 +63,8 @@ TEST_P(Random, SameSeedSameNumbersOnEveryDevice) {
 TEST_P(Random, AnElementDependsOnlyOnItsSeedOffsetAndIndex) {
   // DESIGN §4.10's stream layout: a fill of n is the first n elements of a
   // longer fill from the same state, however a device splits the work (the
-  // CPU: groups of 16 Philox blocks vectorised, the rest one by one, per
-  // thread's chunk).
+  // CPU: whole Philox blocks at a time, the elements of a block split
+  // between two threads' chunks one by one).
   const Device d = device();
   for (DType dt : {f32, f64}) {
     SCOPED_TRACE(to_string(dt));
