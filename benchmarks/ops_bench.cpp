@@ -78,6 +78,8 @@ void rows_op(benchmark::State& state, anvil::Tensor (*op)(const anvil::Tensor&),
 anvil::Tensor log_softmax_op(const anvil::Tensor& a) { return anvil::log_softmax(a, 1); }
 anvil::Tensor softmax_op(const anvil::Tensor& a) { return anvil::softmax(a, 1); }
 anvil::Tensor argmax_op(const anvil::Tensor& a) { return anvil::argmax(a, 1); }
+// A Linear's bias gradient: the output gradient summed over its rows.
+anvil::Tensor sum_rows_op(const anvil::Tensor& a) { return anvil::sum(a, {0}); }
 
 void linear(benchmark::State& state, bool bias, std::int64_t m, std::int64_t k, std::int64_t n) {
   const auto x = anvil::randn({m, k});
@@ -130,6 +132,8 @@ anvil::Tensor gelu_op(const anvil::Tensor& a) { return anvil::gelu(a); }
         ->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark(id("argmax", 256, 10).c_str(), rows_op, argmax_op, 256, 10)
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("sum(shape=[256,256],dim=0,dtype=f32)", rows_op, sum_rows_op, 256, 256)
       ->Unit(benchmark::kMicrosecond);
   // The MLP's first Linear: x [256, 784], weight [256, 784].
   benchmark::RegisterBenchmark("addmm(bias=[256],x=[256,784],weight.t()=[784,256],dtype=f32)", linear, true, 256, 784,
