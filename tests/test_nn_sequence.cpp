@@ -10,6 +10,7 @@
 
 #include "anvil/autograd.h"
 #include "anvil/nn/sequence.h"
+#include "core/backend.h"
 #include "device_test.h"
 #include "env_guard.h"
 
@@ -262,19 +263,29 @@ LayerNormResult run_layer_norm(const Tensor& x0, const Tensor& w0, const Tensor&
 
 }  // namespace
 
-// Note [Fused layer norm]: on the CPU layer_norm is one call each way. Its
-// values and gradients against the composite (ANVIL_NO_FUSED=1), with and
-// without weight and bias, over more rows than one block of the weight's
-// sums; the same bits on one thread and on two; one backend call forward
-// and one backward.
-TEST(LayerNormCpu, FusedAgainstTheCompositeOnAnyThreadCount) {
+// Note [Fused layer norm]: layer_norm is one call each way on every device
+// (on the OpenCL and CUDA ones layer_norm.kern: one launch forward, at most
+// three backward). Its values and gradients against the composite
+// (ANVIL_NO_FUSED=1), with and without weight and bias, over more rows than
+// one block of the weight's sums; the same bits run again and, on the CPU,
+// on one thread and on two.
+class LayerNormFused : public anvil::testing::DeviceTest {};
+
+TEST_P(LayerNormFused, AgainstTheCompositeAndTheSameBitsAgain) {
+  const Device d = device();
+  std::vector<DType> dtypes{f32};
+  if (properties(d).fp64) dtypes.push_back(f64);
+  for (DType t : dtypes)
+    for (detail::FusedOp op : {detail::FusedOp::LayerNorm, detail::FusedOp::LayerNormBackward})
+      EXPECT_TRUE(detail::backend_for(d.type())->supports_fused(op, t, d.index())) << to_string(t);
   manual_seed(12);
   const int threads = num_threads();
-  for (DType t : {f32, f64})
+  for (DType t : dtypes)
     for (int affine = 0; affine < 4; ++affine) {
       SCOPED_TRACE(::testing::Message() << to_string(t) << " weight " << (affine & 1) << " bias " << (affine & 2));
-      const Tensor x = (randn({37, 17, 64}) * 3 + 1).to(t), weights = randn({37, 17, 64}).to(t);
-      const Tensor w = (affine & 1) ? randn({64}).to(t) : Tensor{}, b = (affine & 2) ? randn({64}).to(t) : Tensor{};
+      const Tensor x = (randn({37, 17, 64}, d) * 3 + 1).to(t), weights = randn({37, 17, 64}, d).to(t);
+      const Tensor w = (affine & 1) ? randn({64}, d).to(t) : Tensor{},
+                   b = (affine & 2) ? randn({64}, d).to(t) : Tensor{};
       const LayerNormResult fused = run_layer_norm(x, w, b, weights, false),
                             composite = run_layer_norm(x, w, b, weights, true);
       const double tol = t == f64 ? 1e-10 : 1e-4;
@@ -286,7 +297,7 @@ TEST(LayerNormCpu, FusedAgainstTheCompositeOnAnyThreadCount) {
       if (b.defined()) {
         EXPECT_TRUE(allclose(fused.gb, composite.gb, tol, tol));
       }
-      set_num_threads(threads == 1 ? 2 : 1);
+      if (d.is_cpu()) set_num_threads(threads == 1 ? 2 : 1);
       const LayerNormResult other = run_layer_norm(x, w, b, weights, false);
       set_num_threads(threads);
       EXPECT_TRUE(equal(other.y, fused.y) && equal(other.gx, fused.gx));
@@ -300,8 +311,8 @@ TEST(LayerNormCpu, FusedAgainstTheCompositeOnAnyThreadCount) {
   // A strided weight and bias (every other column of a [32, 2]): the
   // kernels read them as rows, so the op must pass them contiguous both ways.
   {
-    const Tensor x0 = randn({6, 7, 32}), weights = randn({6, 7, 32});
-    const Tensor w0 = randn({32, 2}).select(1, 0), b0 = randn({32, 2}).select(1, 1);
+    const Tensor x0 = randn({6, 7, 32}, d), weights = randn({6, 7, 32}, d);
+    const Tensor w0 = randn({32, 2}, d).select(1, 0), b0 = randn({32, 2}, d).select(1, 1);
     ASSERT_FALSE(w0.is_contiguous());
     const LayerNormResult fused = run_layer_norm(x0, w0, b0, weights, false),
                           composite = run_layer_norm(x0, w0, b0, weights, true);
@@ -310,14 +321,18 @@ TEST(LayerNormCpu, FusedAgainstTheCompositeOnAnyThreadCount) {
     EXPECT_TRUE(allclose(fused.gw, composite.gw, 1e-4, 1e-4));
     EXPECT_TRUE(allclose(fused.gb, composite.gb, 1e-4, 1e-4));
   }
-  Tensor x = randn({8, 5, 32}).requires_grad_();
-  const Tensor w = ones({32}).requires_grad_(), b = zeros({32}).requires_grad_();
+  Tensor x = randn({8, 5, 32}, d).requires_grad_();
+  const Tensor w = ones({32}, d).requires_grad_(), b = zeros({32}, d).requires_grad_();
   Ledger forward;
   const Tensor y = layer_norm(x, {32}, w, b);
-  EXPECT_EQ(forward.report().device_work(cpu()).launches, 1u) << forward.report();
-  const Tensor g = ones({8, 5, 32});
+  EXPECT_EQ(forward.report().device_work(d).launches, 1u) << forward.report();
+  const Tensor g = ones({8, 5, 32}, d);
   Ledger backward;
   y.backward(g);
-  // The kernel, then the three leaves' gradients stored (no accumulation on a first pass).
-  EXPECT_LE(backward.report().device_work(cpu()).launches, 2u) << backward.report();
+  // CPU: the kernel, then the three leaves' gradients stored (no
+  // accumulation on a first pass); devices: grad_x by rows, the blocks'
+  // sums, the sums over blocks.
+  EXPECT_LE(backward.report().device_work(d).launches, d.is_cpu() ? 2u : 3u) << backward.report();
 }
+
+ANVIL_INSTANTIATE_DEVICE_TEST(LayerNormFused);

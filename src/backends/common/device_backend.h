@@ -340,7 +340,9 @@ class DeviceBackend final : public detail::Backend {
                         op == FusedOp::InterpolateBackward || op == FusedOp::BatchNorm ||
                         op == FusedOp::BatchNormBackward || op == FusedOp::Softmax || op == FusedOp::SoftmaxBackward) &&
                        is_floating(t);
-    return takes && supports(index, detail::Primitive::Fused, t).ok;
+    const bool layer_norm =
+        (op == FusedOp::LayerNorm || op == FusedOp::LayerNormBackward) && (t == DType::F32 || t == DType::F64);
+    return (takes || layer_norm) && supports(index, detail::Primitive::Fused, t).ok;
   }
   // The Conv2d family where the runtime has a vendor library that takes the
   // convolution (DnnRuntime); the frontend's im2col path otherwise.
@@ -386,6 +388,13 @@ class DeviceBackend final : public detail::Backend {
   }
   void softmax_backward(int index, const detail::SoftmaxArgs& a) override {
     run(index, "softmax_backward", detail::traffic(a, true), [&](Slot& s) { device_common::softmax(s, a, true); });
+  }
+  void layer_norm(int index, const detail::LayerNormArgs& a) override {
+    run(index, "layer_norm", detail::traffic(a, false), [&](Slot& s) { device_common::layer_norm(s, a); });
+  }
+  void layer_norm_backward(int index, const detail::LayerNormArgs& a) override {
+    run(index, "layer_norm_backward", detail::traffic(a, true),
+        [&](Slot& s) { device_common::layer_norm_backward(s, a); });
   }
   void batch_norm(int index, const detail::BatchNormArgs& a) override {
     run(index, "batch_norm", detail::traffic(a, false), [&](Slot& s) {

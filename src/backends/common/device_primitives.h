@@ -486,6 +486,102 @@ void softmax(Q& q, const detail::SoftmaxArgs& a, bool backward) {
   l.arg(static_cast<std::int32_t>(a.log)).run(a.rows, backward ? "softmax_backward" : "softmax");
 }
 
+// ---- layer_norm (layer_norm.kern): Note [Fused layer norm] ------------------------
+
+// The rows a work-item sums for the weight's and bias's gradients: the
+// blocks, and so the bits, follow from `rows` alone.
+inline constexpr std::int64_t kLayerNormBlockRows = 32;
+
+inline std::int32_t layer_norm_flags(const detail::LayerNormArgs& a) {
+  return (a.weight.data ? 1 : 0) | (a.bias.data ? 2 : 0) | (a.grad_x.data ? 4 : 0) | (a.grad_weight.data ? 8 : 0) |
+         (a.grad_bias.data ? 16 : 0);
+}
+
+// An absent operand passes x's buffer, never touched (the flags say which).
+inline const detail::KernelOperand& operand_or_x(const detail::KernelOperand& o, const detail::LayerNormArgs& a) {
+  return o.data ? o : a.x;
+}
+
+template <class Q>
+void layer_norm(Q& q, const detail::LayerNormArgs& a) {
+  if (a.rows <= 0 || a.len <= 0) return;
+  const detail::KernelOperand &w = operand_or_x(a.weight, a), &b = operand_or_x(a.bias, a);
+  q.launch(q.kernel(LayerNormKernel{LayerNormKernel::Entry::Forward, a.dtype}))
+      .buffer(a.y.data)
+      .arg(a.y.offset)
+      .buffer(a.x.data)
+      .arg(a.x.offset)
+      .buffer(w.data)
+      .arg(w.offset)
+      .buffer(b.data)
+      .arg(b.offset)
+      .buffer(a.mean.data)
+      .arg(a.mean.offset)
+      .buffer(a.invstd.data)
+      .arg(a.invstd.offset)
+      .arg(a.rows)
+      .arg(a.len)
+      .scalar(scalar_arg(a.eps, a.dtype))
+      .arg(layer_norm_flags(a))
+      .run(a.rows, "layer_norm");
+}
+
+// grad_x by rows; grad_weight and grad_bias, when wanted, by blocks of
+// rows and then over the blocks: three launches at most.
+template <class Q>
+void layer_norm_backward(Q& q, const detail::LayerNormArgs& a) {
+  if (a.rows <= 0 || a.len <= 0) return;
+  const std::int32_t flags = layer_norm_flags(a);
+  if (a.grad_x.data) {
+    const detail::KernelOperand& w = operand_or_x(a.weight, a);
+    q.launch(q.kernel(LayerNormKernel{LayerNormKernel::Entry::Backward, a.dtype}))
+        .buffer(a.grad_x.data)
+        .arg(a.grad_x.offset)
+        .buffer(a.grad.data)
+        .arg(a.grad.offset)
+        .buffer(a.x.data)
+        .arg(a.x.offset)
+        .buffer(w.data)
+        .arg(w.offset)
+        .buffer(a.mean.data)
+        .arg(a.mean.offset)
+        .buffer(a.invstd.data)
+        .arg(a.invstd.offset)
+        .arg(a.rows)
+        .arg(a.len)
+        .arg(flags)
+        .run(a.rows, "layer_norm_backward");
+  }
+  if (!a.grad_weight.data && !a.grad_bias.data) return;
+  const std::int64_t blocks = (a.rows + kLayerNormBlockRows - 1) / kLayerNormBlockRows;
+  const Scratch partial(q.allocator, 2 * static_cast<std::size_t>(blocks * a.len) * element_size(a.dtype));
+  q.launch(q.kernel(LayerNormKernel{LayerNormKernel::Entry::ParamsPartial, a.dtype}))
+      .buffer(partial.get())
+      .buffer(a.grad.data)
+      .arg(a.grad.offset)
+      .buffer(a.x.data)
+      .arg(a.x.offset)
+      .buffer(a.mean.data)
+      .arg(a.mean.offset)
+      .buffer(a.invstd.data)
+      .arg(a.invstd.offset)
+      .arg(a.rows)
+      .arg(a.len)
+      .arg(kLayerNormBlockRows)
+      .run(blocks * a.len, "layer_norm_backward");
+  const detail::KernelOperand &gw = operand_or_x(a.grad_weight, a), &gb = operand_or_x(a.grad_bias, a);
+  q.launch(q.kernel(LayerNormKernel{LayerNormKernel::Entry::Params, a.dtype}))
+      .buffer(gw.data)
+      .arg(gw.offset)
+      .buffer(gb.data)
+      .arg(gb.offset)
+      .buffer(partial.get())
+      .arg(blocks)
+      .arg(a.len)
+      .arg(flags)
+      .run(a.len, "layer_norm_backward");
+}
+
 // ---- fused optimiser steps (optional in core/backend.h) ----------------------------
 
 inline std::int32_t sgd_flags(const detail::OptimizerStepArgs& a, bool first) {

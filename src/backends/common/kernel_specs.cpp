@@ -347,6 +347,12 @@ KernelSpec SoftmaxKernel::spec() const {
           prefix + (backward ? "_backward" : "_forward")};
 }
 
+KernelSpec LayerNormKernel::spec() const {
+  static constexpr const char* kEntries[] = {"_forward", "_backward", "_params_partial", "_params"};
+  const std::string prefix = std::string("layer_norm_") + dtype_name(t);
+  return {"layer_norm.kern", {def("KPREFIX", prefix), type_def("T", t)}, prefix + kEntries[static_cast<int>(entry)]};
+}
+
 KernelSpec RowKernel::spec() const {
   const std::string prefix = std::string("rows_") + dtype_name(t);
   return {
@@ -412,6 +418,9 @@ std::vector<KernelSpec> all_kernel_specs(bool fp64) {
         out.push_back(InterpKernel{backward, t}.spec());
         out.push_back(SoftmaxKernel{backward, t}.spec());
       }
+    if (t == DType::F32 || t == DType::F64)
+      for (int e = 0; e < static_cast<int>(LayerNormKernel::Entry::Count); ++e)
+        out.push_back(LayerNormKernel{static_cast<LayerNormKernel::Entry>(e), t}.spec());
     if (t == DType::F32 || t == DType::F64)
       for (int k = 0; k < static_cast<int>(detail::OptimizerKind::Count); ++k)
         for (bool multi : {false, true})

@@ -45,7 +45,8 @@ enum class Family : std::uint8_t {
   Optim,
   Norm,
   Interp,
-  Softmax
+  Softmax,
+  LayerNorm
 };
 constexpr std::uint64_t kernel_key(Family f, int op, int variant, int d0 = 15, int d1 = 15, int d2 = 15,
                                    int d3 = 15) noexcept {
@@ -259,6 +260,17 @@ struct SoftmaxKernel {
   bool backward;  // <prefix>_backward, otherwise _forward
   DType t;        // f32, f64, f16 or bf16
   std::uint64_t key() const noexcept { return kernel_key(Family::Softmax, backward, 0, static_cast<int>(t)); }
+  KernelSpec spec() const;
+};
+
+// layer_norm over contiguous rows and its gradients (layer_norm.kern).
+struct LayerNormKernel {
+  enum class Entry : std::uint8_t { Forward, Backward, ParamsPartial, Params, Count };
+  Entry entry;
+  DType t;  // f32 or f64
+  std::uint64_t key() const noexcept {
+    return kernel_key(Family::LayerNorm, static_cast<int>(entry), 0, static_cast<int>(t));
+  }
   KernelSpec spec() const;
 };
 
