@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../examples/d2l_resnet.h"
+#include "../examples/d2l_vit.h"
 #include "anvil/anvil.h"
 #include "device_test.h"
 #include "env_guard.h"
@@ -64,6 +65,45 @@ TEST(Launches, ResNet18TrainingStepOnOpenCL) {
             << s.report;
   EXPECT_LE(s.work.launches, kResNet18StepLaunchesOpenCL) << s.report;
   EXPECT_GT(s.work.bytes_read, 0u);
+}
+
+// One SGD training step of the ViT example (28x28 images in 7x7 patches, 2
+// blocks of 64 hiddens and 4 heads, dropout 0.1) on f32 [8, 1, 28, 28].
+StepWork vit_step(Device d) {
+  manual_seed(3);
+  d2l::ViT net({});
+  net.to(d);
+  net.train();
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  const Tensor x = randn({8, 1, 28, 28}, d), y = randint(0, 10, {8}, d);
+  const auto step = [&] {
+    opt.zero_grad();
+    cross_entropy(net(x), y).backward();
+    opt.step();
+  };
+  step();
+  synchronize(d);
+  Ledger scope;
+  step();
+  synchronize(d);
+  const LedgerReport r = scope.report();
+  return {r.device_work(d), r};
+}
+
+// The ViT step's launches on opencl:0, measured when the bound was set
+// (289 with the composite layer norm, 215 with layer_norm.kern); lower it
+// when a change saves launches.
+constexpr std::uint64_t kViTStepLaunchesOpenCL = 215;
+
+TEST(Launches, ViTTrainingStepOnOpenCL) {
+  if (device_count(DeviceType::OpenCL) == 0)
+    GTEST_SKIP() << "no OpenCL device: " << device_unavailable_reason(DeviceType::OpenCL);
+  const Device d("opencl:0");
+  const StepWork s = vit_step(d);
+  std::cout << "vit step on " << d << ": " << s.work.launches << " launches, " << s.work.bytes_allocated
+            << " bytes allocated, " << s.work.bytes_read << " read, " << s.work.bytes_written << " written\n"
+            << s.report;
+  EXPECT_LE(s.work.launches, kViTStepLaunchesOpenCL) << s.report;
 }
 
 // The CPU's figures, reported (its launches depend on which convolutions
