@@ -23,20 +23,12 @@ struct StepWork {
   LedgerReport report;
 };
 
-// One SGD training step (momentum 0.9, weight decay 5e-4) of the book's
-// ResNet-18 on f32 [8, 3, 32, 32] on `d`, after a first step that compiles
-// kernels and creates the optimiser's state.
-StepWork resnet18_step(Device d, MemoryFormat format = MemoryFormat::Contiguous) {
-  manual_seed(3);
-  auto net = d2l::resnet18(10, 3);
-  net->to(d);
-  net->to(format);
-  net->train();
-  optim::SGD opt(net->parameters(), {.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4});
-  const Tensor x = randn({8, 3, 32, 32}, d).contiguous(format), y = randint(0, 10, {8}, d);
+// The second of two training steps of `net` on (x, y) on `d` (the first
+// compiles kernels and creates the optimiser's state), as the ledger saw it.
+StepWork second_step(Device d, nn::Module& net, optim::Optimizer& opt, const Tensor& x, const Tensor& y) {
   const auto step = [&] {
     opt.zero_grad();
-    cross_entropy((*net)(x), y).backward();
+    cross_entropy(net(x), y).backward();
     opt.step();
   };
   step();
@@ -46,6 +38,18 @@ StepWork resnet18_step(Device d, MemoryFormat format = MemoryFormat::Contiguous)
   synchronize(d);
   const LedgerReport r = scope.report();
   return {r.device_work(d), r};
+}
+
+// One SGD training step (momentum 0.9, weight decay 5e-4) of the book's
+// ResNet-18 on f32 [8, 3, 32, 32] on `d`.
+StepWork resnet18_step(Device d, MemoryFormat format = MemoryFormat::Contiguous) {
+  manual_seed(3);
+  auto net = d2l::resnet18(10, 3);
+  net->to(d);
+  net->to(format);
+  net->train();
+  optim::SGD opt(net->parameters(), {.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4});
+  return second_step(d, *net, opt, randn({8, 3, 32, 32}, d).contiguous(format), randint(0, 10, {8}, d));
 }
 
 // The launches of that step on opencl:0, measured when the bound was set
@@ -75,19 +79,7 @@ StepWork vit_step(Device d) {
   net.to(d);
   net.train();
   optim::SGD opt(net.parameters(), {.lr = 0.1});
-  const Tensor x = randn({8, 1, 28, 28}, d), y = randint(0, 10, {8}, d);
-  const auto step = [&] {
-    opt.zero_grad();
-    cross_entropy(net(x), y).backward();
-    opt.step();
-  };
-  step();
-  synchronize(d);
-  Ledger scope;
-  step();
-  synchronize(d);
-  const LedgerReport r = scope.report();
-  return {r.device_work(d), r};
+  return second_step(d, net, opt, randn({8, 1, 28, 28}, d), randint(0, 10, {8}, d));
 }
 
 // The ViT step's launches on opencl:0, measured when the bound was set

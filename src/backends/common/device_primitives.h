@@ -497,33 +497,23 @@ inline std::int32_t layer_norm_flags(const detail::LayerNormArgs& a) {
          (a.grad_bias.data ? 16 : 0);
 }
 
-// An absent operand passes x's buffer, never touched (the flags say which).
-inline const detail::KernelOperand& operand_or_x(const detail::KernelOperand& o, const detail::LayerNormArgs& a) {
-  return o.data ? o : a.x;
+// The operands as layer_norm.kern takes them, each a buffer and an offset;
+// an absent one passes x's, never touched (the flags say which).
+template <class L>
+void layer_norm_operands(L& l, const detail::LayerNormArgs& a,
+                         std::initializer_list<const detail::KernelOperand*> operands) {
+  for (const detail::KernelOperand* op : operands) {
+    const detail::KernelOperand& o = op->data ? *op : a.x;
+    l.buffer(o.data).arg(o.offset);
+  }
 }
 
 template <class Q>
 void layer_norm(Q& q, const detail::LayerNormArgs& a) {
   if (a.rows <= 0 || a.len <= 0) return;
-  const detail::KernelOperand &w = operand_or_x(a.weight, a), &b = operand_or_x(a.bias, a);
-  q.launch(q.kernel(LayerNormKernel{LayerNormKernel::Entry::Forward, a.dtype}))
-      .buffer(a.y.data)
-      .arg(a.y.offset)
-      .buffer(a.x.data)
-      .arg(a.x.offset)
-      .buffer(w.data)
-      .arg(w.offset)
-      .buffer(b.data)
-      .arg(b.offset)
-      .buffer(a.mean.data)
-      .arg(a.mean.offset)
-      .buffer(a.invstd.data)
-      .arg(a.invstd.offset)
-      .arg(a.rows)
-      .arg(a.len)
-      .scalar(scalar_arg(a.eps, a.dtype))
-      .arg(layer_norm_flags(a))
-      .run(a.rows, "layer_norm");
+  auto l = q.launch(q.kernel(LayerNormKernel{LayerNormKernel::Entry::Forward, a.dtype}));
+  layer_norm_operands(l, a, {&a.y, &a.x, &a.weight, &a.bias, &a.mean, &a.invstd});
+  l.arg(a.rows).arg(a.len).scalar(scalar_arg(a.eps, a.dtype)).arg(layer_norm_flags(a)).run(a.rows, "layer_norm");
 }
 
 // grad_x by rows; grad_weight and grad_bias, when wanted, by blocks of
@@ -533,53 +523,20 @@ void layer_norm_backward(Q& q, const detail::LayerNormArgs& a) {
   if (a.rows <= 0 || a.len <= 0) return;
   const std::int32_t flags = layer_norm_flags(a);
   if (a.grad_x.data) {
-    const detail::KernelOperand& w = operand_or_x(a.weight, a);
-    q.launch(q.kernel(LayerNormKernel{LayerNormKernel::Entry::Backward, a.dtype}))
-        .buffer(a.grad_x.data)
-        .arg(a.grad_x.offset)
-        .buffer(a.grad.data)
-        .arg(a.grad.offset)
-        .buffer(a.x.data)
-        .arg(a.x.offset)
-        .buffer(w.data)
-        .arg(w.offset)
-        .buffer(a.mean.data)
-        .arg(a.mean.offset)
-        .buffer(a.invstd.data)
-        .arg(a.invstd.offset)
-        .arg(a.rows)
-        .arg(a.len)
-        .arg(flags)
-        .run(a.rows, "layer_norm_backward");
+    auto l = q.launch(q.kernel(LayerNormKernel{LayerNormKernel::Entry::Backward, a.dtype}));
+    layer_norm_operands(l, a, {&a.grad_x, &a.grad, &a.x, &a.weight, &a.mean, &a.invstd});
+    l.arg(a.rows).arg(a.len).arg(flags).run(a.rows, "layer_norm_backward");
   }
   if (!a.grad_weight.data && !a.grad_bias.data) return;
   const std::int64_t blocks = (a.rows + kLayerNormBlockRows - 1) / kLayerNormBlockRows;
   const Scratch partial(q.allocator, 2 * static_cast<std::size_t>(blocks * a.len) * element_size(a.dtype));
-  q.launch(q.kernel(LayerNormKernel{LayerNormKernel::Entry::ParamsPartial, a.dtype}))
-      .buffer(partial.get())
-      .buffer(a.grad.data)
-      .arg(a.grad.offset)
-      .buffer(a.x.data)
-      .arg(a.x.offset)
-      .buffer(a.mean.data)
-      .arg(a.mean.offset)
-      .buffer(a.invstd.data)
-      .arg(a.invstd.offset)
-      .arg(a.rows)
-      .arg(a.len)
-      .arg(kLayerNormBlockRows)
-      .run(blocks * a.len, "layer_norm_backward");
-  const detail::KernelOperand &gw = operand_or_x(a.grad_weight, a), &gb = operand_or_x(a.grad_bias, a);
-  q.launch(q.kernel(LayerNormKernel{LayerNormKernel::Entry::Params, a.dtype}))
-      .buffer(gw.data)
-      .arg(gw.offset)
-      .buffer(gb.data)
-      .arg(gb.offset)
-      .buffer(partial.get())
-      .arg(blocks)
-      .arg(a.len)
-      .arg(flags)
-      .run(a.len, "layer_norm_backward");
+  auto sums = q.launch(q.kernel(LayerNormKernel{LayerNormKernel::Entry::ParamsPartial, a.dtype}));
+  sums.buffer(partial.get());
+  layer_norm_operands(sums, a, {&a.grad, &a.x, &a.mean, &a.invstd});
+  sums.arg(a.rows).arg(a.len).arg(kLayerNormBlockRows).run(blocks * a.len, "layer_norm_backward");
+  auto total = q.launch(q.kernel(LayerNormKernel{LayerNormKernel::Entry::Params, a.dtype}));
+  layer_norm_operands(total, a, {&a.grad_weight, &a.grad_bias});
+  total.buffer(partial.get()).arg(blocks).arg(a.len).arg(flags).run(a.len, "layer_norm_backward");
 }
 
 // ---- fused optimiser steps (optional in core/backend.h) ----------------------------
