@@ -40,6 +40,13 @@ StepWork second_step(Device d, nn::Module& net, optim::Optimizer& opt, const Ten
   return {r.device_work(d), r};
 }
 
+// "<model> step on <d>: N launches, …" and, with `report`, the ledger's table.
+void print_step(const char* model, Device d, const StepWork& s, bool report) {
+  std::cout << model << " step on " << d << ": " << s.work.launches << " launches, " << s.work.bytes_allocated
+            << " bytes allocated, " << s.work.bytes_read << " read, " << s.work.bytes_written << " written\n";
+  if (report) std::cout << s.report;
+}
+
 // One SGD training step (momentum 0.9, weight decay 5e-4) of the book's
 // ResNet-18 on f32 [8, 3, 32, 32] on `d`.
 StepWork resnet18_step(Device d, MemoryFormat format = MemoryFormat::Contiguous) {
@@ -64,9 +71,7 @@ TEST(Launches, ResNet18TrainingStepOnOpenCL) {
     GTEST_SKIP() << "no OpenCL device: " << device_unavailable_reason(DeviceType::OpenCL);
   const Device d("opencl:0");
   const StepWork s = resnet18_step(d);
-  std::cout << "resnet18 step on " << d << ": " << s.work.launches << " launches, " << s.work.bytes_allocated
-            << " bytes allocated, " << s.work.bytes_read << " read, " << s.work.bytes_written << " written\n"
-            << s.report;
+  print_step("resnet18", d, s, true);
   EXPECT_LE(s.work.launches, kResNet18StepLaunchesOpenCL) << s.report;
   EXPECT_GT(s.work.bytes_read, 0u);
 }
@@ -92,9 +97,7 @@ TEST(Launches, ViTTrainingStepOnOpenCL) {
     GTEST_SKIP() << "no OpenCL device: " << device_unavailable_reason(DeviceType::OpenCL);
   const Device d("opencl:0");
   const StepWork s = vit_step(d);
-  std::cout << "vit step on " << d << ": " << s.work.launches << " launches, " << s.work.bytes_allocated
-            << " bytes allocated, " << s.work.bytes_read << " read, " << s.work.bytes_written << " written\n"
-            << s.report;
+  print_step("vit", d, s, true);
   EXPECT_LE(s.work.launches, kViTStepLaunchesOpenCL) << s.report;
 }
 
@@ -102,8 +105,7 @@ TEST(Launches, ViTTrainingStepOnOpenCL) {
 // oneDNN takes on this processor, so they are not held).
 TEST(Launches, ResNet18TrainingStepOnCpu) {
   const StepWork s = resnet18_step(cpu());
-  std::cout << "resnet18 step on cpu: " << s.work.launches << " launches, " << s.work.bytes_allocated
-            << " bytes allocated, " << s.work.bytes_read << " read, " << s.work.bytes_written << " written\n";
+  print_step("resnet18", cpu(), s, false);
   EXPECT_GT(s.work.launches, 0u);
 }
 

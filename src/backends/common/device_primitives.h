@@ -492,9 +492,9 @@ void softmax(Q& q, const detail::SoftmaxArgs& a, bool backward) {
 // blocks, and so the bits, follow from `rows` alone.
 inline constexpr std::int64_t kLayerNormBlockRows = 32;
 
+// layer_norm.kern's flags: 1 weight, 2 bias, 4 grad_weight, 8 grad_bias.
 inline std::int32_t layer_norm_flags(const detail::LayerNormArgs& a) {
-  return (a.weight.data ? 1 : 0) | (a.bias.data ? 2 : 0) | (a.grad_x.data ? 4 : 0) | (a.grad_weight.data ? 8 : 0) |
-         (a.grad_bias.data ? 16 : 0);
+  return (a.weight.data ? 1 : 0) | (a.bias.data ? 2 : 0) | (a.grad_weight.data ? 4 : 0) | (a.grad_bias.data ? 8 : 0);
 }
 
 // The operands as layer_norm.kern takes them, each a buffer and an offset;

@@ -473,16 +473,10 @@ struct SoftmaxBackward {
 // Note [Fused layer norm] (backend.h): a thread owns whole rows, each read
 // twice for its statistics (ordered_sum's fixed order) and once for y.
 template <typename T>
-const T* param_of(const detail::KernelOperand& o) {
-  return o.data == nullptr ? nullptr : static_cast<const T*>(o.data) + o.offset;
-}
-
-template <typename T>
 void layer_norm_typed(const detail::LayerNormArgs& a) {
   const std::int64_t len = a.len;
-  const T *w = param_of<T>(a.weight), *b = param_of<T>(a.bias);
-  T* mean_out = static_cast<T*>(a.mean.data) + a.mean.offset;
-  T* invstd_out = static_cast<T*>(a.invstd.data) + a.invstd.offset;
+  const T *w = elements<const T>(a.weight), *b = elements<const T>(a.bias);
+  T *mean_out = elements<T>(a.mean), *invstd_out = elements<T>(a.invstd);
   parallel_for(a.rows, softmax_grain(len), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
       const T* __restrict x = row_of<const T>(a.x, r, len);
@@ -509,9 +503,7 @@ void layer_norm_typed(const detail::LayerNormArgs& a) {
 template <typename T>
 void layer_norm_backward_typed(const detail::LayerNormArgs& a) {
   const std::int64_t len = a.len, rows = a.rows;
-  const T* w = param_of<T>(a.weight);
-  const T* mean = param_of<T>(a.mean);
-  const T* invstd = param_of<T>(a.invstd);
+  const T *w = elements<const T>(a.weight), *mean = elements<const T>(a.mean), *invstd = elements<const T>(a.invstd);
   const bool want_x = a.grad_x.data != nullptr,
              want_sums = a.grad_weight.data != nullptr || a.grad_bias.data != nullptr;
   constexpr std::int64_t kMaxBlocks = 256, kMinBlockRows = 64;
@@ -549,8 +541,7 @@ void layer_norm_backward_typed(const detail::LayerNormArgs& a) {
                  }
                });
   if (!want_sums) return;
-  T* gw = a.grad_weight.data == nullptr ? nullptr : static_cast<T*>(a.grad_weight.data) + a.grad_weight.offset;
-  T* gb = a.grad_bias.data == nullptr ? nullptr : static_cast<T*>(a.grad_bias.data) + a.grad_bias.offset;
+  T *gw = elements<T>(a.grad_weight), *gb = elements<T>(a.grad_bias);
   parallel_for(len, std::max<std::int64_t>(1, kParallelGrain / blocks), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       T sw = 0, sb = 0;
