@@ -199,6 +199,73 @@ TEST_P(Matmul, IdentityAndKnownValues) {
   EXPECT_TRUE(ref::exact(dot(tensor({1.0, 2.0, 3.0}, d), tensor({4.0, 5.0, 6.0}, d)), ref::Array({}, {32})));
 }
 
+// Attention's head views (Note [Two-level batches]): [N, L, h, d] seen as
+// [N, h, L, d], whose batch dims no single stride steps through, with a
+// transposed one, and operands broadcast over either batch level. The
+// values are those of contiguous copies in the same orientation (a GEMM's
+// bits may depend on whether an operand is transposed), bit for bit, on
+// every device; gradients too.
+TEST_P(Matmul, HeadViewsMatchTheirContiguousCopies) {
+  const Device d = device();
+  for (DType dt : {f32, f64, f16, bf16}) {
+    SCOPED_TRACE(to_string(dt));
+    const std::int64_t N = 3, L = 5, S = 7, h = 4, dh = 6;
+    const auto qx = ref::make_input({N, L, h, dh}, Layout::Contiguous, dt, d, Domain{-1, 1}, 11);
+    const auto kx = ref::make_input({N, S, h, dh}, Layout::Contiguous, dt, d, Domain{-1, 1}, 12);
+    const Tensor q = qx.t.transpose(1, 2), k = kx.t.transpose(1, 2);  // [N, h, L, dh], [N, h, S, dh]
+    const Tensor scores = matmul(q, k.transpose(-2, -1));             // [N, h, L, S]
+    EXPECT_TRUE(scores.equal(matmul(q.contiguous(), k.contiguous().transpose(-2, -1))));
+    EXPECT_TRUE(ref::close(scores, ref::matmul(ref::permute(qx.r, {0, 2, 1, 3}), ref::permute(kx.r, {0, 2, 3, 1})),
+                           matmul_tol(dt, dh)));
+    EXPECT_TRUE(matmul(scores, k).equal(matmul(scores, k.contiguous())));  // [N, h, L, dh]
+    // B broadcast over the outer level (one per head) and over the inner (one per item).
+    const auto per_head = ref::make_input({h, dh, S}, Layout::Contiguous, dt, d, Domain{-1, 1}, 13);
+    EXPECT_TRUE(matmul(q, per_head.t).equal(matmul(q.contiguous(), per_head.t)));
+    const auto per_item = ref::make_input({N, 1, dh, S}, Layout::Contiguous, dt, d, Domain{-1, 1}, 14);
+    EXPECT_TRUE(matmul(q, per_item.t).equal(matmul(q.contiguous(), per_item.t)));
+    // The longer batch stride inside: [h, N] over the same storage. The CPU
+    // takes another kernel for it than for the copies, so only the values hold.
+    const Tensor qt = qx.t.permute({2, 0, 1, 3}), kt = kx.t.permute({2, 0, 1, 3});  // [h, N, L, dh]
+    EXPECT_TRUE(ref::close(matmul(qt, kt.transpose(-2, -1)),
+                           ref::matmul(ref::permute(qx.r, {2, 0, 1, 3}), ref::permute(kx.r, {2, 0, 3, 1})),
+                           matmul_tol(dt, dh)));
+  }
+  // Gradients through the views, against the same graph on copies.
+  const auto qx = ref::make_input({2, 5, 3, 4}, Layout::Contiguous, f64, d, Domain{-1, 1}, 15);
+  const auto kx = ref::make_input({2, 6, 3, 4}, Layout::Contiguous, f64, d, Domain{-1, 1}, 16);
+  Tensor gq[2], gk[2];
+  for (int copy = 0; copy < 2; ++copy) {
+    const Tensor qv = qx.t.detach().requires_grad_(), kv = kx.t.detach().requires_grad_();
+    Tensor q = qv.transpose(1, 2), k = kv.transpose(1, 2);
+    if (copy) {
+      q = q.contiguous();
+      k = k.contiguous();
+    }
+    const Tensor s = matmul(q, k.transpose(-2, -1));
+    (matmul(s, k) * matmul(s, k)).sum().backward();
+    gq[copy] = qv.grad();
+    gk[copy] = kv.grad();
+  }
+  EXPECT_TRUE(gq[0].equal(gq[1]));
+  EXPECT_TRUE(gk[0].equal(gk[1]));
+}
+
+// On the CPU, which takes a two-level batch, the head views are read where
+// they lie: one GEMM and no copy.
+TEST(MatmulCpuTwoLevelBatch, HeadViewsAreNotCopied) {
+  const Tensor q = randn({8, 17, 4, 16}).transpose(1, 2), k = randn({8, 17, 4, 16}).transpose(1, 2);
+  for (DType dt : {f32, f64, bf16}) {
+    SCOPED_TRACE(to_string(dt));
+    const Tensor qd = q.to(dt), kd = k.to(dt);
+    const Ledger scope;
+    const Tensor scores = matmul(qd, kd.transpose(-2, -1));
+    const DeviceWork work = scope.report().device_work(cpu());
+    EXPECT_EQ(work.launches, 1u) << scope.report();
+    EXPECT_EQ(work.bytes_allocated, static_cast<std::uint64_t>(scores.numel()) * element_size(dt));
+    EXPECT_EQ(work.bytes_read, static_cast<std::uint64_t>(q.numel() + k.numel()) * element_size(dt));
+  }
+}
+
 // More batch entries than CUDA allows grid blocks in z (65535): device
 // kernels run it in pieces, each offset into A, B and C.
 TEST_P(Matmul, BatchLargerThanOneLaunchGrid) {

@@ -35,7 +35,8 @@ const char* name(FusedOp op) noexcept {
                                 "softmax_backward",
                                 "gemm_bias",
                                 "layer_norm",
-                                "layer_norm_backward"};
+                                "layer_norm_backward",
+                                "gemm_two_level_batch"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(FusedOp::Count), "one name per FusedOp");
   return names[static_cast<int>(op)];
 }

@@ -195,17 +195,28 @@ struct ReduceArgs {
 // C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b], row-major. A matrix is
 // {data, offset, ld, batch_stride, trans}: element (i, j) of op(A) is at
 // offset + b*batch_stride + (trans ? j*ld + i : i*ld + j).
+//
+// Note [Two-level batches]
+// Attention's heads are views [N, L, h, d] -> [N, h, L, d]: their batch dims
+// (N, h) step by two strides that no single one covers. Where the backend
+// says supports_fused(FusedOp::GemmTwoLevelBatch, dtype), the frontend hands
+// it such a batch rather than copying each operand: batch item b is then at
+// offset + (b / inner_batch)*outer_stride + (b % inner_batch)*batch_stride
+// (gemm_batch_offset). inner_batch 0 is the one-level batch above, which is
+// all other backends ever see.
 struct GemmMatrix {
   void* data = nullptr;
   std::int64_t offset = 0;
   std::int64_t ld = 0;
   std::int64_t batch_stride = 0;
   bool trans = false;
+  std::int64_t outer_stride = 0;  // only with GemmArgs::inner_batch
 };
 struct GemmArgs {
   DType dtype = DType::F32;
   std::int64_t batch = 1, m = 0, n = 0, k = 0;
-  GemmMatrix a, b, c;  // c.trans is always false
+  std::int64_t inner_batch = 0;  // Note [Two-level batches]; 0: one level
+  GemmMatrix a, b, c;            // c.trans is always false
   double alpha = 1.0, beta = 0.0;
   // Only where supports_fused(FusedOp::GemmBias, dtype) says yes, and then
   // with beta 0: when set, C[b] = alpha * op(A[b]) @ op(B[b]) + bias, a
@@ -214,6 +225,12 @@ struct GemmArgs {
   const void* bias = nullptr;
   std::int64_t bias_offset = 0;
 };
+inline bool is_two_level(const GemmArgs& g) noexcept { return g.inner_batch > 0; }
+// The element offset of batch item b's matrix in x (Note [Two-level batches]).
+inline std::int64_t gemm_batch_offset(const GemmArgs& g, const GemmMatrix& x, std::int64_t b) noexcept {
+  if (!is_two_level(g)) return x.offset + b * x.batch_stride;
+  return x.offset + b / g.inner_batch * x.outer_stride + b % g.inner_batch * x.batch_stride;
+}
 
 // out = x gathered along `dim` with `index` (i64, contiguous):
 //   IndexSelect: out[.., i, ..] = x[.., index[i], ..]    (index is 1-D)
@@ -306,6 +323,7 @@ enum class FusedOp : std::uint8_t {
   GemmBias,              // a GEMM adding a row of bias to C's rows (GemmArgs::bias)
   LayerNorm,             // layer norm over rows (LayerNormArgs)
   LayerNormBackward,     // its gradients
+  GemmTwoLevelBatch,     // a GEMM batch over two strides (Note [Two-level batches])
   Count
 };
 const char* name(FusedOp op) noexcept;  // "im2col", …

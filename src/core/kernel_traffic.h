@@ -44,7 +44,9 @@ inline Traffic traffic(const ReduceArgs& a) noexcept {
 inline Traffic traffic(const GemmArgs& a) noexcept {
   if (a.m <= 0 || a.n <= 0 || a.batch <= 0) return {};
   const auto matrix = [&](const GemmMatrix& x, std::int64_t rows, std::int64_t cols) {
-    const std::int64_t copies = x.batch_stride == 0 ? 1 : a.batch;
+    std::int64_t copies = x.batch_stride == 0 ? 1 : a.batch;
+    if (is_two_level(a))
+      copies = (x.outer_stride == 0 ? 1 : a.batch / a.inner_batch) * (x.batch_stride == 0 ? 1 : a.inner_batch);
     return static_cast<std::uint64_t>(copies * rows * cols) * element_size(a.dtype);
   };
   const std::uint64_t c = matrix(a.c, a.m, a.n);

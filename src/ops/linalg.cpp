@@ -34,12 +34,12 @@ bool gemm_matrix(const Tensor& t, GemmMatrix& g) {
   return false;
 }
 
-// The single stride that steps through all batch dims of `t` in order, if
-// there is one (always when there is at most one batch dim).
-bool batch_stride(const Tensor& t, int nbatch, std::int64_t& stride) {
+// The single stride that steps through batch dims [begin, end) of `t` in
+// order, if there is one (always when at most one of them is longer than 1).
+bool batch_stride(const Tensor& t, int begin, int end, std::int64_t& stride) {
   stride = 0;
   std::int64_t expected = -1;
-  for (int i = nbatch - 1; i >= 0; --i) {
+  for (int i = end - 1; i >= begin; --i) {
     const std::int64_t size = t.shape()[i], st = t.strides()[i];
     if (size == 1) continue;
     if (expected == -1) {
@@ -52,6 +52,19 @@ bool batch_stride(const Tensor& t, int nbatch, std::int64_t& stride) {
     }
   }
   return true;
+}
+
+// The first split of the batch dims at which both operands step through
+// [0, split) and [split, nbatch) by one stride each, or 0 where there is
+// none (Note [Two-level batches] in core/backend.h).
+int two_level_split(const Tensor& a, const Tensor& b, int nbatch) {
+  for (int split = 1; split < nbatch; ++split) {
+    std::int64_t unused = 0;
+    if (batch_stride(a, 0, split, unused) && batch_stride(a, split, nbatch, unused) &&
+        batch_stride(b, 0, split, unused) && batch_stride(b, split, nbatch, unused))
+      return split;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -70,20 +83,35 @@ void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta, const Tensor*
   g.beta = beta;
   g.batch = 1;
   for (int i = 0; i < nbatch; ++i) g.batch *= out.shape()[i];
-  if (!gemm_matrix(a, g.a) || !batch_stride(a, nbatch, g.a.batch_stride)) {
-    a = clone(a);
-    gemm_matrix(a, g.a);
-    batch_stride(a, nbatch, g.a.batch_stride);
-  }
-  if (!gemm_matrix(b, g.b) || !batch_stride(b, nbatch, g.b.batch_stride)) {
-    b = clone(b);
-    gemm_matrix(b, g.b);
-    batch_stride(b, nbatch, g.b.batch_stride);
+  const bool matrices = gemm_matrix(a, g.a) && gemm_matrix(b, g.b);
+  const bool one_level = batch_stride(a, 0, nbatch, g.a.batch_stride) && batch_stride(b, 0, nbatch, g.b.batch_stride);
+  const int split = matrices && !one_level && g.batch > 0 && has_fused(out, {FusedOp::GemmTwoLevelBatch})
+                        ? two_level_split(a, b, nbatch)
+                        : 0;
+  if (split > 0) {
+    g.inner_batch = 1;
+    for (int i = split; i < nbatch; ++i) g.inner_batch *= out.shape()[i];
+    for (auto [t, x] : {std::pair{&a, &g.a}, std::pair{&b, &g.b}}) {
+      batch_stride(*t, 0, split, x->outer_stride);
+      batch_stride(*t, split, nbatch, x->batch_stride);
+    }
+  } else {
+    if (!gemm_matrix(a, g.a) || !batch_stride(a, 0, nbatch, g.a.batch_stride)) {
+      a = clone(a);
+      gemm_matrix(a, g.a);
+      batch_stride(a, 0, nbatch, g.a.batch_stride);
+    }
+    if (!gemm_matrix(b, g.b) || !batch_stride(b, 0, nbatch, g.b.batch_stride)) {
+      b = clone(b);
+      gemm_matrix(b, g.b);
+      batch_stride(b, 0, nbatch, g.b.batch_stride);
+    }
   }
   g.c.data = out.impl_ref().storage()->data();
   g.c.offset = out.offset();
   g.c.ld = std::max<std::int64_t>(n, 1);
   g.c.batch_stride = m * n;
+  g.c.outer_stride = g.inner_batch * m * n;
   if (bias != nullptr) {
     g.bias = bias->impl_ref().storage()->data();
     g.bias_offset = bias->offset();
@@ -91,7 +119,7 @@ void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta, const Tensor*
   // A batch against one shared B (a Linear or conv weight broadcast over
   // the batch) whose A rows are evenly spaced is a single taller GEMM: stack
   // the batch into M. Backends then see one large product, not many small.
-  if (g.batch > 1 && g.b.batch_stride == 0 && !g.a.trans && g.a.batch_stride == g.m * g.a.ld) {
+  if (g.batch > 1 && !is_two_level(g) && g.b.batch_stride == 0 && !g.a.trans && g.a.batch_stride == g.m * g.a.ld) {
     g.m *= g.batch;
     g.batch = 1;
   }

@@ -299,6 +299,8 @@ class DeviceBackend final : public detail::Backend {
   // with f32 compute on cuBLAS); the tiled kernel (src/kernels/gemm.kern,
   // f32 accumulation for the 16-bit floats) for the rest.
   void gemm(int index, const detail::GemmArgs& a) override {
+    // supports_fused says no to FusedOp::GemmTwoLevelBatch: the frontend copies.
+    ANVIL_ASSERT(!detail::is_two_level(a), "matmul: a two-level batch on ", R::kName);
     run(index, "matmul", detail::traffic(a), [&](Slot& s) {
       if (a.m <= 0 || a.n <= 0 || a.batch <= 0) return;
       // f16 and bf16: cuBLAS's GemmEx, or (OpenCL) the tiled kernel, both

@@ -39,9 +39,9 @@ namespace {
 
 template <typename T>
 void blas_gemm(const GemmArgs& g, std::int64_t b) {
-  const T* a = static_cast<const T*>(g.a.data) + g.a.offset + b * g.a.batch_stride;
-  const T* bm = static_cast<const T*>(g.b.data) + g.b.offset + b * g.b.batch_stride;
-  T* c = static_cast<T*>(g.c.data) + g.c.offset + b * g.c.batch_stride;
+  const T* a = static_cast<const T*>(g.a.data) + detail::gemm_batch_offset(g, g.a, b);
+  const T* bm = static_cast<const T*>(g.b.data) + detail::gemm_batch_offset(g, g.b, b);
+  T* c = static_cast<T*>(g.c.data) + detail::gemm_batch_offset(g, g.c, b);
   const auto ta = g.a.trans ? CblasTrans : CblasNoTrans;
   const auto tb = g.b.trans ? CblasTrans : CblasNoTrans;
   const blasint m = static_cast<blasint>(g.m), n = static_cast<blasint>(g.n), k = static_cast<blasint>(g.k);
@@ -95,23 +95,24 @@ XsmmKernel<T> xsmm_kernel(const GemmArgs& g) {
 
 template <typename T>
 void xsmm_gemm(const GemmArgs& g, XsmmKernel<T> kernel) {
-  const T* a = static_cast<const T*>(g.a.data) + g.a.offset;
-  const T* bm = static_cast<const T*>(g.b.data) + g.b.offset;
-  T* c = static_cast<T*>(g.c.data) + g.c.offset;
+  const T* a = static_cast<const T*>(g.a.data);
+  const T* bm = static_cast<const T*>(g.b.data);
+  T* c = static_cast<T*>(g.c.data);
   record_small_gemm();
   // Batch items per thread: as much work as gemm_threads gives a thread.
   const std::int64_t grain = std::max<std::int64_t>(1, kGemmWorkPerThread / (g.m * g.n * g.k));
   parallel_for(g.batch, grain, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i)
-      kernel(bm + i * g.b.batch_stride, a + i * g.a.batch_stride, c + i * g.c.batch_stride);
+      kernel(bm + detail::gemm_batch_offset(g, g.b, i), a + detail::gemm_batch_offset(g, g.a, i),
+             c + detail::gemm_batch_offset(g, g.c, i));
   });
 }
 
 template <typename T>
 void loop_gemm(const GemmArgs& g, std::int64_t b) {
-  const T* a = static_cast<const T*>(g.a.data) + g.a.offset + b * g.a.batch_stride;
-  const T* bm = static_cast<const T*>(g.b.data) + g.b.offset + b * g.b.batch_stride;
-  T* c = static_cast<T*>(g.c.data) + g.c.offset + b * g.c.batch_stride;
+  const T* a = static_cast<const T*>(g.a.data) + detail::gemm_batch_offset(g, g.a, b);
+  const T* bm = static_cast<const T*>(g.b.data) + detail::gemm_batch_offset(g, g.b, b);
+  T* c = static_cast<T*>(g.c.data) + detail::gemm_batch_offset(g, g.c, b);
   auto at = [&](std::int64_t i, std::int64_t p) { return g.a.trans ? a[p * g.a.ld + i] : a[i * g.a.ld + p]; };
   auto bt = [&](std::int64_t p, std::int64_t j) { return g.b.trans ? bm[j * g.b.ld + p] : bm[p * g.b.ld + j]; };
   for (std::int64_t i = 0; i < g.m; ++i)
@@ -130,9 +131,9 @@ void loop_gemm(const GemmArgs& g, std::int64_t b) {
 template <typename T>
 void half_gemm(const GemmArgs& g, std::int64_t b, std::vector<float>& fa, std::vector<float>& fb,
                std::vector<float>& fc) {
-  const T* a = static_cast<const T*>(g.a.data) + g.a.offset + b * g.a.batch_stride;
-  const T* bm = static_cast<const T*>(g.b.data) + g.b.offset + b * g.b.batch_stride;
-  T* c = static_cast<T*>(g.c.data) + g.c.offset + b * g.c.batch_stride;
+  const T* a = static_cast<const T*>(g.a.data) + detail::gemm_batch_offset(g, g.a, b);
+  const T* bm = static_cast<const T*>(g.b.data) + detail::gemm_batch_offset(g, g.b, b);
+  T* c = static_cast<T*>(g.c.data) + detail::gemm_batch_offset(g, g.c, b);
   // Each operand packed densely in its stored orientation (rows x cols, ld),
   // a row at a time through the bulk conversions (core/half.h).
   auto widen = [](const T* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::vector<float>& dst) {
@@ -158,11 +159,11 @@ void half_gemm(const GemmArgs& g, std::int64_t b, std::vector<float>& fa, std::v
 template <typename T>
 void write_bias_rows(const GemmArgs& g) {
   const T* bias = static_cast<const T*>(g.bias) + g.bias_offset;
-  T* c = static_cast<T*>(g.c.data) + g.c.offset;
+  T* c = static_cast<T*>(g.c.data);
   const std::int64_t rows = g.batch * g.m;
   parallel_for(rows, std::max<std::int64_t>(1, kParallelGrain / g.n), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r)
-      std::copy(bias, bias + g.n, c + r / g.m * g.c.batch_stride + r % g.m * g.c.ld);
+      std::copy(bias, bias + g.n, c + detail::gemm_batch_offset(g, g.c, r / g.m) + r % g.m * g.c.ld);
   });
 }
 

@@ -217,6 +217,8 @@ bool CpuBackend::supports_fused(detail::FusedOp op, DType t, int) noexcept {
     return is_floating(t);
   if (op == detail::FusedOp::LayerNorm || op == detail::FusedOp::LayerNormBackward)
     return t == DType::F32 || t == DType::F64;
+  // oneDNN's 4-D matmul or the loops over the batch (cpu_gemm.cpp).
+  if (op == detail::FusedOp::GemmTwoLevelBatch) return is_floating(t);
   // The Conv2d family (cpu_conv.cpp; bf16 only on CPUs with bf16
   // instructions, which supports_fused_conv2d checks).
   return t == DType::F32 || t == DType::BF16;
