@@ -50,6 +50,14 @@ void matmul(benchmark::State& state, std::int64_t n) {
       2.0 * static_cast<double>(n * n * n), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
+// Attention's scores over head views (Note [Two-level batches]): q and k
+// [N, L, h, d] seen as [N, h, L, d], q @ k^T, as MultiheadAttention makes them.
+void head_scores(benchmark::State& state, std::int64_t n, std::int64_t len, std::int64_t heads, std::int64_t d) {
+  const auto q = anvil::rand({n, len, heads, d}).transpose(1, 2);
+  const auto k = anvil::rand({n, len, heads, d}).transpose(1, 2);
+  for (auto _ : state) benchmark::DoNotOptimize(anvil::matmul(q, k.transpose(-2, -1)));
+}
+
 // Embedding's backward: `n` rows of `src` added into `rows` rows (index_add);
 // Python's x[idx] = src, the same rows copied (index_copy).
 template <class Op>
@@ -125,6 +133,10 @@ anvil::Tensor gelu_op(const anvil::Tensor& a) { return anvil::gelu(a); }
   benchmark::RegisterBenchmark(id("rand", 2176, 64).c_str(), rand_fill, 2176, 64)->Unit(benchmark::kMicrosecond);
   for (std::int64_t n : {64, 100, 256, 1024})
     benchmark::RegisterBenchmark(id("matmul", n, n).c_str(), matmul, n)->Unit(benchmark::kMicrosecond);
+  // The ViT's attention: batch 128, 17 tokens, 4 heads of 16.
+  benchmark::RegisterBenchmark("matmul(q=heads[128,4,17,16],k.t()=heads[128,4,16,17],dtype=f32)", head_scores, 128, 17,
+                               4, 16)
+      ->Unit(benchmark::kMicrosecond);
   for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{256, 10}, {1120, 28}, {1024, 32}}) {
     benchmark::RegisterBenchmark(id("log_softmax", rows, cols).c_str(), rows_op, log_softmax_op, rows, cols)
         ->Unit(benchmark::kMicrosecond);
