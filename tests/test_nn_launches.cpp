@@ -3,6 +3,7 @@
 // it is so that a change that adds launches fails here, without a GPU.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -66,14 +67,20 @@ StepWork resnet18_step(Device d, MemoryFormat format = MemoryFormat::Contiguous)
 // lower it when a change saves launches.
 constexpr std::uint64_t kResNet18StepLaunchesOpenCL = 241;
 
-TEST(Launches, ResNet18TrainingStepOnOpenCL) {
+// `model`'s step on opencl:0, printed with its ledger and held to `bound` launches.
+void expect_opencl_step_within(const char* model, const std::function<StepWork(Device)>& step, std::uint64_t bound) {
   if (device_count(DeviceType::OpenCL) == 0)
     GTEST_SKIP() << "no OpenCL device: " << device_unavailable_reason(DeviceType::OpenCL);
   const Device d("opencl:0");
-  const StepWork s = resnet18_step(d);
-  print_step("resnet18", d, s, true);
-  EXPECT_LE(s.work.launches, kResNet18StepLaunchesOpenCL) << s.report;
+  const StepWork s = step(d);
+  print_step(model, d, s, true);
+  EXPECT_LE(s.work.launches, bound) << s.report;
   EXPECT_GT(s.work.bytes_read, 0u);
+}
+
+TEST(Launches, ResNet18TrainingStepOnOpenCL) {
+  expect_opencl_step_within(
+      "resnet18", [](Device d) { return resnet18_step(d); }, kResNet18StepLaunchesOpenCL);
 }
 
 // One SGD training step of the ViT example (28x28 images in 7x7 patches, 2
@@ -92,14 +99,7 @@ StepWork vit_step(Device d) {
 // when a change saves launches.
 constexpr std::uint64_t kViTStepLaunchesOpenCL = 215;
 
-TEST(Launches, ViTTrainingStepOnOpenCL) {
-  if (device_count(DeviceType::OpenCL) == 0)
-    GTEST_SKIP() << "no OpenCL device: " << device_unavailable_reason(DeviceType::OpenCL);
-  const Device d("opencl:0");
-  const StepWork s = vit_step(d);
-  print_step("vit", d, s, true);
-  EXPECT_LE(s.work.launches, kViTStepLaunchesOpenCL) << s.report;
-}
+TEST(Launches, ViTTrainingStepOnOpenCL) { expect_opencl_step_within("vit", vit_step, kViTStepLaunchesOpenCL); }
 
 // The CPU's figures, reported (its launches depend on which convolutions
 // oneDNN takes on this processor, so they are not held).

@@ -44,9 +44,10 @@ inline Traffic traffic(const ReduceArgs& a) noexcept {
 inline Traffic traffic(const GemmArgs& a) noexcept {
   if (a.m <= 0 || a.n <= 0 || a.batch <= 0) return {};
   const auto matrix = [&](const GemmMatrix& x, std::int64_t rows, std::int64_t cols) {
-    std::int64_t copies = x.batch_stride == 0 ? 1 : a.batch;
-    if (is_two_level(a))
-      copies = (x.outer_stride == 0 ? 1 : a.batch / a.inner_batch) * (x.batch_stride == 0 ? 1 : a.inner_batch);
+    // Each distinct matrix once: a zero stride repeats one over its level.
+    const std::int64_t inner = is_two_level(a) ? a.inner_batch : a.batch;
+    const std::int64_t outer = is_two_level(a) && x.outer_stride != 0 ? a.batch / a.inner_batch : 1;
+    const std::int64_t copies = outer * (x.batch_stride == 0 ? 1 : inner);
     return static_cast<std::uint64_t>(copies * rows * cols) * element_size(a.dtype);
   };
   const std::uint64_t c = matrix(a.c, a.m, a.n);

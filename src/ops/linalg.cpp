@@ -84,28 +84,27 @@ void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta, const Tensor*
   g.batch = 1;
   for (int i = 0; i < nbatch; ++i) g.batch *= out.shape()[i];
   const bool matrices = gemm_matrix(a, g.a) && gemm_matrix(b, g.b);
-  const bool one_level = batch_stride(a, 0, nbatch, g.a.batch_stride) && batch_stride(b, 0, nbatch, g.b.batch_stride);
+  const bool one_level =
+      matrices && batch_stride(a, 0, nbatch, g.a.batch_stride) && batch_stride(b, 0, nbatch, g.b.batch_stride);
   const int split = matrices && !one_level && g.batch > 0 && has_fused(out, {FusedOp::GemmTwoLevelBatch})
                         ? two_level_split(a, b, nbatch)
                         : 0;
+  const std::pair<Tensor*, GemmMatrix*> operands[] = {{&a, &g.a}, {&b, &g.b}};
   if (split > 0) {
     g.inner_batch = 1;
     for (int i = split; i < nbatch; ++i) g.inner_batch *= out.shape()[i];
-    for (auto [t, x] : {std::pair{&a, &g.a}, std::pair{&b, &g.b}}) {
+    for (auto [t, x] : operands) {
       batch_stride(*t, 0, split, x->outer_stride);
       batch_stride(*t, split, nbatch, x->batch_stride);
     }
-  } else {
-    if (!gemm_matrix(a, g.a) || !batch_stride(a, 0, nbatch, g.a.batch_stride)) {
-      a = clone(a);
-      gemm_matrix(a, g.a);
-      batch_stride(a, 0, nbatch, g.a.batch_stride);
-    }
-    if (!gemm_matrix(b, g.b) || !batch_stride(b, 0, nbatch, g.b.batch_stride)) {
-      b = clone(b);
-      gemm_matrix(b, g.b);
-      batch_stride(b, 0, nbatch, g.b.batch_stride);
-    }
+  } else if (!one_level) {
+    // An operand that is no GEMM matrix over one batch stride is copied into one.
+    for (auto [t, x] : operands)
+      if (!gemm_matrix(*t, *x) || !batch_stride(*t, 0, nbatch, x->batch_stride)) {
+        *t = clone(*t);
+        gemm_matrix(*t, *x);
+        batch_stride(*t, 0, nbatch, x->batch_stride);
+      }
   }
   g.c.data = out.impl_ref().storage()->data();
   g.c.offset = out.offset();
