@@ -104,7 +104,11 @@ void bind_dist(nb::module_& top) {
           [](nn::DistributedDataParallel* self, std::shared_ptr<nn::Module> module, dist::ProcessGroup* group) {
             new (self) nn::DistributedDataParallel(std::move(module), group != nullptr ? *group : dist::world());
           },
-          "module"_a, "process_group"_a = nb::none(), nb::keep_alive<1, 2>())
+          // No keep_alive: the module's shared_ptr owns a reference to it,
+          // which the collector sees (Note [Modules and the garbage
+          // collector] in nn.cpp); a keep_alive would be a second one it
+          // cannot see, so a DDP at a script's top level would never be freed.
+          "module"_a, "process_group"_a = nb::none())
       .def_prop_ro(
           "module", [](const nn::DistributedDataParallel& d) -> nn::Module& { return d.module(); },
           nb::rv_policy::reference_internal);

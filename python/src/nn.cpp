@@ -10,7 +10,8 @@
 // requires grad (anvil.nn.Parameter) with register_parameter. parameters(),
 // to(device), state_dict() and load_state_dict() are then nn::Module's own.
 // The C++ parent holds its children by shared_ptr, which nanobind ties to the
-// Python object, so a child lives as long as either side needs it.
+// Python object, so a child lives as long as either side needs it (and the
+// collector sees that tie: Note [Modules and the garbage collector]).
 #include <nanobind/trampoline.h>
 
 #include <sstream>
@@ -59,6 +60,38 @@ std::string module_repr(const nn::Module& m) {
   return os.str();
 }
 
+// Note [Modules and the garbage collector]
+// A child given to a C++ module from Python (Sequential(Net()), `self.fc =
+// Linear(...)`, a DDP's module) is a shared_ptr whose deleter
+// (nb::detail::py_deleter) owns a reference to the child's Python object.
+// The collector sees only what tp_traverse reports, and a model at a
+// script's top level is always in a cycle (its class's methods' globals
+// hold it), so without this slot it was never freed and nanobind reported
+// it leaked at exit. module_traverse reports each such reference once per
+// control block (a DDP or Sequential holds a child twice), and only for a
+// Python object that owns its C++ module: a wrapper of one C++ also holds
+// (a clone, a replica) reports nothing, so nothing is freed early. No
+// tp_clear: the dicts and functions in the cycle break it.
+int module_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));  // a heap type's instance holds its type
+  const auto [ready, owned] = nb::inst_state(self);
+  if (!ready || !owned) return 0;
+  const auto* module = nb::inst_ptr<nn::Module>(self);
+  const auto children = module->named_children();
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    const std::shared_ptr<nn::Module>& c = children[i].second;
+    const auto* held = std::get_deleter<nb::detail::py_deleter>(c);
+    if (held == nullptr) continue;  // made in C++: it holds no Python object
+    bool seen = false;
+    for (std::size_t j = 0; j < i && !seen; ++j)
+      seen = !c.owner_before(children[j].second) && !children[j].second.owner_before(c);
+    if (!seen) Py_VISIT(held->o);
+  }
+  return 0;
+}
+
+PyType_Slot module_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(&module_traverse)}, {0, nullptr}};
+
 std::vector<nb::object> children(const nn::Module& m) {
   std::vector<nb::object> out;
   for (auto& [n, c] : m.named_children()) out.push_back(nb::cast(c));
@@ -69,7 +102,8 @@ std::vector<nb::object> children(const nn::Module& m) {
 
 void bind_nn(nb::module_& top) {
   nb::module_ m = top.def_submodule("nn", "modules, layers and losses (anvil/nn.h)");
-  nb::class_<nn::Module, PyModule>(m, "Module", "A module (anvil::nn::Module); subclass anvil.nn.Module in Python")
+  nb::class_<nn::Module, PyModule>(m, "Module", "A module (anvil::nn::Module); subclass anvil.nn.Module in Python",
+                                   nb::type_slots(module_slots))
       .def(nb::init<>())
       .def("forward", &nn::Module::forward, "x"_a, ANVIL_NOGIL, doc("nn::Module::forward"))
       .def("__call__", &nn::Module::forward, "x"_a, ANVIL_NOGIL, doc("nn::Module::forward"))

@@ -133,7 +133,30 @@ def main(argv):
     paths = [a for a in argv[3:] if a.startswith("array_api_tests")] or ["array_api_tests"]
     options = [a for a in argv[3:] if not a.startswith("array_api_tests")]
     args = paths + ["-p", "no:cacheprovider", "--hypothesis-derandomize", "--hypothesis-disable-deadline"] + options
-    return pytest.main(args, plugins=[sys.modules[__name__]])
+    try:
+        return pytest.main(args, plugins=[sys.modules[__name__]])
+    finally:
+        _drop_hypothesis_gc_callback()
+
+
+def _drop_hypothesis_gc_callback():
+    """Hypothesis times the garbage collector with a callback it puts in
+    gc.callbacks (hypothesis.internal.conjecture.junkdrawer.gc_cumulative_time),
+    and CPython (3.11) releases gc.callbacks only after its last collection at
+    exit. Through the callback's module globals the whole of hypothesis stays
+    reachable then, with its caches and the strategies the suite built at
+    import, so their values were never freed: the anvil.device objects of
+    test_inspection_functions' sampled_from(__array_namespace_info__().devices()),
+    which nanobind then reported as leaked (with their type and its methods).
+    The same happens to any object a strategy holds, anvil's or not, and
+    without the callback every one of them is freed at exit. The session is
+    over here, so the callback has no more use."""
+    import gc
+    gc.callbacks[:] = [cb for cb in gc.callbacks
+                       if getattr(cb, "__module__", None) != "hypothesis.internal.conjecture.junkdrawer"]
+    junkdrawer = sys.modules.get("hypothesis.internal.conjecture.junkdrawer")
+    if junkdrawer is not None and hasattr(junkdrawer, "_gc_initialized"):
+        junkdrawer._gc_initialized = False  # a later hypothesis run would register it again
 
 
 if __name__ == "__main__":
