@@ -266,6 +266,48 @@ TEST(MatmulCpuTwoLevelBatch, HeadViewsAreNotCopied) {
   }
 }
 
+// A weight's gradient, a small output over a long k (Note [Splitting k
+// between threads]): on two threads its k is shared, and the result matches
+// the reference with A either way round, a k that leaves a short last chunk,
+// alpha and beta, a bias and a C full of NaN (beta 0 never reads it); on one
+// thread nothing is split. The load bound is off and the wake cost fixed, as
+// ThreadsGuard does in test_core_threads.cpp: team sizes follow the work only
+// (64 x k x 64 is two threads' work at the reference wake).
+TEST(MatmulCpuKSplit, WeightGradientsShareTheirK) {
+  namespace cpu_threads = anvil::cpu_backend;
+  const int saved = num_threads();
+  cpu_threads::set_load_bound(false);
+  cpu_threads::set_parallel_wake_us(cpu_threads::kReferenceWakeUs);
+  std::uint64_t seed = 900;
+  for (const int threads : {2, 1}) {
+    set_num_threads(threads);
+    for (DType dt : {f32, f64})
+      for (const std::int64_t k : {2176, 2100})
+        for (const Layout la : {Layout::Transposed, Layout::Contiguous}) {
+          SCOPED_TRACE(std::string(to_string(dt)) + " k " + std::to_string(k) + " on " + std::to_string(threads));
+          const auto a = ref::make_input({64, k}, la, dt, cpu(), Domain{-1, 1}, seed++);
+          const auto b = ref::make_input({k, 64}, Layout::Contiguous, dt, cpu(), Domain{-1, 1}, seed++);
+          const auto c = ref::make_input({64, 64}, Layout::Contiguous, dt, cpu(), Domain{-1, 1}, seed++);
+          const auto bias = ref::make_input({64}, Layout::Contiguous, dt, cpu(), Domain{-1, 1}, seed++);
+          const ref::Array ab = ref::matmul(a.r, b.r);
+          cpu_threads::reset_parallel_stats();
+          Tensor out = full({64, 64}, std::nan(""), cpu(), dt);
+          mm_out(out, a.t, b.t);
+          EXPECT_TRUE(ref::close(out, ab, matmul_tol(dt, k)));
+          const ref::Array scaled = ref::zip(c.r, ab, [](double x, double y) { return 0.5 * x + 2.0 * y; });
+          EXPECT_TRUE(ref::close(addmm(c.t, a.t, b.t, 0.5, 2.0), scaled, matmul_tol(dt, k)));
+          // Linear's case: the bias in every row (the add in f64 is the reference).
+          const Tensor want_bias = ref::to_tensor(ab, f64, cpu()) + bias.t.to(f64);
+          const double tol = dt == f32 ? 1e-4 : 1e-10;
+          EXPECT_TRUE(allclose(addmm(bias.t, a.t, b.t).to(f64), want_bias, tol, tol));
+          EXPECT_EQ(cpu_threads::parallel_stats().gemm_k_split, threads == 2 ? 3u : 0u);
+        }
+  }
+  cpu_threads::set_parallel_wake_us(0);
+  cpu_threads::set_load_bound(true);
+  set_num_threads(saved);
+}
+
 // More batch entries than CUDA allows grid blocks in z (65535): device
 // kernels run it in pieces, each offset into A, B and C.
 TEST_P(Matmul, BatchLargerThanOneLaunchGrid) {

@@ -93,6 +93,109 @@ XsmmKernel<T> xsmm_kernel(const GemmArgs& g) {
     return libxsmm_dmmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
 }
 
+// Note [Splitting k between threads]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A weight's gradient, goᵀ·x over the batch, has a small output (64 x 64 in
+// the ViT) and a long k (2176): oneDNN 2.6 and OpenBLAS share out the output's
+// tiles, so such a product ran on about one thread (133 µs on one thread,
+// 113 on two). Here each thread takes a range of k, sums it in chunks of
+// kSplitChunk with libxsmm's kernel into a partial C of its own, and the
+// partials are added into C: the sum's order depends on the thread count,
+// within a GEMM's rounding (as oneDNN's own k-parallel reduction does).
+// Taken when the output has fewer than kSplitTilesPerThread tiles of
+// kSplitTile elements for each thread and every thread gets kSplitMinK of k.
+constexpr std::int64_t kSplitChunk = 128;
+constexpr std::int64_t kSplitTile = 32 * 64;
+constexpr std::int64_t kSplitTilesPerThread = 4;
+constexpr std::int64_t kSplitMinK = 384;
+
+// libxsmm's kernel for C (m x n, ldc) = op(A) (m x k) · B (k x n), with beta
+// 0 or 1, or null (row-major as xsmm_kernel's comment says).
+template <typename T>
+XsmmKernel<T> xsmm_dispatch(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda, std::int64_t ldb,
+                            std::int64_t ldc, bool a_trans, bool beta_one) {
+  const auto xm = static_cast<libxsmm_blasint>(n), xn = static_cast<libxsmm_blasint>(m),
+             xk = static_cast<libxsmm_blasint>(k);
+  const auto xlda = static_cast<libxsmm_blasint>(ldb), xldb = static_cast<libxsmm_blasint>(lda),
+             xldc = static_cast<libxsmm_blasint>(ldc);
+  const int flags = (a_trans ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (beta_one ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
+  const int prefetch = LIBXSMM_PREFETCH_NONE;
+  const T alpha = 1, beta = beta_one ? 1 : 0;
+  if constexpr (std::is_same_v<T, float>)
+    return libxsmm_smmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &alpha, &beta, &flags, &prefetch);
+  else
+    return libxsmm_dmmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &alpha, &beta, &flags, &prefetch);
+}
+
+// The team a k split gives `g`, or 1 where it is not such a product.
+int k_split_threads(const GemmArgs& g) {
+  if (g.batch != 1 || g.b.trans || g.m <= 0 || g.n <= 0) return 1;
+  if (g.b.ld < g.n || g.a.ld < (g.a.trans ? g.m : g.k) || g.c.ld < g.n) return 1;
+  const int threads = std::min<int>(gemm_threads(g.m, g.n, g.k, usable_threads()),
+                                    static_cast<int>(std::min<std::int64_t>(64, g.k / kSplitMinK)));
+  return threads >= 2 && g.m * g.n < kSplitTilesPerThread * kSplitTile * threads ? threads : 1;
+}
+
+// False where libxsmm has no kernel for the chunks: the caller then takes
+// another path.
+template <typename T>
+bool k_split_gemm(const GemmArgs& g, int threads, detail::CachingAllocator& allocator) {
+  const std::int64_t tail = g.k % kSplitChunk;
+  // Kernels for a whole chunk and for the last, shorter one, first and after.
+  XsmmKernel<T> first = xsmm_dispatch<T>(g.m, g.n, kSplitChunk, g.a.ld, g.b.ld, g.n, g.a.trans, false);
+  XsmmKernel<T> next = xsmm_dispatch<T>(g.m, g.n, kSplitChunk, g.a.ld, g.b.ld, g.n, g.a.trans, true);
+  XsmmKernel<T> tail_first =
+      tail == 0 ? first : xsmm_dispatch<T>(g.m, g.n, tail, g.a.ld, g.b.ld, g.n, g.a.trans, false);
+  XsmmKernel<T> tail_next = tail == 0 ? next : xsmm_dispatch<T>(g.m, g.n, tail, g.a.ld, g.b.ld, g.n, g.a.trans, true);
+  if (!first || !next || !tail_first || !tail_next) return false;
+  const std::int64_t area = g.m * g.n;
+  const std::size_t bytes = static_cast<std::size_t>(threads * area) * sizeof(T);
+  struct Scratch {  // the partials, returned however this ends
+    detail::CachingAllocator& allocator;
+    std::size_t bytes;
+    void* data = allocator.allocate(bytes);
+    ~Scratch() { allocator.deallocate(data, bytes); }
+  } scratch{allocator, bytes};
+  T* partials = static_cast<T*>(scratch.data);
+  const T* a = static_cast<const T*>(g.a.data);
+  const T* b = static_cast<const T*>(g.b.data);
+  record_k_split_gemm();
+  const ParallelWork work(threads, gemm_width(g.m, g.n, g.k));
+  // Chunks of k in order, each thread a contiguous run of them.
+  const std::int64_t total_chunks = (g.k + kSplitChunk - 1) / kSplitChunk;
+  auto partial_of_thread = [&](int t, int nt) {
+    if (t == 0) record_parallel_region(nt);
+    const std::int64_t per = (total_chunks + nt - 1) / nt;
+    const std::int64_t begin = std::min(total_chunks, t * per), end = std::min(total_chunks, begin + per);
+    T* c = partials + t * area;
+    if (begin == end) {
+      std::fill(c, c + area, T(0));
+      return;
+    }
+    for (std::int64_t ch = begin; ch < end; ++ch) {
+      const std::int64_t k0 = ch * kSplitChunk;
+      const bool short_chunk = k0 + kSplitChunk > g.k;
+      const XsmmKernel<T> kernel = ch == begin ? (short_chunk ? tail_first : first) : (short_chunk ? tail_next : next);
+      const T* ak = a + (g.a.trans ? k0 * g.a.ld : k0);
+      kernel(b + k0 * g.b.ld, ak, c);
+    }
+  };
+  run_region(threads, partial_of_thread);
+  // C = alpha Σ partials + beta C, a row at a time (C may be strided; beta 0
+  // never reads it).
+  T* c = static_cast<T*>(g.c.data);
+  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  for (std::int64_t i = 0; i < g.m; ++i) {
+    T* row = c + i * g.c.ld;
+    for (std::int64_t j = 0; j < g.n; ++j) {
+      T sum = partials[i * g.n + j];
+      for (int t = 1; t < threads; ++t) sum += partials[t * area + i * g.n + j];
+      row[j] = beta == T(0) ? alpha * sum : alpha * sum + beta * row[j];
+    }
+  }
+  return true;
+}
+
 template <typename T>
 void xsmm_gemm(const GemmArgs& g, XsmmKernel<T> kernel) {
   const T* a = static_cast<const T*>(g.a.data);
@@ -176,9 +279,10 @@ void gemm_typed(const GemmArgs& g, detail::CachingAllocator& allocator) {
     GemmArgs added = g;
     added.bias = nullptr;
     added.beta = 1;
-    bool small = false;
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) small = xsmm_kernel<T>(added) != nullptr;
-    if (!small && dnnl_gemm(g, allocator)) return;
+    bool ours = false;  // libxsmm's small product or a k split
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+      ours = xsmm_kernel<T>(added) != nullptr || k_split_threads(added) > 1;
+    if (!ours && dnnl_gemm(g, allocator)) return;
     write_bias_rows<T>(g);
     return gemm_typed<T>(added, allocator);
   }
@@ -188,6 +292,7 @@ void gemm_typed(const GemmArgs& g, detail::CachingAllocator& allocator) {
   // products run "in parallel" that way took 50x longer than in sequence.
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (const XsmmKernel<T> kernel = xsmm_kernel<T>(g)) return xsmm_gemm<T>(g, kernel);
+    if (const int threads = k_split_threads(g); threads > 1 && k_split_gemm<T>(g, threads, allocator)) return;
     if constexpr (std::is_same_v<T, float>)
       if (dnnl_gemm(g, allocator)) return;
     // See Note [Fewer threads on a busy machine] in machine_load.h.

@@ -19,6 +19,7 @@ std::atomic<std::uint64_t> g_conv_threaded{0};
 std::atomic<std::uint64_t> g_reorder_single{0};
 std::atomic<std::uint64_t> g_reorder_threaded{0};
 std::atomic<std::uint64_t> g_gemm_small{0};
+std::atomic<std::uint64_t> g_gemm_k_split{0};
 
 // set_num_threads's count and how many times it was called, as one word
 // (generation << 32 | count; 0 before the first call), and the word this
@@ -79,6 +80,7 @@ ParallelStats parallel_stats() noexcept {
   s.reorder_single = g_reorder_single.load(std::memory_order_relaxed);
   s.reorder_threaded = g_reorder_threaded.load(std::memory_order_relaxed);
   s.gemm_small = g_gemm_small.load(std::memory_order_relaxed);
+  s.gemm_k_split = g_gemm_k_split.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -92,9 +94,12 @@ void reset_parallel_stats() noexcept {
   g_reorder_single.store(0, std::memory_order_relaxed);
   g_reorder_threaded.store(0, std::memory_order_relaxed);
   g_gemm_small.store(0, std::memory_order_relaxed);
+  g_gemm_k_split.store(0, std::memory_order_relaxed);
 }
 
 void record_small_gemm() noexcept { g_gemm_small.fetch_add(1, std::memory_order_relaxed); }
+
+void record_k_split_gemm() noexcept { g_gemm_k_split.fetch_add(1, std::memory_order_relaxed); }
 
 void record_gemm_call(int threads) noexcept { count_call(threads, g_gemm_single, g_gemm_threaded); }
 

@@ -78,12 +78,15 @@ struct ParallelStats {
   std::uint64_t conv_threaded = 0;   // oneDNN convolutions allowed more than one thread
   std::uint64_t reorder_single = 0;  // layout reorders around them held to one thread
   std::uint64_t reorder_threaded = 0;
-  std::uint64_t gemm_small = 0;  // GEMMs run on libxsmm kernels instead (cpu_gemm.cpp)
+  std::uint64_t gemm_small = 0;    // GEMMs run on libxsmm kernels instead (cpu_gemm.cpp)
+  std::uint64_t gemm_k_split = 0;  // GEMMs whose k was shared between threads (cpu_gemm.cpp)
 };
 ParallelStats parallel_stats() noexcept;
 void reset_parallel_stats() noexcept;
 // Called by the GEMM primitive for a product it gives to libxsmm.
 void record_small_gemm() noexcept;
+// Called by the GEMM primitive for a product whose k it splits between threads.
+void record_k_split_gemm() noexcept;
 // Called for each OpenBLAS or oneDNN GEMM call with the thread count it may use.
 void record_gemm_call(int threads) noexcept;
 // Called by parallel_for's first thread with the team size.
