@@ -228,6 +228,12 @@ const ConvCase kConvCases[] = {
     {"channels-last input", 2, 16, 10, 10, 16, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, true},
     {"channels-last weight", 2, 8, 9, 9, 16, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, true},
     {"channels-last input and weight", 2, 8, 9, 9, 16, 3, {2, 2}, {1, 1}, {1, 1}, 1, false, true, true},
+    // A dim of size 1 makes a tensor NCHW and channels-last at once: these
+    // stay NCHW in cuDNN (LeNet's one-channel first layer; a 1x1 map).
+    {"one channel (LeNet's first layer)", 4, 1, 28, 28, 6, 5, {1, 1}, {2, 2}, {1, 1}, 1, true, false},
+    {"one channel, channels-last", 2, 1, 12, 12, 8, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, true, true},
+    {"1x1 map, 1x1 filter", 4, 32, 1, 1, 16, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, false},
+    {"1x1 map, channels-last", 4, 32, 1, 1, 16, 1, {1, 1}, {0, 0}, {1, 1}, 1, false, true, true},
 };
 
 struct ConvResult {
@@ -283,6 +289,27 @@ TEST(CudnnConv, MatchesIm2colForEveryGeometryAndDtype) {
       }
     }
   }
+}
+
+// f64 is NCHW in cuDNN, as PyTorch keeps it (conv2d_dnn_takes): an NCHW f64
+// convolution goes to cuDNN, a channels-last one to the generic path, which
+// keeps its layout, and the two agree.
+TEST(CudnnConv, F64ChannelsLastTakesTheGenericPath) {
+  ANVIL_REQUIRE_CUDNN();
+  SwitchesGuard guard;
+  const Device d("cuda:0");
+  const ConvCase nchw{"f64", 2, 8, 9, 9, 16, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false, false};
+  const ConvCase nhwc{"f64 channels-last", 2, 8, 9, 9, 16, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, true, true};
+  std::uint64_t plans = cuda::cudnn_conv_plans_made();
+  const ConvResult dnn = run_conv(nchw, d, f64, true);
+  EXPECT_GE(cuda::cudnn_conv_plans_made(), plans + 3) << "NCHW f64 did not go to cuDNN";
+  plans = cuda::cudnn_conv_plans_made();
+  const ConvResult generic = run_conv(nhwc, d, f64, true);
+  EXPECT_EQ(cuda::cudnn_conv_plans_made(), plans) << "channels-last f64 went to cuDNN";
+  EXPECT_TRUE(generic.out.is_contiguous(MemoryFormat::ChannelsLast));
+  EXPECT_LE(relative_error(generic.out, dnn.out), 1e-6);
+  EXPECT_LE(relative_error(generic.gx, dnn.gx), 1e-6);
+  EXPECT_LE(relative_error(generic.gw, dnn.gw), 1e-6);
 }
 
 // The second call of a geometry reuses its plan; a new geometry makes one;

@@ -376,8 +376,13 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
               "conv2d: bias must be [O]; expected [", o, "], got ", bias.shape());
   const detail::Window2d w = window("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding, dilation);
   if (weight.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype())) {
-    const detail::Conv2dArgs shape{
-        .dtype = x.dtype(), .g = w, .out_channels = o, .groups = groups, .has_bias = bias.defined()};
+    // The image's layout too: a backend may take a convolution in one layout only.
+    const detail::Conv2dArgs shape{.dtype = x.dtype(),
+                                   .g = w,
+                                   .out_channels = o,
+                                   .groups = groups,
+                                   .has_bias = bias.defined(),
+                                   .image = detail::operand(x)};
     if (has_fused_conv2d(x, shape)) return detail::conv2d_fused(x, weight, bias, shape);
   }
   if (has_fused(x, {detail::FusedOp::Im2col, detail::FusedOp::Col2im}) && weight.dtype() == x.dtype()) {

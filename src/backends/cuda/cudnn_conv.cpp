@@ -71,6 +71,37 @@ bool is_channels_last(const KernelOperand& o, const std::array<std::int64_t, 4>&
   return true;
 }
 
+// Whether cuDNN gets the filter as NHWC: when image, output and weight are
+// all channels-last (f32 or 16 bits: conv2d_dnn_takes), and not when image
+// and output are NCHW as well. A dim of size 1 makes both
+// layouts true at once (a one-channel image, a 1x1 map): such a convolution
+// stays NCHW, the only filter cuDNN takes beside NCHW activations.
+bool nhwc_filter(const Conv2dArgs& a) noexcept {
+  const detail::Window2dGeometry& g = a.g;
+  const std::array<std::int64_t, 4> wshape{a.out_channels, g.c / a.groups, g.kh, g.kw};
+  const std::array<std::int64_t, 4> xshape{g.n, g.c, g.h, g.w};
+  const std::array<std::int64_t, 4> yshape{g.n, a.out_channels, g.oh, g.ow};
+  if (is_contiguous(a.image, xshape) && is_contiguous(a.out, yshape)) return false;
+  return is_channels_last(a.image, xshape) && is_channels_last(a.out, yshape) && is_channels_last(a.weight, wshape);
+}
+
+// An operand's strides for its cuDNN descriptor: where it is dense in the
+// layout the filter has, a dim of size 1 takes the stride that layout gives
+// it (its own may be anything), so cuDNN sees the layout it is told; other
+// operands' strides as they are.
+std::array<int, 4> descriptor_strides(const KernelOperand& o, const std::array<std::int64_t, 4>& shape, bool nhwc) {
+  std::array<int, 4> st{};
+  for (int i = 0; i < 4; ++i) st[static_cast<std::size_t>(i)] = static_cast<int>(o.strides[i]);
+  if (!(nhwc ? is_channels_last(o, shape) : is_contiguous(o, shape))) return st;
+  const std::array<int, 4> order = nhwc ? std::array<int, 4>{1, 3, 2, 0} : std::array<int, 4>{3, 2, 1, 0};
+  std::int64_t expect = 1;
+  for (const int i : order) {
+    st[static_cast<std::size_t>(i)] = static_cast<int>(expect);
+    expect *= shape[static_cast<std::size_t>(i)];
+  }
+  return st;
+}
+
 struct ConvKey {
   std::array<std::int64_t, 32> v{};
   bool operator==(const ConvKey&) const = default;
@@ -321,6 +352,10 @@ void choose(Slot& s, ConvPlan& plan, const char* dtype, bool strict_f32, bool be
         take(perf[i]);  // the math type the run needs
         Scratch ws(s.allocator, x.workspace);
         x.median_ms = time_algorithm(s, [&] { return run(perf[i].algo, ws.get(), ws.size()); });
+        if (x.median_ms < 0) {  // cuDNN refused to run it: no candidate here, nor for pick()
+          x.usable = false;
+          perf[i].status = CUDNN_STATUS_NOT_SUPPORTED;
+        }
       }
       c.push_back(x);
     }
@@ -369,18 +404,17 @@ std::unique_ptr<ConvPlan> make_plan(Slot& s, const CudnnApi& api, cudnnHandle_t 
   ANVIL_CUDNN_CHECK(label, api.cudnnCreateTensorDescriptor(&plan->b));
   ANVIL_CUDNN_CHECK(label, api.cudnnCreateFilterDescriptor(&plan->w));
   ANVIL_CUDNN_CHECK(label, api.cudnnCreateConvolutionDescriptor(&plan->conv));
-  const std::int64_t* xs = a.image.strides;
-  const std::int64_t* ys = a.out.strides;
-  ANVIL_CUDNN_CHECK(label, api.cudnnSetTensor4dDescriptorEx(plan->x, t, i32(g.n), i32(g.c), i32(g.h), i32(g.w),
-                                                            i32(xs[0]), i32(xs[1]), i32(xs[2]), i32(xs[3])));
+  const bool nhwc = nhwc_filter(a);
+  const std::array<int, 4> xs = descriptor_strides(a.image, {g.n, g.c, g.h, g.w}, nhwc);
+  const std::array<int, 4> ys = descriptor_strides(a.out, {g.n, a.out_channels, g.oh, g.ow}, nhwc);
+  ANVIL_CUDNN_CHECK(label, api.cudnnSetTensor4dDescriptorEx(plan->x, t, i32(g.n), i32(g.c), i32(g.h), i32(g.w), xs[0],
+                                                            xs[1], xs[2], xs[3]));
   ANVIL_CUDNN_CHECK(label, api.cudnnSetTensor4dDescriptorEx(plan->y, t, i32(g.n), i32(a.out_channels), i32(g.oh),
-                                                            i32(g.ow), i32(ys[0]), i32(ys[1]), i32(ys[2]), i32(ys[3])));
+                                                            i32(g.ow), ys[0], ys[1], ys[2], ys[3]));
   const std::int64_t o = a.out_channels;
   ANVIL_CUDNN_CHECK(label, api.cudnnSetTensor4dDescriptorEx(plan->b, t, 1, i32(o), 1, 1, i32(o), 1, 1, 1));
-  // conv2d_dnn passes an NCHW weight or, beside a channels-last image, a
-  // channels-last one (a 1x1 filter is both: NHWC then, as the image).
-  const std::array<std::int64_t, 4> wshape{o, g.c / a.groups, g.kh, g.kw};
-  const bool nhwc = is_channels_last(a.weight, wshape) && is_channels_last(a.image, {g.n, g.c, g.h, g.w});
+  // conv2d_dnn passes an NCHW weight, or a channels-last one where
+  // nhwc_filter says so.
   const cudnnTensorFormat_t filter_format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   ANVIL_CUDNN_CHECK(label, api.cudnnSetFilter4dDescriptor(plan->w, t, filter_format, i32(o), i32(g.c / a.groups),
                                                           i32(g.kh), i32(g.kw)));
@@ -547,6 +581,12 @@ bool Runtime::conv2d_dnn_takes(const DeviceEntry& e, const detail::Conv2dArgs& a
     for (std::int64_t v : d) n *= static_cast<double>(v);
     return n;
   };
+  // f64 stays NCHW, as PyTorch keeps it (cuDNN's NHWC filters are for f32
+  // and 16 bits): a channels-last f64 image takes the generic path.
+  const std::array<std::int64_t, 4> xshape{g.n, g.c, g.h, g.w};
+  if (a.dtype == DType::F64 && a.image.data != nullptr && is_channels_last(a.image, xshape) &&
+      !is_contiguous(a.image, xshape))
+    return false;
   return numel({g.n, g.c, g.h, g.w}) < limit && numel({g.n, a.out_channels, g.oh, g.ow}) < limit &&
          numel({a.out_channels, cg, g.kh, g.kw}) < limit;
 }
@@ -578,8 +618,7 @@ void Runtime::conv2d_dnn(Slot& s, detail::FusedOp which, const detail::Conv2dArg
   const std::array<std::int64_t, 4> xshape{a.g.n, a.g.c, a.g.h, a.g.w};
   const std::array<std::int64_t, 4> yshape{a.g.n, a.out_channels, a.g.oh, a.g.ow};
   const bool weight_gradient = which == FusedOp::Conv2dBackwardWeight;
-  const bool all_nhwc =
-      is_channels_last(a.image, xshape) && is_channels_last(a.out, yshape) && is_channels_last(a.weight, wshape);
+  const bool all_nhwc = nhwc_filter(a);
   std::unique_ptr<Scratch> wblock, xblock, yblock;
   if (!all_nhwc && !is_contiguous(a.weight, wshape))
     a.weight = contiguous_block(s, args.weight, wshape, a.dtype, wblock, !weight_gradient);
