@@ -153,6 +153,12 @@ ConvKey key_of(FusedOp which, const Conv2dArgs& a, bool tf32, bool benchmark) {
   for (int i = 0; i < 4; ++i) *v++ = a.image.strides[i];
   for (int i = 0; i < 4; ++i) *v++ = a.out.strides[i];
   for (int i = 0; i < 4; ++i) *v++ = a.weight.strides[i];
+  // Each operand's alignment, up to 16 bytes: an algorithm chosen on aligned
+  // buffers may refuse a misaligned view of the same geometry.
+  for (const KernelOperand* o : {&a.image, &a.out, &a.weight}) {
+    const auto address = reinterpret_cast<std::uintptr_t>(at(*o, a.dtype));
+    *v++ = static_cast<std::int64_t>(address == 0 ? 16 : std::min<std::uintptr_t>(16, address & (~address + 1)));
+  }
   return k;
 }
 
