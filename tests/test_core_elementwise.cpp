@@ -1170,6 +1170,46 @@ TEST_P(ElementwiseInPlace, OutVariantsWriteIntoExistingTensors) {
   EXPECT_THROW(mul_out(wrong, a.t, b.t), ShapeError);
 }
 
+// Note [Overlapping operands]: an input sharing some of the output's
+// elements is read as it was before the op, on every device and thread
+// count (100,003 elements: many work-groups and threads, where a shifted
+// copy read elements already overwritten); an input that is exactly the
+// output is read in place.
+TEST_P(ElementwiseInPlace, OverlappingInputsAreReadAsTheyWere) {
+  const Device d = device();
+  const std::int64_t n = 100003;
+  const std::vector<double> before = arange(0, n, 1, cpu(), f64).to_vector<double>();
+  auto expect_after = [&](const Tensor& x, const std::function<double(std::int64_t)>& want) {
+    const std::vector<double> got = x.to(f64).cpu().to_vector<double>();
+    std::int64_t wrong = 0;
+    for (std::int64_t i = 0; i < n; ++i) wrong += got[static_cast<std::size_t>(i)] != want(i) ? 1 : 0;
+    EXPECT_EQ(wrong, 0) << "of " << n << " elements";
+  };
+  auto fresh = [&] { return arange(0, n, 1, d, f32); };
+  auto x = fresh();
+  x.narrow(0, 0, n - 1).copy_(x.narrow(0, 1, n - 1));  // shift left
+  expect_after(x, [&](std::int64_t i) { return i < n - 1 ? before[i + 1] : before[i]; });
+  x = fresh();
+  x.narrow(0, 1, n - 1).copy_(x.narrow(0, 0, n - 1));  // shift right
+  expect_after(x, [&](std::int64_t i) { return i > 0 ? before[i - 1] : before[i]; });
+  x = fresh();
+  x.narrow(0, 1, n - 1).add_(x.narrow(0, 0, n - 1));
+  expect_after(x, [&](std::int64_t i) { return i > 0 ? before[i] + before[i - 1] : before[i]; });
+  x = fresh();
+  Tensor out = x.narrow(0, 0, n - 1);
+  add_out(out, x.narrow(0, 1, n - 1), ones({n - 1}, d));
+  expect_after(x, [&](std::int64_t i) { return i < n - 1 ? before[i + 1] + 1 : before[i]; });
+  x = fresh();
+  x.add_(x);  // exactly the output: read in place
+  expect_after(x, [&](std::int64_t i) { return 2 * before[i]; });
+  // A matrix product into one of its operands reads it whole first.
+  const auto a = ref::make_input({48, 48}, Layout::Contiguous, f32, d, kSym, 3);
+  const auto b = ref::make_input({48, 48}, Layout::Contiguous, f32, d, kSym, 4);
+  Tensor into_a = a.t.clone();
+  mm_out(into_a, into_a, b.t);
+  EXPECT_TRUE(ref::close(into_a, ref::matmul(a.r, b.r), ref::Tolerance{1e-4, 1e-4}));
+}
+
 ANVIL_INSTANTIATE_DEVICE_TEST(ElementwiseInPlace);
 
 }  // namespace

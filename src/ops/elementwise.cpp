@@ -117,7 +117,7 @@ void binary_inplace(BinaryOp op, const Tensor& self, const Tensor* other, const 
   if (si.numel() == 0) return;
   const DType t = si.dtype();
   if (other) {
-    const Tensor co = cast(*other, t);
+    const Tensor co = unaliased(cast(*other, t), self);
     dispatch::binary(si.device(), op, elementwise_args(self, {&self, &co}));
   } else {
     dispatch::binary(si.device(), op, elementwise_args(self, {&self, nullptr}, {*s}, t));
@@ -342,7 +342,8 @@ void binary_out(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
   ANVIL_CHECK(promote(a.dtype(), b.dtype()) == t, DTypeError, opname, "_out: out has the wrong dtype; expected ",
               promote(a.dtype(), b.dtype()), ", got ", t);
   if (out.numel() == 0) return;
-  detail::dispatch::binary(d, op, detail::elementwise_args(out, {&a, &b}));
+  const Tensor ua = detail::unaliased(a, out), ub = detail::unaliased(b, out);
+  detail::dispatch::binary(d, op, detail::elementwise_args(out, {&ua, &ub}));
 }
 }  // namespace
 

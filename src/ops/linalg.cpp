@@ -235,7 +235,7 @@ void mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
     out.zero_();
     return;
   }
-  detail::gemm_into(out, a, b, 0.0);
+  detail::gemm_into(out, detail::unaliased(a, out, false), detail::unaliased(b, out, false), 0.0);
 }
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {

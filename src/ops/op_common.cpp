@@ -171,7 +171,36 @@ Tensor cast(const Tensor& t, DType dtype) {
 void copy_into(const Tensor& dst, const Tensor& src, const char* op) {
   if (dst.numel() == 0) return;
   ANVIL_PROFILE_OP(op, &src);
-  dispatch::copy(op, dst.impl_ref().device(), elementwise_args(dst, {&src}));
+  const Tensor from = unaliased(src, dst);
+  dispatch::copy(op, dst.impl_ref().device(), elementwise_args(dst, {&from}));
+}
+
+namespace {
+// The bytes [begin, end) of a tensor's storage its elements lie in.
+std::pair<std::int64_t, std::int64_t> byte_extent(const TensorImpl& t) {
+  const auto es = static_cast<std::int64_t>(element_size(t.dtype()));
+  std::int64_t lo = t.offset(), hi = t.offset();
+  for (int d = 0; d < t.shape().size(); ++d) {
+    const std::int64_t reach = (t.shape()[d] - 1) * t.strides()[d];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {lo * es, (hi + 1) * es};
+}
+}  // namespace
+
+Tensor unaliased(const Tensor& input, const Tensor& out, bool elementwise) {
+  const TensorImpl& in = input.impl_ref();
+  const TensorImpl& o = out.impl_ref();
+  if (in.storage() != o.storage() || in.numel() == 0 || o.numel() == 0) return input;
+  const bool same_elements =
+      in.offset() == o.offset() && in.dtype() == o.dtype() && in.shape() == o.shape() && in.strides() == o.strides();
+  if (same_elements && elementwise) return input;
+  const auto [in_begin, in_end] = byte_extent(in);
+  const auto [out_begin, out_end] = byte_extent(o);
+  if (in_end <= out_begin || out_end <= in_begin) return input;
+  Tensor copy = make_empty(in.shape(), in.dtype(), in.device(), input.suggest_memory_format());
+  dispatch::copy("copy", in.device(), elementwise_args(copy, {&input}));
+  return copy;
 }
 
 }  // namespace anvil::detail

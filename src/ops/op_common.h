@@ -66,6 +66,21 @@ Tensor cast(const Tensor& t, DType dtype);
 // Runs the copy primitive: dst = src (broadcast, converted); same device.
 void copy_into(const Tensor& dst, const Tensor& src, const char* op = "copy");
 
+// Note [Overlapping operands]
+// An op that writes into existing memory (copy_, x.add_(y), add_out, mm_out)
+// with an input that shares some but not all of its output's elements, such
+// as x[:-1].copy_(x[1:]), would read elements it has already overwritten, in
+// an order that depends on the device and its threads. PyTorch raises; anvil
+// reads such an input from a copy (NumPy's rule), so the result is what the
+// input held before the op. An input that is exactly the output (same
+// elements at every index, as in x.add_(x)) reads each element before it is
+// written and is not copied (unless the op is not elementwise: a GEMM reads
+// a row of A after writing into it); nor is an input in other memory.
+//
+// `input`, or a copy of it where it overlaps `out` (but is not exactly `out`,
+// for an elementwise op).
+Tensor unaliased(const Tensor& input, const Tensor& out, bool elementwise = true);
+
 // An activation's gradient as one elementwise op (BinaryOp ReluBackward…,
 // Note [Activation backward as one op]): `saved` is the forward's output
 // (relu, sigmoid, tanh) or input (gelu, softplus). Recorded for autograd.
