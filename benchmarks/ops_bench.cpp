@@ -58,6 +58,14 @@ void head_scores(benchmark::State& state, std::int64_t n, std::int64_t len, std:
   for (auto _ : state) benchmark::DoNotOptimize(anvil::matmul(q, k.transpose(-2, -1)));
 }
 
+// A Linear layer's weight gradient, goᵀ @ x over a batch of `k` rows (Note
+// [Splitting k between threads]): an output of m x n, a long k.
+void weight_grad(benchmark::State& state, std::int64_t m, std::int64_t k, std::int64_t n) {
+  const auto go = anvil::rand({k, m});
+  const auto x = anvil::rand({k, n});
+  for (auto _ : state) benchmark::DoNotOptimize(anvil::matmul(go.t(), x));
+}
+
 // Embedding's backward: `n` rows of `src` added into `rows` rows (index_add);
 // Python's x[idx] = src, the same rows copied (index_copy).
 template <class Op>
@@ -136,6 +144,9 @@ anvil::Tensor gelu_op(const anvil::Tensor& a) { return anvil::gelu(a); }
   // The ViT's attention: batch 128, 17 tokens, 4 heads of 16.
   benchmark::RegisterBenchmark("matmul(q=heads[128,4,17,16],k.t()=heads[128,4,16,17],dtype=f32)", head_scores, 128, 17,
                                4, 16)
+      ->Unit(benchmark::kMicrosecond);
+  // The ViT's q, k and v projections' weight gradients (128 x 17 tokens).
+  benchmark::RegisterBenchmark("matmul(a=go.t()[64,2176],b=x[2176,64],dtype=f32)", weight_grad, 64, 2176, 64)
       ->Unit(benchmark::kMicrosecond);
   for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{256, 10}, {1120, 28}, {1024, 32}}) {
     benchmark::RegisterBenchmark(id("log_softmax", rows, cols).c_str(), rows_op, log_softmax_op, rows, cols)
