@@ -1210,6 +1210,33 @@ TEST_P(ElementwiseInPlace, OverlappingInputsAreReadAsTheyWere) {
   EXPECT_TRUE(ref::close(into_a, ref::matmul(a.r, b.r), ref::Tolerance{1e-4, 1e-4}));
 }
 
+// An expanded tensor's elements share memory: writing into it is an error
+// naming the op (PyTorch's rule), and nothing is written.
+TEST_P(ElementwiseInPlace, ElementsSharingMemoryAreNotWritten) {
+  const Device d = device();
+  const Tensor base = zeros({1}, d);
+  Tensor x = base.expand({5});
+  auto expect_refused = [&](const char* op, const std::function<void()>& f) {
+    try {
+      f();
+      ADD_FAILURE() << op << ": no error";
+    } catch (const ValueError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(op), std::string::npos) << m;
+      EXPECT_NE(m.find("clone()"), std::string::npos) << m;
+    }
+  };
+  expect_refused("add_", [&] { x.add_(1); });
+  expect_refused("copy_", [&] { x.copy_(arange(0, 5, 1, d, f32)); });
+  expect_refused("fill_", [&] { x.fill_(3); });
+  expect_refused("relu_", [&] { x.relu_(); });
+  expect_refused("add", [&] { add_out(x, ones({5}, d), ones({5}, d)); });
+  EXPECT_EQ(base.item<float>(), 0.0f) << "nothing was written";
+  Tensor y = x.clone();
+  y.add_(1);
+  EXPECT_TRUE(ref::exact(y, ref::Array::filled({5}, 1)));
+}
+
 ANVIL_INSTANTIATE_DEVICE_TEST(ElementwiseInPlace);
 
 }  // namespace

@@ -163,6 +163,14 @@ Tensor saved(const Tensor& t) {
 }
 
 void check_inplace(const char* op, const Tensor& self, const Tensor* other) {
+  // Elements sharing memory (expand()'s stride 0) would each be written, in
+  // an order that depends on the device's threads: PyTorch's rule, an error.
+  if (self.defined())
+    for (int d = 0; d < self.dim(); ++d)
+      ANVIL_CHECK(self.strides()[d] != 0 || self.size(d) <= 1, ValueError, op,
+                  ": more than one element of the written-to tensor refers to the same memory; expected a tensor "
+                  "whose elements are distinct, got shape ",
+                  self.shape(), " with strides ", self.strides(), " (as expand() makes); write into a clone() of it");
   if (!grad_mode_enabled()) return;
   ANVIL_CHECK(!requires_grad(self) && !(other && requires_grad(*other)), ValueError, op,
               ": in-place op on a tensor that requires grad would not be recorded; expected tensors without grad, got ",

@@ -126,8 +126,9 @@ void record_view(const char* name, const Tensor& out, const Tensor& x, BackwardF
 // a node never keeps its own output (or the graph above an input) alive.
 Tensor saved(const Tensor& t);
 
-// PyTorch's in-place rule, simplified: an in-place op may not write into or
-// read from a tensor that requires grad while grad mode is on.
+// PyTorch's in-place rules, simplified: an in-place op may not write into or
+// read from a tensor that requires grad while grad mode is on, nor write into
+// a tensor whose elements share memory (a stride of 0 over a dim of size > 1).
 void check_inplace(const char* op, const Tensor& self, const Tensor* other = nullptr);
 
 // --- one record function per primitive (src/autograd/rules_*.cpp) --------------------
