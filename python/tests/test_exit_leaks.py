@@ -81,13 +81,10 @@ def test_the_exit_check_sees_a_leak():
     assert "nanobind: leaked 1 instances!" in err, err
 
 
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(4, 2)
-
-    def forward(self, x):
-        return self.fc1(x)
+# The scripts' Net, for the in-process tests too.
+_net_namespace = {}
+exec(NET, _net_namespace)
+Net = _net_namespace["Net"]
 
 
 class Outer(nn.Module):
