@@ -129,7 +129,8 @@ XsmmKernel<T> xsmm_dispatch(std::int64_t m, std::int64_t n, std::int64_t k, std:
 
 // The team a k split gives `g`, or 1 where it is not such a product.
 int k_split_threads(const GemmArgs& g) {
-  if (g.batch != 1 || g.b.trans || g.m <= 0 || g.n <= 0) return 1;
+  // Inside a parallel region (a nested one would be a team of one), no split.
+  if (g.batch != 1 || g.b.trans || g.m <= 0 || g.n <= 0 || omp_in_parallel()) return 1;
   if (g.b.ld < g.n || g.a.ld < (g.a.trans ? g.m : g.k) || g.c.ld < g.n) return 1;
   const int threads = std::min<int>(gemm_threads(g.m, g.n, g.k, usable_threads()),
                                     static_cast<int>(std::min<std::int64_t>(64, g.k / kSplitMinK)));
@@ -163,8 +164,12 @@ bool k_split_gemm(const GemmArgs& g, int threads, detail::CachingAllocator& allo
   const ParallelWork work(threads, gemm_width(g.m, g.n, g.k));
   // Chunks of k in order, each thread a contiguous run of them.
   const std::int64_t total_chunks = (g.k + kSplitChunk - 1) / kSplitChunk;
+  int team = 0;  // the team OpenMP gave, which may be smaller than asked
   auto partial_of_thread = [&](int t, int nt) {
-    if (t == 0) record_parallel_region(nt);
+    if (t == 0) {
+      record_parallel_region(nt);
+      team = nt;
+    }
     const std::int64_t per = (total_chunks + nt - 1) / nt;
     const std::int64_t begin = std::min(total_chunks, t * per), end = std::min(total_chunks, begin + per);
     T* c = partials + t * area;
@@ -189,7 +194,7 @@ bool k_split_gemm(const GemmArgs& g, int threads, detail::CachingAllocator& allo
     T* row = c + i * g.c.ld;
     for (std::int64_t j = 0; j < g.n; ++j) {
       T sum = partials[i * g.n + j];
-      for (int t = 1; t < threads; ++t) sum += partials[t * area + i * g.n + j];
+      for (int t = 1; t < team; ++t) sum += partials[t * area + i * g.n + j];
       row[j] = beta == T(0) ? alpha * sum : alpha * sum + beta * row[j];
     }
   }
