@@ -118,6 +118,23 @@ TEST_P(Matmul, ViewsOfLargerTensors) {
   }
 }
 
+// A 4-D channels-last operand (an NHWC tensor seen as NCHW) is no GEMM matrix
+// over one batch stride, and a copy in its own layout is none either: it is
+// copied row-major (the copy kept its layout, and the GEMM read past it).
+TEST_P(Matmul, ChannelsLastOperands) {
+  const Device d = device();
+  for (DType dt : {f32, f64, f16}) {
+    SCOPED_TRACE(to_string(dt));
+    const auto nhwc = ref::make_input({2, 4, 5, 3}, Layout::Contiguous, dt, d, Domain{-1, 1}, 7);
+    const Tensor x = nhwc.t.permute({0, 3, 1, 2});  // [2, 3, 4, 5], channels-last strides
+    const ref::Array xr = ref::permute(nhwc.r, {0, 3, 1, 2});
+    const auto right = ref::make_input({5, 2}, Layout::Contiguous, dt, d, Domain{-1, 1}, 8);
+    const auto left = ref::make_input({2, 4}, Layout::Contiguous, dt, d, Domain{-1, 1}, 9);
+    EXPECT_TRUE(ref::close(matmul(x, right.t), ref::matmul(xr, right.r), matmul_tol(dt, 5)));
+    EXPECT_TRUE(ref::close(matmul(left.t, x), ref::matmul(left.r, xr), matmul_tol(dt, 4)));
+  }
+}
+
 TEST_P(Matmul, MmBmmDotOuter) {
   const Device d = device();
   std::uint64_t seed = 77;
@@ -425,6 +442,9 @@ void expect_gemm_scales_and_overwrites(DType dt, Layout b_layout, std::uint64_t 
   Tensor out = full({32, 16}, std::nan(""), d, dt);
   mm_out(out, a.t, b.t);
   EXPECT_TRUE(ref::close(out, ab, matmul_tol(dt, 40)));
+  // beta = 0 ignores the input, NaN included, as PyTorch.
+  const Tensor nan_input = full({32, 16}, std::nan(""), d, dt);
+  EXPECT_TRUE(ref::close(addmm(nan_input, a.t, b.t, 0.0, 1.0), ab, matmul_tol(dt, 40)));
   for (const auto& [beta, alpha] : {std::pair{1.0, 1.0}, std::pair{0.5, 2.0}, std::pair{0.0, 1.0}}) {
     SCOPED_TRACE(std::to_string(beta) + " " + std::to_string(alpha));
     const ref::Array want =

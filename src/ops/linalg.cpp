@@ -98,12 +98,14 @@ void gemm_into(const Tensor& out, Tensor a, Tensor b, double beta, const Tensor*
       batch_stride(*t, split, nbatch, x->batch_stride);
     }
   } else if (!one_level) {
-    // An operand that is no GEMM matrix over one batch stride is copied into one.
+    // An operand that is no GEMM matrix over one batch stride is copied into
+    // one: row-major, since a copy in its own layout (clone() keeps a
+    // channels-last one) may be no GEMM matrix either.
     for (auto [t, x] : operands)
       if (!gemm_matrix(*t, *x) || !batch_stride(*t, 0, nbatch, x->batch_stride)) {
-        *t = clone(*t);
-        gemm_matrix(*t, *x);
-        batch_stride(*t, 0, nbatch, x->batch_stride);
+        *t = t->contiguous();
+        const bool copied = gemm_matrix(*t, *x) && batch_stride(*t, 0, nbatch, x->batch_stride);
+        ANVIL_ASSERT(copied, "matmul: a contiguous copy of ", t->shape(), " is no GEMM matrix");
       }
   }
   g.c.data = out.impl_ref().storage()->data();
@@ -264,8 +266,13 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
       detail::has_fused(out, {detail::FusedOp::GemmBias})) {
     detail::gemm_into(out, detail::cast(a, t), detail::cast(b, t), 0.0, &bias);
   } else if (out.numel() > 0) {
-    detail::copy_into(out, bias);
-    if (be != 1.0) {
+    // beta = 0 ignores the input, NaN included, as PyTorch (and baddbmm).
+    if (be == 0.0) {
+      out.zero_();
+    } else {
+      detail::copy_into(out, bias);
+    }
+    if (be != 1.0 && be != 0.0) {
       NoGradGuard no_grad;
       out.mul_(be);
     }
