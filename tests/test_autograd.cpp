@@ -482,6 +482,24 @@ TEST_P(Autograd, GradientsOfViewsAddIntoTheirPlaces) {
   EXPECT_THROW(v.backward(ones({2}, d)), ValueError);
 }
 
+// prod's gradient is the product of the others, zeros included (PyTorch's
+// values): out / x divided by zero gave NaN.
+TEST_P(Autograd, ProdGradientWithZeros) {
+  const Device d = device();
+  Tensor x = tensor({0.0f, 2.0f, 3.0f}, d).requires_grad_();
+  x.prod().backward();
+  EXPECT_TRUE(allclose(x.grad(), tensor({6.0f, 0.0f, 0.0f}, d))) << x.grad();
+  Tensor two = tensor({0.0f, 0.0f, 3.0f}, d).requires_grad_();
+  two.prod().backward();
+  EXPECT_TRUE(allclose(two.grad(), zeros({3}, d))) << two.grad();
+  Tensor rows = tensor({{0.0f, 2.0f}, {1.0f, 3.0f}}, d).requires_grad_();
+  prod(rows, {1}).sum().backward();
+  EXPECT_TRUE(allclose(rows.grad(), tensor({{2.0f, 0.0f}, {3.0f, 1.0f}}, d))) << rows.grad();
+  Tensor none = tensor({1.0f, 2.0f, 3.0f}, d).requires_grad_();
+  none.prod().backward();
+  EXPECT_TRUE(allclose(none.grad(), tensor({6.0f, 3.0f, 2.0f}, d))) << none.grad();
+}
+
 TEST_P(Autograd, NormGradientAtZeroIsZero) {
   const Device d = device();
   Tensor z = zeros({2, 3}, d).requires_grad_();

@@ -1202,12 +1202,36 @@ TEST_P(ElementwiseInPlace, OverlappingInputsAreReadAsTheyWere) {
   x = fresh();
   x.add_(x);  // exactly the output: read in place
   expect_after(x, [&](std::int64_t i) { return 2 * before[i]; });
+  // Rows gathered or scattered from this tensor's own memory.
+  Tensor col = arange(0, 5, 1, d, f32).reshape({5, 1});
+  col.index_copy_(0, tensor(std::vector<std::int64_t>{1, 2, 3}, d), col.narrow(0, 0, 3));
+  EXPECT_EQ(col.cpu().to_vector<float>(), (std::vector<float>{0, 0, 1, 2, 4}));
+  col = arange(0, 5, 1, d, f32).reshape({5, 1});
+  col.index_add_(0, tensor(std::vector<std::int64_t>{1, 2, 3}, d), col.narrow(0, 0, 3));
+  EXPECT_EQ(col.cpu().to_vector<float>(), (std::vector<float>{0, 1, 3, 5, 4}));
+  col = arange(0, 5, 1, d, f32).reshape({5, 1});
+  col.scatter_add_(0, tensor(std::vector<std::int64_t>{1, 2, 3}, d).reshape({3, 1}), col.narrow(0, 0, 3));
+  EXPECT_EQ(col.cpu().to_vector<float>(), (std::vector<float>{0, 1, 3, 5, 4}));
   // A matrix product into one of its operands reads it whole first.
   const auto a = ref::make_input({48, 48}, Layout::Contiguous, f32, d, kSym, 3);
   const auto b = ref::make_input({48, 48}, Layout::Contiguous, f32, d, kSym, 4);
   Tensor into_a = a.t.clone();
   mm_out(into_a, into_a, b.t);
   EXPECT_TRUE(ref::close(into_a, ref::matmul(a.r, b.r), ref::Tolerance{1e-4, 1e-4}));
+}
+
+// clamp's bounds take part in the result's dtype, as in PyTorch; in place,
+// a bound the tensor cannot hold is an error.
+TEST_P(ElementwiseInPlace, ClampBoundsPromoteIntegers) {
+  const Device d = device();
+  const Tensor i = tensor(std::vector<std::int32_t>{-5, -1, 0, 1, 3, 5}, d);
+  const Tensor c = clamp(i, -1.5, 2.5);
+  EXPECT_EQ(c.dtype(), f32);
+  EXPECT_EQ(c.cpu().to_vector<float>(), (std::vector<float>{-1.5f, -1, 0, 1, 2.5f, 2.5f}));
+  EXPECT_EQ(clamp(i, -1, 2).dtype(), i32) << "integer bounds keep the dtype";
+  Tensor j = i.clone();
+  EXPECT_THROW(j.clamp_(0.5, std::nullopt), DTypeError);
+  EXPECT_EQ(j.cpu().to_vector<std::int32_t>(), i.cpu().to_vector<std::int32_t>());
 }
 
 // An expanded tensor's elements share memory: writing into it is an error

@@ -328,9 +328,17 @@ void record_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const Dims& 
       return;
     }
     case ReduceOp::Prod: {
-      const Tensor sx = saved(x), so = saved(out);
-      record("ProdBackward", out, {&x}, [sx, so, keep](const Tensor& g, const std::vector<bool>&) {
-        return std::vector<Tensor>{g.reshape(keep) * so.reshape(keep) / sx};
+      // The product of the others without dividing by a zero, as PyTorch:
+      // out / x in a slice with no zero; with one zero, that element's is the
+      // product of the rest and the others' 0; with two or more, all 0.
+      const Tensor sx = saved(x);
+      record("ProdBackward", out, {&x}, [sx, keep, dims](const Tensor& g, const std::vector<bool>&) {
+        const Tensor is_zero = sx == 0.0;
+        const Tensor zeros = sum(is_zero, dims, true);
+        const Tensor nonzero = where(is_zero, 1.0, sx);
+        const Tensor rest = prod(nonzero, dims, true);  // the product of the slice's nonzero elements
+        const Tensor others = where(is_zero, where(zeros == 1, rest, 0.0), where(zeros == 0, rest / nonzero, 0.0));
+        return std::vector<Tensor>{g.reshape(keep) * others};
       });
       return;
     }

@@ -207,6 +207,14 @@ Tensor operator^(const Tensor& a, const Scalar& b) { return bitwise_xor(a, b); }
 #include "anvil/ops.def"
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   detail::check_defined("clamp", x);
+  // The bounds take part in the result's dtype, as in PyTorch: an integer
+  // tensor clamped to 2.5 is a float one.
+  DType t = x.dtype();
+  if (t != DType::Bool) {
+    if (lo) t = promote(t, *lo);
+    if (hi) t = promote(t, *hi);
+  }
+  if (t != x.dtype()) return clamp(x.to(t), lo, hi);
   return detail::unary_op(UnaryOp::Clamp, x, detail::clamp_params("clamp", x.dtype(), lo, hi));
 }
 
@@ -403,6 +411,11 @@ Tensor& Tensor::pow_(const Scalar& o) {
 }
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
   detail::check_defined("clamp", *this);
+  for (const auto& bound : {lo, hi})
+    ANVIL_CHECK(!bound || promote(dtype(), *bound) == dtype() || dtype() == DType::Bool, DTypeError,
+                "clamp_: a bound of ", *bound, " makes the result ", promote(dtype(), *bound),
+                ", which cannot be stored in the in-place tensor; expected a result of dtype ", dtype(),
+                "; use the out-of-place clamp");
   detail::unary_inplace(UnaryOp::Clamp, *this, detail::clamp_params("clamp", dtype(), lo, hi));
   return *this;
 }

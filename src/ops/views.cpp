@@ -593,7 +593,9 @@ Tensor& Tensor::index_add_(int dim, const Tensor& index, const Tensor& source, c
   detail::check_same_device("index_add_", {this, &index, &source});
   detail::check_inplace("index_add_", *this, &source);
   const Tensor xx = this->dim() == 0 ? reshape({1}) : *this;
-  const Tensor ss = source.dim() == 0 ? source.reshape({1}) : source;
+  // Rows go elsewhere than they come from: a source in this tensor's memory
+  // is read from a copy (Note [Overlapping operands]).
+  const Tensor ss = detail::unaliased(source.dim() == 0 ? source.reshape({1}) : source, *this, false);
   const Tensor idx = check_index_add("index_add_", xx, dim, index, ss);
   accumulate(detail::IndexOp::IndexAdd, xx, scaled(ss, alpha), idx, dim);
   return *this;
@@ -603,7 +605,7 @@ Tensor& Tensor::index_copy_(int dim, const Tensor& index, const Tensor& source) 
   detail::check_same_device("index_copy_", {this, &index, &source});
   detail::check_inplace("index_copy_", *this, &source);
   const Tensor xx = this->dim() == 0 ? reshape({1}) : *this;
-  const Tensor ss = source.dim() == 0 ? source.reshape({1}) : source;
+  const Tensor ss = detail::unaliased(source.dim() == 0 ? source.reshape({1}) : source, *this, false);
   const Tensor idx = check_index_add("index_copy_", xx, dim, index, ss);
   accumulate(detail::IndexOp::IndexCopy, xx, ss, idx, dim);
   return *this;
@@ -613,7 +615,8 @@ Tensor& Tensor::scatter_add_(int dim, const Tensor& index, const Tensor& src) {
   detail::check_same_device("scatter_add_", {this, &index, &src});
   detail::check_inplace("scatter_add_", *this, &src);
   const Tensor idx = check_scatter_add("scatter_add_", *this, dim, index, src);
-  scatter_accumulate(this->dim() == 0 ? reshape({1}) : *this, src.dim() == 0 ? src.reshape({1}) : src,
+  const Tensor from = detail::unaliased(src, *this, false);
+  scatter_accumulate(this->dim() == 0 ? reshape({1}) : *this, from.dim() == 0 ? from.reshape({1}) : from,
                      idx.dim() == 0 ? idx.reshape({1}) : idx, dim);
   return *this;
 }
