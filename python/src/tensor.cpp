@@ -307,10 +307,10 @@ void bind_tensor(nb::module_& m) {
       .def("chunk", &Tensor::chunk, "chunks"_a, "dim"_a = 0, ANVIL_NOGIL, doc("Tensor::chunk"))
       .def(
           "as_strided",
-          [](const Tensor& x, const Shape& size, const Shape& stride, std::int64_t offset) {
-            return x.as_strided(size, stride, offset);
+          [](const Tensor& x, const Shape& size, const Shape& stride, std::optional<std::int64_t> offset) {
+            return x.as_strided(size, stride, offset.value_or(x.offset()));
           },
-          "size"_a, "stride"_a, "storage_offset"_a = 0, ANVIL_NOGIL, doc("Tensor::as_strided"));
+          "size"_a, "stride"_a, "storage_offset"_a = nb::none(), ANVIL_NOGIL, doc("Tensor::as_strided"));
 
   // Elementwise, one argument.
   // Each elementwise op of one tensor in anvil/ops.def (its docstring is the row's).
@@ -790,8 +790,13 @@ void bind_tensor(nb::module_& m) {
   m.def(
       "broadcast_shapes", [](const Shape& a, const Shape& b) { return broadcast_shapes(a, b); },
       doc("broadcast_shapes"));
-  m.def("as_strided", &as_strided, "input"_a, "size"_a, "stride"_a, "storage_offset"_a = 0, ANVIL_NOGIL,
-        doc("as_strided"));
+  // As torch.as_strided: without storage_offset, the input's own.
+  m.def(
+      "as_strided",
+      [](const Tensor& x, const Shape& size, const Shape& stride, std::optional<std::int64_t> offset) {
+        return as_strided(x, size, stride, offset.value_or(x.offset()));
+      },
+      "input"_a, "size"_a, "stride"_a, "storage_offset"_a = nb::none(), ANVIL_NOGIL, doc("as_strided"));
   m.def("allclose", &allclose, "input"_a, "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, ANVIL_NOGIL, doc("allclose"));
   m.def("equal", &equal, "input"_a, "other"_a, ANVIL_NOGIL, doc("equal"));
   m.def(

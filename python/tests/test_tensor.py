@@ -301,3 +301,11 @@ def test_tensor_from_numpy_scalars_and_reversed_views(dev):
     assert anvil.tensor(np.arange(3.0)[::-1], device=dev).tolist() == [2.0, 1.0, 0.0]
     with pytest.raises(anvil.NotSupportedError, match="negative strides"):
         anvil.from_numpy(np.arange(3.0)[::-1])  # a view cannot have negative strides here
+
+
+def test_as_strided_starts_at_the_views_offset(dev):
+    # As torch.as_strided: without storage_offset, the view's own offset.
+    x = anvil.arange(10.0, device=dev)
+    assert x[5:].as_strided((2, 2), (1, 1)).tolist() == [[5.0, 6.0], [6.0, 7.0]]
+    assert anvil.as_strided(x[5:], (2, 2), (1, 1)).tolist() == [[5.0, 6.0], [6.0, 7.0]]
+    assert x[5:].as_strided((2,), (1,), 0).tolist() == [0.0, 1.0]
