@@ -239,6 +239,17 @@ TEST_P(SequenceLayers, AttentionMatchesAPlainSoftmax) {
   EXPECT_TRUE(allclose(causal, scaled_dot_product_attention(qs, ks, vs, additive), 1e-6, 1e-7));
   // The first query sees only the first key.
   EXPECT_TRUE(allclose(causal[0], vs[0], 1e-6, 1e-7));
+  // A query with nothing to attend to gives 0, as PyTorch 2.5+, and its
+  // gradients stay finite; the other rows are unchanged.
+  Tensor qg = qs.detach().requires_grad_();
+  Tensor none = keep.clone();
+  none[1].fill_(false);
+  const Tensor masked = scaled_dot_product_attention(qg, ks, vs, none);
+  EXPECT_TRUE(allclose(masked[1], zeros({2}, d))) << masked;
+  EXPECT_TRUE(allclose(masked[2], causal[2], 1e-6, 1e-7));
+  masked.sum().backward();
+  for (float gq : qg.grad().to_vector<float>()) EXPECT_TRUE(std::isfinite(gq));
+  EXPECT_TRUE(allclose(qg.grad()[1], zeros({4}, d)));
 }
 
 ANVIL_INSTANTIATE_DEVICE_TEST(SequenceLayers);

@@ -465,7 +465,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // 2.x semantics; no dropout: apply it to attention_weights yourself).
 // attn_mask broadcasts to [..., L, S]: bool (true = may attend) or added
 // floats; is_causal keeps column <= row and excludes attn_mask. A row with
-// nothing to attend to is NaN, as in PyTorch.
+// nothing to attend to is 0, as in PyTorch 2.5+ (1.13 gave NaN).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
                                     bool is_causal = false);
 // The [..., L, S] softmax weights that scaled_dot_product_attention applies to v.

@@ -170,7 +170,12 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_ma
       scores = scores + attn_mask;
   }
   // softmax subtracts the row maximum: stable for any scale of the scores.
-  return softmax(scores, -1);
+  if (!is_causal && !attn_mask.defined()) return softmax(scores, -1);
+  // A row with nothing to attend to (every score -inf) gets weights 0, as
+  // PyTorch 2.5+ (its _safe_softmax), and no NaN in its gradient either: the
+  // row's softmax runs on zeros, then is replaced.
+  const Tensor empty_row = amax(scores, {-1}, true) == kNegInf;
+  return where(empty_row, 0.0, softmax(where(empty_row, 0.0, scores), -1));
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
