@@ -350,6 +350,16 @@ TEST_P(Indexing, SplitAndChunk) {
   EXPECT_TRUE(ref::exact(cols[1], ref::slice(x.r, 1, 4, 6)));
   EXPECT_EQ(split(x.t, 10, 0).size(), 1u);
   EXPECT_THROW(split(x.t, 0, 0), Error);
+  // torch.split with a list: pieces of those sizes (a 0 is an empty view).
+  auto sized = x.t.split(std::vector<std::int64_t>{1, 0, 3, 2}, 1);
+  ASSERT_EQ(sized.size(), 4u);
+  EXPECT_TRUE(ref::exact(sized[0], ref::slice(x.r, 1, 0, 1)));
+  EXPECT_EQ(sized[1].shape(), (Shape{5, 0}));
+  EXPECT_TRUE(ref::exact(sized[2], ref::slice(x.r, 1, 1, 4)));
+  EXPECT_TRUE(ref::exact(sized[3], ref::slice(x.r, 1, 4, 6)));
+  EXPECT_TRUE(sized[3].shares_storage(x.t));
+  EXPECT_THROW(split(x.t, std::vector<std::int64_t>{2, 2}, 0), ValueError);  // adds up to 4, not 5
+  EXPECT_THROW(split(x.t, std::vector<std::int64_t>{6, -1}, 0), ValueError);
 
   // torch.chunk: chunks of ceil(n / chunks); may return fewer chunks.
   auto c3 = chunk(x.t, 3, 0);  // 5 rows → 2, 2, 1

@@ -359,6 +359,9 @@ Tensor index_copy(const Tensor& x, int dim, const Tensor& index, const Tensor& s
 Tensor cat(const std::vector<Tensor>& tensors, int dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int dim = 0);
 std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, int dim = 0);
+// Pieces of the given sizes along `dim`, which must add up to its size
+// (torch.split with a list; views of x).
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, int dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, int dim = 0);
 Tensor to_dtype(const Tensor& x, DType t);
 // Shape both would broadcast to; ShapeError naming `op` otherwise.

@@ -124,6 +124,7 @@ class Tensor {
   Tensor index_copy(int dim, const Tensor& index, const Tensor& source) const;
   Tensor flip(const Dims& dims) const;
   std::vector<Tensor> split(std::int64_t split_size, int dim = 0) const;
+  std::vector<Tensor> split(const std::vector<std::int64_t>& sizes, int dim = 0) const;
   std::vector<Tensor> chunk(std::int64_t chunks, int dim = 0) const;
   Tensor as_strided(const Shape& shape, const Strides& strides, std::int64_t offset) const;
 

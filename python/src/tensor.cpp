@@ -303,7 +303,10 @@ void bind_tensor(nb::module_& m) {
            nb::rv_policy::reference_internal, ANVIL_NOGIL, doc("Tensor::index_add_"))
       .def("scatter_add_", &Tensor::scatter_add_, "dim"_a, "index"_a, "src"_a, nb::rv_policy::reference_internal,
            ANVIL_NOGIL, doc("Tensor::scatter_add_"))
-      .def("split", &Tensor::split, "split_size"_a, "dim"_a = 0, ANVIL_NOGIL, doc("Tensor::split"))
+      .def("split", nb::overload_cast<std::int64_t, int>(&Tensor::split, nb::const_), "split_size"_a, "dim"_a = 0,
+           ANVIL_NOGIL, doc("Tensor::split"))
+      .def("split", nb::overload_cast<const std::vector<std::int64_t>&, int>(&Tensor::split, nb::const_),
+           "split_size"_a, "dim"_a = 0, ANVIL_NOGIL, doc("Tensor::split"))
       .def("chunk", &Tensor::chunk, "chunks"_a, "dim"_a = 0, ANVIL_NOGIL, doc("Tensor::chunk"))
       .def(
           "as_strided",
@@ -785,7 +788,10 @@ void bind_tensor(nb::module_& m) {
   m.def("scatter_add", &scatter_add, "input"_a, "dim"_a, "index"_a, "src"_a, ANVIL_NOGIL, doc("scatter_add"));
   m.def("cat", &cat, "tensors"_a, "dim"_a = 0, ANVIL_NOGIL, doc("cat"));
   m.def("stack", &stack, "tensors"_a, "dim"_a = 0, ANVIL_NOGIL, doc("stack"));
-  m.def("split", &split, "input"_a, "split_size"_a, "dim"_a = 0, ANVIL_NOGIL, doc("split"));
+  m.def("split", nb::overload_cast<const Tensor&, std::int64_t, int>(&split), "input"_a, "split_size"_a, "dim"_a = 0,
+        ANVIL_NOGIL, doc("split"));
+  m.def("split", nb::overload_cast<const Tensor&, const std::vector<std::int64_t>&, int>(&split), "input"_a,
+        "split_size"_a, "dim"_a = 0, ANVIL_NOGIL, doc("split"));
   m.def("chunk", &chunk, "input"_a, "chunks"_a, "dim"_a = 0, ANVIL_NOGIL, doc("chunk"));
   m.def(
       "broadcast_shapes", [](const Shape& a, const Shape& b) { return broadcast_shapes(a, b); },

@@ -309,3 +309,15 @@ def test_as_strided_starts_at_the_views_offset(dev):
     assert x[5:].as_strided((2, 2), (1, 1)).tolist() == [[5.0, 6.0], [6.0, 7.0]]
     assert anvil.as_strided(x[5:], (2, 2), (1, 1)).tolist() == [[5.0, 6.0], [6.0, 7.0]]
     assert x[5:].as_strided((2,), (1,), 0).tolist() == [0.0, 1.0]
+
+
+def test_split_with_sizes(dev):
+    # torch.split with a list of sizes: views that add up to the dim.
+    x = anvil.arange(10.0, device=dev).reshape(5, 2)
+    parts = x.split([2, 3])
+    assert [p.shape for p in parts] == [(2, 2), (3, 2)]
+    assert parts[1].tolist() == [[4.0, 5.0], [6.0, 7.0], [8.0, 9.0]]
+    assert [p.shape for p in anvil.split(x, [1, 1], dim=1)] == [(5, 1), (5, 1)]
+    assert len(x.split(2)) == 3
+    with pytest.raises(anvil.ValueError, match="add up"):
+        x.split([2, 2])

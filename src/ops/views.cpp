@@ -1,5 +1,6 @@
 // Views (share storage, DESIGN §4.3) and the movement ops built on them.
 #include <algorithm>
+#include <string>
 
 #include "anvil/autograd.h"
 #include "autograd/graph.h"
@@ -427,6 +428,31 @@ std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, int dim) {
   return out;
 }
 
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, int dim) {
+  check_defined("split", x);
+  dim = wrap_dim(dim, x.dim(), "split");
+  const std::int64_t n = x.shape()[dim];
+  std::string listed = "[";
+  std::int64_t total = 0;
+  bool negative = false;
+  for (const std::int64_t s : sizes) {
+    listed += (listed.size() > 1 ? ", " : "") + std::to_string(s);
+    negative = negative || s < 0;
+    total += s;
+  }
+  listed += "]";
+  ANVIL_CHECK(!negative, ValueError, "split: sizes must not be negative; expected sizes >= 0, got ", listed);
+  ANVIL_CHECK(total == n, ValueError, "split: sizes must add up to dim ", dim, "'s size; expected a sum of ", n,
+              ", got ", listed, " (", total, ")");
+  std::vector<Tensor> out;
+  std::int64_t at = 0;
+  for (const std::int64_t s : sizes) {
+    out.push_back(narrow(x, dim, at, s));
+    at += s;
+  }
+  return out;
+}
+
 std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, int dim) {
   check_defined("chunk", x);
   ANVIL_CHECK(chunks > 0, ValueError, "chunk: number of chunks must be positive; expected > 0, got ", chunks);
@@ -652,6 +678,9 @@ Tensor Tensor::index_copy(int dim, const Tensor& index, const Tensor& source) co
 Tensor Tensor::flip(const Dims& dims) const { return anvil::flip(*this, dims); }
 std::vector<Tensor> Tensor::split(std::int64_t split_size, int dim) const {
   return anvil::split(*this, split_size, dim);
+}
+std::vector<Tensor> Tensor::split(const std::vector<std::int64_t>& sizes, int dim) const {
+  return anvil::split(*this, sizes, dim);
 }
 std::vector<Tensor> Tensor::chunk(std::int64_t chunks, int dim) const { return anvil::chunk(*this, chunks, dim); }
 Tensor Tensor::unsqueeze(int dim) const { return anvil::unsqueeze(*this, dim); }
