@@ -319,6 +319,23 @@ TEST(MatmulCpuKSplit, WeightGradientsShareTheirK) {
           EXPECT_TRUE(allclose(addmm(bias.t, a.t, b.t).to(f64), want_bias, tol, tol));
           EXPECT_EQ(cpu_threads::parallel_stats().gemm_k_split, threads == 2 ? 3u : 0u);
         }
+    // Operands and an output that start inside larger tensors (offsets not 0).
+    for (const Layout la : {Layout::Transposed, Layout::Contiguous}) {
+      SCOPED_TRACE(std::string(la == Layout::Transposed ? "A transposed" : "A") + " at an offset, on " +
+                   std::to_string(threads));
+      const auto a = ref::make_input({70, 2100}, la, f32, cpu(), Domain{-1, 1}, seed++);
+      const auto b = ref::make_input({2107, 64}, Layout::Contiguous, f32, cpu(), Domain{-1, 1}, seed++);
+      const Tensor av = a.t.narrow(0, 3, 64), bv = b.t.narrow(0, 7, 2100);
+      const ref::Array ab = ref::matmul(ref::slice(a.r, 0, 3, 67), ref::slice(b.r, 0, 7, 2107));
+      Tensor whole = full({70, 64}, std::nan(""), cpu(), f32);
+      Tensor out = whole.narrow(0, 5, 64);
+      cpu_threads::reset_parallel_stats();
+      mm_out(out, av, bv);
+      EXPECT_TRUE(ref::close(out, ab, matmul_tol(f32, 2100)));
+      EXPECT_TRUE(ref::close(matmul(av, bv), ab, matmul_tol(f32, 2100)));
+      EXPECT_EQ(cpu_threads::parallel_stats().gemm_k_split, threads == 2 ? 2u : 0u);
+      EXPECT_TRUE(std::isnan(whole[0][0].item<float>())) << "nothing written before the view";
+    }
   }
   cpu_threads::set_parallel_wake_us(0);
   cpu_threads::set_load_bound(true);

@@ -63,10 +63,32 @@ constexpr std::int64_t kXsmmMaxKNN = 128;
 template <typename T>
 using XsmmKernel = std::conditional_t<std::is_same_v<T, float>, libxsmm_smmfunction, libxsmm_dmmfunction>;
 
+// libxsmm's kernel for row-major C (m x n, ldc) = op(A) (m x k) · B (k x n),
+// beta 0 or 1, or null. libxsmm is column-major: row-major C = op(A)·B is
+// column-major Cᵀ = Bᵀ·op(A)ᵀ, so B's buffer is libxsmm's A, A's its B, and
+// row-major A transposed is libxsmm's TRANS_B.
+template <typename T>
+XsmmKernel<T> xsmm_dispatch(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda, std::int64_t ldb,
+                            std::int64_t ldc, bool a_trans, bool beta_one) {
+  const auto xm = static_cast<libxsmm_blasint>(n), xn = static_cast<libxsmm_blasint>(m),
+             xk = static_cast<libxsmm_blasint>(k);
+  const auto xlda = static_cast<libxsmm_blasint>(ldb), xldb = static_cast<libxsmm_blasint>(lda),
+             xldc = static_cast<libxsmm_blasint>(ldc);
+  const int flags = (a_trans ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (beta_one ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
+  const int prefetch = LIBXSMM_PREFETCH_NONE;
+  const T alpha = 1, beta = beta_one ? 1 : 0;
+  if constexpr (std::is_same_v<T, float>)
+    return libxsmm_smmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &alpha, &beta, &flags, &prefetch);
+  else
+    return libxsmm_dmmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &alpha, &beta, &flags, &prefetch);
+}
+
+// Whether the leading dimensions fit libxsmm's column-major view of `g`.
+bool xsmm_leading_dims_fit(const GemmArgs& g) {
+  return g.b.ld >= g.n && g.a.ld >= (g.a.trans ? g.m : g.k) && g.c.ld >= g.n;
+}
+
 // libxsmm's kernel for every matrix of `g`, or null where OpenBLAS takes it.
-// libxsmm is column-major: row-major C = op(A)·op(B) is column-major
-// Cᵀ = op(B)ᵀ·op(A)ᵀ, so B's buffer is libxsmm's A, A's its B, and row-major
-// A transposed is libxsmm's TRANS_B.
 template <typename T>
 XsmmKernel<T> xsmm_kernel(const GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) return nullptr;
@@ -78,19 +100,8 @@ XsmmKernel<T> xsmm_kernel(const GemmArgs& g) {
   // large part of the row): n = 10, 12, 20 ran at 0.4-0.9x OpenBLAS's speed.
   constexpr std::int64_t lanes = 32 / sizeof(T);  // one AVX2 register
   if (g.n % lanes != 0 && g.n < 8 * lanes) return nullptr;
-  // The leading dimensions libxsmm checks against its column-major view.
-  if (g.b.ld < g.n || g.a.ld < (g.a.trans ? g.m : g.k) || g.c.ld < g.n) return nullptr;
-  const libxsmm_blasint m = static_cast<libxsmm_blasint>(g.n), n = static_cast<libxsmm_blasint>(g.m),
-                        k = static_cast<libxsmm_blasint>(g.k);
-  const libxsmm_blasint lda = static_cast<libxsmm_blasint>(g.b.ld), ldb = static_cast<libxsmm_blasint>(g.a.ld),
-                        ldc = static_cast<libxsmm_blasint>(g.c.ld);
-  const int flags = (g.a.trans ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (g.beta == 0 ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
-  const int prefetch = LIBXSMM_PREFETCH_NONE;
-  const T alpha = 1, beta = static_cast<T>(g.beta);
-  if constexpr (std::is_same_v<T, float>)
-    return libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
-  else
-    return libxsmm_dmmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+  if (!xsmm_leading_dims_fit(g)) return nullptr;
+  return xsmm_dispatch<T>(g.m, g.n, g.k, g.a.ld, g.b.ld, g.c.ld, g.a.trans, g.beta != 0);
 }
 
 // Note [Splitting k between threads]
@@ -109,29 +120,11 @@ constexpr std::int64_t kSplitTile = 32 * 64;
 constexpr std::int64_t kSplitTilesPerThread = 4;
 constexpr std::int64_t kSplitMinK = 384;
 
-// libxsmm's kernel for C (m x n, ldc) = op(A) (m x k) · B (k x n), with beta
-// 0 or 1, or null (row-major as xsmm_kernel's comment says).
-template <typename T>
-XsmmKernel<T> xsmm_dispatch(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda, std::int64_t ldb,
-                            std::int64_t ldc, bool a_trans, bool beta_one) {
-  const auto xm = static_cast<libxsmm_blasint>(n), xn = static_cast<libxsmm_blasint>(m),
-             xk = static_cast<libxsmm_blasint>(k);
-  const auto xlda = static_cast<libxsmm_blasint>(ldb), xldb = static_cast<libxsmm_blasint>(lda),
-             xldc = static_cast<libxsmm_blasint>(ldc);
-  const int flags = (a_trans ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (beta_one ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
-  const int prefetch = LIBXSMM_PREFETCH_NONE;
-  const T alpha = 1, beta = beta_one ? 1 : 0;
-  if constexpr (std::is_same_v<T, float>)
-    return libxsmm_smmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &alpha, &beta, &flags, &prefetch);
-  else
-    return libxsmm_dmmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &alpha, &beta, &flags, &prefetch);
-}
-
 // The team a k split gives `g`, or 1 where it is not such a product.
 int k_split_threads(const GemmArgs& g) {
   // Inside a parallel region (a nested one would be a team of one), no split.
   if (g.batch != 1 || g.b.trans || g.m <= 0 || g.n <= 0 || omp_in_parallel()) return 1;
-  if (g.b.ld < g.n || g.a.ld < (g.a.trans ? g.m : g.k) || g.c.ld < g.n) return 1;
+  if (!xsmm_leading_dims_fit(g)) return 1;
   const int threads = std::min<int>(gemm_threads(g.m, g.n, g.k, usable_threads()),
                                     static_cast<int>(std::min<std::int64_t>(64, g.k / kSplitMinK)));
   return threads >= 2 && g.m * g.n < kSplitTilesPerThread * kSplitTile * threads ? threads : 1;
@@ -158,8 +151,8 @@ bool k_split_gemm(const GemmArgs& g, int threads, detail::CachingAllocator& allo
     ~Scratch() { allocator.deallocate(data, bytes); }
   } scratch{allocator, bytes};
   T* partials = static_cast<T*>(scratch.data);
-  const T* a = static_cast<const T*>(g.a.data);
-  const T* b = static_cast<const T*>(g.b.data);
+  const T* a = static_cast<const T*>(g.a.data) + detail::gemm_batch_offset(g, g.a, 0);
+  const T* b = static_cast<const T*>(g.b.data) + detail::gemm_batch_offset(g, g.b, 0);
   record_k_split_gemm();
   const ParallelWork work(threads, gemm_width(g.m, g.n, g.k));
   // Chunks of k in order, each thread a contiguous run of them.
@@ -188,7 +181,7 @@ bool k_split_gemm(const GemmArgs& g, int threads, detail::CachingAllocator& allo
   run_region(threads, partial_of_thread);
   // C = alpha Σ partials + beta C, a row at a time (C may be strided; beta 0
   // never reads it).
-  T* c = static_cast<T*>(g.c.data);
+  T* c = static_cast<T*>(g.c.data) + detail::gemm_batch_offset(g, g.c, 0);
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
   for (std::int64_t i = 0; i < g.m; ++i) {
     T* row = c + i * g.c.ld;
