@@ -162,17 +162,17 @@ Tensor saved(const Tensor& t) {
   return make_view(t, t.shape(), t.strides(), t.offset());
 }
 
-void check_inplace(const char* op, const Tensor& self, const Tensor* other) {
+void check_inplace(const char* op, const Tensor& self, const Tensor* other, const char* suffix) {
   // Elements sharing memory (expand()'s stride 0) would each be written, in
   // an order that depends on the device's threads: PyTorch's rule, an error.
   if (self.defined())
     for (int d = 0; d < self.dim(); ++d)
-      ANVIL_CHECK(self.strides()[d] != 0 || self.size(d) <= 1, ValueError, op,
+      ANVIL_CHECK(self.strides()[d] != 0 || self.size(d) <= 1, ValueError, op, suffix,
                   ": more than one element of the written-to tensor refers to the same memory; expected a tensor "
                   "whose elements are distinct, got shape ",
                   self.shape(), " with strides ", self.strides(), " (as expand() makes); write into a clone() of it");
   if (!grad_mode_enabled()) return;
-  ANVIL_CHECK(!requires_grad(self) && !(other && requires_grad(*other)), ValueError, op,
+  ANVIL_CHECK(!requires_grad(self) && !(other && requires_grad(*other)), ValueError, op, suffix,
               ": in-place op on a tensor that requires grad would not be recorded; expected tensors without grad, got ",
               requires_grad(self) ? "the in-place tensor" : "an argument",
               " requiring grad; run it under "

@@ -129,7 +129,8 @@ Tensor saved(const Tensor& t);
 // PyTorch's in-place rules, simplified: an in-place op may not write into or
 // read from a tensor that requires grad while grad mode is on, nor write into
 // a tensor whose elements share memory (a stride of 0 over a dim of size > 1).
-void check_inplace(const char* op, const Tensor& self, const Tensor* other = nullptr);
+// Errors name the op as `op` then `suffix` ("add", "_" for add_).
+void check_inplace(const char* op, const Tensor& self, const Tensor* other = nullptr, const char* suffix = "");
 
 // --- one record function per primitive (src/autograd/rules_*.cpp) --------------------
 void record_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);

@@ -101,7 +101,7 @@ void binary_inplace(BinaryOp op, const Tensor& self, const Tensor* other, const 
     check_same_device(opname, {&self, other});
   else
     check_defined(opname, self);
-  check_inplace(cat(opname, "_").c_str(), self, other);
+  check_inplace(opname, self, other, "_");
   const TensorImpl& si = self.impl_ref();
   const DType promoted = other ? promote(si.dtype(), other->impl_ref().dtype()) : promote(si.dtype(), *s);
   const DType ct = compute_dtype(op, promoted);
@@ -158,7 +158,7 @@ void unary_inplace(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) 
   ANVIL_PROFILE_OP(opname, &x);
   check_defined(opname, x);
   const TensorImpl& xi = x.impl_ref();
-  check_inplace(cat(opname, "_").c_str(), x);
+  check_inplace(opname, x, nullptr, "_");
   if (computes_in_float(op))
     ANVIL_CHECK(is_floating(xi.dtype()), DTypeError, opname,
                 "_: result is floating point; expected a float tensor, got ", xi.dtype());
